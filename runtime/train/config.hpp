@@ -1,0 +1,69 @@
+#pragma once
+// The whole experiment configuration: one YAML file (configs/*.yaml), loaded and validated by
+// load_config (config_loader.hpp). Every key is documented in docs/config.md.
+#include <cstdint>
+#include <string>
+
+#include "models/bert_config.hpp"
+#include "runtime/data/data_config.hpp"
+
+namespace memtrain::train {
+
+struct TrainingConfig {
+  int micro_batch_size = 8;
+  int global_batch_size = 8;  // = micro_batch_size * accumulation steps * data-parallel size
+  int max_steps = 100;
+  double lr = 1e-4;
+  double min_lr = 0.0;
+  int warmup_steps = 0;
+  std::string lr_schedule = "linear";  // cosine | linear | constant
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double grad_clip = 1.0;  // max global norm; 0 disables
+  std::uint64_t seed = 1234;
+  int log_interval = 10;
+  int eval_interval = 50;
+  int eval_steps = 10;
+  int num_threads = 0;  // 0 = cores on this node / ranks on this node
+  std::string optimizer = "adamw";
+};
+
+struct PrecisionConfig {
+  std::string dtype = "fp32";
+};
+
+struct MemoryConfig {
+  std::string policy = "best_fit";  // no_cache | pytorch | best_fit | vmm_stitch
+  bool trace = false;               // record the allocation trace (run_dir/memory_trace.csv)
+};
+
+struct ParallelConfig {
+  int tensor_model_parallel_size = 1;
+};
+
+struct CompressionConfig {
+  std::string method = "none";
+};
+
+struct CheckpointConfig {
+  int interval = 0;  // steps between checkpoints; 0 = none
+  int keep_last = 2;
+};
+
+struct Config {
+  std::string path;  // the YAML file it was loaded from
+  std::string name;  // file stem, e.g. "tiny"
+  std::string device = "cpu";
+  models::BertConfig model;
+  data::DataConfig data;
+  TrainingConfig training;
+  PrecisionConfig precision;
+  MemoryConfig memory;
+  ParallelConfig parallel;
+  CompressionConfig compression;
+  CheckpointConfig checkpoint;
+};
+
+}  // namespace memtrain::train
