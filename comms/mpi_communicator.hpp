@@ -1,0 +1,34 @@
+#pragma once
+#include <mpi.h>
+
+#include "comms/communicator.hpp"
+
+namespace memtrain::comms {
+
+// Collectives over an MPI communicator (MPI_COMM_WORLD by default). Node-local rank and size
+// come from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (MPI-3). Counts above INT_MAX are sent
+// in chunks, since MPI counts are int.
+class MpiCommunicator final : public Communicator {
+ public:
+  // Initialises MPI if needed (MPI_Init_thread, MPI_THREAD_FUNNELED). Throws RuntimeError.
+  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  void allreduce_sum(float* data, std::int64_t n) override;
+  void allreduce_sum(double* data, std::int64_t n) override;
+  void allreduce_sum(std::int64_t* data, std::int64_t n) override;
+  void broadcast(void* data, std::int64_t bytes, int root) override;
+  void barrier() override;
+  std::string backend() const override { return "mpi"; }
+
+ private:
+  MPI_Comm comm_;
+  MPI_Comm local_comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+}  // namespace memtrain::comms
