@@ -5,8 +5,7 @@ set -euo pipefail
 
 PACKAGES=(cmake g++ make pkg-config libeigen3-dev libopenblas-dev libopenblas0-pthread libcli11-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin
-  libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev librandom123-dev bible-kjv
-  python3-matplotlib)
+  libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev librandom123-dev bible-kjv)
 # The PyTorch reference (fixtures, benchmark) is only needed by scripts that say so.
 if [[ "${1:-}" == "--with-torch" ]]; then
   PACKAGES+=(python3-torch python3-numpy)
