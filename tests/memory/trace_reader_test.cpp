@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "memory/replay.hpp"
+
+namespace memtrain::memory {
+namespace {
+
+std::vector<TraceOp> parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_trace_csv(in, "t.csv");
+}
+
+// The message of the TraceFormatError `text` raises, or "" when it parses.
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const TraceFormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TraceCsv, ReadsRowsCommentsAndFreeRowsWithoutBytes) {
+  const auto ops = parse(
+      "# recorded by hand\n"
+      "op,id,bytes,stream,tag\n"
+      "\n"
+      "alloc,a,1024,0,activation   # trailing comment\n"
+      "alloc,b,2048,3,\n"
+      "free,a,,,\n"
+      "free,b\n");
+  ASSERT_EQ(ops.size(), 4u);
+  EXPECT_EQ(ops[0].kind, TraceOp::Kind::alloc);
+  EXPECT_EQ(ops[0].id, "a");
+  EXPECT_EQ(ops[0].bytes, 1024u);
+  EXPECT_EQ(ops[0].tag, "activation");
+  EXPECT_EQ(ops[0].line, 4u);
+  EXPECT_EQ(ops[1].stream, 3u);
+  EXPECT_EQ(ops[1].tag, "");
+  EXPECT_EQ(ops[2].kind, TraceOp::Kind::free);
+  EXPECT_EQ(ops[2].bytes, 0u);
+  EXPECT_EQ(ops[3].id, "b");
+  EXPECT_EQ(ops[3].line, 7u);
+}
+
+TEST(TraceCsv, WindowsLineEndingsAreAccepted) {
+  EXPECT_EQ(parse("op,id,bytes,stream,tag\r\nalloc,a,1,0,x\r\n").size(), 1u);
+}
+
+TEST(TraceCsv, MalformedRowsNameFileLineAndProblem) {
+  const std::string h = "op,id,bytes,stream,tag\n";
+  EXPECT_NE(error_of("id,op,bytes\n").find("t.csv:1: header is 'id,op,bytes'"), std::string::npos);
+  EXPECT_NE(error_of("").find("t.csv:1: empty trace"), std::string::npos);
+  EXPECT_NE(error_of(h + "malloc,a,1,0,x\n").find("t.csv:2: op 'malloc'"), std::string::npos);
+  EXPECT_NE(error_of(h + "alloc,,1,0,x\n").find("t.csv:2: id is empty"), std::string::npos);
+  EXPECT_NE(error_of(h + "alloc,a,,0,x\n").find("t.csv:2: alloc row has no bytes"), std::string::npos);
+  EXPECT_NE(error_of(h + "# c\nalloc,a,12x,0,x\n").find("t.csv:3: bytes '12x' is not a non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(h + "alloc,a,-5,0,x\n").find("bytes '-5'"), std::string::npos);
+  EXPECT_NE(error_of(h + "alloc,a,99999999999999999999,0,x\n").find("in range"), std::string::npos);
+  EXPECT_NE(error_of(h + "alloc,a,1,s1,x\n").find("t.csv:2: stream 's1'"), std::string::npos);
+  EXPECT_NE(error_of(h + "alloc,a,1,0,x,y\n").find("t.csv:2: 6 fields; expected at most 5"),
+            std::string::npos);
+}
+
+// RMM's logging_resource_adaptor format (rmm docs, "Logging and Profiling"): stream pointers
+// become small ids, "allocate failure" rows never held memory and are skipped.
+TEST(RmmLogCsv, ReadsAllocateAndFreeRowsAndNumbersStreams) {
+  std::istringstream in(
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "140573312345856,1634567890.123456,allocate,0x7f8a40000000,1024,0x7f8a38001020\n"
+      "140573312345856,1634567890.2,allocate,0x7f8a40000400,2048,0x0\n"
+      "140573312345856,1634567890.25,allocate failure,0x0,4096,0x0\n"
+      "140573312345856,1634567890.3,deallocate,0x7f8a40000000,1024,0x7f8a38001020\n"
+      "140573312345856,1634567890.4,free,0x7f8a40000400,2048,0x0\n");
+  const auto ops = parse_rmm_log_csv(in, "rmm.csv");
+  ASSERT_EQ(ops.size(), 4u);
+  EXPECT_EQ(ops[0].kind, TraceOp::Kind::alloc);
+  EXPECT_EQ(ops[0].id, "0x7f8a40000000");
+  EXPECT_EQ(ops[0].bytes, 1024u);
+  EXPECT_EQ(ops[0].stream, 1u);
+  EXPECT_EQ(ops[1].stream, 0u);
+  EXPECT_EQ(ops[2].kind, TraceOp::Kind::free);
+  EXPECT_EQ(ops[2].stream, 1u);
+  EXPECT_EQ(ops[3].kind, TraceOp::Kind::free);
+  EXPECT_EQ(ops[3].line, 6u);
+}
+
+TEST(RmmLogCsv, MalformedRowsNameFileLineAndProblem) {
+  std::istringstream in(
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,2,reallocate,0x10,8,0x0\n");
+  try {
+    parse_rmm_log_csv(in, "rmm.csv");
+    FAIL() << "accepted an unknown action";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("rmm.csv:2: Action 'reallocate'"), std::string::npos);
+  }
+}
+
+TEST(ReadTraceFile, PicksTheParserFromTheHeaderAndReportsMissingFiles) {
+  const std::string path = ::testing::TempDir() + "/rmm_log_for_reader.csv";
+  {
+    std::ofstream out(path);
+    out << "# exported\nThread,Time,Action,Pointer,Size,Stream\n1,0.1,allocate,0x10,64,0x0\n";
+  }
+  const auto ops = read_trace_file(path);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].bytes, 64u);
+  std::remove(path.c_str());
+  try {
+    read_trace_file(path);
+    FAIL() << "read a missing file";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": cannot open"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace memtrain::memory
