@@ -1,0 +1,52 @@
+#pragma once
+// Options of the CachingAllocator, and their environment-variable form MEMTRAIN_ALLOC_CONF.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace memtrain::memory {
+
+// Sentinel of AllocatorOptions::max_split_size: "unset", every block may be split (PyTorch's
+// default, where max_split_size is SIZE_MAX as well).
+inline constexpr std::size_t kMaxSplitSizeUnset = SIZE_MAX;
+
+struct AllocatorOptions {
+  // One of "no_cache", "pytorch", "best_fit", "vmm_stitch" (caching_allocator.hpp).
+  std::string policy = "best_fit";
+  // Blocks of this size (bytes) or more are never split and serve only requests of at least
+  // this size (PyTorch's max_split_size_mb). kMaxSplitSizeUnset when unset.
+  std::size_t max_split_size = kMaxSplitSizeUnset;
+  // 0 (off) or in (0, 1): when reserved bytes would exceed this fraction of the capacity, cached
+  // unused segments are released first (PyTorch's garbage_collection_threshold).
+  double garbage_collection_threshold = 0.0;
+  // Segments are virtual address ranges that grow in place by mapping more pages (PyTorch's
+  // expandable_segments). Needs a VirtualMemoryResource upstream.
+  bool expandable_segments = false;
+  // Most bytes the allocator may reserve from its upstream; 0 = the upstream's capacity.
+  std::size_t capacity = 0;
+};
+
+// Names of the policies, in the order experiments report them.
+inline constexpr std::string_view kPolicyNames[] = {"no_cache", "pytorch", "best_fit", "vmm_stitch"};
+
+// Parses MEMTRAIN_ALLOC_CONF: `key:value,key:value`, the syntax of PYTORCH_CUDA_ALLOC_CONF.
+// Keys: policy (a name above), max_split_size_mb (integer MiB, > 20 as in PyTorch),
+// garbage_collection_threshold (0 < x < 1), expandable_segments (True/False/true/false/1/0),
+// capacity (a byte size: "40GiB", "512MiB", "1073741824"). Whitespace around keys and values is
+// ignored; an empty string gives the defaults. Throws std::invalid_argument naming the key,
+// the value and what was expected for: an unknown key, a key given twice, a missing ':', a bad
+// value, and an option combination that would do nothing (validate_options).
+AllocatorOptions parse_alloc_conf(std::string_view conf);
+
+// Rejects option combinations that would silently do nothing, with the reason: no_cache with
+// max_split_size, a garbage_collection_threshold or expandable_segments (nothing is cached or
+// split); a threshold outside [0, 1). `upstream_capacity` (0 = unknown) is the capacity of the
+// resource the options will be used with: a threshold with neither `capacity` nor a known
+// upstream capacity has no limit to measure against. Throws std::invalid_argument.
+void validate_options(const AllocatorOptions& options, std::size_t upstream_capacity);
+
+// The options as MEMTRAIN_ALLOC_CONF text (round-trips through parse_alloc_conf).
+std::string to_alloc_conf(const AllocatorOptions& options);
+
+}  // namespace memtrain::memory
