@@ -1,0 +1,47 @@
+#include "runtime/train/metrics_writer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/errors.hpp"
+
+namespace memtrain::train {
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  out_.open(path, std::ios::out | std::ios::app);
+  if (!out_) throw RuntimeError("cannot open " + path + " for writing");
+}
+
+void MetricsWriter::write(const TrainMetrics& m) {
+  nlohmann::ordered_json j;
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["lr"] = m.lr;
+  j["grad_norm"] = m.grad_norm;
+  j["tokens_per_s"] = m.tokens_per_s;
+  j["mfu"] = m.mfu;
+  j["time_forward_s"] = m.time_forward_s;
+  j["time_backward_s"] = m.time_backward_s;
+  j["time_optimizer_s"] = m.time_optimizer_s;
+  j["time_comm_s"] = m.time_comm_s;
+  j["allocated_bytes"] = m.allocated_bytes;
+  j["reserved_bytes"] = m.reserved_bytes;
+  j["peak_allocated_bytes"] = m.peak_allocated_bytes;
+  write_line(j.dump());
+}
+
+void MetricsWriter::write(const EvalMetrics& m) {
+  nlohmann::ordered_json j;
+  j["step"] = m.step;
+  j["eval_loss"] = m.eval_loss;
+  j["eval_accuracy"] = m.eval_accuracy;
+  j["eval_perplexity"] = m.eval_perplexity;
+  write_line(j.dump());
+}
+
+void MetricsWriter::write_line(const std::string& line) {
+  out_ << line << '\n';
+  out_.flush();
+  if (!out_) throw RuntimeError("cannot write to " + path_);
+}
+
+}  // namespace memtrain::train

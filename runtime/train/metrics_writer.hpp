@@ -1,0 +1,51 @@
+#pragma once
+// run_dir/metrics.jsonl: one JSON object per line (issue 2, "The interface other parts rely
+// on"). Scripts and later issues read these keys by name; add keys, never rename them.
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+namespace memtrain::train {
+
+// One logged training step. Times are seconds summed over the micro-batches of the step
+// (averaged over the steps since the previous log line); memory in bytes of the model's allocator.
+struct TrainMetrics {
+  std::int64_t step = 0;
+  double loss = 0;            // mean over the masked tokens of the global batch
+  double lr = 0;
+  double grad_norm = 0;       // global L2 norm before clipping
+  double tokens_per_s = 0;    // global (all ranks) input tokens per second
+  double mfu = 0;             // achieved FLOP/s / measured sgemm peak FLOP/s, in [0, 1]
+  double time_forward_s = 0;
+  double time_backward_s = 0;
+  double time_optimizer_s = 0;
+  double time_comm_s = 0;
+  std::int64_t allocated_bytes = 0;
+  std::int64_t reserved_bytes = 0;
+  std::int64_t peak_allocated_bytes = 0;
+};
+
+// One evaluation on the fixed validation set.
+struct EvalMetrics {
+  std::int64_t step = 0;
+  double eval_loss = 0;        // mean cross-entropy over masked tokens (nats)
+  double eval_accuracy = 0;    // share of masked tokens whose argmax is the label
+  double eval_perplexity = 0;  // exp(eval_loss)
+};
+
+// Appends lines to `path`, flushing each one so a crash or SIGINT never loses a logged step.
+// Throws memtrain::RuntimeError when the file cannot be opened or written.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);
+  void write(const TrainMetrics& m);
+  void write(const EvalMetrics& m);
+  const std::string& path() const { return path_; }
+
+ private:
+  void write_line(const std::string& line);
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace memtrain::train

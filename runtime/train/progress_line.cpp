@@ -1,0 +1,56 @@
+#include "runtime/train/progress_line.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "memory/byte_size.hpp"
+
+namespace memtrain::train {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm%02lds", s / 3600, (s % 3600) / 60, s % 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  }
+  return buf;
+}
+
+std::string format_progress(const Progress& p) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | %.0f tokens/s | ETA %s | mem %s",
+                static_cast<long long>(p.step), static_cast<long long>(p.total_steps), p.loss,
+                p.tokens_per_s, format_duration(p.eta_s).c_str(),
+                memory::format_byte_size(p.allocated_bytes).c_str());
+  return buf;
+}
+
+ProgressLine::ProgressLine(std::ostream& out, bool is_terminal)
+    : out_(out), is_terminal_(is_terminal) {}
+
+ProgressLine::~ProgressLine() { break_line(); }
+
+void ProgressLine::update(const Progress& p) {
+  if (is_terminal_) {
+    out_ << '\r' << format_progress(p) << "\x1b[K" << std::flush;  // ESC[K: clear the rest
+    pending_ = true;
+  } else {
+    out_ << format_progress(p) << '\n' << std::flush;
+  }
+}
+
+void ProgressLine::break_line() {
+  if (pending_) out_ << '\n' << std::flush;
+  pending_ = false;
+}
+
+bool stdout_is_terminal() { return isatty(STDOUT_FILENO) == 1; }
+
+}  // namespace memtrain::train

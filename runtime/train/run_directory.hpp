@@ -1,0 +1,45 @@
+#pragma once
+// The directory one training run writes into: config.yaml, run.json, metrics.jsonl,
+// memory_snapshot.json (design.md, "Outputs of a run").
+#include <chrono>
+#include <string>
+#include <utility>
+
+namespace memtrain::train {
+
+// Note [A run directory belongs to one config]
+// metrics.jsonl of two different experiments interleaved in one file cannot be told apart, and
+// a later run must never silently replace the results of an earlier one. A run directory
+// records the hash of the config that created it (run.json: config_hash); opening it again is
+// allowed only with the same config (its metrics.jsonl is then appended to, never truncated).
+// A directory with another config's hash, or a non-empty directory that is not a run directory
+// at all, is refused with a ConfigError before anything is written.
+class RunDirectory {
+ public:
+  // runs/<config_name>-<YYYYmmdd-HHMMSS> (local time), relative to the working directory.
+  static std::string default_path(const std::string& config_name,
+                                  std::chrono::system_clock::time_point now);
+
+  // Creates `path` (with parents) and writes config.yaml (`config_yaml`) and run.json
+  // ({config_hash, config_name, config_path, created_at, world_size}), or reuses it when it
+  // was created with the same `config_hash`.
+  // Throws ConfigError: `path` is a file; its run.json names another config_hash (both hashes
+  // in the message); it is non-empty without a readable run.json. Throws RuntimeError when a
+  // file cannot be written.
+  static RunDirectory open(const std::string& path, const std::string& config_hash,
+                           const std::string& config_yaml, const std::string& config_name,
+                           const std::string& config_path, int world_size);
+
+  const std::string& path() const { return path_; }
+  // path()/name
+  std::string file(const std::string& name) const;
+  // True when open() found the directory from an earlier run of the same config.
+  bool reused() const { return reused_; }
+
+ private:
+  RunDirectory(std::string path, bool reused) : path_(std::move(path)), reused_(reused) {}
+  std::string path_;
+  bool reused_ = false;
+};
+
+}  // namespace memtrain::train

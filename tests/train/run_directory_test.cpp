@@ -1,0 +1,98 @@
+#include "runtime/train/run_directory.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/core/errors.hpp"
+#include "tests/train/temp_dir.hpp"
+
+namespace memtrain::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(RunDirectory, NewDirectoryGetsConfigAndRunJsonWithTheHash) {
+  testing::TempDir tmp;
+  const auto path = tmp.sub("runs/tiny-1");
+  const auto dir = RunDirectory::open(path, "abc123", "model:\n  hidden_size: 64\n", "tiny",
+                                      "configs/tiny.yaml", 1);
+  EXPECT_FALSE(dir.reused());
+  EXPECT_EQ(slurp(dir.file("config.yaml")), "model:\n  hidden_size: 64\n");
+  const auto run = nlohmann::json::parse(slurp(dir.file("run.json")));
+  EXPECT_EQ(run["config_hash"], "abc123");
+  EXPECT_EQ(run["config_name"], "tiny");
+}
+
+TEST(RunDirectory, SameConfigReusesTheDirectoryAndKeepsItsFiles) {
+  testing::TempDir tmp;
+  const auto path = tmp.sub("run");
+  RunDirectory::open(path, "h1", "a: 1\n", "t", "t.yaml", 1);
+  std::ofstream(path + "/metrics.jsonl") << "{\"step\":1}\n";
+  const auto again = RunDirectory::open(path, "h1", "a: 1\n", "t", "t.yaml", 1);
+  EXPECT_TRUE(again.reused());
+  EXPECT_EQ(slurp(path + "/metrics.jsonl"), "{\"step\":1}\n");
+}
+
+TEST(RunDirectory, DifferentConfigIsRefusedAndNothingIsOverwritten) {
+  testing::TempDir tmp;
+  const auto path = tmp.sub("run");
+  RunDirectory::open(path, "h1", "a: 1\n", "t", "t.yaml", 1);
+  std::ofstream(path + "/metrics.jsonl") << "{\"step\":1}\n";
+  try {
+    RunDirectory::open(path, "h2", "a: 2\n", "t", "t.yaml", 1);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("different config"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("h1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(path + "/config.yaml"), "a: 1\n");
+  EXPECT_EQ(nlohmann::json::parse(slurp(path + "/run.json"))["config_hash"], "h1");
+  EXPECT_EQ(slurp(path + "/metrics.jsonl"), "{\"step\":1}\n");
+}
+
+TEST(RunDirectory, NonEmptyDirectoryThatIsNotARunIsRefused) {
+  testing::TempDir tmp;
+  std::ofstream(tmp.sub("notes.txt")) << "mine";
+  EXPECT_THROW(RunDirectory::open(tmp.str(), "h", "", "t", "t.yaml", 1), ConfigError);
+  EXPECT_FALSE(fs::exists(tmp.sub("run.json")));
+}
+
+TEST(RunDirectory, ExistingEmptyDirectoryIsUsed) {
+  testing::TempDir tmp;
+  const auto dir = RunDirectory::open(tmp.str(), "h", "", "t", "t.yaml", 1);
+  EXPECT_FALSE(dir.reused());
+  EXPECT_TRUE(fs::exists(tmp.sub("run.json")));
+}
+
+TEST(RunDirectory, PathThatIsAFileIsRefused) {
+  testing::TempDir tmp;
+  std::ofstream(tmp.sub("file")) << "x";
+  EXPECT_THROW(RunDirectory::open(tmp.sub("file"), "h", "", "t", "t.yaml", 1), ConfigError);
+}
+
+TEST(RunDirectory, DefaultPathIsRunsConfigNameTimestamp) {
+  std::tm tm{};
+  tm.tm_year = 2026 - 1900;
+  tm.tm_mon = 0;
+  tm.tm_mday = 2;
+  tm.tm_hour = 3;
+  tm.tm_min = 4;
+  tm.tm_sec = 5;
+  tm.tm_isdst = -1;
+  const auto t = std::chrono::system_clock::from_time_t(std::mktime(&tm));
+  EXPECT_EQ(RunDirectory::default_path("tiny", t), "runs/tiny-20260102-030405");
+}
+
+}  // namespace
+}  // namespace memtrain::train
