@@ -1,0 +1,39 @@
+#pragma once
+// The execution context of a rank: where tensors get their memory, on which stream work is
+// queued, and whether ops compute or only plan (design.md, "Execution modes").
+#include <memory>
+#include <string>
+
+#include "memory/allocator.hpp"
+#include "memory/types.hpp"
+
+namespace memtrain::core {
+
+class Context {
+ public:
+  // `allocator` serves every tensor of this context (it must not be null: throws
+  // memtrain::ConfigError). `device` is the device name used in messages ("cpu", "cuda:0").
+  explicit Context(std::shared_ptr<memory::Allocator> allocator, std::string device = "cpu");
+
+  memory::Allocator& allocator() const { return *allocator_; }
+  // Shared ownership, so a tensor's storage can keep the allocator alive past the context.
+  const std::shared_ptr<memory::Allocator>& allocator_ptr() const { return allocator_; }
+  const std::string& device() const { return device_; }
+
+  // The stream new tensors are allocated on and ops are queued on.
+  memory::StreamId stream() const { return stream_; }
+  void set_stream(memory::StreamId stream) { stream_ = stream; }
+
+  // In a dry run, ops allocate exactly what they would in compute mode but do no math, and
+  // tensor memory is never read or written (the upstream may hand out addresses only).
+  bool dry_run() const { return dry_run_; }
+  void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
+
+ private:
+  std::shared_ptr<memory::Allocator> allocator_;
+  std::string device_;
+  memory::StreamId stream_ = memory::kDefaultStream;
+  bool dry_run_ = false;
+};
+
+}  // namespace memtrain::core

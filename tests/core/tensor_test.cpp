@@ -1,0 +1,144 @@
+#include "runtime/core/tensor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "runtime/core/errors.hpp"
+#include "runtime/core/tags.hpp"
+#include "tests/core/test_allocator.hpp"
+
+namespace memtrain::core {
+namespace {
+
+using memtrain::testing::TestAllocator;
+
+TEST(DType, SizesMatchTheCTypesTheyStandFor) {
+  EXPECT_EQ(dtype_size(DType::f32), sizeof(float));
+  EXPECT_EQ(dtype_size(DType::i32), sizeof(std::int32_t));
+  EXPECT_EQ(dtype_size(DType::f16), 2u);  // IEEE 754 binary16
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);  // bfloat16: 1 sign, 8 exponent, 7 mantissa bits
+}
+
+TEST(DType, NamesRoundTripAndUnknownNameIsAConfigError) {
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32}) {
+    EXPECT_EQ(dtype_from_name(dtype_name(d)), d);
+  }
+  EXPECT_THROW(dtype_from_name("F33"), ConfigError);
+}
+
+TEST(Tags, AreDistinctAndStableAcrossCalls) {
+  const Tags& t = tags();
+  const memory::TagId ids[] = {t.parameter, t.gradient, t.optimizer_state,
+                               t.activation, t.temporary, t.communication};
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_NE(ids[i], memory::kUntagged);
+    for (std::size_t j = i + 1; j < 6; ++j) EXPECT_NE(ids[i], ids[j]);
+  }
+  EXPECT_EQ(&tags(), &t);
+}
+
+TEST(Context, RejectsANullAllocator) {
+  EXPECT_THROW(Context(nullptr, "cpu"), ConfigError);
+}
+
+TEST(Tensor, AsksTheAllocatorForNumelTimesElementSizeUnderItsTagAndStream) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context ctx(alloc);
+  ctx.set_stream(3);
+  Tensor t = Tensor::empty(ctx, {2, 3, 5}, DType::f32, tags().activation);
+  EXPECT_EQ(t.numel(), 30);
+  EXPECT_EQ(t.nbytes(), 120u);
+  EXPECT_EQ(alloc->live_bytes(tags().activation), 120);
+  EXPECT_EQ(t.block().stream, 3u);
+  EXPECT_EQ(t.block().tag, tags().activation);
+  EXPECT_EQ(t.dim(0), 2);
+  EXPECT_EQ(t.dim(-1), 5);
+  EXPECT_EQ(t.ndim(), 3);
+  EXPECT_THROW(t.dim(3), RuntimeError);
+  EXPECT_THROW(t.dim(-4), RuntimeError);
+}
+
+TEST(Tensor, StorageReturnsToTheAllocatorWhenTheLastHandleDrops) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context ctx(alloc);
+  {
+    Tensor a = Tensor::empty(ctx, {64}, DType::f32, tags().temporary);
+    Tensor b = a;  // shares the storage
+    EXPECT_EQ(b.data<float>(), a.data<float>());
+    a.reset();
+    EXPECT_FALSE(a.defined());
+    EXPECT_EQ(alloc->live_bytes(), 256);  // b still holds it
+    EXPECT_EQ(alloc->num_frees(), 0);
+  }
+  EXPECT_EQ(alloc->live_bytes(), 0);
+  EXPECT_EQ(alloc->num_frees(), 1);
+}
+
+TEST(Tensor, StorageOutlivesTheContextThatMadeIt) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Tensor t;
+  {
+    Context ctx(alloc);
+    t = Tensor::zeros(ctx, {4}, DType::i32, tags().parameter);
+  }
+  EXPECT_EQ(t.data<std::int32_t>()[3], 0);
+  t.reset();
+  EXPECT_EQ(alloc->live_bytes(), 0);
+}
+
+TEST(Tensor, ZerosClearsMemoryThatWasDirty) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context ctx(alloc);
+  // The allocator gives back the same freshly-new'd memory rarely; make it dirty explicitly.
+  Tensor t = Tensor::empty(ctx, {1000}, DType::f32, tags().gradient);
+  std::memset(t.data<float>(), 0xFF, t.nbytes());
+  t.zero_();
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(t.data<float>()[i], 0.0f) << i;
+  Tensor z = Tensor::zeros(ctx, {7, 9}, DType::f32, tags().gradient);
+  for (int i = 0; i < 63; ++i) ASSERT_EQ(z.data<float>()[i], 0.0f) << i;
+}
+
+TEST(Tensor, DataWithTheWrongElementTypeThrows) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context ctx(alloc);
+  Tensor t = Tensor::empty(ctx, {4}, DType::f32, tags().temporary);
+  EXPECT_THROW(t.data<std::int32_t>(), RuntimeError);
+  Tensor h = Tensor::empty(ctx, {4}, DType::bf16, tags().temporary);
+  EXPECT_EQ(h.nbytes(), 8u);
+  EXPECT_NO_THROW(h.data<std::uint16_t>());
+  EXPECT_THROW(h.data<float>(), RuntimeError);
+  Tensor undefined;
+  EXPECT_THROW(undefined.data<float>(), RuntimeError);
+}
+
+TEST(Tensor, NegativeDimensionIsRejectedWithoutAllocating) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context ctx(alloc);
+  EXPECT_THROW(Tensor::empty(ctx, {2, -1}, DType::f32, tags().temporary), RuntimeError);
+  EXPECT_EQ(alloc->num_allocs(), 0);
+}
+
+TEST(Tensor, EmptyShapeIsAScalarAndZeroSizedDimensionHasNoBytes) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context ctx(alloc);
+  EXPECT_EQ(Tensor::empty(ctx, {}, DType::f32, tags().temporary).numel(), 1);
+  Tensor z = Tensor::zeros(ctx, {0, 5}, DType::f32, tags().temporary);
+  EXPECT_EQ(z.nbytes(), 0u);
+}
+
+// In a dry run the upstream hands out addresses only; zeros() must not write to them
+// (the fake addresses of this allocator would fault).
+TEST(Tensor, DryRunAllocatesTheSameBytesButNeverTouchesThem) {
+  auto alloc = std::make_shared<TestAllocator>(/*backs_memory=*/false);
+  Context ctx(alloc);
+  ctx.set_dry_run(true);
+  Tensor t = Tensor::zeros(ctx, {1024, 1024}, DType::f32, tags().activation);
+  EXPECT_TRUE(t.dry_run());
+  EXPECT_EQ(alloc->live_bytes(tags().activation), 4 << 20);
+  t.zero_();
+}
+
+}  // namespace
+}  // namespace memtrain::core
