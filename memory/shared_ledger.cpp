@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "memory/byte_size.hpp"
+
 namespace memtrain::memory {
 
 namespace {
@@ -26,12 +28,6 @@ constexpr std::uint32_t kVersion = 1;
 constexpr std::uint32_t kFree = 0;
 constexpr std::uint32_t kActive = 1;
 constexpr auto kOpenTimeout = std::chrono::seconds(5);
-
-std::string gib(std::size_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-  return buf;
-}
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -278,13 +274,13 @@ JobId SharedLedger::join(const JobShare& share) {
   }
   const std::size_t capacity = layout_->capacity;
   if (share.reservation > capacity - std::min(committed, capacity)) {
-    std::string msg = "cannot reserve " + gib(share.reservation) + " for job '" + share.name + "' on device '" +
-                      device_ + "': capacity " + gib(capacity) + ", " + gib(committed) +
+    std::string msg = "cannot reserve " + format_byte_size(share.reservation) + " for job '" + share.name + "' on device '" +
+                      device_ + "': capacity " + format_byte_size(capacity) + ", " + format_byte_size(committed) +
                       " reserved or in use by other jobs:";
     for (const Slot& s : layout_->slots) {
       if (s.state.load(std::memory_order_relaxed) != kActive) continue;
-      msg += " '" + std::string(s.name) + "' (pid " + std::to_string(s.pid) + ") reserves " + gib(s.reservation) +
-             ", uses " + gib(s.in_use) + ";";
+      msg += " '" + std::string(s.name) + "' (pid " + std::to_string(s.pid) + ") reserves " + format_byte_size(s.reservation) +
+             ", uses " + format_byte_size(s.in_use) + ";";
     }
     throw std::runtime_error(msg);
   }

@@ -1,0 +1,66 @@
+#include "memory/quota_resource_adaptor.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "memory/byte_size.hpp"
+#include "memory/out_of_memory.hpp"
+
+namespace memtrain::memory {
+
+QuotaResourceAdaptor::QuotaResourceAdaptor(std::shared_ptr<MemoryResource> upstream,
+                                           std::shared_ptr<SharedLedger> ledger, JobShare share)
+    : upstream_(std::move(upstream)), ledger_(std::move(ledger)), share_(std::move(share)) {
+  if (!upstream_ || !ledger_) throw std::invalid_argument("QuotaResourceAdaptor: upstream and ledger must not be null");
+  job_ = ledger_->join(share_);
+}
+
+QuotaResourceAdaptor::~QuotaResourceAdaptor() {
+  try {
+    ledger_->leave(job_);
+  } catch (...) {
+    // Already reclaimed (cannot happen while this process lives); nothing left to return.
+  }
+}
+
+std::size_t QuotaResourceAdaptor::capacity_bytes() const {
+  std::size_t cap = std::min(share_.limit, ledger_->capacity_bytes());
+  if (upstream_->capacity_bytes() != 0) cap = std::min(cap, upstream_->capacity_bytes());
+  return cap;
+}
+
+std::string QuotaResourceAdaptor::name() const { return upstream_->name() + " (job '" + share_.name + "')"; }
+
+std::size_t QuotaResourceAdaptor::charged_bytes() const { return ledger_->entry(job_).in_use_bytes; }
+
+void* QuotaResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) {
+  ChargeResult charge = ledger_->try_charge(job_, bytes);
+  if (!charge.ok) {
+    std::string msg = "out of memory on " + ledger_->device() + ": job '" + share_.name + "' tried to allocate " +
+                      format_byte_size(bytes) + " with " + format_byte_size(charge.in_use_bytes) + " in use; ";
+    if (charge.refusal == ChargeRefusal::over_limit) {
+      msg += "its limit is " + format_byte_size(share_.limit) + ". Raise memory.limit or use less memory.";
+    } else {
+      LedgerSnapshot snap = ledger_->snapshot();
+      const std::size_t mine = std::max(charge.in_use_bytes, share_.reservation);
+      const std::size_t others = snap.committed_bytes - std::min(snap.committed_bytes, mine);
+      msg += "capacity " + format_byte_size(snap.capacity_bytes) + ", other jobs hold " +
+             format_byte_size(others) + " (reserved or in use), " + format_byte_size(charge.available_bytes) +
+             " is left to this job. Raise memory.reservation or wait for other jobs.";
+    }
+    throw OutOfMemory(msg, bytes);
+  }
+  try {
+    return upstream_->allocate(bytes, alignment, stream);
+  } catch (...) {
+    ledger_->release(job_, bytes);
+    throw;
+  }
+}
+
+void QuotaResourceAdaptor::do_deallocate(void* p, std::size_t bytes, std::size_t alignment, StreamId stream) {
+  upstream_->deallocate(p, bytes, alignment, stream);
+  ledger_->release(job_, bytes);
+}
+
+}  // namespace memtrain::memory
