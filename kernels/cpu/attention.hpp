@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/philox.hpp"
+#include "kernels/cpu/scalar.hpp"
 
 namespace memtrain::kernels {
 
@@ -11,14 +12,20 @@ namespace memtrain::kernels {
 // Shapes: q, k, v, out [B, T, C]; key_mask [B, T] (1 attend / 0 padding) or nullptr;
 // probs [B, NH, T, T] saved for backward (softmax output before dropout).
 // The dropout mask is rebuilt from `key` in the backward pass (sample = first_sample + b,
-// element = (h * T + i) * T + j). Never allocates.
-void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
-                       const float* key_mask, int B, int T, int C, int NH, float dropout_p,
-                       const RngKey& key, std::uint64_t first_sample);
+// element = (h * T + i) * T + j). Each (b, h) is one task of an OpenMP loop whose GEMMs address
+// the heads in place through leading dimensions (no copies). Never allocates: the dropped
+// probabilities go through a fixed 64 KiB-per-thread stack buffer, T <= 16384.
+// Throws std::invalid_argument if NH does not divide C or T > 16384.
+template <class Scalar>
+void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
+                       const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
+                       int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample);
 
-// Accumulates (+=) into dq, dk, dv [B, T, C]. scratch [B, NH, T, T] is a workspace.
-void attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dout,
-                        const float* probs, const float* q, const float* k, const float* v,
+// Accumulates (+=) into dq, dk, dv [B, T, C]. scratch [B, NH, T, T] is a workspace. dout
+// [B, T, C]; probs as saved by attention_forward; same key/first_sample as the forward pass.
+template <class Scalar>
+void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, const Scalar* dout,
+                        const Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
                         int B, int T, int C, int NH, float dropout_p, const RngKey& key,
                         std::uint64_t first_sample);
 

@@ -2,18 +2,29 @@
 #include <cstdint>
 
 #include "kernels/cpu/philox.hpp"
+#include "kernels/cpu/scalar.hpp"
 
 namespace memtrain::kernels {
 
-// Inverted dropout: out = inp * keep / (1 - p), keep = philox_uniform(key, sample, e) >= p,
+// Inverted dropout (Srivastava et al. 2014, scaled at training time as torch.nn.Dropout):
+// out = inp * keep / (1 - p), keep = philox_uniform(key, sample, e) >= p,
 // where the tensor is [rows, per_sample] and row r belongs to global sample first_sample + r.
-// No mask is stored: the backward pass rebuilds it from the same key. p == 0 copies.
-// out may alias inp.
-void dropout_forward(float* out, const float* inp, int rows, long per_sample, float p,
+// No mask is stored: the backward pass rebuilds it from the same key. p == 0 copies; p >= 1
+// zeroes. out may alias inp. Throws std::invalid_argument for p < 0 or NaN.
+template <class T>
+void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p,
                      const RngKey& key, std::uint64_t first_sample);
 
 // dinp = dout * keep / (1 - p) (overwrites; may alias dout).
-void dropout_backward(float* dinp, const float* dout, int rows, long per_sample, float p,
+template <class T>
+void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sample, float p,
                       const RngKey& key, std::uint64_t first_sample);
+
+// Applies the mask of elements [first_element, first_element + n) of one sample in place:
+// x[i] *= keep(first_element + i) / (1 - p). The building block of dropout and of attention's
+// dropout on probabilities. Requires 0 < p < 1.
+template <class T>
+void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
+                        std::uint64_t sample, std::uint64_t first_element);
 
 }  // namespace memtrain::kernels

@@ -2,6 +2,9 @@
 // Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11, via Random123).
 // A value depends only on (key, counter), never on call order: dropout masks can be rebuilt
 // bitwise in a backward or recompute pass, and do not depend on how a batch is split.
+#include <Random123/philox.h>
+
+#include <array>
 #include <cstdint>
 
 namespace memtrain::kernels {
@@ -19,6 +22,60 @@ struct RngKey {
 };
 
 // Uniform float in [0, 1) for element `element` of global sample `sample` under `key`.
+// Equals PhiloxStream(key).uniform(sample, element).
 float philox_uniform(const RngKey& key, std::uint64_t sample, std::uint64_t element);
+
+// One Philox4x32-10 block: r123::Philox4x32 (10 rounds) of counter `ctr` under `key`.
+std::array<std::uint32_t, 4> philox4x32_10(const std::array<std::uint32_t, 4>& ctr,
+                                           const std::array<std::uint32_t, 2>& key);
+
+// Note [Philox key derivation]
+// An RngKey holds 224 bits (seed, step, layer, site, tp_rank) but a Philox key has 64. Rather
+// than packing fields into shared bits (where site 65536 would collide with tp_rank 1), the
+// stream key is derived with Philox itself, one field group per block:
+//   k1 = philox(ctr = {step lo, step hi, 0, 0},        key = {seed lo, seed hi})[0..1]
+//   k  = philox(ctr = {layer, site, tp_rank, 0x5eed},   key = k1)[0..1]
+// Values of the stream: element e of sample s is word (e mod 4) of
+//   philox(ctr = {e/4 lo, e/4 hi, s lo, s hi}, key = k)
+// so one block yields 4 consecutive elements. The uniform is (word >> 8) * 2^-24: exactly
+// representable in float, in [0, 1), so `u >= p` keeps an element with probability 1 - p up
+// to 2^-24.
+class PhiloxStream {
+ public:
+  explicit PhiloxStream(const RngKey& key);
+
+  // The 4 raw words of block `block` (elements 4*block .. 4*block+3) of `sample`.
+  r123::Philox4x32::ctr_type block(std::uint64_t sample, std::uint64_t block) const {
+    r123::Philox4x32::ctr_type ctr = {{static_cast<std::uint32_t>(block),
+                                       static_cast<std::uint32_t>(block >> 32),
+                                       static_cast<std::uint32_t>(sample),
+                                       static_cast<std::uint32_t>(sample >> 32)}};
+    return r123::Philox4x32()(ctr, key_);
+  }
+
+  static float to_uniform(std::uint32_t word) {
+    return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
+  }
+
+  float uniform(std::uint64_t sample, std::uint64_t element) const {
+    return to_uniform(block(sample, element >> 2)[element & 3]);
+  }
+
+  // Calls f(i, u) for i in [0, n) with u = uniform(sample, first_element + i), one Philox
+  // block per 4 elements.
+  template <class F>
+  void for_each_uniform(std::uint64_t sample, std::uint64_t first_element, std::int64_t n,
+                        F&& f) const {
+    std::int64_t i = 0;
+    std::uint64_t e = first_element;
+    while (i < n) {
+      const auto r = block(sample, e >> 2);
+      for (unsigned lane = e & 3; lane < 4 && i < n; ++lane, ++i, ++e) f(i, to_uniform(r[lane]));
+    }
+  }
+
+ private:
+  r123::Philox4x32::key_type key_;
+};
 
 }  // namespace memtrain::kernels

@@ -1,0 +1,61 @@
+#include "kernels/cpu/adamw.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/threads.hpp"
+
+namespace memtrain::kernels {
+
+template <class T>
+void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
+                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
+                  NoDeduce<T> weight_decay, std::int64_t step) {
+  if (step < 1) {
+    throw std::invalid_argument("adamw_update: step = " + std::to_string(step) +
+                                "; expected the 1-based count of updates");
+  }
+  // Bias corrections in double: beta2^step underflows gracefully and 1 - beta2^step is
+  // tiny early on (torch computes these in Python floats, i.e. double, too).
+  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
+  const T step_size = static_cast<T>(lr / bc1);
+  const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+  const T decay = T(1) - lr * weight_decay;
+  const T one_minus_b1 = T(1) - beta1, one_minus_b2 = T(1) - beta2;
+#pragma omp parallel for simd schedule(static) num_threads(num_threads()) if (n >= 65536)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T g = grad[i];
+    const T mi = beta1 * m[i] + one_minus_b1 * g;
+    const T vi = beta2 * v[i] + one_minus_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+  }
+}
+
+template <class T>
+double sum_of_squares(const T* x, std::int64_t n) {
+  double s = 0;
+#pragma omp parallel for simd schedule(static) num_threads(num_threads()) reduction(+ : s) if (n >= 65536)
+  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+template <class T>
+void scale_inplace(T* x, std::int64_t n, NoDeduce<T> s) {
+#pragma omp parallel for simd schedule(static) num_threads(num_threads()) if (n >= 65536)
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+#define MEMTRAIN_INSTANTIATE(T)                                                            \
+  template void adamw_update<T>(T*, const T*, T*, T*, std::int64_t, T, T, T, T, T,        \
+                                std::int64_t);                                            \
+  template double sum_of_squares<T>(const T*, std::int64_t);                              \
+  template void scale_inplace<T>(T*, std::int64_t, T);
+MEMTRAIN_INSTANTIATE(float)
+MEMTRAIN_INSTANTIATE(double)
+#undef MEMTRAIN_INSTANTIATE
+
+}  // namespace memtrain::kernels

@@ -1,0 +1,137 @@
+#include "kernels/cpu/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/softmax.hpp"
+#include "kernels/cpu/threads.hpp"
+
+namespace memtrain::kernels {
+namespace {
+
+// Elements of the per-thread stack buffer holding dropped probability rows (64 KiB in float).
+constexpr int kDropBuffer = 16384;
+
+void check_shapes(const char* fn, int T, int C, int NH) {
+  if (NH <= 0 || C % NH != 0) {
+    throw std::invalid_argument(std::string(fn) + ": num_attention_heads = " +
+                                std::to_string(NH) + " does not divide hidden_size = " +
+                                std::to_string(C));
+  }
+  if (T > kDropBuffer) {
+    throw std::invalid_argument(std::string(fn) + ": sequence length T = " + std::to_string(T) +
+                                "; expected T <= " + std::to_string(kDropBuffer));
+  }
+}
+
+}  // namespace
+
+template <class Scalar>
+void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
+                       const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
+                       int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample) {
+  check_shapes("attention_forward", T, C, NH);
+  const int HS = C / NH;
+  const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
+  const std::int64_t TT = static_cast<std::int64_t>(T) * T;
+  const PhiloxStream stream(key);
+  const bool drop = dropout_p > 0.0f;
+  SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
+#pragma omp parallel for schedule(static) num_threads(num_threads())
+  for (int bh = 0; bh < B * NH; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
+    const Scalar* qb = q + head;  // [T, HS], row stride C
+    const Scalar* kb = k + head;  // [T, HS], row stride C
+    const Scalar* vb = v + head;  // [T, HS], row stride C
+    Scalar* ob = out + head;      // [T, HS], row stride C
+    Scalar* P = probs + bh * TT;  // [T, T]
+    // P = Q K^T / sqrt(HS)
+    matmul_strided_batched(P, qb, kb, 1, T, T, HS, false, true, 0, 0, 0, C, C, T, scale,
+                           Scalar(0));
+    const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
+    for (int i = 0; i < T; ++i) {
+      detail::masked_softmax_row(P + static_cast<std::int64_t>(i) * T, P + i * T, mask, T,
+                                 Scalar(1));
+    }
+    if (!drop) {
+      // out = P V
+      matmul_strided_batched(ob, P, vb, 1, T, HS, T, false, false, 0, 0, 0, T, C, C, Scalar(1),
+                             Scalar(0));
+      continue;
+    }
+    // out = dropout(P) V, a block of rows at a time through the stack buffer, so that P keeps
+    // the pre-dropout probabilities the backward pass needs.
+    alignas(64) Scalar buf[kDropBuffer];  // [R, T]
+    const int R = std::min(T, kDropBuffer / T);
+    for (int i0 = 0; i0 < T; i0 += R) {
+      const int rows = std::min(R, T - i0);
+      std::memcpy(buf, P + static_cast<std::int64_t>(i0) * T, sizeof(Scalar) * rows * T);
+      apply_dropout_mask(buf, static_cast<std::int64_t>(rows) * T, dropout_p, stream,
+                         first_sample + b, (static_cast<std::uint64_t>(h) * T + i0) * T);
+      matmul_strided_batched(ob + static_cast<std::int64_t>(i0) * C, buf, vb, 1, rows, HS, T,
+                             false, false, 0, 0, 0, T, C, C, Scalar(1), Scalar(0));
+    }
+  }
+}
+
+template <class Scalar>
+void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, const Scalar* dout,
+                        const Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
+                        int B, int T, int C, int NH, float dropout_p, const RngKey& key,
+                        std::uint64_t first_sample) {
+  check_shapes("attention_backward", T, C, NH);
+  const int HS = C / NH;
+  const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
+  const std::int64_t TT = static_cast<std::int64_t>(T) * T;
+  const PhiloxStream stream(key);
+  const bool drop = dropout_p > 0.0f;
+  SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
+#pragma omp parallel for schedule(static) num_threads(num_threads())
+  for (int bh = 0; bh < B * NH; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
+    const std::uint64_t first_element = static_cast<std::uint64_t>(h) * TT;
+    const Scalar* P = probs + bh * TT;  // [T, T]
+    Scalar* S = scratch + bh * TT;      // [T, T]
+    // dV += dropout(P)^T dout
+    const Scalar* dropped = P;
+    if (drop) {
+      std::memcpy(S, P, sizeof(Scalar) * TT);
+      apply_dropout_mask(S, TT, dropout_p, stream, first_sample + b, first_element);
+      dropped = S;
+    }
+    matmul_strided_batched(dv + head, dropped, dout + head, 1, T, HS, T, true, false, 0, 0, 0, T,
+                           C, C, Scalar(1), Scalar(1));
+    // S = dout V^T (gradient of the dropped probabilities), then through dropout and softmax.
+    matmul_strided_batched(S, dout + head, v + head, 1, T, T, HS, false, true, 0, 0, 0, C, C, T,
+                           Scalar(1), Scalar(0));
+    if (drop) apply_dropout_mask(S, TT, dropout_p, stream, first_sample + b, first_element);
+    for (int i = 0; i < T; ++i) {
+      detail::softmax_backward_row(S + static_cast<std::int64_t>(i) * T, S + i * T, P + i * T, T,
+                                   Scalar(1));
+    }
+    // dQ += S K / sqrt(HS); dK += S^T Q / sqrt(HS)
+    matmul_strided_batched(dq + head, S, k + head, 1, T, HS, T, false, false, 0, 0, 0, T, C, C,
+                           scale, Scalar(1));
+    matmul_strided_batched(dk + head, S, q + head, 1, T, HS, T, true, false, 0, 0, 0, T, C, C,
+                           scale, Scalar(1));
+  }
+}
+
+#define MEMTRAIN_INSTANTIATE(S)                                                                 \
+  template void attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, int, \
+                                     int, int, float, const RngKey&, std::uint64_t);           \
+  template void attention_backward<S>(S*, S*, S*, S*, const S*, const S*, const S*, const S*,  \
+                                      const S*, int, int, int, int, float, const RngKey&,      \
+                                      std::uint64_t);
+MEMTRAIN_INSTANTIATE(float)
+MEMTRAIN_INSTANTIATE(double)
+#undef MEMTRAIN_INSTANTIATE
+
+}  // namespace memtrain::kernels

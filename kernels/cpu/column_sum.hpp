@@ -1,0 +1,43 @@
+#pragma once
+// Column reductions of a row-major [N, C] matrix without a scratch buffer.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/threads.hpp"
+
+namespace memtrain::kernels::detail {
+
+// Note [Column-block parallel reductions]
+// Bias and LayerNorm parameter gradients are sums over rows. Splitting rows across threads
+// would need per-thread partial sums (a workspace, and kernels never allocate); splitting
+// columns into blocks gives each thread a disjoint slice of the result and keeps the inner
+// loop contiguous and vectorizable. Blocks are multiples of 64 elements (whole cache lines),
+// and the summation order per column does not depend on the thread count.
+//
+// Calls body(c0, c1) for column blocks [c0, c1) covering [0, C), in parallel.
+template <class Body>
+void for_column_blocks(int C, Body&& body) {
+  constexpr int kAlign = 64;
+  const int threads = std::max(1, num_threads());
+  int block = (C + threads - 1) / threads;
+  block = std::max(kAlign, (block + kAlign - 1) / kAlign * kAlign);
+  const int num_blocks = (C + block - 1) / block;
+#pragma omp parallel for schedule(static) num_threads(threads) if (num_blocks > 1)
+  for (int blk = 0; blk < num_blocks; ++blk) {
+    body(blk * block, std::min(C, (blk + 1) * block));
+  }
+}
+
+// acc[c] += sum_n x[n, c], x [N, C] row-major, acc [C].
+template <class T>
+void add_column_sums(T* acc, const T* x, int N, int C) {
+  for_column_blocks(C, [&](int c0, int c1) {
+    for (int n = 0; n < N; ++n) {
+      const T* row = x + static_cast<std::int64_t>(n) * C;
+#pragma omp simd
+      for (int c = c0; c < c1; ++c) acc[c] += row[c];
+    }
+  });
+}
+
+}  // namespace memtrain::kernels::detail

@@ -1,0 +1,102 @@
+#include "kernels/cpu/cross_entropy.hpp"
+
+#include <Eigen/Core>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/threads.hpp"
+
+namespace memtrain::kernels {
+namespace {
+
+void check_targets(const std::int32_t* targets, int M, int V) {
+  for (int m = 0; m < M; ++m) {
+    if (targets[m] < 0 || targets[m] >= V) {
+      throw std::out_of_range("softmax_cross_entropy: targets[" + std::to_string(m) + "] = " +
+                              std::to_string(targets[m]) + "; expected a class in [0, " +
+                              std::to_string(V) + ")");
+    }
+  }
+}
+
+// Row statistics shared by both entry points: max, index of the first max.
+template <class T>
+void row_max(const T* x, int V, T* mx, int* arg) {
+  T best = x[0];
+  int best_j = 0;
+  for (int j = 1; j < V; ++j) {
+    if (x[j] > best) {
+      best = x[j];
+      best_j = j;
+    }
+  }
+  *mx = best;
+  *arg = best_j;
+}
+
+}  // namespace
+
+template <class T>
+double softmax_cross_entropy_forward_backward(NoDeduce<T>* dlogits, const T* logits,
+                                              const std::int32_t* targets, int M, int V,
+                                              NoDeduce<T> grad_scale, std::int64_t* num_correct) {
+  check_targets(targets, M, V);
+  double loss = 0;
+  std::int64_t correct = 0;
+#pragma omp parallel for schedule(static) num_threads(num_threads()) reduction(+ : loss, correct) if (M >= 4)
+  for (int m = 0; m < M; ++m) {
+    const std::int64_t off = static_cast<std::int64_t>(m) * V;
+    const T* x = logits + off;  // [V]
+    T* d = dlogits + off;       // [V], may be x itself
+    T mx;
+    int arg;
+    row_max(x, V, &mx, &arg);
+    const T target_logit = x[targets[m]];  // read before d overwrites x
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> e(d, V);
+    e = (Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x, V) - mx).exp();
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < V; ++j) sum += d[j];
+    // -log p(target) = log(sum) + mx - target_logit
+    loss += static_cast<double>(std::log(sum) + mx - target_logit);
+    correct += arg == targets[m] ? 1 : 0;
+    const T s = grad_scale / sum;
+#pragma omp simd
+    for (int j = 0; j < V; ++j) d[j] *= s;
+    d[targets[m]] -= grad_scale;
+  }
+  if (num_correct != nullptr) *num_correct = correct;
+  return loss;
+}
+
+template <class T>
+double softmax_cross_entropy_forward(const T* logits, const std::int32_t* targets, int M, int V,
+                                     std::int64_t* num_correct) {
+  check_targets(targets, M, V);
+  double loss = 0;
+  std::int64_t correct = 0;
+#pragma omp parallel for schedule(static) num_threads(num_threads()) reduction(+ : loss, correct) if (M >= 4)
+  for (int m = 0; m < M; ++m) {
+    const T* x = logits + static_cast<std::int64_t>(m) * V;  // [V]
+    T mx;
+    int arg;
+    row_max(x, V, &mx, &arg);
+    const T sum = (Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x, V) - mx).exp().sum();
+    loss += static_cast<double>(std::log(sum) + mx - x[targets[m]]);
+    correct += arg == targets[m] ? 1 : 0;
+  }
+  if (num_correct != nullptr) *num_correct = correct;
+  return loss;
+}
+
+#define MEMTRAIN_INSTANTIATE(T)                                                                \
+  template double softmax_cross_entropy_forward_backward<T>(T*, const T*, const std::int32_t*, \
+                                                            int, int, T, std::int64_t*);       \
+  template double softmax_cross_entropy_forward<T>(const T*, const std::int32_t*, int, int,    \
+                                                   std::int64_t*);
+MEMTRAIN_INSTANTIATE(float)
+MEMTRAIN_INSTANTIATE(double)
+#undef MEMTRAIN_INSTANTIATE
+
+}  // namespace memtrain::kernels

@@ -1,0 +1,79 @@
+#include "kernels/cpu/gelu.hpp"
+
+#include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
+#include <cstdint>
+
+#include "kernels/cpu/column_sum.hpp"
+#include "kernels/cpu/threads.hpp"
+
+namespace memtrain::kernels {
+namespace {
+
+template <class T>
+using ConstArray = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using MutArray = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;     // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+
+}  // namespace
+
+template <class T>
+void bias_gelu_forward(T* out, const T* inp, const NoDeduce<T>* bias, int N, int C) {
+#pragma omp parallel for schedule(static) num_threads(num_threads()) if (N >= 16)
+  for (int n = 0; n < N; ++n) {
+    const std::int64_t off = static_cast<std::int64_t>(n) * C;
+    MutArray<T> o(out + off, C);
+    if (bias != nullptr) {
+      const auto x = ConstArray<T>(inp + off, C) + ConstArray<T>(bias, C);
+      o = T(0.5) * x * (T(1) + (x * T(kSqrt1_2)).erf());
+    } else {
+      const ConstArray<T> x(inp + off, C);
+      o = T(0.5) * x * (T(1) + (x * T(kSqrt1_2)).erf());
+    }
+  }
+}
+
+template <class T>
+void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp,
+                        const NoDeduce<T>* bias, int N, int C) {
+  // Threads split columns so that dbias needs no per-thread partial sums
+  // (Note [Column-block parallel reductions]). The gradient of a chunk is evaluated once into
+  // a small stack buffer because both dinp and dbias consume it.
+  constexpr int kChunk = 256;
+  detail::for_column_blocks(C, [&](int c0, int c1) {
+    alignas(64) T buf[kChunk];
+    for (int n = 0; n < N; ++n) {
+      for (int j0 = c0; j0 < c1; j0 += kChunk) {
+        const int w = c1 - j0 < kChunk ? c1 - j0 : kChunk;
+        const std::int64_t off = static_cast<std::int64_t>(n) * C + j0;
+        const ConstArray<T> xin(inp + off, w);
+        MutArray<T> grad(buf, w);
+        if (bias != nullptr) {
+          const auto x = xin + ConstArray<T>(bias + j0, w);
+          grad = ConstArray<T>(dout + off, w) *
+                 (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
+                  x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
+        } else {
+          const auto& x = xin;
+          grad = ConstArray<T>(dout + off, w) *
+                 (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
+                  x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
+        }
+        MutArray<T>(dinp + off, w) += grad;
+        if (dbias != nullptr) MutArray<T>(dbias + j0, w) += grad;
+      }
+    }
+  });
+}
+
+#define MEMTRAIN_INSTANTIATE(T)                                                          \
+  template void bias_gelu_forward<T>(T*, const T*, const T*, int, int);                 \
+  template void bias_gelu_backward<T>(T*, T*, const T*, const T*, const T*, int, int);
+MEMTRAIN_INSTANTIATE(float)
+MEMTRAIN_INSTANTIATE(double)
+#undef MEMTRAIN_INSTANTIATE
+
+}  // namespace memtrain::kernels

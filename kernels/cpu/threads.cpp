@@ -1,0 +1,41 @@
+#include "kernels/cpu/threads.hpp"
+
+#include <omp.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace memtrain::kernels {
+namespace {
+std::atomic<int> g_num_threads{0};  // 0: never set, follow OpenMP's default
+}  // namespace
+
+void set_num_threads(int n) {
+  if (n < 1) {
+    throw std::invalid_argument("set_num_threads: n = " + std::to_string(n) +
+                                "; expected a thread count >= 1");
+  }
+  g_num_threads.store(n);
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int num_threads() {
+  const int n = g_num_threads.load();
+  return n > 0 ? n : omp_get_max_threads();
+}
+
+// openblas_set_num_threads only stores a count while the count goes down, and reuses its
+// sleeping threads when it goes back up, so a scope per attention call is cheap.
+SerialBlasScope::SerialBlasScope() : saved_(num_threads()) { openblas_set_num_threads(1); }
+
+SerialBlasScope::~SerialBlasScope() {
+  openblas_set_num_threads(saved_);
+  // The OpenMP build of OpenBLAS also calls omp_set_num_threads; put ours back either way.
+  omp_set_num_threads(saved_);
+}
+
+}  // namespace memtrain::kernels
