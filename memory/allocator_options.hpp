@@ -39,11 +39,14 @@ inline constexpr std::string_view kPolicyNames[] = {"no_cache", "pytorch", "best
 // value, and an option combination that would do nothing (validate_options).
 AllocatorOptions parse_alloc_conf(std::string_view conf);
 
-// Rejects option combinations that would silently do nothing, with the reason: no_cache with
-// max_split_size, a garbage_collection_threshold or expandable_segments (nothing is cached or
-// split); a threshold outside [0, 1). `upstream_capacity` (0 = unknown) is the capacity of the
-// resource the options will be used with: a threshold with neither `capacity` nor a known
-// upstream capacity has no limit to measure against. Throws std::invalid_argument.
+// Passed as upstream_capacity when the device is not known yet (parse_alloc_conf).
+inline constexpr std::size_t kUpstreamCapacityUnknown = SIZE_MAX;
+
+// Rejects option combinations that would silently do nothing, with the reason: an unknown
+// policy; no_cache with max_split_size, a garbage_collection_threshold or expandable_segments
+// (nothing is cached or split); a threshold outside 0 or (0, 1); a threshold with no limit to
+// measure it against (no `capacity` and an unbounded upstream: `upstream_capacity` == 0).
+// Throws std::invalid_argument.
 void validate_options(const AllocatorOptions& options, std::size_t upstream_capacity);
 
 // The options as MEMTRAIN_ALLOC_CONF text (round-trips through parse_alloc_conf).

@@ -80,25 +80,29 @@ class CachingAllocator final : public Allocator {
   using FreeIndex = std::set<BlockNode*, BlockOrder>;
 
   BlockNode* find_free(Pool pool, StreamId stream, std::size_t size);
-  BlockNode* try_allocate(std::size_t rounded, Pool pool, StreamId stream);
-  BlockNode* new_segment(std::size_t rounded, Pool pool, StreamId stream, std::string* error);
-  BlockNode* grow_expandable(std::size_t bytes, Pool pool, StreamId stream, std::string* error);
-  BlockNode* stitch(std::size_t rounded, StreamId stream, bool allow_fresh, std::string* error);
+  BlockNode* try_allocate(std::size_t rounded, Pool pool, StreamId stream, std::string* cause);
+  BlockNode* new_segment(std::size_t bytes, std::size_t rounded, Pool pool, StreamId stream,
+                         bool allow_expand, std::string* cause);
+  BlockNode* grow_expandable(std::size_t rounded, Pool pool, StreamId stream, std::string* cause);
+  BlockNode* stitch(std::size_t rounded, StreamId stream, bool allow_fresh, std::string* cause);
   BlockNode* reclaim_other_stream(std::size_t rounded, Pool pool, StreamId stream);
   BlockNode* carve(BlockNode* block, std::size_t rounded);
+  void split(BlockNode* block, std::size_t size);
   void free_block(BlockNode* block);
   void unstitch(Segment* stitched);
   void process_events(bool wait);
   std::size_t release_cached_segments(std::size_t goal);
+  std::size_t shrink_expandable(Segment* segment);
   void release_segment(Segment* segment);
+  void erase_segment(Segment* segment);
   void collect_garbage(std::size_t incoming);
   void insert_free(BlockNode* block);
   void erase_free(BlockNode* block);
   BlockNode* new_node();
   void recycle_node(BlockNode* node);
+  std::size_t free_bytes_on(StreamId stream, Pool pool) const;
   std::size_t largest_free_block() const;
   std::size_t cached_free_bytes() const;
-  void note_fragmentation_if_peak();
   [[noreturn]] void throw_oom(std::size_t bytes, std::size_t rounded, StreamId stream, TagId tag,
                               const std::string& cause);
   void emit(TraceEventKind kind, std::uint64_t bytes, std::uintptr_t address, StreamId stream,

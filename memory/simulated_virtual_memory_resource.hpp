@@ -49,8 +49,8 @@ class SimulatedVirtualMemoryResource final : public VirtualMemoryResource {
   std::size_t mapped_bytes() const;        // bytes mapped anywhere
   std::size_t live_reservations() const;
   std::size_t live_chunks() const;
-  // Every map() and unmap() address that succeeded, in call order (unmap addresses negated
-  // into a separate list so tests can compare the two sets).
+  // Page addresses of every successful map() and of every mapping removed by unmap(), in
+  // call order; handles of every release_physical() that succeeded.
   std::vector<std::uintptr_t> mapped_log() const;
   std::vector<std::uintptr_t> unmapped_log() const;
   std::vector<PhysicalHandle> released_physical_log() const;

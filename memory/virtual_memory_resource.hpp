@@ -65,6 +65,9 @@ class VirtualMemoryResource : public MemoryResource {
   void* do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) override;
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, StreamId stream) override;
 
+ public:
+  ~VirtualMemoryResource() override;
+
  private:
   std::mutex plain_mutex_;
   // Chunk of each allocation made through the plain interface, by address.

@@ -1,0 +1,921 @@
+#include "memory/caching_allocator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "memory/byte_size.hpp"
+#include "memory/memory_summary.hpp"
+#include "memory/out_of_memory.hpp"
+
+namespace memtrain::memory {
+
+enum class BlockState : unsigned char { free, allocated, pending, stitched };
+
+struct CachingAllocator::BlockNode {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested = 0;
+  StreamId stream = kDefaultStream;
+  TagId tag = kUntagged;
+  Pool pool = Pool::large;
+  BlockState state = BlockState::free;
+  bool counted_split = false;  // counted in inactive_split_bytes while free
+  Segment* segment = nullptr;
+  BlockNode* prev = nullptr;  // address neighbours inside the segment
+  BlockNode* next = nullptr;
+  std::uint64_t allocation_id = 0;
+  std::uint32_t pending_events = 0;
+  std::vector<StreamId> stream_uses;  // record_stream; empty on the common path
+};
+
+enum class SegmentKind : unsigned char {
+  plain,       // one upstream allocation
+  mapped,      // a reserved range with one physical chunk per page
+  expandable,  // like mapped, growing in place at its end
+  stitched,    // a range mapping pages of free blocks of other segments (vmm_stitch)
+};
+
+struct CachingAllocator::Segment {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;         // bytes with memory behind them (mapped)
+  std::size_t reserved_va = 0;  // bytes of address space (mapped/expandable/stitched)
+  StreamId stream = kDefaultStream;
+  Pool pool = Pool::large;
+  SegmentKind kind = SegmentKind::plain;
+  std::uint64_t id = 0;
+  BlockNode* head = nullptr;
+  std::vector<PhysicalHandle> pages;  // mapped, expandable: one chunk per page
+  std::vector<BlockNode*> members;    // stitched: the source blocks, in mapping order
+};
+
+bool CachingAllocator::BlockOrder::operator()(const BlockNode* a, const BlockNode* b) const {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return a->address < b->address;
+}
+
+namespace {
+
+constexpr std::size_t kAlignment = 256;
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+}  // namespace
+
+CachingAllocator::CachingAllocator(std::shared_ptr<MemoryResource> upstream,
+                                   AllocatorOptions options)
+    : upstream_(std::move(upstream)), options_(std::move(options)), streams_(&stream_registry()) {
+  if (!upstream_) throw std::invalid_argument("CachingAllocator: upstream resource is null");
+  validate_options(options_, upstream_->capacity_bytes());
+  auto* vmm = dynamic_cast<VirtualMemoryResource*>(upstream_.get());
+  const bool needs_vmm = options_.policy == "vmm_stitch" || options_.expandable_segments;
+  if (needs_vmm && vmm == nullptr) {
+    throw std::invalid_argument(
+        std::string(options_.policy == "vmm_stitch" ? "policy vmm_stitch"
+                                                    : "expandable_segments") +
+        " needs a virtual-memory upstream (CUDA VMM, host memfd VMM or simulated VMM); '" +
+        upstream_->name() + "' cannot map pages");
+  }
+  if (needs_vmm) vmm_ = vmm;
+  policy_ = make_policy(options_, vmm_ ? vmm_->granularity() : 0);
+  capacity_ = options_.capacity != 0 ? options_.capacity : upstream_->capacity_bytes();
+  if (options_.capacity != 0 && upstream_->capacity_bytes() != 0) {
+    capacity_ = std::min(options_.capacity, upstream_->capacity_bytes());
+  }
+  allocated_.reserve(4096);
+}
+
+CachingAllocator::~CachingAllocator() {
+  // Stitched ranges first: they map pages that belong to other segments.
+  for (auto& s : segments_) {
+    if (s->kind == SegmentKind::stitched) {
+      try {
+        for (std::size_t i = 0, off = 0; i < s->members.size(); ++i) {
+          vmm_->unmap(s->base + off, s->members[i]->size);
+          off += s->members[i]->size;
+        }
+        vmm_->release(VirtualRange{s->base, s->reserved_va});
+      } catch (...) {
+      }
+    }
+  }
+  for (auto& s : segments_) {
+    if (s->kind == SegmentKind::stitched) continue;
+    try {
+      if (s->kind == SegmentKind::plain) {
+        upstream_->deallocate(reinterpret_cast<void*>(s->base), s->size, kAlignment, s->stream);
+      } else {
+        const std::size_t page = vmm_->granularity();
+        for (std::size_t i = 0; i < s->pages.size(); ++i) {
+          vmm_->unmap(s->base + i * page, page);
+          vmm_->release_physical(s->pages[i]);
+        }
+        vmm_->release(VirtualRange{s->base, s->reserved_va});
+      }
+    } catch (...) {
+      // A destructor must not throw; the upstream is going away with us in the usual case.
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hot path.
+
+Block CachingAllocator::allocate(std::size_t bytes, StreamId stream, TagId tag) {
+  if (bytes == 0) return Block{nullptr, 0, stream, tag};
+  std::lock_guard lock(mutex_);
+  if (!pending_.empty()) process_events(/*wait=*/false);
+  const std::size_t rounded = policy_->round_size(bytes);
+  std::string cause;
+  BlockNode* block = nullptr;
+  if (rounded != 0) block = try_allocate(rounded, policy_->pool_for(rounded), stream, &cause);
+  if (block == nullptr) {
+    if (rounded == 0) cause = "the size cannot be rounded up without overflow";
+    throw_oom(bytes, rounded, stream, tag, cause);
+  }
+  block->state = BlockState::allocated;
+  block->requested = bytes;
+  block->tag = tag;
+  block->allocation_id = next_allocation_id_++;
+  if (!spare_allocated_nodes_.empty()) {
+    auto node = std::move(spare_allocated_nodes_.back());
+    spare_allocated_nodes_.pop_back();
+    node.key() = block->address;
+    node.mapped() = block;
+    allocated_.insert(std::move(node));
+  } else {
+    allocated_.emplace(block->address, block);
+  }
+  stats_.block_allocated(block->size, bytes, tag);
+  if (stats_.at_peak_reserved()) {
+    stats_.record_fragmentation_at_peak(fragmentation(largest_free_block(), cached_free_bytes()));
+  }
+  if (sink_) emit(TraceEventKind::alloc, bytes, block->address, stream, tag, block->allocation_id);
+  return Block{reinterpret_cast<void*>(block->address), bytes, stream, tag};
+}
+
+void CachingAllocator::deallocate(const Block& b) {
+  if (b.ptr == nullptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = allocated_.find(reinterpret_cast<std::uintptr_t>(b.ptr));
+  if (it == allocated_.end()) {
+    throw std::invalid_argument("CachingAllocator::deallocate: pointer was not allocated by this "
+                                "allocator or was freed already");
+  }
+  BlockNode* block = it->second;
+  spare_allocated_nodes_.push_back(allocated_.extract(it));
+  stats_.block_freed(block->size, block->requested, block->tag);
+  if (sink_) {
+    emit(TraceEventKind::free, block->requested, block->address, block->stream, block->tag,
+         block->allocation_id);
+  }
+  if (!block->stream_uses.empty()) {
+    // Note [Blocks used by other streams]
+    // The caller is done with the block, but work queued on the streams recorded with
+    // record_stream may still read it. One event per such stream marks that work; the block
+    // stays active (not reusable) until all of them complete (PyTorch's insert_events).
+    block->state = BlockState::pending;
+    for (StreamId s : block->stream_uses) {
+      pending_.push_back(Pending{streams_->record_event(s), block});
+      ++block->pending_events;
+    }
+    block->stream_uses.clear();
+    return;
+  }
+  stats_.block_inactive(block->size, block->tag);
+  free_block(block);
+}
+
+void CachingAllocator::record_stream(const Block& b, StreamId stream) {
+  if (b.ptr == nullptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = allocated_.find(reinterpret_cast<std::uintptr_t>(b.ptr));
+  if (it == allocated_.end()) {
+    throw std::invalid_argument("CachingAllocator::record_stream: pointer is not a live block of "
+                                "this allocator");
+  }
+  BlockNode* block = it->second;
+  if (stream == block->stream) return;
+  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
+      block->stream_uses.end()) {
+    block->stream_uses.push_back(stream);
+  }
+}
+
+CachingAllocator::BlockNode* CachingAllocator::find_free(Pool pool, StreamId stream,
+                                                         std::size_t size) {
+  BlockNode probe;
+  probe.stream = stream;
+  probe.size = size;
+  FreeIndex& index = free_[static_cast<int>(pool)];
+  auto it = index.lower_bound(&probe);
+  if (it == index.end() || (*it)->stream != stream) return nullptr;
+  BlockNode* block = *it;
+  if (!policy_->may_serve(pool, block->size, size)) return nullptr;
+  erase_free(block);
+  return block;
+}
+
+CachingAllocator::BlockNode* CachingAllocator::carve(BlockNode* block, std::size_t rounded) {
+  if (block->size > rounded && policy_->should_split(block->pool, block->size, rounded)) {
+    split(block, rounded);
+  }
+  return block;
+}
+
+void CachingAllocator::split(BlockNode* block, std::size_t size) {
+  BlockNode* rest = new_node();
+  rest->address = block->address + size;
+  rest->size = block->size - size;
+  rest->stream = block->stream;
+  rest->pool = block->pool;
+  rest->segment = block->segment;
+  rest->state = BlockState::free;
+  rest->prev = block;
+  rest->next = block->next;
+  if (block->next) block->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  insert_free(rest);
+}
+
+void CachingAllocator::insert_free(BlockNode* block) {
+  block->state = BlockState::free;
+  block->counted_split = block->prev != nullptr || block->next != nullptr;
+  if (block->counted_split) stats_.inactive_split_added(block->size);
+  FreeIndex& index = free_[static_cast<int>(block->pool)];
+  if (!spare_free_nodes_.empty()) {
+    auto node = std::move(spare_free_nodes_.back());
+    spare_free_nodes_.pop_back();
+    node.value() = block;
+    index.insert(std::move(node));
+  } else {
+    index.insert(block);
+  }
+}
+
+void CachingAllocator::erase_free(BlockNode* block) {
+  if (block->counted_split) stats_.inactive_split_removed(block->size);
+  block->counted_split = false;
+  spare_free_nodes_.push_back(free_[static_cast<int>(block->pool)].extract(block));
+}
+
+CachingAllocator::BlockNode* CachingAllocator::new_node() {
+  if (spare_nodes_.empty()) {
+    nodes_.push_back(std::make_unique<BlockNode>());
+    return nodes_.back().get();
+  }
+  BlockNode* node = spare_nodes_.back();
+  spare_nodes_.pop_back();
+  return node;
+}
+
+void CachingAllocator::recycle_node(BlockNode* node) {
+  *node = BlockNode{};
+  spare_nodes_.push_back(node);
+}
+
+void CachingAllocator::free_block(BlockNode* block) {
+  Segment* segment = block->segment;
+  if (segment->kind == SegmentKind::stitched) {
+    unstitch(segment);
+    return;
+  }
+  if (!policy_->caches()) {
+    block->state = BlockState::free;
+    release_segment(segment);
+    return;
+  }
+  // Coalesce with free neighbours: the merged block is what best fit sees next.
+  if (BlockNode* prev = block->prev; prev != nullptr && prev->state == BlockState::free) {
+    erase_free(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next) block->next->prev = prev;
+    recycle_node(block);
+    block = prev;
+  }
+  if (BlockNode* next = block->next; next != nullptr && next->state == BlockState::free) {
+    erase_free(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next) next->next->prev = block;
+    recycle_node(next);
+  }
+  block->requested = 0;
+  block->allocation_id = 0;
+  block->tag = kUntagged;
+  insert_free(block);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The slow path: new segments, events, retries, stitching.
+
+CachingAllocator::BlockNode* CachingAllocator::try_allocate(std::size_t rounded, Pool pool,
+                                                            StreamId stream, std::string* cause) {
+  if (!policy_->caches()) {
+    if (BlockNode* b = new_segment(rounded, rounded, pool, stream, true, cause)) return b;
+    if (pending_.empty()) return nullptr;
+    stats_.alloc_retry();
+    process_events(/*wait=*/true);
+    return new_segment(rounded, rounded, pool, stream, true, cause);
+  }
+  if (BlockNode* b = find_free(pool, stream, rounded)) return carve(b, rounded);
+  if (policy_->stitches() && pool == Pool::large && free_bytes_on(stream, pool) >= rounded) {
+    if (BlockNode* b = stitch(rounded, stream, /*allow_fresh=*/false, cause)) return b;
+  }
+  const std::size_t segment_bytes = policy_->segment_size(rounded);
+  if (segment_bytes == 0) {
+    *cause = "the segment size cannot be rounded up without overflow";
+    return nullptr;
+  }
+  collect_garbage(segment_bytes);
+  if (BlockNode* b = new_segment(segment_bytes, rounded, pool, stream, true, cause)) {
+    return carve(b, rounded);
+  }
+
+  // Note [Retry order before OutOfMemory]
+  // One retry, cheapest first: (1) wait for blocks freed while other streams used them (on CPU
+  // their owners may simply not have said so yet), (2) take over another stream's whole cached
+  // segment (best_fit, vmm_stitch: no device round trip), (3) return every cached whole
+  // segment to the upstream and ask again (PyTorch's release_cached_blocks), (4) vmm_stitch:
+  // stitch the stream's free pages plus fresh ones. Every step leaves the cache consistent, so
+  // an OutOfMemory after them leaves a usable allocator.
+  stats_.alloc_retry();
+  if (!pending_.empty()) {
+    process_events(/*wait=*/true);
+    if (BlockNode* b = find_free(pool, stream, rounded)) return carve(b, rounded);
+  }
+  if (policy_->reclaims_other_streams()) {
+    if (BlockNode* b = reclaim_other_stream(rounded, pool, stream)) return carve(b, rounded);
+  }
+  if (release_cached_segments(SIZE_MAX) > 0) {
+    if (BlockNode* b = find_free(pool, stream, rounded)) return carve(b, rounded);
+    if (BlockNode* b = new_segment(segment_bytes, rounded, pool, stream, true, cause)) {
+      return carve(b, rounded);
+    }
+  }
+  if (policy_->stitches() && pool == Pool::large) {
+    if (BlockNode* b = stitch(rounded, stream, /*allow_fresh=*/true, cause)) return b;
+  }
+  return nullptr;
+}
+
+CachingAllocator::BlockNode* CachingAllocator::new_segment(std::size_t bytes, std::size_t rounded,
+                                                           Pool pool, StreamId stream,
+                                                           bool allow_expand,
+                                                           std::string* cause) {
+  const std::size_t reserved = static_cast<std::size_t>(stats_.reserved().current);
+  if (options_.expandable_segments && allow_expand) {
+    return grow_expandable(rounded, pool, stream, cause);
+  }
+  if (capacity_ != 0 && bytes > capacity_ - std::min(reserved, capacity_)) {
+    *cause = "a new " + format_byte_size(bytes) + " segment would exceed the capacity";
+    return nullptr;
+  }
+  auto segment = std::make_unique<Segment>();
+  segment->size = bytes;
+  segment->reserved_va = bytes;
+  segment->stream = stream;
+  segment->pool = pool;
+  segment->id = next_segment_id_++;
+  if (vmm_ != nullptr) {
+    segment->kind = SegmentKind::mapped;
+    const std::size_t page = vmm_->granularity();
+    const std::size_t size = round_up_checked(bytes, page);
+    if (size == 0) {
+      *cause = "the segment size cannot be rounded up to the page size";
+      return nullptr;
+    }
+    segment->size = segment->reserved_va = size;
+    VirtualRange range;
+    try {
+      range = vmm_->reserve(size);
+    } catch (const std::exception& e) {
+      *cause = e.what();
+      return nullptr;
+    }
+    segment->pages.resize(size / page);
+    try {
+      map_fresh_pages(*vmm_, range, segment->pages.data());
+    } catch (const std::exception& e) {
+      *cause = e.what();
+      vmm_->release(range);
+      return nullptr;
+    }
+    segment->base = range.address;
+  } else {
+    try {
+      segment->base = reinterpret_cast<std::uintptr_t>(upstream_->allocate(bytes, kAlignment, stream));
+    } catch (const OutOfMemory& e) {
+      *cause = e.what();
+      return nullptr;
+    }
+  }
+  BlockNode* block = new_node();
+  block->address = segment->base;
+  block->size = segment->size;
+  block->stream = stream;
+  block->pool = pool;
+  block->segment = segment.get();
+  block->state = BlockState::free;
+  segment->head = block;
+  stats_.segment_reserved(segment->size);
+  if (sink_) {
+    emit(TraceEventKind::segment_alloc, segment->size, segment->base, stream, kUntagged,
+         segment->id);
+    if (segment->kind == SegmentKind::mapped) {
+      emit(TraceEventKind::segment_map, segment->size, segment->base, stream, kUntagged,
+           segment->id);
+    }
+  }
+  segments_.push_back(std::move(segment));
+  return block;
+}
+
+// Note [Expandable segments]
+// With expandable_segments each (stream, pool) has one segment: a virtual range as large as
+// the capacity, of which only a prefix is mapped. When no cached block fits, the prefix grows
+// by the missing pages (fewer if the segment ends in a free block, which the new pages extend),
+// so a growing batch size reuses the space of the previous, smaller one instead of stranding it
+// in a segment of the old size (PyTorch's Note [Expandable Segments]). Releasing unmaps free
+// pages at the end of the mapped prefix.
+CachingAllocator::BlockNode* CachingAllocator::grow_expandable(std::size_t rounded, Pool pool,
+                                                               StreamId stream,
+                                                               std::string* cause) {
+  const std::size_t page = vmm_->granularity();
+  Segment* segment = nullptr;
+  for (auto& s : segments_) {
+    if (s->kind == SegmentKind::expandable && s->stream == stream && s->pool == pool) {
+      segment = s.get();
+      break;
+    }
+  }
+  if (segment == nullptr) {
+    std::size_t va = capacity_ != 0 ? capacity_ : (std::size_t{1} << 40);
+    va = round_up_checked(std::max(va, rounded), page);
+    auto s = std::make_unique<Segment>();
+    try {
+      const VirtualRange range = vmm_->reserve(va);
+      s->base = range.address;
+      s->reserved_va = range.bytes;
+    } catch (const std::exception& e) {
+      *cause = e.what();
+      return nullptr;
+    }
+    s->kind = SegmentKind::expandable;
+    s->stream = stream;
+    s->pool = pool;
+    s->id = next_segment_id_++;
+    segment = s.get();
+    segments_.push_back(std::move(s));
+  }
+  BlockNode* tail = segment->head;
+  while (tail != nullptr && tail->next != nullptr) tail = tail->next;
+  const std::size_t tail_free = (tail != nullptr && tail->state == BlockState::free) ? tail->size : 0;
+  if (tail_free >= rounded) {  // large enough, only refused by max_split_size: use it
+    erase_free(tail);
+    return tail;
+  }
+  const std::size_t grow = round_up_checked(rounded - std::min(rounded, tail_free), page);
+  const std::size_t reserved = static_cast<std::size_t>(stats_.reserved().current);
+  if (grow == 0 || grow > segment->reserved_va - segment->size ||
+      (capacity_ != 0 && grow > capacity_ - std::min(reserved, capacity_))) {
+    *cause = "growing the expandable segment by " + format_byte_size(grow) +
+             " would exceed the capacity";
+    return nullptr;
+  }
+  const std::size_t first_page = segment->pages.size();
+  segment->pages.resize(first_page + grow / page);
+  try {
+    map_fresh_pages(*vmm_, VirtualRange{segment->base + segment->size, grow},
+                    segment->pages.data() + first_page);
+  } catch (const std::exception& e) {
+    segment->pages.resize(first_page);
+    *cause = e.what();
+    return nullptr;
+  }
+  const std::uintptr_t grown_at = segment->base + segment->size;
+  segment->size += grow;
+  stats_.segment_reserved(grow);
+  if (sink_) emit(TraceEventKind::segment_map, grow, grown_at, stream, kUntagged, segment->id);
+  if (tail_free != 0) {
+    erase_free(tail);
+    tail->size += grow;
+    return tail;
+  }
+  BlockNode* block = new_node();
+  block->address = grown_at;
+  block->size = grow;
+  block->stream = stream;
+  block->pool = pool;
+  block->segment = segment;
+  block->state = BlockState::free;
+  block->prev = tail;
+  if (tail != nullptr) {
+    tail->next = block;
+  } else {
+    segment->head = block;
+  }
+  return block;
+}
+
+std::size_t CachingAllocator::free_bytes_on(StreamId stream, Pool pool) const {
+  std::size_t total = 0;
+  BlockNode probe;
+  probe.stream = stream;
+  const FreeIndex& index = free_[static_cast<int>(pool)];
+  for (auto it = index.lower_bound(&probe); it != index.end() && (*it)->stream == stream; ++it) {
+    total += (*it)->size;
+  }
+  return total;
+}
+
+CachingAllocator::BlockNode* CachingAllocator::stitch(std::size_t rounded, StreamId stream,
+                                                      bool allow_fresh, std::string* cause) {
+  const std::size_t page = vmm_->granularity();
+  // Largest free page-aligned blocks first: fewest mappings for the bytes.
+  std::vector<BlockNode*> members;
+  std::size_t total = 0;
+  {
+    BlockNode probe;
+    probe.stream = stream + 1;
+    FreeIndex& index = free_[static_cast<int>(Pool::large)];
+    auto it = index.lower_bound(&probe);
+    while (total < rounded && it != index.begin()) {
+      --it;
+      BlockNode* b = *it;
+      if (b->stream != stream) break;
+      if (b->address % page != 0 || b->size % page != 0 ||
+          b->segment->kind == SegmentKind::plain || b->segment->kind == SegmentKind::stitched) {
+        continue;
+      }
+      members.push_back(b);
+      total += b->size;
+    }
+  }
+  if (total < rounded && !allow_fresh) return nullptr;
+  for (BlockNode* b : members) erase_free(b);
+  BlockNode* fresh = nullptr;
+  if (total < rounded) {
+    fresh = new_segment(rounded - total, rounded - total, Pool::large, stream, false, cause);
+    if (fresh == nullptr) {
+      for (BlockNode* b : members) free_block(b);
+      return nullptr;
+    }
+    members.push_back(fresh);
+    total += fresh->size;
+  }
+  if (members.size() < 2) {
+    // One block is enough after all (only possible with fresh pages): no stitching needed.
+    return members.empty() ? nullptr : carve(members.front(), rounded);
+  }
+  // The last member gives only what is still missing; its rest stays free in its segment.
+  const std::size_t excess = total - rounded;
+  if (excess > 0) {
+    BlockNode* last = members.back();
+    split(last, last->size - excess);
+    total = rounded;
+  }
+  VirtualRange range;
+  try {
+    range = vmm_->reserve(rounded);
+  } catch (const std::exception& e) {
+    *cause = e.what();
+    for (BlockNode* b : members) free_block(b);
+    return nullptr;
+  }
+  std::size_t offset = 0;
+  std::size_t mapped_members = 0;
+  try {
+    for (BlockNode* b : members) {
+      const Segment* s = b->segment;
+      map_existing_pages(*vmm_, range.address + offset,
+                         s->pages.data() + (b->address - s->base) / page, b->size / page);
+      offset += b->size;
+      ++mapped_members;
+    }
+  } catch (const std::exception& e) {
+    *cause = e.what();
+    offset = 0;
+    for (std::size_t i = 0; i < mapped_members; ++i) {
+      vmm_->unmap(range.address + offset, members[i]->size);
+      offset += members[i]->size;
+    }
+    vmm_->release(range);
+    for (BlockNode* b : members) free_block(b);
+    return nullptr;
+  }
+  for (BlockNode* b : members) b->state = BlockState::stitched;
+  auto segment = std::make_unique<Segment>();
+  segment->base = range.address;
+  segment->size = rounded;
+  segment->reserved_va = rounded;
+  segment->stream = stream;
+  segment->pool = Pool::large;
+  segment->kind = SegmentKind::stitched;
+  segment->id = next_segment_id_++;
+  segment->members = std::move(members);
+  BlockNode* block = new_node();
+  block->address = range.address;
+  block->size = rounded;
+  block->stream = stream;
+  block->pool = Pool::large;
+  block->segment = segment.get();
+  segment->head = block;
+  if (sink_) emit(TraceEventKind::segment_map, rounded, range.address, stream, kUntagged, segment->id);
+  segments_.push_back(std::move(segment));
+  return block;
+}
+
+void CachingAllocator::unstitch(Segment* stitched) {
+  std::size_t offset = 0;
+  for (BlockNode* member : stitched->members) {
+    vmm_->unmap(stitched->base + offset, member->size);
+    offset += member->size;
+  }
+  vmm_->release(VirtualRange{stitched->base, stitched->reserved_va});
+  if (sink_) {
+    emit(TraceEventKind::segment_unmap, stitched->size, stitched->base, stitched->stream,
+         kUntagged, stitched->id);
+  }
+  std::vector<BlockNode*> members = std::move(stitched->members);
+  recycle_node(stitched->head);
+  erase_segment(stitched);
+  for (BlockNode* member : members) free_block(member);
+}
+
+CachingAllocator::BlockNode* CachingAllocator::reclaim_other_stream(std::size_t rounded, Pool pool,
+                                                                    StreamId stream) {
+  // The smallest whole cached segment of another stream that fits.
+  BlockNode* best = nullptr;
+  for (BlockNode* b : free_[static_cast<int>(pool)]) {
+    if (b->stream == stream || b->prev != nullptr || b->next != nullptr) continue;
+    const SegmentKind kind = b->segment->kind;
+    if (kind != SegmentKind::plain && kind != SegmentKind::mapped) continue;
+    if (b->size < rounded || !policy_->may_serve(pool, b->size, rounded)) continue;
+    if (best == nullptr || b->size < best->size) best = b;
+  }
+  if (best == nullptr) return nullptr;
+  erase_free(best);
+  // Work queued on the old stream may still touch the memory: wait for it first.
+  streams_->synchronize(best->stream);
+  best->stream = stream;
+  best->segment->stream = stream;
+  return best;
+}
+
+void CachingAllocator::process_events(bool wait) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (wait) streams_->synchronize(p.event);
+    if (wait || streams_->query(p.event)) {
+      if (--p.block->pending_events == 0) {
+        stats_.block_inactive(p.block->size, p.block->tag);
+        free_block(p.block);
+      }
+    } else {
+      pending_[kept++] = p;
+    }
+  }
+  pending_.resize(kept);
+}
+
+std::size_t CachingAllocator::release_cached_segments(std::size_t goal) {
+  std::size_t released = 0;
+  // Oldest segments first (creation order): the ones the current phase of work uses least.
+  for (std::size_t i = 0; i < segments_.size() && released < goal;) {
+    Segment* s = segments_[i].get();
+    if (s->kind == SegmentKind::expandable) {
+      released += shrink_expandable(s);
+      if (s->head == nullptr) {
+        vmm_->release(VirtualRange{s->base, s->reserved_va});
+        erase_segment(s);
+        continue;
+      }
+      ++i;
+      continue;
+    }
+    BlockNode* b = s->head;
+    if (s->kind != SegmentKind::stitched && b->next == nullptr && b->state == BlockState::free) {
+      erase_free(b);
+      released += s->size;
+      release_segment(s);
+      continue;  // segments_[i] is now the next segment
+    }
+    ++i;
+  }
+  return released;
+}
+
+std::size_t CachingAllocator::shrink_expandable(Segment* s) {
+  BlockNode* tail = s->head;
+  while (tail != nullptr && tail->next != nullptr) tail = tail->next;
+  if (tail == nullptr || tail->state != BlockState::free) return 0;
+  const std::size_t page = vmm_->granularity();
+  const std::size_t keep = round_up_checked(tail->address - s->base, page);
+  if (keep >= s->size) return 0;
+  const std::size_t drop = s->size - keep;
+  for (std::size_t p = keep / page; p < s->pages.size(); ++p) {
+    vmm_->unmap(s->base + p * page, page);
+    vmm_->release_physical(s->pages[p]);
+  }
+  s->pages.resize(keep / page);
+  erase_free(tail);
+  if (tail->address - s->base == keep) {
+    if (tail->prev) tail->prev->next = nullptr;
+    if (s->head == tail) s->head = nullptr;
+    recycle_node(tail);
+  } else {
+    tail->size -= drop;
+    insert_free(tail);
+  }
+  s->size = keep;
+  stats_.segment_released(drop);
+  if (sink_) emit(TraceEventKind::segment_unmap, drop, s->base + keep, s->stream, kUntagged, s->id);
+  return drop;
+}
+
+void CachingAllocator::release_segment(Segment* s) {
+  if (s->kind == SegmentKind::plain) {
+    upstream_->deallocate(reinterpret_cast<void*>(s->base), s->size, kAlignment, s->stream);
+  } else {
+    const std::size_t page = vmm_->granularity();
+    for (std::size_t p = 0; p < s->pages.size(); ++p) {
+      vmm_->unmap(s->base + p * page, page);
+      vmm_->release_physical(s->pages[p]);
+    }
+    vmm_->release(VirtualRange{s->base, s->reserved_va});
+    if (sink_) emit(TraceEventKind::segment_unmap, s->size, s->base, s->stream, kUntagged, s->id);
+  }
+  stats_.segment_released(s->size);
+  if (sink_) emit(TraceEventKind::segment_free, s->size, s->base, s->stream, kUntagged, s->id);
+  recycle_node(s->head);
+  erase_segment(s);
+}
+
+void CachingAllocator::erase_segment(Segment* s) {
+  auto it = std::find_if(segments_.begin(), segments_.end(),
+                         [s](const std::unique_ptr<Segment>& p) { return p.get() == s; });
+  segments_.erase(it);
+}
+
+// Note [Garbage collection threshold]
+// As PyTorch's garbage_collection_threshold: when a new segment would take reserved memory past
+// threshold x capacity, cached whole segments are released first (oldest first, only as many
+// bytes as the overshoot), so a long run does not hold a cache it no longer uses until the
+// device is full and every allocation pays for a failed attempt. Without the threshold the
+// cache is released only when a request fails.
+void CachingAllocator::collect_garbage(std::size_t incoming) {
+  if (options_.garbage_collection_threshold <= 0.0 || capacity_ == 0) return;
+  const auto limit =
+      static_cast<std::size_t>(options_.garbage_collection_threshold * static_cast<double>(capacity_));
+  const auto reserved = static_cast<std::size_t>(stats_.reserved().current);
+  if (reserved + incoming <= limit) return;
+  release_cached_segments(reserved + incoming - limit);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting.
+
+std::size_t CachingAllocator::largest_free_block() const {
+  std::size_t largest = 0;
+  for (const FreeIndex& index : free_) {
+    for (const BlockNode* b : index) largest = std::max(largest, b->size);
+  }
+  return largest;
+}
+
+std::size_t CachingAllocator::cached_free_bytes() const {
+  std::size_t total = 0;
+  for (const FreeIndex& index : free_) {
+    for (const BlockNode* b : index) total += b->size;
+  }
+  return total;
+}
+
+void CachingAllocator::throw_oom(std::size_t bytes, std::size_t rounded, StreamId stream, TagId tag,
+                                 const std::string& cause) {
+  stats_.oom();
+  if (sink_) emit(TraceEventKind::oom, bytes, 0, stream, tag, 0);
+  const auto allocated = static_cast<std::size_t>(stats_.allocated().current);
+  const auto reserved = static_cast<std::size_t>(stats_.reserved().current);
+  const std::size_t unallocated = reserved - std::min(reserved, allocated);
+  const std::size_t largest = largest_free_block();
+  std::string msg = "out of memory on " + upstream_->name() + ": tried to allocate " +
+                    format_byte_size(bytes) + "; ";
+  if (capacity_ != 0) {
+    msg += "capacity " + format_byte_size(capacity_) + ", " +
+           format_byte_size(capacity_ - std::min(capacity_, reserved)) + " free; ";
+  } else {
+    msg += "capacity unbounded; ";
+  }
+  msg += format_byte_size(allocated) + " allocated, " + format_byte_size(unallocated) +
+         " reserved but unallocated (largest free block " + format_byte_size(largest) + ").";
+  // Note [Out-of-memory hints]
+  // The hint names the one change that would have served this request, if there is one:
+  // fragmented cached space that is enough in total is what vmm_stitch uses; otherwise the
+  // request is larger than everything that could be freed.
+  const std::size_t free_total = cached_free_bytes() +
+                                 (capacity_ != 0 ? capacity_ - std::min(capacity_, reserved) : 0);
+  if (policy_->name() != "vmm_stitch" && rounded != 0 && free_total >= rounded &&
+      unallocated > 0) {
+    msg += " Policy vmm_stitch can use fragmented space.";
+  } else if (policy_->name() == "pytorch" && rounded != 0 && largest < rounded && unallocated > 0) {
+    msg += " Policy best_fit reserves less unused memory.";
+  } else {
+    msg += " Free tensors, reduce micro_batch_size or use a larger device.";
+  }
+  if (!cause.empty()) msg += " (" + cause + ")";
+  throw OutOfMemory(msg, bytes);
+}
+
+void CachingAllocator::emit(TraceEventKind kind, std::uint64_t bytes, std::uintptr_t address,
+                            StreamId stream, TagId tag, std::uint64_t id) {
+  sink_(TraceEvent{kind, now_ns(), bytes, address, stream, tag, id});
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_.snapshot(largest_free_block(), cached_free_bytes());
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  stats_.reset_peaks();
+}
+
+std::string CachingAllocator::memory_summary() const {
+  const MemoryStats s = stats();
+  return format_memory_summary(s, upstream_->name() + ", policy " + std::string(policy_->name()));
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  if (!pending_.empty()) process_events(/*wait=*/false);
+  release_cached_segments(SIZE_MAX);
+}
+
+void CachingAllocator::set_event_sink(TraceEventSink sink) {
+  std::lock_guard lock(mutex_);
+  sink_ = std::move(sink);
+}
+
+void CachingAllocator::set_stream_registry(StreamRegistry* registry) {
+  std::lock_guard lock(mutex_);
+  streams_ = registry != nullptr ? registry : &stream_registry();
+}
+
+std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
+  std::lock_guard lock(mutex_);
+  std::vector<SegmentSnapshot> out;
+  out.reserve(segments_.size());
+  for (const auto& s : segments_) {
+    if (s->head == nullptr) continue;  // an expandable range with nothing mapped
+    SegmentSnapshot seg;
+    seg.address = s->base;
+    seg.total_size = s->size;
+    seg.stream = s->stream;
+    seg.segment_type = s->pool == Pool::small ? "small" : "large";
+    seg.is_expandable = s->kind == SegmentKind::expandable;
+    seg.is_stitched = s->kind == SegmentKind::stitched;
+    for (const BlockNode* b = s->head; b != nullptr; b = b->next) {
+      BlockSnapshot blk;
+      blk.address = b->address;
+      blk.size = b->size;
+      blk.tag = b->tag;
+      switch (b->state) {
+        case BlockState::allocated:
+          blk.state = "active_allocated";
+          blk.requested_size = b->requested;
+          blk.allocation_id = b->allocation_id;
+          seg.allocated_size += b->size;
+          seg.active_size += b->size;
+          seg.requested_size += b->requested;
+          break;
+        case BlockState::pending:
+          blk.state = "active_pending_free";
+          blk.requested_size = b->requested;
+          blk.allocation_id = b->allocation_id;
+          seg.active_size += b->size;
+          break;
+        case BlockState::free: blk.state = "inactive"; break;
+        case BlockState::stitched: blk.state = "stitched"; break;
+      }
+      seg.blocks.push_back(blk);
+    }
+    out.push_back(std::move(seg));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SegmentSnapshot& a, const SegmentSnapshot& b) { return a.address < b.address; });
+  return out;
+}
+
+}  // namespace memtrain::memory
