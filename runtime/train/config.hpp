@@ -1,7 +1,9 @@
 #pragma once
 // The whole experiment configuration: one YAML file (configs/*.yaml), loaded and validated by
 // load_config (config_loader.hpp). Every key is documented in docs/config.md.
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "models/bert_config.hpp"
@@ -37,6 +39,11 @@ struct PrecisionConfig {
 struct MemoryConfig {
   std::string policy = "best_fit";  // no_cache | pytorch | best_fit | vmm_stitch
   bool trace = false;               // record the allocation trace (run_dir/memory_trace.csv)
+  // Allocator options (memory::AllocatorOptions; PYTORCH_CUDA_ALLOC_CONF meanings).
+  std::size_t max_split_size = SIZE_MAX;    // bytes; SIZE_MAX = unset (blocks of any size split)
+  double garbage_collection_threshold = 0.0;  // fraction of the limit; 0 = off
+  bool expandable_segments = false;
+  std::size_t capacity = 0;  // bytes the allocator may reserve; 0 = the device's capacity
 };
 
 struct ParallelConfig {
@@ -64,6 +71,10 @@ struct Config {
   ParallelConfig parallel;
   CompressionConfig compression;
   CheckpointConfig checkpoint;
+  // Where each key was last set: "configs/x.yaml:12", "--set model.hidden_size=256" or
+  // "MEMTRAIN_ALLOC_CONF=...". Keys left at their default are absent. Used by validation
+  // messages (also the ones raised after loading); not part of config_hash.
+  std::map<std::string, std::string> origin;
 };
 
 }  // namespace memtrain::train

@@ -1,0 +1,153 @@
+#include "runtime/train/config_validate.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "memory/allocator_options.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/train/config_alloc_conf.hpp"
+#include "runtime/train/config_schema.hpp"
+
+namespace memtrain::train {
+
+namespace {
+
+// The key's value as the user would write it (canonical text from the key table).
+std::string value_of(const Config& c, const std::string& key) {
+  if (const KeySpec* spec = find_key(key)) return spec->get(c);
+  return "?";
+}
+
+[[noreturn]] void fail(const Config& c, const std::string& key, const std::string& what,
+                       const std::string& expected) {
+  throw ConfigError(where_set(c, key) + ": " + key + " = " + value_of(c, key) + ": " + what + "; expected " +
+                    expected);
+}
+
+// "model.hidden_size = 100 (line 3)": another key named in a message, with where it was set.
+std::string other(const Config& c, const std::string& key) {
+  const auto it = c.origin.find(key);
+  return key + " = " + value_of(c, key) + (it == c.origin.end() ? " (default)" : " (" + it->second + ")");
+}
+
+// Of two keys in one rule, the one the user set last is the likelier mistake; name it.
+std::string blamed(const Config& c, const std::string& a, const std::string& b) {
+  return c.origin.count(a) || !c.origin.count(b) ? a : b;
+}
+
+void check_model(const Config& c) {
+  const auto& m = c.model;
+  if (m.hidden_size % m.num_attention_heads != 0) {
+    fail(c, "model.num_attention_heads", "does not divide " + other(c, "model.hidden_size"),
+         "a divisor of " + std::to_string(m.hidden_size) + " (head size = hidden_size / num_attention_heads)");
+  }
+  if (c.data.seq_length > m.max_position_embeddings) {
+    const std::string key = blamed(c, "data.seq_length", "model.max_position_embeddings");
+    if (key == "data.seq_length") {
+      fail(c, key, "exceeds " + other(c, "model.max_position_embeddings"),
+           "at most " + std::to_string(m.max_position_embeddings));
+    }
+    fail(c, key, "is below " + other(c, "data.seq_length"), "at least " + std::to_string(c.data.seq_length));
+  }
+}
+
+void check_training(const Config& c) {
+  const auto& t = c.training;
+  if (t.global_batch_size % t.micro_batch_size != 0) {
+    fail(c, "training.global_batch_size", "not a multiple of " + other(c, "training.micro_batch_size"),
+         "a multiple of " + std::to_string(t.micro_batch_size) +
+             " (global = micro x accumulation steps x data-parallel ranks)");
+  }
+  if (t.min_lr > t.lr) {
+    fail(c, "training.min_lr", "above " + other(c, "training.lr"), "at most training.lr");
+  }
+}
+
+// Note [Allocator options that do nothing]
+// An option that cannot act under the chosen policy would let an experiment report "with
+// max_split_size" results that are identical to the baseline. no_cache never caches, splits or
+// grows a segment; a collection threshold is a fraction of a limit, and on the host there is no
+// limit unless memory.capacity gives one. memory::validate_options holds the full rule set; the
+// common cases are checked here first so that the message can name the line.
+void check_memory(const Config& c) {
+  const auto& m = c.memory;
+  if (m.policy == "no_cache") {
+    const char* why = "has no effect with memory.policy = no_cache (nothing is cached, split or grown)";
+    if (m.max_split_size != memory::kMaxSplitSizeUnset) {
+      fail(c, "memory.max_split_size", why, "unset, or a caching memory.policy");
+    }
+    if (m.garbage_collection_threshold > 0) {
+      fail(c, "memory.garbage_collection_threshold", why, "0, or a caching memory.policy");
+    }
+    if (m.expandable_segments) fail(c, "memory.expandable_segments", why, "false, or a caching memory.policy");
+  }
+  if (m.garbage_collection_threshold > 0 && m.capacity == 0) {
+    fail(c, "memory.garbage_collection_threshold",
+         "has no effect without memory.capacity (no limit to measure the threshold against)",
+         "memory.capacity set as well, or 0");
+  }
+  try {
+    memory::validate_options(allocator_options(m), 0);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(where_set(c, "memory.policy") + ": memory: " + e.what());
+  }
+}
+
+void check_corpus(const Config& c) {
+  if (c.data.mock) return;  // mock data reads no corpus
+  const std::string& corpus = c.data.corpus;
+  if (corpus == "kjv") {
+    if (find_program("bible").empty()) {
+      fail(c, "data.corpus", "the `bible` program (Debian package bible-kjv) is not in PATH",
+           "bible-kjv installed (scripts/install_deps.sh), a text file or directory, or data.mock: true");
+    }
+    return;
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(corpus, ec);
+  if (!fs::exists(status)) {
+    fail(c, "data.corpus", "no such file or directory (relative paths are from the working directory)",
+         "kjv, a UTF-8 text file or a directory of .txt files");
+  }
+  if (fs::is_regular_file(status) && !std::ifstream(corpus)) {
+    fail(c, "data.corpus", "cannot be read", "a readable UTF-8 text file");
+  }
+  if (!fs::is_regular_file(status) && !fs::is_directory(status)) {
+    fail(c, "data.corpus", "is neither a file nor a directory", "a UTF-8 text file or a directory of .txt files");
+  }
+}
+
+}  // namespace
+
+std::string where_set(const Config& c, const std::string& key) {
+  const auto it = c.origin.find(key);
+  return it == c.origin.end() ? c.path + " (default)" : it->second;
+}
+
+std::string find_program(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path ? path : "";
+  while (true) {
+    const auto colon = rest.find(':');
+    const std::string_view dir = rest.substr(0, colon);
+    const std::string candidate = (std::filesystem::path(dir.empty() ? "." : dir) / program).string();
+    if (::access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate)) return candidate;
+    if (colon == std::string_view::npos) break;
+    rest = rest.substr(colon + 1);
+  }
+  return {};
+}
+
+void validate_config(const Config& c) {
+  check_model(c);
+  check_training(c);
+  check_memory(c);
+  check_corpus(c);
+}
+
+}  // namespace memtrain::train
