@@ -1,0 +1,255 @@
+#include "memory/replay.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "memory/activation_planner.hpp"
+#include "memory/allocator_options.hpp"
+#include "memory/byte_size.hpp"
+#include "memory/caching_allocator.hpp"
+#include "memory/out_of_memory.hpp"
+#include "memory/simulated_resource.hpp"
+#include "memory/simulated_virtual_memory_resource.hpp"
+#include "memory/stream_registry.hpp"
+#include "memory/tag_registry.hpp"
+
+namespace memtrain::memory {
+namespace {
+
+[[noreturn]] void fail(const std::string& source, const TraceOp& op, const std::string& what) {
+  throw TraceFormatError(source + ":" + std::to_string(op.line) + ": " + what);
+}
+
+// The requested bytes live at the fullest moment of the trace (no allocator can do better).
+// Also checks the trace's ids: every free names a live (or failed) alloc, ids are not reused
+// while live, and a free's bytes, when given, match its alloc.
+std::size_t peak_live_bytes(const std::vector<TraceOp>& ops, const std::string& source) {
+  std::unordered_map<std::string, std::size_t> live;
+  std::size_t current = 0, peak = 0;
+  for (const TraceOp& op : ops) {
+    if (op.kind == TraceOp::Kind::alloc) {
+      if (!live.emplace(op.id, op.bytes).second) {
+        fail(source, op, "alloc of id '" + op.id + "' which is still live; free it first");
+      }
+      current += op.bytes;
+      peak = std::max(peak, current);
+    } else {
+      const auto it = live.find(op.id);
+      if (it == live.end()) fail(source, op, "free of id '" + op.id + "' which is not live");
+      if (op.bytes != 0 && op.bytes != it->second) {
+        fail(source, op, "free of id '" + op.id + "' with " + std::to_string(op.bytes) +
+                             " bytes; it was allocated with " + std::to_string(it->second));
+      }
+      current -= it->second;
+      live.erase(it);
+    }
+  }
+  return peak;
+}
+
+ReplayReport replay_on_allocator(const std::vector<TraceOp>& ops, const std::string& policy,
+                                 std::size_t capacity_bytes) {
+  std::shared_ptr<MemoryResource> device;
+  if (policy == "vmm_stitch") {
+    device = std::make_shared<SimulatedVirtualMemoryResource>(capacity_bytes, "simulated replay device");
+  } else {
+    device = std::make_shared<SimulatedResource>(capacity_bytes, "simulated replay device");
+  }
+  AllocatorOptions options;
+  options.policy = policy;
+  CachingAllocator allocator(device, options);
+  // Streams of a trace are logical: their work is complete when the trace frees a block, so a
+  // private registry keeps replays independent of the process's streams.
+  StreamRegistry streams;
+  allocator.set_stream_registry(&streams);
+
+  ReplayReport report;
+  std::unordered_map<std::string, Block> live;
+  std::unordered_set<std::string> failed;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const TraceOp& op = ops[i];
+    if (op.kind == TraceOp::Kind::alloc) {
+      ++report.num_allocs;
+      const TagId tag = op.tag.empty() ? kUntagged : tag_registry().register_tag(op.tag);
+      try {
+        live.emplace(op.id, allocator.allocate(op.bytes, op.stream, tag));
+        failed.erase(op.id);
+      } catch (const memtrain::OutOfMemory&) {
+        failed.insert(op.id);
+        if (!report.first_oom_event) {
+          report.first_oom_event = i;
+          report.first_oom_line = op.line;
+        }
+      }
+    } else {
+      ++report.num_frees;
+      const auto it = live.find(op.id);
+      if (it == live.end()) continue;  // its alloc failed (ids were checked beforehand)
+      allocator.deallocate(it->second);
+      live.erase(it);
+    }
+  }
+  const MemoryStats s = allocator.stats();
+  report.peak_allocated_bytes = static_cast<std::size_t>(s.allocated_bytes.peak);
+  report.peak_reserved_bytes = static_cast<std::size_t>(s.reserved_bytes.peak);
+  report.fragmentation = s.fragmentation_at_peak_reserved;
+  report.num_ooms = static_cast<std::size_t>(s.num_ooms);
+  report.num_alloc_retries = static_cast<std::size_t>(s.num_alloc_retries);
+  for (auto& [id, block] : live) allocator.deallocate(block);
+  return report;
+}
+
+// Note [The planned policy is the offline optimum's stand-in]
+// An allocator sees requests one at a time; the planner sees the whole trace, so each alloc's
+// lifetime is known (alloc event to free event, or to the end when never freed) and one arena
+// is laid out for all of them (activation_planner.hpp). The arena is "reserved" from the start,
+// and allocations whose planned bytes end past the capacity are the ones that fail: a device
+// of that size could not hold this layout. Streams do not matter here: nothing is reused before
+// its free in trace order.
+ReplayReport replay_planned(const std::vector<TraceOp>& ops, std::size_t capacity_bytes) {
+  std::vector<TensorLifetime> lifetimes;
+  std::vector<std::size_t> alloc_event;  // trace index of each lifetime's alloc
+  std::unordered_map<std::string, std::size_t> open;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const TraceOp& op = ops[i];
+    if (op.kind == TraceOp::Kind::alloc) {
+      open[op.id] = lifetimes.size();
+      lifetimes.push_back({op.bytes, i, ops.size()});
+      alloc_event.push_back(i);
+    } else {
+      const auto it = open.find(op.id);
+      lifetimes[it->second].last_use = i;  // ids were checked beforehand
+      open.erase(it);
+    }
+  }
+  constexpr std::size_t kAlignment = 512;  // the allocators' smallest rounding
+  const ArenaPlan plan = plan_arena(lifetimes, kAlignment);
+
+  ReplayReport report;
+  for (const TraceOp& op : ops) (op.kind == TraceOp::Kind::alloc ? report.num_allocs : report.num_frees)++;
+  report.peak_reserved_bytes = std::min(plan.arena_bytes, capacity_bytes);
+  for (std::size_t k = 0; k < lifetimes.size(); ++k) {
+    const std::size_t size = (lifetimes[k].bytes + kAlignment - 1) / kAlignment * kAlignment;
+    if (plan.offsets[k] + size > capacity_bytes) {
+      ++report.num_ooms;
+      if (!report.first_oom_event || alloc_event[k] < *report.first_oom_event) {
+        report.first_oom_event = alloc_event[k];
+        report.first_oom_line = ops[alloc_event[k]].line;
+      }
+    }
+  }
+  // Allocated bytes at the fullest moment, counting only the tensors that fit; free space in
+  // the arena at that moment gives the fragmentation (one segment: reserved never changes).
+  std::vector<std::pair<std::size_t, std::size_t>> busy;
+  for (std::size_t k = 0; k < lifetimes.size(); ++k) {
+    const std::size_t size = (lifetimes[k].bytes + kAlignment - 1) / kAlignment * kAlignment;
+    if (size == 0 || plan.offsets[k] + size > capacity_bytes) continue;
+    if (lifetimes[k].first_use <= plan.peak_time && plan.peak_time <= lifetimes[k].last_use) {
+      busy.emplace_back(plan.offsets[k], plan.offsets[k] + size);
+    }
+  }
+  std::sort(busy.begin(), busy.end());
+  std::size_t allocated = 0, top = 0, largest_free = 0, total_free = 0;
+  for (const auto& [begin, end] : busy) {
+    allocated += end - begin;
+    if (begin > top) {
+      largest_free = std::max(largest_free, begin - top);
+      total_free += begin - top;
+    }
+    top = std::max(top, end);
+  }
+  if (report.peak_reserved_bytes > top) {
+    largest_free = std::max(largest_free, report.peak_reserved_bytes - top);
+    total_free += report.peak_reserved_bytes - top;
+  }
+  report.peak_allocated_bytes = allocated;
+  report.fragmentation = total_free == 0 ? 0.0 : 1.0 - static_cast<double>(largest_free) / total_free;
+  return report;
+}
+
+}  // namespace
+
+const std::vector<std::string>& replay_policies() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n(std::begin(kPolicyNames), std::end(kPolicyNames));
+    n.emplace_back("planned");
+    return n;
+  }();
+  return names;
+}
+
+ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy,
+                          std::size_t capacity_bytes, const std::string& source) {
+  const auto& names = replay_policies();
+  if (std::find(names.begin(), names.end(), policy) == names.end()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("unknown replay policy '" + policy + "'; expected one of " + list);
+  }
+  if (capacity_bytes == 0) {
+    throw std::invalid_argument("replay capacity is 0 bytes; expected a device size such as 40GiB");
+  }
+  const std::size_t lower_bound = peak_live_bytes(ops, source);
+  ReplayReport report = policy == "planned" ? replay_planned(ops, capacity_bytes)
+                                            : replay_on_allocator(ops, policy, capacity_bytes);
+  report.policy = policy;
+  report.capacity_bytes = capacity_bytes;
+  report.events = ops.size();
+  report.peak_live_bytes = lower_bound;
+  report.utilization = report.peak_reserved_bytes == 0
+                           ? 0.0
+                           : static_cast<double>(report.peak_allocated_bytes) / report.peak_reserved_bytes;
+  return report;
+}
+
+ReplayReport replay_trace_file(const std::string& path, const std::string& policy,
+                               std::size_t capacity_bytes) {
+  return replay_trace(read_trace_file(path), policy, capacity_bytes, path);
+}
+
+std::string ReplayReport::to_json() const {
+  auto optional = [](const std::optional<std::size_t>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  const nlohmann::json j = {{"policy", policy},
+                            {"capacity_bytes", capacity_bytes},
+                            {"events", events},
+                            {"num_allocs", num_allocs},
+                            {"num_frees", num_frees},
+                            {"peak_live_bytes", peak_live_bytes},
+                            {"peak_allocated_bytes", peak_allocated_bytes},
+                            {"peak_reserved_bytes", peak_reserved_bytes},
+                            {"utilization", utilization},
+                            {"fragmentation", fragmentation},
+                            {"num_ooms", num_ooms},
+                            {"first_oom_event", optional(first_oom_event)},
+                            {"first_oom_line", optional(first_oom_line)},
+                            {"num_alloc_retries", num_alloc_retries}};
+  return j.dump();
+}
+
+std::string ReplayReport::to_text() const {
+  std::ostringstream out;
+  char ratio[64];
+  out << "policy " << policy << " on a simulated device of " << format_byte_size(capacity_bytes)
+      << ": " << events << " events (" << num_allocs << " allocs, " << num_frees << " frees)\n";
+  out << "  peak live (lower bound)  " << format_byte_size(peak_live_bytes) << '\n';
+  out << "  peak allocated           " << format_byte_size(peak_allocated_bytes) << '\n';
+  out << "  peak reserved            " << format_byte_size(peak_reserved_bytes) << '\n';
+  std::snprintf(ratio, sizeof ratio, "%.4f", utilization);
+  out << "  utilization              " << ratio << " (peak allocated / peak reserved)\n";
+  std::snprintf(ratio, sizeof ratio, "%.4f", fragmentation);
+  out << "  fragmentation            " << ratio << " (at peak reserved)\n";
+  out << "  out-of-memory errors     " << num_ooms;
+  if (first_oom_event) out << " (first at event " << *first_oom_event << ", line " << *first_oom_line << ")";
+  out << "\n  alloc retries            " << num_alloc_retries << '\n';
+  return out.str();
+}
+
+}  // namespace memtrain::memory
