@@ -4,6 +4,8 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -66,6 +68,7 @@ ArenaPlan live_set_lower_bound(const std::vector<TensorLifetime>& lifetimes, std
 ArenaPlan plan_arena(const std::vector<TensorLifetime>& lifetimes, std::size_t alignment) {
   ArenaPlan plan = live_set_lower_bound(lifetimes, alignment);
   const std::size_t n = lifetimes.size();
+  if (n >= UINT32_MAX) throw std::invalid_argument("activation planner: more than 2^32 - 1 tensors");
   plan.offsets.assign(n, 0);
 
   std::vector<std::size_t> order(n);
@@ -79,23 +82,42 @@ ArenaPlan plan_arena(const std::vector<TensorLifetime>& lifetimes, std::size_t a
     return lifetimes[a].first_use < lifetimes[b].first_use;
   });
 
-  struct Placed {
-    std::size_t offset, end, first_use, last_use;
+  // Finding the placed tensors whose lifetimes overlap [a, b] must not scan every placed
+  // tensor (traces have millions): those overlapping are the ones live at time a (a stabbing
+  // query on a segment tree over the distinct times) plus those starting in (a, b] (an ordered
+  // set by start). Each query costs O(log n + overlaps).
+  std::vector<std::size_t> times;
+  times.reserve(2 * n);
+  for (const auto& t : lifetimes) {
+    times.push_back(t.first_use);
+    times.push_back(t.last_use);
+  }
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  const std::size_t m = times.size();
+  auto coord = [&](std::size_t time) {
+    return static_cast<std::size_t>(std::lower_bound(times.begin(), times.end(), time) - times.begin());
   };
-  std::vector<Placed> placed;
-  placed.reserve(n);
+  std::vector<std::vector<std::uint32_t>> covering(2 * m);  // bottom-up segment tree nodes
+  std::set<std::pair<std::size_t, std::uint32_t>> by_start;  // (first_use coordinate, tensor)
+
+  std::vector<std::size_t> end(n, 0);
   std::vector<std::pair<std::size_t, std::size_t>> busy;  // [offset, end) of overlapping tensors
   for (const std::size_t i : order) {
     const TensorLifetime& t = lifetimes[i];
     const std::size_t size = round_up(t.bytes, alignment);
     if (size == 0) continue;
+    const std::size_t a = coord(t.first_use), b = coord(t.last_use);
     busy.clear();
-    for (const auto& p : placed) {
-      if (p.first_use <= t.last_use && t.first_use <= p.last_use) busy.emplace_back(p.offset, p.end);
+    for (std::size_t node = a + m; node >= 1; node >>= 1) {
+      for (const std::uint32_t j : covering[node]) busy.emplace_back(plan.offsets[j], end[j]);
+    }
+    for (auto it = by_start.upper_bound({a, UINT32_MAX}); it != by_start.end() && it->first <= b; ++it) {
+      busy.emplace_back(plan.offsets[it->second], end[it->second]);
     }
     std::sort(busy.begin(), busy.end());
     std::size_t best = kMax, best_gap = kMax, top = 0;
-    for (const auto& [offset, end] : busy) {
+    for (const auto& [offset, stop] : busy) {
       if (offset > top) {
         const std::size_t gap = offset - top;
         if (gap >= size && gap < best_gap) {
@@ -103,15 +125,21 @@ ArenaPlan plan_arena(const std::vector<TensorLifetime>& lifetimes, std::size_t a
           best_gap = gap;
         }
       }
-      top = std::max(top, end);
+      top = std::max(top, stop);
     }
     const std::size_t offset = best != kMax ? best : top;
     if (size > kMax - offset) {
       throw std::invalid_argument("activation planner: arena size overflows std::size_t");
     }
     plan.offsets[i] = offset;
-    placed.push_back({offset, offset + size, t.first_use, t.last_use});
+    end[i] = offset + size;
     plan.arena_bytes = std::max(plan.arena_bytes, offset + size);
+    const auto id = static_cast<std::uint32_t>(i);
+    for (std::size_t l = a + m, r = b + m + 1; l < r; l >>= 1, r >>= 1) {
+      if (l & 1) covering[l++].push_back(id);
+      if (r & 1) covering[--r].push_back(id);
+    }
+    by_start.emplace(a, id);
   }
   return plan;
 }

@@ -28,7 +28,7 @@ struct ArenaPlan {
 // lifetimes overlap its own, or above them all when no gap fits. Sizes are rounded up to
 // `alignment` (a power of two; bytes == 0 takes no space). Throws std::invalid_argument for
 // first_use > last_use, an alignment that is not a power of two, or sizes whose sum overflows.
-// Cost: O(n^2) in the worst case (n tensors), O(n * live) when lifetimes are short.
+// Cost: O(n log n + total overlaps) for n tensors (an interval index finds the overlapping ones).
 ArenaPlan plan_arena(const std::vector<TensorLifetime>& lifetimes, std::size_t alignment = 256);
 
 // The largest sum of sizes (rounded up to `alignment`) live at one time, and that time.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <stdexcept>
 
@@ -104,6 +105,38 @@ TEST(ActivationPlanner, RandomLifetimesNeverOverlapAndRespectTheLowerBound) {
     // Greedy by size stays close on such inputs (Pisarchyk & Lee report within a few percent).
     EXPECT_LE(plan.arena_bytes, plan.lower_bound_bytes * 3 / 2);
   }
+}
+
+// A trace-sized input (40k tensors): checked by a sweep over time that keeps the live tensors
+// ordered by offset, so every newly live tensor is compared with its neighbours in the arena.
+TEST(ActivationPlanner, LargeInputsStayDisjoint) {
+  std::mt19937_64 rng(21);
+  std::vector<TensorLifetime> t;
+  for (std::size_t i = 0; i < 40000; ++i) {
+    const std::size_t len = (i % 1000 == 0) ? 20000 : rng() % 64;
+    t.push_back({256 * (1 + rng() % 64), i, i + len});
+  }
+  const auto plan = plan_arena(t, 256);
+  EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
+  std::vector<std::size_t> order(t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return t[a].first_use < t[b].first_use; });
+  std::multimap<std::size_t, std::size_t> ends;  // last_use -> tensor, to retire
+  std::map<std::size_t, std::size_t> live;       // offset -> end offset
+  std::size_t violations = 0;
+  for (const std::size_t i : order) {
+    while (!ends.empty() && ends.begin()->first < t[i].first_use) {
+      live.erase(plan.offsets[ends.begin()->second]);
+      ends.erase(ends.begin());
+    }
+    const std::size_t begin = plan.offsets[i], stop = begin + t[i].bytes;
+    auto next = live.lower_bound(begin);
+    if (next != live.end() && next->first < stop) ++violations;
+    if (next != live.begin() && std::prev(next)->second > begin) ++violations;
+    live[begin] = stop;
+    ends.emplace(t[i].last_use, i);
+  }
+  EXPECT_EQ(violations, 0u);
 }
 
 TEST(ActivationPlanner, RejectsReversedLifetimesBadAlignmentAndOverflow) {
