@@ -1,0 +1,137 @@
+#include "runtime/data/mlm_dataset.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "runtime/core/errors.hpp"
+#include "runtime/data/token_file.hpp"
+
+namespace memtrain::data {
+namespace {
+
+void check_seq_length(int seq_length) {
+  if (seq_length < 3) {
+    throw ConfigError("data.seq_length = " + std::to_string(seq_length) +
+                      "; expected >= 3 ([CLS], at least one token, [SEP])");
+  }
+}
+
+}  // namespace
+
+MlmDataset::MlmDataset(const DataConfig& config, int vocab_size, std::uint64_t seed)
+    : seq_length_((check_seq_length(config.seq_length), config.seq_length)),
+      dynamic_(config.dynamic_seq_length),
+      vocab_size_(vocab_size),
+      seed_(seed),
+      masking_(config.mlm_probability, vocab_size, seed) {}
+
+MlmDataset::MlmDataset(const PreparedData& prepared, bool validation, const DataConfig& config,
+                       std::uint64_t seed)
+    : MlmDataset(config, prepared.vocab_size, seed) {
+  const std::string& path = validation ? prepared.valid_tokens : prepared.train_tokens;
+  TokenizedSplit split = read_token_file(path);
+  const std::uint32_t room = static_cast<std::uint32_t>(seq_length_ - 2);
+  const auto cut = [&](std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t at = begin; at < end; at += room) {
+      pieces_.push_back({at, static_cast<std::uint32_t>(std::min<std::uint64_t>(room, end - at))});
+    }
+  };
+  if (dynamic_) {
+    tokens_ = std::move(split.tokens);
+    for (std::uint64_t s = 0; s < split.num_segments(); ++s) {
+      cut(split.segment_offsets[s], split.segment_offsets[s + 1]);
+    }
+  } else {
+    tokens_.reserve(split.tokens.size() + split.num_documents());
+    for (std::uint64_t d = 0; d < split.num_documents(); ++d) {
+      if (d > 0) tokens_.push_back(kSpecialTokens.sep);
+      const auto begin = split.segment_offsets[split.document_offsets[d]];
+      const auto end = split.segment_offsets[split.document_offsets[d + 1]];
+      tokens_.insert(tokens_.end(), split.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                     split.tokens.begin() + static_cast<std::ptrdiff_t>(end));
+    }
+    cut(0, tokens_.size());
+  }
+  if (pieces_.empty()) {
+    throw RuntimeError("token file " + path + " holds no tokens; prepare the data again");
+  }
+  if (pieces_.size() > UINT32_MAX) {
+    throw RuntimeError("token file " + path + " holds more than 2^32 sequences");
+  }
+  if (!validation) {
+    // A seeded shuffle that is the same on every machine and library: sort by Philox words
+    // (std::shuffle's algorithm is implementation-defined).
+    std::vector<std::uint64_t> keyed(pieces_.size());
+    for (std::uint32_t j = 0; j < keyed.size(); ++j) {
+      keyed[j] = (static_cast<std::uint64_t>(philox_word(seed, j, 0, kShuffleStream, 0)) << 32) | j;
+    }
+    std::sort(keyed.begin(), keyed.end());
+    order_.resize(keyed.size());
+    for (std::size_t k = 0; k < keyed.size(); ++k) order_[k] = static_cast<std::uint32_t>(keyed[k]);
+  }
+}
+
+MlmDataset MlmDataset::mock(const DataConfig& config, int vocab_size, std::uint64_t seed) {
+  MlmDataset dataset(config, vocab_size, seed);
+  dataset.mock_ = true;
+  return dataset;
+}
+
+std::uint64_t MlmDataset::num_sequences() const {
+  return mock_ ? (std::uint64_t{1} << 32) : pieces_.size();
+}
+
+void MlmDataset::append_row(std::uint64_t sample, std::vector<std::int32_t>& row) const {
+  row.push_back(kSpecialTokens.cls);
+  if (mock_) {
+    const std::uint64_t j = sample % num_sequences();
+    int length = seq_length_ - 2;
+    if (dynamic_) {
+      const std::uint64_t draw = philox_word(seed_, j, 0xFFFFFFFFu, kMockStream, 0);
+      length = 1 + static_cast<int>((draw * static_cast<std::uint64_t>(seq_length_ - 2)) >> 32);
+    }
+    const auto num_ordinary = static_cast<std::uint64_t>(vocab_size_ - kFirstOrdinaryId);
+    for (int t = 0; t < length; ++t) {
+      const std::uint64_t draw = philox_word(seed_, j, static_cast<std::uint32_t>(t), kMockStream, 0);
+      row.push_back(kFirstOrdinaryId + static_cast<std::int32_t>((draw * num_ordinary) >> 32));
+    }
+  } else {
+    const std::uint64_t k = sample % pieces_.size();
+    const Piece& piece = pieces_[order_.empty() ? k : order_[k]];
+    row.insert(row.end(), tokens_.begin() + static_cast<std::ptrdiff_t>(piece.offset),
+               tokens_.begin() + static_cast<std::ptrdiff_t>(piece.offset + piece.length));
+  }
+  row.push_back(kSpecialTokens.sep);
+}
+
+models::MlmBatch MlmDataset::batch(std::uint64_t first_sample, int batch_size) const {
+  if (batch_size < 1) {
+    throw ConfigError("batch size " + std::to_string(batch_size) + "; expected >= 1");
+  }
+  std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(batch_size));
+  int T = dynamic_ ? 0 : seq_length_;
+  for (int b = 0; b < batch_size; ++b) {
+    rows[b].reserve(static_cast<std::size_t>(seq_length_));
+    append_row(first_sample + static_cast<std::uint64_t>(b), rows[b]);
+    T = std::max(T, static_cast<int>(rows[b].size()));
+  }
+  models::MlmBatch batch;
+  batch.batch_size = batch_size;
+  batch.seq_length = T;
+  batch.first_sample = first_sample;
+  const auto BT = static_cast<std::size_t>(batch_size) * static_cast<std::size_t>(T);
+  batch.input_ids.assign(BT, kSpecialTokens.pad);  // [B, T]
+  batch.token_type_ids.assign(BT, 0);              // [B, T]
+  batch.attention_mask.assign(BT, 0.0f);           // [B, T]
+  for (int b = 0; b < batch_size; ++b) {
+    auto& row = rows[b];
+    masking_.mask(first_sample + static_cast<std::uint64_t>(b), row, b * T,
+                  batch.masked_positions, batch.masked_labels);
+    std::copy(row.begin(), row.end(), batch.input_ids.begin() + static_cast<std::ptrdiff_t>(b) * T);
+    std::fill_n(batch.attention_mask.begin() + static_cast<std::ptrdiff_t>(b) * T, row.size(), 1.0f);
+  }
+  return batch;
+}
+
+}  // namespace memtrain::data

@@ -1,0 +1,86 @@
+#include "runtime/data/tokenizer_trainer.hpp"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <algorithm>
+#include <thread>
+#include <unordered_map>
+
+#include "runtime/core/errors.hpp"
+#include "runtime/data/special_tokens.hpp"
+
+namespace memtrain::data {
+namespace {
+
+// Feeds the segments to the trainer from memory (no temporary text file).
+class SegmentIterator final : public sentencepiece::SentenceIterator {
+ public:
+  explicit SegmentIterator(const std::vector<std::string>& sentences) : sentences_(sentences) {}
+  bool done() const override { return next_ >= sentences_.size(); }
+  void Next() override { ++next_; }
+  const std::string& value() const override { return sentences_[next_]; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  const std::vector<std::string>& sentences_;
+  std::size_t next_ = 0;
+};
+
+}  // namespace
+
+int train_tokenizer(const std::vector<std::string>& sentences, const TokenizerSettings& settings,
+                    const std::string& model_prefix) {
+  if (settings.type != "bpe" && settings.type != "unigram") {
+    throw ConfigError("data.tokenizer_type = '" + settings.type + "'; expected bpe or unigram");
+  }
+  const int minimum = static_cast<int>(kSpecialPieces.size()) + 1;
+  if (settings.vocab_size < minimum) {
+    throw ConfigError("model.vocab_size = " + std::to_string(settings.vocab_size) +
+                      " leaves no room for text pieces after the 5 special tokens; expected >= " +
+                      std::to_string(minimum));
+  }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = settings.num_threads > 0 ? settings.num_threads : static_cast<int>(cores);
+
+  const std::unordered_map<std::string, std::string> args{
+      {"model_prefix", model_prefix},
+      {"model_type", settings.type},
+      {"vocab_size", std::to_string(settings.vocab_size)},
+      {"hard_vocab_limit", "false"},
+      {"pad_id", std::to_string(kSpecialTokens.pad)},
+      {"pad_piece", std::string(kSpecialPieces[kSpecialTokens.pad])},
+      {"unk_id", std::to_string(kSpecialTokens.unk)},
+      {"unk_piece", std::string(kSpecialPieces[kSpecialTokens.unk])},
+      {"bos_id", "-1"},
+      {"eos_id", "-1"},
+      // User-defined (not control) symbols: the text "[MASK]" then encodes to the mask id,
+      // which is how fill-mask prompts are written.
+      {"user_defined_symbols", "[CLS],[SEP],[MASK]"},
+      {"num_threads", std::to_string(threads)},
+      // A verse is a few hundred bytes, but a text file's paragraph can be long.
+      {"max_sentence_length", "65536"},
+      {"minloglevel", "2"},
+  };
+  SegmentIterator iterator(sentences);
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator);
+  if (!status.ok()) {
+    std::string message = status.error_message();
+    const auto reason = message.find("Vocabulary size");
+    if (reason != std::string::npos) {
+      message.erase(0, reason);  // drop SentencePiece's source location and check expression
+      throw ConfigError("model.vocab_size = " + std::to_string(settings.vocab_size) +
+                        " is too small for this corpus; SentencePiece: " + message);
+    }
+    throw RuntimeError("SentencePiece training failed: " + status.ToString());
+  }
+  sentencepiece::SentencePieceProcessor trained;
+  const auto loaded = trained.Load(model_prefix + ".model");
+  if (!loaded.ok()) {
+    throw RuntimeError("cannot load the trained tokenizer " + model_prefix +
+                       ".model: " + loaded.ToString());
+  }
+  return trained.GetPieceSize();
+}
+
+}  // namespace memtrain::data

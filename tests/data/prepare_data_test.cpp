@@ -1,0 +1,197 @@
+// prepare_data: the tokenizer, the token files against the corpus text, and the cache
+// (reuse, staleness, corruption, atomic build).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/core/errors.hpp"
+#include "runtime/data/corpus.hpp"
+#include "runtime/data/corpus_split.hpp"
+#include "runtime/data/prepare_data.hpp"
+#include "runtime/data/token_file.hpp"
+#include "runtime/data/tokenizer.hpp"
+#include "tests/data/data_test_support.hpp"
+
+namespace memtrain::data {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::small_prepared;
+using testing::TempDir;
+using testing::write_file;
+
+TEST(Tokenizer, SpecialTokensHaveFixedIds) {
+  const Tokenizer tokenizer(small_prepared().prepared.tokenizer_model);
+  const std::vector<std::string> pieces{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (int id = 0; id < 5; ++id) EXPECT_EQ(tokenizer.id_to_piece(id), pieces[id]);
+  EXPECT_EQ(tokenizer.special().mask, 4);
+  EXPECT_EQ(tokenizer.vocab_size(), small_prepared().prepared.vocab_size);
+  EXPECT_LE(tokenizer.vocab_size(), 300);
+  EXPECT_THROW(tokenizer.id_to_piece(tokenizer.vocab_size()), ConfigError);
+}
+
+TEST(Tokenizer, DecodeInvertsEncodeForNormalizedText) {
+  const Tokenizer tokenizer(small_prepared().prepared.tokenizer_model);
+  for (const auto& text : testing::generated_sentences(50, /*seed=*/99)) {
+    const auto ids = tokenizer.encode(text);
+    EXPECT_FALSE(ids.empty());
+    EXPECT_EQ(tokenizer.decode(ids), text);
+  }
+}
+
+TEST(Tokenizer, MaskLiteralInTextEncodesToMaskId) {
+  const Tokenizer tokenizer(small_prepared().prepared.tokenizer_model);
+  const auto ids = tokenizer.encode("and the lord said [MASK] there");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), tokenizer.special().mask), 1);
+  EXPECT_EQ(tokenizer.decode(ids), "and the lord said [MASK] there");
+}
+
+// Decoding each segment of the token files gives back the corpus lines of its split, where the
+// split is recomputed from the generated text (not read from the cache).
+TEST(PrepareData, TokenFilesDecodeToTheSplitText) {
+  const auto& s = small_prepared();
+  const Tokenizer tokenizer(s.prepared.tokenizer_model);
+  Corpus corpus;
+  corpus.source = "generated";
+  append_text(corpus, testing::generated_corpus_text(40, 50, 11), "generated");
+  const CorpusSplit split = split_corpus(corpus, s.config.validation_fraction);
+  for (const bool validation : {false, true}) {
+    const TokenizedSplit tokens =
+        read_token_file(validation ? s.prepared.valid_tokens : s.prepared.train_tokens);
+    const Corpus& expected = validation ? split.validation : split.train;
+    ASSERT_EQ(tokens.num_segments(), expected.segments.size());
+    ASSERT_EQ(tokens.num_documents(), expected.num_documents());
+    for (std::size_t i = 0; i < expected.segments.size(); ++i) {
+      const std::vector<std::int32_t> ids(tokens.tokens.begin() + tokens.segment_offsets[i],
+                                          tokens.tokens.begin() + tokens.segment_offsets[i + 1]);
+      ASSERT_EQ(tokenizer.decode(ids), expected.segments[i]) << "segment " << i;
+    }
+  }
+  // 2,000 lines at 4%: 80 held out.
+  EXPECT_EQ(split.validation.segments.size(), 80u);
+}
+
+TEST(PrepareData, SecondCallReusesTheCache) {
+  const auto& s = small_prepared();
+  const auto before = fs::last_write_time(s.prepared.train_tokens);
+  std::ostringstream log;
+  const PreparedData again = prepare_data(s.config, s.vocab_size, log);
+  EXPECT_NE(log.str().find("reusing"), std::string::npos) << log.str();
+  EXPECT_EQ(again.dir, s.prepared.dir);
+  EXPECT_EQ(fs::last_write_time(again.train_tokens), before);
+  EXPECT_EQ(again.vocab_size, s.prepared.vocab_size);
+  EXPECT_EQ(cache_key_dir(s.config, s.vocab_size), s.prepared.dir);
+}
+
+// A fresh cache in its own directory, for tests that damage or change it.
+struct OwnCache {
+  TempDir dir;
+  DataConfig config;
+  OwnCache() {
+    write_file(dir.file("corpus.txt"), testing::generated_corpus_text(8, 40, 5));
+    config.corpus = dir.file("corpus.txt");
+    config.cache_dir = dir.file("cache");
+    config.validation_fraction = 0.05;
+  }
+  PreparedData prepare(int vocab_size, std::string* log_out = nullptr) {
+    std::ostringstream log;
+    PreparedData data = prepare_data(config, vocab_size, log);
+    if (log_out) *log_out = log.str();
+    return data;
+  }
+};
+
+TEST(PrepareData, ChangedCorpusGetsANewKey) {
+  OwnCache cache;
+  const PreparedData first = cache.prepare(120);
+  write_file(cache.config.corpus, testing::generated_corpus_text(8, 40, 6));
+  std::string log;
+  const PreparedData second = cache.prepare(120, &log);
+  EXPECT_NE(second.dir, first.dir);
+  EXPECT_EQ(log.find("reusing"), std::string::npos);
+  // Other settings are part of the key too.
+  EXPECT_NE(cache.prepare(130).dir, second.dir);
+  cache.config.tokenizer_type = "unigram";
+  EXPECT_NE(cache.prepare(120).dir, second.dir);
+}
+
+TEST(PrepareData, CorruptedTokenFileIsRebuilt) {
+  OwnCache cache;
+  const PreparedData first = cache.prepare(120);
+  const auto good = read_token_file(first.train_tokens).tokens;
+  {
+    std::fstream f(first.train_tokens, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-2, std::ios::end);
+    f.put('\x7f');
+  }
+  std::string log;
+  const PreparedData second = cache.prepare(120, &log);
+  EXPECT_NE(log.find("stale"), std::string::npos) << log;
+  EXPECT_NE(log.find("xxh64"), std::string::npos) << log;
+  EXPECT_EQ(second.dir, first.dir);
+  EXPECT_EQ(read_token_file(second.train_tokens).tokens, good);
+}
+
+TEST(PrepareData, MissingManifestIsRebuiltAndTemporaryDirsAreIgnored) {
+  OwnCache cache;
+  const PreparedData first = cache.prepare(120);
+  fs::remove(fs::path(first.dir) / "manifest.json");
+  // A crashed build's leftovers never count as a cache.
+  fs::create_directories(cache.dir.path() / "cache" / ".tmp-leftover");
+  std::string log;
+  const PreparedData second = cache.prepare(120, &log);
+  EXPECT_NE(log.find("no manifest"), std::string::npos) << log;
+  EXPECT_TRUE(fs::exists(fs::path(second.dir) / "manifest.json"));
+  // Nothing but the key directory and the old leftover remain in the cache dir.
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(cache.dir.path() / "cache")) {
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2);
+}
+
+TEST(PrepareData, ManifestRecordsHashesAndCounts) {
+  const auto& s = small_prepared();
+  std::ifstream in(fs::path(s.prepared.dir) / "manifest.json");
+  const auto manifest = nlohmann::json::parse(in);
+  EXPECT_EQ(manifest.at("vocab_size").get<int>(), s.prepared.vocab_size);
+  EXPECT_EQ(manifest.at("tokenizer_type"), "bpe");
+  EXPECT_EQ(manifest.at("files").at("train.tokens").at("bytes").get<std::uint64_t>(),
+            fs::file_size(s.prepared.train_tokens));
+  EXPECT_EQ(manifest.at("files").at("train.tokens").at("xxh64").get<std::string>().size(), 16u);
+  EXPECT_EQ(manifest.at("splits").at("valid").at("segments").get<int>(), 80);
+}
+
+TEST(PrepareData, UnigramTokenizerStopsAtWhatTheCorpusSupports) {
+  OwnCache cache;
+  cache.config.tokenizer_type = "unigram";
+  const PreparedData data = cache.prepare(5000);
+  EXPECT_LT(data.vocab_size, 5000);
+  const Tokenizer tokenizer(data.tokenizer_model);
+  EXPECT_EQ(tokenizer.vocab_size(), data.vocab_size);
+  const std::string text = "the king went into the city.";
+  EXPECT_EQ(tokenizer.decode(tokenizer.encode(text)), text);
+}
+
+TEST(PrepareData, BadSettingsAreConfigErrors) {
+  OwnCache cache;
+  EXPECT_THROW(cache.prepare(5), ConfigError);
+  EXPECT_THROW(cache.prepare(10), ConfigError);  // fewer pieces than the corpus' characters
+  cache.config.tokenizer_type = "wordpiece";
+  EXPECT_THROW(cache.prepare(120), ConfigError);
+  cache.config.tokenizer_type = "bpe";
+  cache.config.corpus = cache.dir.file("absent.txt");
+  EXPECT_THROW(cache.prepare(120), ConfigError);
+  write_file(cache.dir.file("empty.txt"), "\n\n");
+  cache.config.corpus = cache.dir.file("empty.txt");
+  EXPECT_THROW(cache.prepare(120), ConfigError);
+  // Nothing half-built was left behind by the failures.
+  EXPECT_FALSE(fs::exists(cache.dir.path() / "cache") &&
+               !fs::is_empty(cache.dir.path() / "cache"));
+}
+
+}  // namespace
+}  // namespace memtrain::data
