@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""The PyTorch side of scripts/bench_vs_pytorch.sh: BERT masked-LM training steps on mock data.
+
+A standard nn.Module BERT as Hugging Face's modeling_bert builds it (post-LN encoder layers,
+separate Q/K/V projections, erf GELU, MLM head with a decoder tied to the word embeddings),
+computing logits at EVERY position as Hugging Face does, with torch.optim.AdamW.
+Run with Debian's /usr/bin/python3 (python3-torch 1.13; needs libopenblas0-pthread).
+Prints one JSON object: tokens_per_s (median over the timed steps), step times, peak RSS.
+"""
+import argparse
+import json
+import math
+import resource
+import statistics
+import time
+
+import torch
+from torch import nn
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, C, NH, p):
+        super().__init__()
+        self.NH, self.HS = NH, C // NH
+        self.query, self.key, self.value = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
+        self.dropout = nn.Dropout(p)
+
+    def forward(self, x, mask_bias):  # x [B, T, C]; mask_bias [B, 1, 1, T]
+        B, T, C = x.shape
+        split = lambda t: t.view(B, T, self.NH, self.HS).transpose(1, 2)  # [B, NH, T, HS]
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.HS) + mask_bias  # [B, NH, T, T]
+        probs = self.dropout(torch.softmax(scores, dim=-1))
+        return (probs @ v).transpose(1, 2).reshape(B, T, C)
+
+
+class Layer(nn.Module):
+    def __init__(self, C, NH, I, p, eps):
+        super().__init__()
+        self.attention = SelfAttention(C, NH, p)
+        self.attn_out, self.attn_ln = nn.Linear(C, C), nn.LayerNorm(C, eps=eps)
+        self.intermediate, self.output = nn.Linear(C, I), nn.Linear(I, C)
+        self.out_ln, self.dropout = nn.LayerNorm(C, eps=eps), nn.Dropout(p)
+
+    def forward(self, x, mask_bias):
+        a = self.attn_ln(x + self.dropout(self.attn_out(self.attention(x, mask_bias))))
+        h = nn.functional.gelu(self.intermediate(a))
+        return self.out_ln(a + self.dropout(self.output(h)))
+
+
+class BertForMaskedLM(nn.Module):
+    def __init__(self, V, C, L, NH, I, P=512, p=0.1, eps=1e-12):
+        super().__init__()
+        self.word, self.pos, self.token_type = nn.Embedding(V, C), nn.Embedding(P, C), nn.Embedding(2, C)
+        self.emb_ln, self.dropout = nn.LayerNorm(C, eps=eps), nn.Dropout(p)
+        self.layers = nn.ModuleList([Layer(C, NH, I, p, eps) for _ in range(L)])
+        self.transform, self.head_ln = nn.Linear(C, C), nn.LayerNorm(C, eps=eps)
+        self.bias = nn.Parameter(torch.zeros(V))
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, ids, attention_mask):  # ids [B, T]
+        B, T = ids.shape
+        pos = torch.arange(T).unsqueeze(0)
+        x = self.dropout(self.emb_ln(self.word(ids) + self.pos(pos) + self.token_type(torch.zeros_like(ids))))
+        mask_bias = (1.0 - attention_mask[:, None, None, :]) * torch.finfo(torch.float32).min
+        for layer in self.layers:
+            x = layer(x, mask_bias)
+        h = self.head_ln(nn.functional.gelu(self.transform(x)))
+        return h @ self.word.weight.t() + self.bias  # [B, T, V] logits at every position
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vocab", type=int, default=30522)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--ffn", type=int, default=3072)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(a.threads)
+    model = BertForMaskedLM(a.vocab, a.hidden, a.layers, a.heads, a.ffn)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    loss_fn = nn.CrossEntropyLoss(ignore_index=-100)
+    times = []
+    for step in range(a.warmup + a.steps):
+        ids = torch.randint(0, a.vocab, (a.batch, a.seq))
+        labels = torch.where(torch.rand(a.batch, a.seq) < 0.15, ids, torch.full_like(ids, -100))
+        mask = torch.ones(a.batch, a.seq)
+        t0 = time.perf_counter()
+        logits = model(ids, mask)
+        loss = loss_fn(logits.view(-1, a.vocab), labels.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        dt = time.perf_counter() - t0
+        if step >= a.warmup:
+            times.append(dt)
+    median = statistics.median(times)
+    print(json.dumps({
+        "framework": "pytorch " + torch.__version__,
+        "tokens_per_s": a.batch * a.seq / median,
+        "median_step_s": median,
+        "steps_timed": len(times),
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "threads": torch.get_num_threads(),
+    }))
+
+
+if __name__ == "__main__":
+    main()
