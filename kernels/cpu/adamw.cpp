@@ -10,8 +10,8 @@ namespace memtrain::kernels {
 
 template <class T>
 void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
-                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
-                  NoDeduce<T> weight_decay, std::int64_t step) {
+                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
+                  std::int64_t step) {
   if (step < 1) {
     throw std::invalid_argument("adamw_update: step = " + std::to_string(step) +
                                 "; expected the 1-based count of updates");
@@ -49,10 +49,9 @@ void scale_inplace(T* x, std::int64_t n, NoDeduce<T> s) {
   for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                            \
-  template void adamw_update<T>(T*, const T*, T*, T*, std::int64_t, T, T, T, T, T,        \
-                                std::int64_t);                                            \
-  template double sum_of_squares<T>(const T*, std::int64_t);                              \
+#define MEMTRAIN_INSTANTIATE(T)                                                                   \
+  template void adamw_update<T>(T*, const T*, T*, T*, std::int64_t, T, T, T, T, T, std::int64_t); \
+  template double sum_of_squares<T>(const T*, std::int64_t);                                      \
   template void scale_inplace<T>(T*, std::int64_t, T);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)

@@ -11,8 +11,8 @@ namespace memtrain::kernels {
 // Shapes: param, grad, m, v [n]. Throws std::invalid_argument if step < 1.
 template <class T>
 void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
-                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
-                  NoDeduce<T> weight_decay, std::int64_t step);
+                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
+                  std::int64_t step);
 
 // Sum of squares of x [n], accumulated in double (for the global gradient norm).
 template <class T>

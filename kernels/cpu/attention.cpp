@@ -14,14 +14,17 @@
 namespace memtrain::kernels {
 namespace {
 
+// Below this many multiply-adds per call (B * NH * T * T * HS) waking a thread team costs more
+// than the work, and spinning OpenMP threads hurt a loaded machine; such calls run serially.
+constexpr std::int64_t kParallelWork = 1 << 16;
+
 // Elements of the per-thread stack buffer holding dropped probability rows (64 KiB in float).
 constexpr int kDropBuffer = 16384;
 
 void check_shapes(const char* fn, int T, int C, int NH) {
   if (NH <= 0 || C % NH != 0) {
-    throw std::invalid_argument(std::string(fn) + ": num_attention_heads = " +
-                                std::to_string(NH) + " does not divide hidden_size = " +
-                                std::to_string(C));
+    throw std::invalid_argument(std::string(fn) + ": num_attention_heads = " + std::to_string(NH) +
+                                " does not divide hidden_size = " + std::to_string(C));
   }
   if (T > kDropBuffer) {
     throw std::invalid_argument(std::string(fn) + ": sequence length T = " + std::to_string(T) +
@@ -41,8 +44,9 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
   const std::int64_t TT = static_cast<std::int64_t>(T) * T;
   const PhiloxStream stream(key);
   const bool drop = dropout_p > 0.0f;
+  const bool parallel = static_cast<std::int64_t>(B) * NH * TT * HS >= kParallelWork;
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
-#pragma omp parallel for schedule(static) num_threads(num_threads())
+#pragma omp parallel for schedule(static) num_threads(num_threads()) if (parallel)
   for (int bh = 0; bh < B * NH; ++bh) {
     const int b = bh / NH, h = bh % NH;
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
@@ -52,8 +56,7 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
     Scalar* ob = out + head;      // [T, HS], row stride C
     Scalar* P = probs + bh * TT;  // [T, T]
     // P = Q K^T / sqrt(HS)
-    matmul_strided_batched(P, qb, kb, 1, T, T, HS, false, true, 0, 0, 0, C, C, T, scale,
-                           Scalar(0));
+    matmul_strided_batched(P, qb, kb, 1, T, T, HS, false, true, 0, 0, 0, C, C, T, scale, Scalar(0));
     const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
     for (int i = 0; i < T; ++i) {
       detail::masked_softmax_row(P + static_cast<std::int64_t>(i) * T, P + i * T, mask, T,
@@ -74,8 +77,8 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
       std::memcpy(buf, P + static_cast<std::int64_t>(i0) * T, sizeof(Scalar) * rows * T);
       apply_dropout_mask(buf, static_cast<std::int64_t>(rows) * T, dropout_p, stream,
                          first_sample + b, (static_cast<std::uint64_t>(h) * T + i0) * T);
-      matmul_strided_batched(ob + static_cast<std::int64_t>(i0) * C, buf, vb, 1, rows, HS, T,
-                             false, false, 0, 0, 0, T, C, C, Scalar(1), Scalar(0));
+      matmul_strided_batched(ob + static_cast<std::int64_t>(i0) * C, buf, vb, 1, rows, HS, T, false,
+                             false, 0, 0, 0, T, C, C, Scalar(1), Scalar(0));
     }
   }
 }
@@ -91,8 +94,9 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
   const std::int64_t TT = static_cast<std::int64_t>(T) * T;
   const PhiloxStream stream(key);
   const bool drop = dropout_p > 0.0f;
+  const bool parallel = static_cast<std::int64_t>(B) * NH * TT * HS >= kParallelWork;
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
-#pragma omp parallel for schedule(static) num_threads(num_threads())
+#pragma omp parallel for schedule(static) num_threads(num_threads()) if (parallel)
   for (int bh = 0; bh < B * NH; ++bh) {
     const int b = bh / NH, h = bh % NH;
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
@@ -106,8 +110,8 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
       apply_dropout_mask(S, TT, dropout_p, stream, first_sample + b, first_element);
       dropped = S;
     }
-    matmul_strided_batched(dv + head, dropped, dout + head, 1, T, HS, T, true, false, 0, 0, 0, T,
-                           C, C, Scalar(1), Scalar(1));
+    matmul_strided_batched(dv + head, dropped, dout + head, 1, T, HS, T, true, false, 0, 0, 0, T, C,
+                           C, Scalar(1), Scalar(1));
     // S = dout V^T (gradient of the dropped probabilities), then through dropout and softmax.
     matmul_strided_batched(S, dout + head, v + head, 1, T, T, HS, false, true, 0, 0, 0, C, C, T,
                            Scalar(1), Scalar(0));
@@ -124,7 +128,7 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
   }
 }
 
-#define MEMTRAIN_INSTANTIATE(S)                                                                 \
+#define MEMTRAIN_INSTANTIATE(S)                                                                \
   template void attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, int, \
                                      int, int, float, const RngKey&, std::uint64_t);           \
   template void attention_backward<S>(S*, S*, S*, S*, const S*, const S*, const S*, const S*,  \

@@ -14,15 +14,17 @@ namespace memtrain::kernels::detail {
 // loop contiguous and vectorizable. Blocks are multiples of 64 elements (whole cache lines),
 // and the summation order per column does not depend on the thread count.
 //
-// Calls body(c0, c1) for column blocks [c0, c1) covering [0, C), in parallel.
+// Calls body(c0, c1) for column blocks [c0, c1) covering [0, C) of an [N, C] matrix, in
+// parallel unless the matrix is too small to be worth waking a thread team for.
 template <class Body>
-void for_column_blocks(int C, Body&& body) {
+void for_column_blocks(int N, int C, Body&& body) {
   constexpr int kAlign = 64;
   const int threads = std::max(1, num_threads());
   int block = (C + threads - 1) / threads;
   block = std::max(kAlign, (block + kAlign - 1) / kAlign * kAlign);
   const int num_blocks = (C + block - 1) / block;
-#pragma omp parallel for schedule(static) num_threads(threads) if (num_blocks > 1)
+  const bool parallel = num_blocks > 1 && static_cast<std::int64_t>(N) * C >= 32768;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
   for (int blk = 0; blk < num_blocks; ++blk) {
     body(blk * block, std::min(C, (blk + 1) * block));
   }
@@ -31,7 +33,7 @@ void for_column_blocks(int C, Body&& body) {
 // acc[c] += sum_n x[n, c], x [N, C] row-major, acc [C].
 template <class T>
 void add_column_sums(T* acc, const T* x, int N, int C) {
-  for_column_blocks(C, [&](int c0, int c1) {
+  for_column_blocks(N, C, [&](int c0, int c1) {
     for (int n = 0; n < N; ++n) {
       const T* row = x + static_cast<std::int64_t>(n) * C;
 #pragma omp simd

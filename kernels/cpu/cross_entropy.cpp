@@ -13,8 +13,8 @@ namespace {
 void check_targets(const std::int32_t* targets, int M, int V) {
   for (int m = 0; m < M; ++m) {
     if (targets[m] < 0 || targets[m] >= V) {
-      throw std::out_of_range("softmax_cross_entropy: targets[" + std::to_string(m) + "] = " +
-                              std::to_string(targets[m]) + "; expected a class in [0, " +
+      throw std::out_of_range("softmax_cross_entropy: targets[" + std::to_string(m) +
+                              "] = " + std::to_string(targets[m]) + "; expected a class in [0, " +
                               std::to_string(V) + ")");
     }
   }
@@ -33,6 +33,14 @@ void row_max(const T* x, int V, T* mx, int* arg) {
   }
   *mx = best;
   *arg = best_j;
+}
+
+// -log p(target) = (max - target_logit) + log(sum_j exp(x_j - max)). The difference of the two
+// logits is taken first: it is exact for nearby values, whereas log(sum) + max would round to
+// the float spacing of the logits (1e-3 at 1e4).
+template <class T>
+double row_loss(T mx, T target_logit, T sum) {
+  return static_cast<double>(mx - target_logit) + std::log(static_cast<double>(sum));
 }
 
 }  // namespace
@@ -58,8 +66,7 @@ double softmax_cross_entropy_forward_backward(NoDeduce<T>* dlogits, const T* log
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < V; ++j) sum += d[j];
-    // -log p(target) = log(sum) + mx - target_logit
-    loss += static_cast<double>(std::log(sum) + mx - target_logit);
+    loss += row_loss(mx, target_logit, sum);
     correct += arg == targets[m] ? 1 : 0;
     const T s = grad_scale / sum;
 #pragma omp simd
@@ -83,7 +90,7 @@ double softmax_cross_entropy_forward(const T* logits, const std::int32_t* target
     int arg;
     row_max(x, V, &mx, &arg);
     const T sum = (Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x, V) - mx).exp().sum();
-    loss += static_cast<double>(std::log(sum) + mx - x[targets[m]]);
+    loss += row_loss(mx, x[targets[m]], sum);
     correct += arg == targets[m] ? 1 : 0;
   }
   if (num_correct != nullptr) *num_correct = correct;

@@ -49,9 +49,8 @@ template <class T>
 void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
                         std::uint64_t sample, std::uint64_t first_element) {
   const T scale = T(1) / (T(1) - T(p));
-  stream.for_each_uniform(sample, first_element, n, [&](std::int64_t i, float u) {
-    x[i] = u >= p ? x[i] * scale : T(0);
-  });
+  stream.for_each_uniform(sample, first_element, n,
+                          [&](std::int64_t i, float u) { x[i] = u >= p ? x[i] * scale : T(0); });
 }
 
 template <class T>
@@ -67,13 +66,11 @@ void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sampl
   dropout(dinp, dout, rows, per_sample, p, key, first_sample);
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                \
-  template void dropout_forward<T>(T*, const T*, int, long, float, const RngKey&,             \
-                                   std::uint64_t);                                            \
-  template void dropout_backward<T>(T*, const T*, int, long, float, const RngKey&,            \
-                                    std::uint64_t);                                           \
-  template void apply_dropout_mask<T>(T*, std::int64_t, float, const PhiloxStream&,           \
-                                      std::uint64_t, std::uint64_t);
+#define MEMTRAIN_INSTANTIATE(T)                                                                    \
+  template void dropout_forward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t);  \
+  template void dropout_backward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t); \
+  template void apply_dropout_mask<T>(T*, std::int64_t, float, const PhiloxStream&, std::uint64_t, \
+                                      std::uint64_t);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

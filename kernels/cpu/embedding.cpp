@@ -14,9 +14,9 @@ void check_ids(const std::int32_t* ids, int B, int T, int limit, const char* wha
     for (int t = 0; t < T; ++t) {
       const std::int32_t id = ids[static_cast<std::int64_t>(b) * T + t];
       if (id < 0 || id >= limit) {
-        throw std::out_of_range(std::string("bert_embeddings_forward: ") + what + "[b=" +
-                                std::to_string(b) + ", t=" + std::to_string(t) + "] = " +
-                                std::to_string(id) + "; expected a value in [0, " +
+        throw std::out_of_range(std::string("bert_embeddings_forward: ") + what +
+                                "[b=" + std::to_string(b) + ", t=" + std::to_string(t) +
+                                "] = " + std::to_string(id) + "; expected a value in [0, " +
                                 std::to_string(limit) + ")");
       }
     }
@@ -27,8 +27,8 @@ void check_ids(const std::int32_t* ids, int B, int T, int limit, const char* wha
 
 template <class Scalar>
 void bert_embeddings_forward(Scalar* out, const std::int32_t* ids, const std::int32_t* type_ids,
-                             const Scalar* word, const Scalar* pos, const Scalar* type, int B, int T, int C,
-                             int V, int TV) {
+                             const Scalar* word, const Scalar* pos, const Scalar* type, int B,
+                             int T, int C, int V, int TV) {
   // Validate before writing: an exception cannot leave an OpenMP loop.
   check_ids(ids, B, T, V, "input_ids");
   if (type_ids != nullptr) check_ids(type_ids, B, T, TV, "token_type_ids");
@@ -46,12 +46,12 @@ void bert_embeddings_forward(Scalar* out, const std::int32_t* ids, const std::in
 }
 
 template <class Scalar>
-void bert_embeddings_backward(NoDeduce<Scalar>* dword, NoDeduce<Scalar>* dpos, NoDeduce<Scalar>* dtype,
-                              const Scalar* dout, const std::int32_t* ids,
+void bert_embeddings_backward(NoDeduce<Scalar>* dword, NoDeduce<Scalar>* dpos,
+                              NoDeduce<Scalar>* dtype, const Scalar* dout, const std::int32_t* ids,
                               const std::int32_t* type_ids, int B, int T, int C) {
   // Repeated ids scatter into the same table row, so threads split columns, not rows
   // (Note [Column-block parallel reductions]).
-  detail::for_column_blocks(C, [&](int c0, int c1) {
+  detail::for_column_blocks(B * T, C, [&](int c0, int c1) {
     for (int b = 0; b < B; ++b) {
       for (int t = 0; t < T; ++t) {
         const std::int64_t r = static_cast<std::int64_t>(b) * T + t;
@@ -76,12 +76,13 @@ void bert_embeddings_backward(NoDeduce<Scalar>* dword, NoDeduce<Scalar>* dpos, N
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(Scalar)                                                                \
-  template void bert_embeddings_forward<Scalar>(Scalar*, const std::int32_t*, const std::int32_t*,      \
-                                           const Scalar*, const Scalar*, const Scalar*, int, int, int, int,  \
-                                           int);                                              \
-  template void bert_embeddings_backward<Scalar>(Scalar*, Scalar*, Scalar*, const Scalar*, const std::int32_t*,        \
-                                            const std::int32_t*, int, int, int);
+#define MEMTRAIN_INSTANTIATE(Scalar)                                                               \
+  template void bert_embeddings_forward<Scalar>(Scalar*, const std::int32_t*, const std::int32_t*, \
+                                                const Scalar*, const Scalar*, const Scalar*, int,  \
+                                                int, int, int, int);                               \
+  template void bert_embeddings_backward<Scalar>(Scalar*, Scalar*, Scalar*, const Scalar*,         \
+                                                 const std::int32_t*, const std::int32_t*, int,    \
+                                                 int, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

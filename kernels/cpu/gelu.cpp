@@ -1,8 +1,8 @@
 #include "kernels/cpu/gelu.hpp"
 
 #include <Eigen/Core>
-#include <unsupported/Eigen/SpecialFunctions>
 #include <cstdint>
+#include <unsupported/Eigen/SpecialFunctions>
 
 #include "kernels/cpu/column_sum.hpp"
 #include "kernels/cpu/threads.hpp"
@@ -43,7 +43,7 @@ void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp
   // (Note [Column-block parallel reductions]). The gradient of a chunk is evaluated once into
   // a small stack buffer because both dinp and dbias consume it.
   constexpr int kChunk = 256;
-  detail::for_column_blocks(C, [&](int c0, int c1) {
+  detail::for_column_blocks(N, C, [&](int c0, int c1) {
     alignas(64) T buf[kChunk];
     for (int n = 0; n < N; ++n) {
       for (int j0 = c0; j0 < c1; j0 += kChunk) {
@@ -53,14 +53,12 @@ void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp
         MutArray<T> grad(buf, w);
         if (bias != nullptr) {
           const auto x = xin + ConstArray<T>(bias + j0, w);
-          grad = ConstArray<T>(dout + off, w) *
-                 (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
-                  x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
+          grad = ConstArray<T>(dout + off, w) * (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
+                                                 x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
         } else {
           const auto& x = xin;
-          grad = ConstArray<T>(dout + off, w) *
-                 (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
-                  x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
+          grad = ConstArray<T>(dout + off, w) * (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
+                                                 x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
         }
         MutArray<T>(dinp + off, w) += grad;
         if (dbias != nullptr) MutArray<T>(dbias + j0, w) += grad;
@@ -69,8 +67,8 @@ void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                          \
-  template void bias_gelu_forward<T>(T*, const T*, const T*, int, int);                 \
+#define MEMTRAIN_INSTANTIATE(T)                                         \
+  template void bias_gelu_forward<T>(T*, const T*, const T*, int, int); \
   template void bias_gelu_backward<T>(T*, T*, const T*, const T*, const T*, int, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)

@@ -32,8 +32,8 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, con
 }
 
 template <class T>
-void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T* dout,
-                        const T* x, const T* gamma, const T* mean, const T* rstd, int N, int C) {
+void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T* dout, const T* x,
+                        const T* gamma, const T* mean, const T* rstd, int N, int C) {
 #pragma omp parallel for schedule(static) num_threads(num_threads()) if (N >= 16)
   for (int n = 0; n < N; ++n) {
     const std::int64_t off = static_cast<std::int64_t>(n) * C;
@@ -57,7 +57,7 @@ void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T*
   }
   if (dgamma == nullptr && dbeta == nullptr) return;
   // Parameter gradients are sums over rows: Note [Column-block parallel reductions].
-  detail::for_column_blocks(C, [&](int c0, int c1) {
+  detail::for_column_blocks(N, C, [&](int c0, int c1) {
     for (int n = 0; n < N; ++n) {
       const std::int64_t off = static_cast<std::int64_t>(n) * C;
       const T* xr = x + off;
@@ -75,9 +75,9 @@ void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T*
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                 \
-  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, T);   \
-  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,      \
+#define MEMTRAIN_INSTANTIATE(T)                                                              \
+  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, T); \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,    \
                                       const T*, int, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)

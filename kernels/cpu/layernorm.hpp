@@ -16,7 +16,7 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, con
 // dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)); dgamma = sum_n dout * xhat;
 // dbeta = sum_n dout.
 template <class T>
-void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T* dout,
-                        const T* x, const T* gamma, const T* mean, const T* rstd, int N, int C);
+void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T* dout, const T* x,
+                        const T* gamma, const T* mean, const T* rstd, int N, int C);
 
 }  // namespace memtrain::kernels

@@ -35,8 +35,8 @@ void linear_backward(NoDeduce<T>* dinp, NoDeduce<T>* dweight, NoDeduce<T>* dbias
   if (dbias != nullptr) detail::add_column_sums(dbias, dout, N, OC);
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                               \
-  template void linear_forward<T>(T*, const T*, const T*, const T*, int, int, int);          \
+#define MEMTRAIN_INSTANTIATE(T)                                                     \
+  template void linear_forward<T>(T*, const T*, const T*, const T*, int, int, int); \
   template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)

@@ -21,8 +21,8 @@ void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, boo
 // called from inside an OpenMP loop.
 template <class T>
 void matmul_strided_batched(T* C, const T* A, const T* B, int batch, int M, int N, int K,
-                            bool trans_a, bool trans_b, long stride_a, long stride_b,
-                            long stride_c, int lda, int ldb, int ldc, NoDeduce<T> alpha = T(1),
+                            bool trans_a, bool trans_b, long stride_a, long stride_b, long stride_c,
+                            int lda, int ldb, int ldc, NoDeduce<T> alpha = T(1),
                             NoDeduce<T> beta = T(0));
 
 }  // namespace memtrain::kernels

@@ -46,10 +46,9 @@ class PhiloxStream {
 
   // The 4 raw words of block `block` (elements 4*block .. 4*block+3) of `sample`.
   r123::Philox4x32::ctr_type block(std::uint64_t sample, std::uint64_t block) const {
-    r123::Philox4x32::ctr_type ctr = {{static_cast<std::uint32_t>(block),
-                                       static_cast<std::uint32_t>(block >> 32),
-                                       static_cast<std::uint32_t>(sample),
-                                       static_cast<std::uint32_t>(sample >> 32)}};
+    r123::Philox4x32::ctr_type ctr = {
+        {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+         static_cast<std::uint32_t>(sample), static_cast<std::uint32_t>(sample >> 32)}};
     return r123::Philox4x32()(ctr, key_);
   }
 

@@ -87,10 +87,10 @@ void masked_softmax_backward(NoDeduce<T>* dinp, const T* dout, const T* probs, i
   }
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                 \
-  template void masked_softmax_forward<T>(T*, const T*, const T*, int, int, int, T);           \
-  template void masked_softmax_backward<T>(T*, const T*, const T*, int, int, T);               \
-  template void detail::masked_softmax_row<T>(T*, const T*, const T*, int, T);                 \
+#define MEMTRAIN_INSTANTIATE(T)                                                      \
+  template void masked_softmax_forward<T>(T*, const T*, const T*, int, int, int, T); \
+  template void masked_softmax_backward<T>(T*, const T*, const T*, int, int, T);     \
+  template void detail::masked_softmax_row<T>(T*, const T*, const T*, int, T);       \
   template void detail::softmax_backward_row<T>(T*, const T*, const T*, int, T);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)

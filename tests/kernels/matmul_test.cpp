@@ -13,8 +13,8 @@ using testing::random_normal;
 
 // Independent reference: the textbook triple loop in double, with explicit strides.
 std::vector<double> naive_gemm(const std::vector<double>& A, const std::vector<double>& B,
-                               const std::vector<double>& C0, int M, int N, int K, bool ta,
-                               bool tb, int lda, int ldb, int ldc, double alpha, double beta) {
+                               const std::vector<double>& C0, int M, int N, int K, bool ta, bool tb,
+                               int lda, int ldb, int ldc, double alpha, double beta) {
   std::vector<double> C = C0;
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
@@ -39,7 +39,8 @@ TEST_P(MatmulTransposes, MatchesNaiveTripleLoop) {
   const int M = 13, N = 29, K = 37;
   const auto A = random_normal(M * K, 1), B = random_normal(K * N, 2), C0 = random_normal(M * N, 3);
   const int lda = ta ? M : K, ldb = tb ? K : N;
-  for (const auto& [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{0.5, 1.0}, std::pair{-2.0, 0.25}}) {
+  for (const auto& [alpha, beta] :
+       {std::pair{1.0, 0.0}, std::pair{0.5, 1.0}, std::pair{-2.0, 0.25}}) {
     const auto ref = naive_gemm(A, B, C0, M, N, K, ta, tb, lda, ldb, N, alpha, beta);
     std::vector<double> Cd = C0;
     matmul(Cd.data(), A.data(), B.data(), M, N, K, ta, tb, alpha, beta);
@@ -61,8 +62,8 @@ TEST(Matmul, BetaZeroIgnoresGarbageInOutput) {
   const auto A = random_normal(M * K, 4), B = random_normal(K * N, 5);
   std::vector<double> C(M * N, std::nan(""));
   matmul(C.data(), A.data(), B.data(), M, N, K, false, false);
-  const auto ref = naive_gemm(A, B, std::vector<double>(M * N, 0), M, N, K, false, false, K, N,
-                              N, 1, 0);
+  const auto ref =
+      naive_gemm(A, B, std::vector<double>(M * N, 0), M, N, K, false, false, K, N, N, 1, 0);
   EXPECT_LT(max_relative_error(C, ref), 1e-14);
 }
 

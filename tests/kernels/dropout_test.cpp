@@ -1,0 +1,96 @@
+#include "kernels/cpu/dropout.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace memtrain::kernels {
+namespace {
+
+constexpr int kRows = 8;
+constexpr long kPerSample = 100003;  // not a multiple of 4 or of the task size
+
+// Inverted dropout on ones: the dropped fraction is p within 6 binomial standard errors
+// (sqrt(p(1-p)/n) = 3.4e-4 for n = 8e5), kept values are exactly 1 / (1 - p), and the mean
+// stays 1 (the point of inverted scaling).
+TEST(DropoutForward, DropsFractionPAndScalesKeptValues) {
+  const RngKey key{.seed = 3, .step = 1, .layer = 0, .site = 1};
+  for (const float p : {0.1f, 0.5f}) {
+    std::vector<float> x(kRows * kPerSample, 1.0f);
+    dropout_forward(x.data(), x.data(), kRows, kPerSample, p, key, 0);
+    const double n = double(x.size());
+    std::int64_t dropped = 0;
+    double sum = 0;
+    for (const float v : x) {
+      if (v == 0.0f) {
+        ++dropped;
+      } else {
+        EXPECT_FLOAT_EQ(v, 1.0f / (1.0f - p));
+      }
+      sum += v;
+    }
+    EXPECT_NEAR(dropped / n, p, 6 * std::sqrt(p * (1 - p) / n)) << "p = " << p;
+    EXPECT_NEAR(sum / n, 1.0, 6 * std::sqrt(p / (1 - p) / n)) << "p = " << p;
+  }
+}
+
+// Neighbouring elements are independent: P(both dropped) = p^2 within 6 standard errors.
+TEST(DropoutForward, NeighbouringElementsAreIndependent) {
+  const float p = 0.3f;
+  std::vector<float> x(kRows * kPerSample, 1.0f);
+  dropout_forward(x.data(), x.data(), kRows, kPerSample, p, RngKey{.seed = 8}, 0);
+  std::int64_t both = 0, pairs = 0;
+  for (std::size_t i = 0; i + 1 < x.size(); i += 2, ++pairs) both += x[i] == 0 && x[i + 1] == 0;
+  const double q = double(p) * p;
+  EXPECT_NEAR(double(both) / pairs, q, 6 * std::sqrt(q * (1 - q) / pairs));
+}
+
+// A row's mask depends on its global sample index, not on its position in the batch: two
+// half batches give the same result as the whole batch (batch-split invariance).
+TEST(DropoutForward, MaskDependsOnGlobalSampleNotBatchSplit) {
+  const RngKey key{.seed = 11, .step = 4};
+  std::vector<float> whole(kRows * 1000, 1.0f), halves(kRows * 1000, 1.0f);
+  dropout_forward(whole.data(), whole.data(), kRows, 1000, 0.2f, key, 40);
+  dropout_forward(halves.data(), halves.data(), kRows / 2, 1000, 0.2f, key, 40);
+  dropout_forward(halves.data() + kRows / 2 * 1000, halves.data() + kRows / 2 * 1000, kRows / 2,
+                  1000, 0.2f, key, 40 + kRows / 2);
+  EXPECT_EQ(whole, halves);
+  for (long e = 0; e < 1000; ++e) {
+    EXPECT_EQ(whole[3 * 1000 + e] == 0.0f, philox_uniform(key, 43, e) < 0.2f);
+  }
+}
+
+// The backward pass rebuilds the forward mask from the key: dinp = dout * keep / (1 - p).
+TEST(DropoutBackward, RebuildsTheForwardMask) {
+  const RngKey key{.seed = 5, .site = 2};
+  const int rows = 3;
+  const long n = 5001;
+  std::vector<double> ones(rows * n, 1.0), mask(rows * n);
+  dropout_forward(mask.data(), ones.data(), rows, n, 0.4f, key, 9);
+  std::vector<double> dout(rows * n), din(rows * n);
+  for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = std::sin(double(i));
+  dropout_backward(din.data(), dout.data(), rows, n, 0.4f, key, 9);
+  for (std::size_t i = 0; i < dout.size(); ++i) EXPECT_EQ(din[i], dout[i] * mask[i]);
+}
+
+TEST(DropoutForward, ZeroProbabilityCopiesAndOneZeroes) {
+  std::vector<float> x = {1, 2, 3, 4, 5}, out(5, -1.0f);
+  dropout_forward(out.data(), x.data(), 1, 5, 0.0f, RngKey{}, 0);
+  EXPECT_EQ(out, x);
+  dropout_forward(out.data(), x.data(), 1, 5, 1.0f, RngKey{}, 0);
+  EXPECT_EQ(out, std::vector<float>(5, 0.0f));
+}
+
+TEST(DropoutForward, RejectsNegativeOrNanProbability) {
+  std::vector<float> x(4, 1.0f);
+  EXPECT_THROW(dropout_forward(x.data(), x.data(), 1, 4, -0.1f, RngKey{}, 0),
+               std::invalid_argument);
+  EXPECT_THROW(dropout_forward(x.data(), x.data(), 1, 4, std::numeric_limits<float>::quiet_NaN(),
+                               RngKey{}, 0),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace memtrain::kernels

@@ -1,0 +1,82 @@
+#include "kernels/cpu/layernorm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/kernels/test_util.hpp"
+
+namespace memtrain::kernels {
+namespace {
+using testing::dot;
+using testing::max_relative_error;
+using testing::numeric_gradient;
+using testing::random_normal;
+
+constexpr int N = 5, C = 70;  // C > 64: two column blocks when two threads run
+
+// Ba et al. 2016 eq. 4 looped directly: mean, biased variance, normalize, affine.
+TEST(LayerNormForward, MatchesDefinitionAndSavesStatistics) {
+  auto x = random_normal(N * C, 1, 3.0);
+  for (auto& v : x) v += 5.0;  // an offset makes E[x^2] - E[x]^2 cancellation visible
+  const auto gamma = random_normal(C, 2), beta = random_normal(C, 3);
+  const double eps = 1e-12;
+  std::vector<double> out(N * C), mean(N), rstd(N);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C,
+                    eps);
+  for (int n = 0; n < N; ++n) {
+    double m = 0, var = 0;
+    for (int c = 0; c < C; ++c) m += x[n * C + c];
+    m /= C;
+    for (int c = 0; c < C; ++c) var += (x[n * C + c] - m) * (x[n * C + c] - m);
+    var /= C;
+    EXPECT_NEAR(mean[n], m, 1e-13);
+    EXPECT_NEAR(rstd[n], 1 / std::sqrt(var + eps), 1e-13);
+    for (int c = 0; c < C; ++c) {
+      EXPECT_NEAR(out[n * C + c], (x[n * C + c] - m) / std::sqrt(var + eps) * gamma[c] + beta[c],
+                  1e-12);
+    }
+  }
+}
+
+// With gamma = 1, beta = 0 every row has mean 0 and (biased) variance var / (var + eps).
+TEST(LayerNormForward, FloatRowsAreStandardized) {
+  const auto x = random_normal<float>(N * C, 4, 10.0);
+  std::vector<float> gamma(C, 1.0f), beta(C, 0.0f), out(N * C), mean(N), rstd(N);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C,
+                    1e-5f);
+  for (int n = 0; n < N; ++n) {
+    double m = 0, sq = 0;
+    for (int c = 0; c < C; ++c) m += out[n * C + c];
+    for (int c = 0; c < C; ++c) sq += out[n * C + c] * out[n * C + c];
+    EXPECT_NEAR(m / C, 0.0, 1e-6);
+    EXPECT_NEAR(sq / C, 1.0, 1e-5);
+  }
+}
+
+// dx, dgamma, dbeta against central finite differences of L = <layernorm(x), G>.
+TEST(LayerNormBackward, MatchesFiniteDifferences) {
+  auto x = random_normal(N * C, 5, 2.0), gamma = random_normal(C, 6), beta = random_normal(C, 7);
+  const auto G = random_normal(N * C, 8);
+  const double eps = 1e-5;
+  std::vector<double> mean(N), rstd(N);
+  auto loss = [&] {
+    std::vector<double> y(N * C);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C,
+                      eps);
+    return dot(y, G);
+  };
+  loss();  // mean, rstd of the unperturbed x
+  const auto saved_mean = mean, saved_rstd = rstd;
+  std::vector<double> dx(N * C, 0.5), dgamma(C, 0.5), dbeta(C, 0.5);
+  layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), G.data(), x.data(), gamma.data(),
+                     saved_mean.data(), saved_rstd.data(), N, C);
+  for (auto* v : {&dx, &dgamma, &dbeta})
+    for (auto& e : *v) e -= 0.5;
+  EXPECT_LT(max_relative_error(dx, numeric_gradient(x, loss)), 1e-6);
+  EXPECT_LT(max_relative_error(dgamma, numeric_gradient(gamma, loss)), 1e-6);
+  EXPECT_LT(max_relative_error(dbeta, numeric_gradient(beta, loss)), 1e-6);
+}
+
+}  // namespace
+}  // namespace memtrain::kernels
