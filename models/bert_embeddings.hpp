@@ -1,0 +1,35 @@
+#pragma once
+// BERT input embeddings (Devlin et al. 2019, sec. 3, Figure 2; Hugging Face BertEmbeddings):
+// LayerNorm(word[id] + position[t] + token_type[type]) followed by dropout.
+#include <cstdint>
+
+#include "models/bert_config.hpp"
+#include "models/layer_norm.hpp"
+#include "models/parameter_set.hpp"
+#include "models/pass_state.hpp"
+
+namespace memtrain::models {
+
+class BertEmbeddings {
+ public:
+  BertEmbeddings(ParameterSet& params, const BertConfig& config);
+
+  // ids, type_ids [B, T] (validated by the caller). Returns the hidden states [B, T, C]
+  // (tag activation); keeps the pre-LayerNorm sum and the ids when training.
+  core::Tensor forward(PassState& s, const std::int32_t* ids, const std::int32_t* type_ids);
+  // dout [B, T, C] is the gradient of forward's output (consumed: overwritten in place).
+  // Accumulates the three tables' and the LayerNorm's gradients.
+  void backward(PassState& s, core::Tensor& dout);
+
+  // The word table [V, C] and its gradient: the MLM decoder is tied to them.
+  const Parameter& word_embeddings() const { return word_; }
+
+ private:
+  Parameter word_, position_, token_type_;
+  LayerNorm layer_norm_;
+  int V_, TV_, C_;
+  const std::int32_t* ids_ = nullptr;
+  const std::int32_t* type_ids_ = nullptr;
+};
+
+}  // namespace memtrain::models

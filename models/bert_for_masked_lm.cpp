@@ -1,0 +1,236 @@
+#include "models/bert_for_masked_lm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "kernels/cpu/cross_entropy.hpp"
+#include "models/parameter_init.hpp"
+#include "runtime/core/errors.hpp"
+
+namespace memtrain::models {
+
+namespace {
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw ConfigError(what);
+}
+
+void check_config(const BertConfig& c) {
+  auto positive = [](int v, const char* key) {
+    require(v >= 1, std::string("model.") + key + " = " + std::to_string(v) +
+                        "; expected an integer >= 1");
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.hidden_size, "hidden_size");
+  positive(c.num_hidden_layers, "num_hidden_layers");
+  positive(c.num_attention_heads, "num_attention_heads");
+  positive(c.intermediate_size, "intermediate_size");
+  positive(c.max_position_embeddings, "max_position_embeddings");
+  positive(c.type_vocab_size, "type_vocab_size");
+  require(c.hidden_size % c.num_attention_heads == 0,
+          "model.num_attention_heads = " + std::to_string(c.num_attention_heads) +
+              " does not divide model.hidden_size = " + std::to_string(c.hidden_size));
+  auto probability = [](float p, const char* key) {
+    require(p >= 0.0f && p < 1.0f, std::string("model.") + key + " = " + std::to_string(p) +
+                                       "; expected a probability in [0, 1)");
+  };
+  probability(c.hidden_dropout_prob, "hidden_dropout_prob");
+  probability(c.attention_probs_dropout_prob, "attention_probs_dropout_prob");
+  require(c.layer_norm_eps > 0.0f, "model.layer_norm_eps must be > 0");
+}
+
+}  // namespace
+
+BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx)
+    : config_(config), ctx_(ctx), params_(ctx) {
+  check_config(config_);
+  embeddings_ = std::make_unique<BertEmbeddings>(params_, config_);
+  for (int l = 0; l < config_.num_hidden_layers; ++l) {
+    layers_.push_back(std::make_unique<BertLayer>(params_, l, config_));
+  }
+  head_ = std::make_unique<MlmHead>(params_, config_, embeddings_->word_embeddings());
+}
+
+void BertForMaskedLM::init_parameters(std::uint64_t seed) {
+  if (ctx_.dry_run()) return;
+  auto& ps = params_.parameters();
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    float* v = ps[i].value.data<float>();
+    const std::int64_t n = ps[i].value.numel();
+    switch (params_.init_of(i)) {
+      case ParameterInit::normal:
+        fill_normal(v, n, config_.initializer_range, seed, ps[i].name);
+        break;
+      case ParameterInit::zeros:
+        std::fill(v, v + n, 0.0f);
+        break;
+      case ParameterInit::ones:
+        std::fill(v, v + n, 1.0f);
+        break;
+    }
+  }
+}
+
+void BertForMaskedLM::validate(const MlmBatch& b, const std::vector<std::int32_t>& positions,
+                               const std::vector<std::int32_t>* labels) const {
+  auto fail = [](const std::string& what) { throw RuntimeError("invalid MLM batch: " + what); };
+  if (b.batch_size < 1 || b.seq_length < 1) {
+    fail("batch_size = " + std::to_string(b.batch_size) + ", seq_length = " +
+         std::to_string(b.seq_length) + "; both must be >= 1");
+  }
+  if (b.seq_length > config_.max_position_embeddings) {
+    fail("seq_length = " + std::to_string(b.seq_length) + " exceeds max_position_embeddings = " +
+         std::to_string(config_.max_position_embeddings));
+  }
+  const std::size_t N = static_cast<std::size_t>(b.batch_size) * b.seq_length;
+  auto size_ok = [&](std::size_t got, const char* field, bool may_be_empty) {
+    if (got != N && !(may_be_empty && got == 0)) {
+      fail(std::string(field) + " has " + std::to_string(got) + " entries; expected B * T = " +
+           std::to_string(N));
+    }
+  };
+  size_ok(b.input_ids.size(), "input_ids", false);
+  size_ok(b.token_type_ids.size(), "token_type_ids", true);
+  size_ok(b.attention_mask.size(), "attention_mask", true);
+  for (std::size_t i = 0; i < N; ++i) {
+    if (b.input_ids[i] < 0 || b.input_ids[i] >= config_.vocab_size) {
+      fail("input_ids[" + std::to_string(i) + "] = " + std::to_string(b.input_ids[i]) +
+           " outside [0, vocab_size = " + std::to_string(config_.vocab_size) + ")");
+    }
+    if (!b.token_type_ids.empty() &&
+        (b.token_type_ids[i] < 0 || b.token_type_ids[i] >= config_.type_vocab_size)) {
+      fail("token_type_ids[" + std::to_string(i) + "] = " + std::to_string(b.token_type_ids[i]) +
+           " outside [0, type_vocab_size = " + std::to_string(config_.type_vocab_size) + ")");
+    }
+  }
+  for (std::size_t m = 0; m < positions.size(); ++m) {
+    if (positions[m] < 0 || static_cast<std::size_t>(positions[m]) >= N ||
+        (m > 0 && positions[m] <= positions[m - 1])) {
+      fail("masked position " + std::to_string(m) + " = " + std::to_string(positions[m]) +
+           "; expected strictly ascending flat indices in [0, " + std::to_string(N) + ")");
+    }
+  }
+  if (labels) {
+    if (labels->size() != positions.size()) {
+      fail(std::to_string(labels->size()) + " masked_labels for " +
+           std::to_string(positions.size()) + " masked_positions");
+    }
+    for (std::size_t m = 0; m < labels->size(); ++m) {
+      if ((*labels)[m] < 0 || (*labels)[m] >= config_.vocab_size) {
+        fail("masked_labels[" + std::to_string(m) + "] = " + std::to_string((*labels)[m]) +
+             " outside [0, vocab_size = " + std::to_string(config_.vocab_size) + ")");
+      }
+    }
+  }
+}
+
+PassState BertForMaskedLM::make_pass(const MlmBatch& b, bool training, std::uint64_t seed,
+                                     std::uint64_t step) {
+  PassState s{ctx_};
+  s.B = b.batch_size;
+  s.T = b.seq_length;
+  s.attention_mask = b.attention_mask.empty() ? nullptr : b.attention_mask.data();
+  s.training = training;
+  s.hidden_dropout = training ? config_.hidden_dropout_prob : 0.0f;
+  s.attention_dropout = training ? config_.attention_probs_dropout_prob : 0.0f;
+  s.seed = seed;
+  s.step = step;
+  s.first_sample = b.first_sample;
+  return s;
+}
+
+core::Tensor BertForMaskedLM::encode(PassState& s, const MlmBatch& b) {
+  auto x = embeddings_->forward(s, b.input_ids.data(),
+                                b.token_type_ids.empty() ? nullptr : b.token_type_ids.data());
+  for (auto& layer : layers_) x = layer->forward(s, x);
+  return x;
+}
+
+void BertForMaskedLM::release_all() {
+  for (auto& layer : layers_) layer->release();
+  head_->release();
+}
+
+StepStats BertForMaskedLM::forward_backward(const MlmBatch& batch, float grad_scale,
+                                            std::uint64_t seed, std::uint64_t step) {
+  validate(batch, batch.masked_positions, &batch.masked_labels);
+  StepStats stats;
+  if (batch.masked_positions.empty()) return stats;
+  PassState s = make_pass(batch, /*training=*/true, seed, step);
+  try {
+    auto hidden = encode(s, batch);  // [B, T, C]
+    auto dhidden = head_->loss_backward(s, hidden, batch.masked_positions, batch.masked_labels,
+                                        grad_scale, &stats);
+    hidden.reset();
+    for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+      dhidden = (*it)->backward(s, dhidden);
+    }
+    embeddings_->backward(s, dhidden);
+  } catch (...) {
+    release_all();
+    throw;
+  }
+  return stats;
+}
+
+StepStats BertForMaskedLM::evaluate(const MlmBatch& batch) {
+  validate(batch, batch.masked_positions, &batch.masked_labels);
+  StepStats stats;
+  if (batch.masked_positions.empty()) return stats;
+  PassState s = make_pass(batch, /*training=*/false, 0, 0);
+  auto hidden = encode(s, batch);
+  auto logits = head_->logits(s, hidden, batch.masked_positions);  // [M, V]
+  hidden.reset();
+  const int M = static_cast<int>(batch.masked_positions.size());
+  if (s.compute()) {
+    stats.loss_sum = kernels::softmax_cross_entropy_forward(
+        logits.data<float>(), batch.masked_labels.data(), M, config_.vocab_size,
+        &stats.num_correct);
+  }
+  stats.num_masked = M;
+  return stats;
+}
+
+std::vector<float> BertForMaskedLM::predict_log_probs(const MlmBatch& batch,
+                                                      const std::vector<std::int32_t>& positions) {
+  validate(batch, positions, nullptr);
+  const int P = static_cast<int>(positions.size()), V = config_.vocab_size;
+  std::vector<float> out(static_cast<std::size_t>(P) * V);
+  if (P == 0 || ctx_.dry_run()) return out;
+  PassState s = make_pass(batch, /*training=*/false, 0, 0);
+  auto hidden = encode(s, batch);
+  auto logits = head_->logits(s, hidden, positions);  // [P, V]
+  const float* z = logits.data<float>();
+  for (int p = 0; p < P; ++p) {
+    const float* row = z + static_cast<long>(p) * V;
+    const float max = *std::max_element(row, row + V);
+    double sum = 0.0;
+    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+    const double log_z = max + std::log(sum);
+    for (int v = 0; v < V; ++v) out[static_cast<std::size_t>(p) * V + v] =
+        static_cast<float>(row[v] - log_z);
+  }
+  return out;
+}
+
+void BertForMaskedLM::zero_grad() {
+  for (auto& p : params_.parameters()) p.grad.zero_();
+}
+
+std::int64_t BertForMaskedLM::num_parameters() const {
+  std::int64_t n = 0;
+  for (const auto& p : params_.parameters()) n += p.value.numel();
+  return n;
+}
+
+double BertForMaskedLM::flops_per_step_token(int seq_length, double masked_fraction) const {
+  const double C = config_.hidden_size, I = config_.intermediate_size, V = config_.vocab_size;
+  const double T = seq_length, L = config_.num_hidden_layers;
+  const double layer = 2.0 * (4.0 * C * C + 2.0 * C * I) + 2.0 * 2.0 * T * C;
+  const double head = 2.0 * (C * C + C * V);
+  return 3.0 * (L * layer + masked_fraction * head);
+}
+
+}  // namespace memtrain::models

@@ -1,0 +1,80 @@
+#pragma once
+// BERT for masked-language-model pre-training (Devlin et al. 2019; Hugging Face
+// BertForMaskedLM without the NSP head): embeddings, num_hidden_layers post-LN encoder layers,
+// MLM head tied to the word embeddings. Forward and backward are written per layer; each layer
+// keeps what its backward needs (tag activation) and frees it as soon as its backward has run.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/bert_config.hpp"
+#include "models/bert_embeddings.hpp"
+#include "models/bert_layer.hpp"
+#include "models/mlm_batch.hpp"
+#include "models/mlm_head.hpp"
+#include "models/parameter_set.hpp"
+#include "models/step_stats.hpp"
+#include "runtime/core/context.hpp"
+
+namespace memtrain::models {
+
+class BertForMaskedLM {
+ public:
+  // Allocates every parameter (tag parameter) and a zeroed gradient (tag gradient) from ctx's
+  // allocator; values are uninitialised until init_parameters or a checkpoint load.
+  // Throws memtrain::ConfigError when hidden_size % num_attention_heads != 0 or a size is < 1.
+  BertForMaskedLM(const BertConfig& config, core::Context& ctx);
+
+  // Hugging Face init (BertPreTrainedModel._init_weights): Linear and Embedding weights
+  // ~ N(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0. Each element is a pure
+  // function of (seed, parameter name, element index) through Philox + Box-Muller, so it does
+  // not depend on thread count or on which other parameters exist.
+  void init_parameters(std::uint64_t seed);
+
+  // Forward, masked-LM loss and backward on one micro-batch. Parameter gradients ACCUMULATE.
+  // The loss gradient is multiplied by grad_scale (= 1 / masked tokens of the global batch).
+  // Dropout keyed by (seed, step, layer, site, batch.first_sample + b, element): Note
+  // [Dropout keys]. A micro-batch without masked tokens contributes nothing and runs nothing.
+  // Throws memtrain::RuntimeError for a malformed batch (sizes, ids out of range, positions
+  // not ascending in [0, B*T), labels out of range), before touching any gradient.
+  StepStats forward_backward(const MlmBatch& batch, float grad_scale, std::uint64_t seed,
+                             std::uint64_t step);
+  // Loss and accuracy at the masked positions with dropout off; no gradients, and each layer's
+  // activations are freed as soon as the next layer has consumed them.
+  StepStats evaluate(const MlmBatch& batch);
+  // log-softmax over the vocabulary at flat positions (b * T + t): [P, V] row-major.
+  std::vector<float> predict_log_probs(const MlmBatch& batch,
+                                       const std::vector<std::int32_t>& positions);
+
+  // Hugging Face names, in Hugging Face's order (named_parameters()).
+  std::vector<Parameter>& parameters() { return params_.parameters(); }
+  const std::vector<Parameter>& parameters() const { return params_.parameters(); }
+  void zero_grad();
+  // Trainable scalars; the decoder weight is the word-embedding table and is counted once.
+  std::int64_t num_parameters() const;
+  // Training FLOPs (forward + backward = 3 x forward) per token of a micro-batch of sequences
+  // of seq_length tokens: per layer 2 x (4 C^2 + 2 C I) for the projections and 2 x 2 T C for
+  // scores and context (Kaplan et al. 2020, Table 1; Narayanan et al. 2021, sec. 5.1), plus the
+  // MLM head 2 x (C^2 + C V) at the masked fraction of tokens (the head runs there only).
+  double flops_per_step_token(int seq_length, double masked_fraction = 0.15) const;
+
+  const BertConfig& config() const { return config_; }
+
+ private:
+  PassState make_pass(const MlmBatch& batch, bool training, std::uint64_t seed,
+                      std::uint64_t step);
+  // Embeddings and every encoder layer: hidden [B, T, C].
+  core::Tensor encode(PassState& s, const MlmBatch& batch);
+  void validate(const MlmBatch& batch, const std::vector<std::int32_t>& positions,
+                const std::vector<std::int32_t>* labels) const;
+  void release_all();
+
+  BertConfig config_;
+  core::Context& ctx_;
+  ParameterSet params_;
+  std::unique_ptr<BertEmbeddings> embeddings_;
+  std::vector<std::unique_ptr<BertLayer>> layers_;
+  std::unique_ptr<MlmHead> head_;
+};
+
+}  // namespace memtrain::models

@@ -1,0 +1,34 @@
+#pragma once
+// The feed-forward half of a BERT encoder layer (Hugging Face BertIntermediate + BertOutput):
+// out = LayerNorm(a + dropout(GELU(a W_1 + b_1) W_2 + b_2)), post-LN.
+#include <string>
+
+#include "models/bert_config.hpp"
+#include "models/layer_norm.hpp"
+#include "models/linear.hpp"
+#include "models/pass_state.hpp"
+
+namespace memtrain::models {
+
+class BertMlp {
+ public:
+  // prefix: "bert.encoder.layer.<l>"; names <prefix>.intermediate.dense, <prefix>.output.dense,
+  // <prefix>.output.LayerNorm.
+  BertMlp(ParameterSet& params, const std::string& prefix, int layer, const BertConfig& config);
+
+  // a [B, T, C] -> out [B, T, C] (tag activation). When training keeps a, the pre-activation
+  // [B, T, I] and the GELU output [B, T, I] until backward.
+  core::Tensor forward(PassState& s, const core::Tensor& a);
+  // dout [B, T, C] -> da [B, T, C] (tag temporary); accumulates parameter gradients and
+  // releases everything forward kept.
+  core::Tensor backward(PassState& s, const core::Tensor& dout);
+  void release();
+
+ private:
+  Linear intermediate_, output_;
+  LayerNorm layer_norm_;
+  int layer_, C_, I_;
+  core::Tensor a_, pre_gelu_, gelu_;
+};
+
+}  // namespace memtrain::models

@@ -1,0 +1,47 @@
+#pragma once
+// What every layer needs to know about the micro-batch pass it runs in.
+#include <cstdint>
+
+#include "kernels/cpu/philox.hpp"
+#include "runtime/core/context.hpp"
+
+namespace memtrain::models {
+
+// Note [Dropout keys]
+// Every dropout mask is a pure function of (seed, step, layer, site, global sample, element)
+// (design.md, "Training step"), so it is the same however the global batch is split into
+// micro-batches or ranks, and a backward pass rebuilds it instead of storing it.
+// layer: 0 = embeddings, l + 1 = encoder layer l. site: which dropout inside that layer
+// (DropoutSite below). The element index inside a sample is the flat index of the tensor's
+// per-sample slice: t * C + c for hidden states (independent of T, so dynamic padding does not
+// move it), (h * T + i) * T + j for attention probabilities (the attention kernel's choice).
+enum DropoutSite : std::uint32_t {
+  kEmbeddingsOutput = 0,
+  kAttentionProbs = 0,
+  kAttentionOutput = 1,
+  kMlpOutput = 2,
+};
+inline constexpr std::uint32_t kEmbeddingsLayer = 0;
+inline std::uint32_t encoder_rng_layer(int layer) { return static_cast<std::uint32_t>(layer) + 1; }
+
+struct PassState {
+  core::Context& ctx;
+  int B = 0;  // micro-batch size
+  int T = 0;  // sequence length of this micro-batch
+  const float* attention_mask = nullptr;  // [B, T], 1 = token, 0 = padding
+  bool training = false;       // dropout on and activations saved for backward
+  float hidden_dropout = 0.0f;  // hidden_dropout_prob when training, else 0
+  float attention_dropout = 0.0f;  // attention_probs_dropout_prob when training, else 0
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+  std::uint64_t first_sample = 0;  // global index of row 0
+
+  // False in a dry run: shapes and allocations only, no math.
+  bool compute() const { return !ctx.dry_run(); }
+  int N() const { return B * T; }
+  kernels::RngKey key(std::uint32_t layer, std::uint32_t site) const {
+    return kernels::RngKey{seed, step, layer, site, 0};
+  }
+};
+
+}  // namespace memtrain::models
