@@ -83,6 +83,26 @@ TEST(Replay, PlannedReachesTheLowerBoundWhereGreedyIsOptimal) {
   EXPECT_GE(best_fit.peak_reserved_bytes, planned.peak_reserved_bytes);
 }
 
+// Issue 3, case 1 as a trace: 800 MiB freed, forty 20 MiB blocks carved from it, every other one
+// freed, then 300 MiB on a 1 GiB device. 400 MiB are free but in 20 MiB holes: only stitching
+// (or never caching, or planning ahead) serves it.
+TEST(Replay, FragmentedHolesAreServedOnlyByStitchingPolicies) {
+  std::ostringstream csv;
+  csv << "alloc,big,838860800,0,\nfree,big\n";
+  for (int i = 0; i < 40; ++i) csv << "alloc,s" << i << ",20971520,0,\n";
+  for (int i = 0; i < 40; i += 2) csv << "free,s" << i << "\n";
+  csv << "alloc,request,314572800,0,\n";
+  const auto ops = ops_of(csv.str());
+  for (const std::string policy : {"vmm_stitch", "no_cache", "planned"}) {
+    EXPECT_EQ(replay_trace(ops, policy, 1024 * kMiB).num_ooms, 0u) << policy;
+  }
+  for (const std::string policy : {"pytorch", "best_fit"}) {
+    const ReplayReport r = replay_trace(ops, policy, 1024 * kMiB);
+    EXPECT_EQ(r.num_ooms, 1u) << policy;
+    EXPECT_EQ(r.first_oom_event, ops.size() - 1) << policy;
+  }
+}
+
 TEST(Replay, InconsistentTracesNameTheLine) {
   auto error_of = [](const std::string& csv) -> std::string {
     try {
