@@ -54,7 +54,7 @@ class BertForMaskedLM {
   std::int64_t num_parameters() const;
   // Training FLOPs (forward + backward = 3 x forward) per token of a micro-batch of sequences
   // of seq_length tokens: per layer 2 x (4 C^2 + 2 C I) for the projections and 2 x 2 T C for
-  // scores and context (Kaplan et al. 2020, Table 1; Narayanan et al. 2021, sec. 5.1), plus the
+  // scores and context (Narayanan et al. 2021, eq. 3, which has FFN 4C and logits everywhere), plus the
   // MLM head 2 x (C^2 + C V) at the masked fraction of tokens (the head runs there only).
   double flops_per_step_token(int seq_length, double masked_fraction = 0.15) const;
 
