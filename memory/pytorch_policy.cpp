@@ -27,12 +27,13 @@ constexpr std::size_t kRoundLarge = std::size_t{2} << 20;
 // - on failure, cached whole (unsplit) segments of every stream are freed and the request
 //   retried once, then OutOfMemory. There is no reclaiming of another stream's cached block
 //   other than by returning it to the device and allocating again.
-// What PyTorch does in issue case 3 (a new stream per 2 GiB request on a 4 GiB device): each
-// new stream finds nothing cached on its own stream, the device call fails, the retry frees the
-// other streams' cached segments and allocates afresh. Every request is served, but every one
-// after the second costs a retry, a segment free and a segment allocation (a cudaFree, which
-// synchronizes the device, and a cudaMalloc): num_alloc_retries = 14, num_device_alloc = 16
-// for 16 requests. The test HoldsCase3 in tests/memory pins exactly this.
+// What PyTorch does in issue case 3 (a new stream per 2 GiB request on a 4 GiB device): a new
+// stream finds nothing cached on its own stream. Requests 1 and 2 get fresh segments; request 3
+// fails on the device, and its retry frees both cached segments of the other streams (a
+// cudaFree each, which synchronizes the device) before allocating afresh; request 4 fits beside
+// it; request 5 retries again, and so on. Every request is served, but at the price of
+// num_alloc_retries = 7, num_device_alloc = 16 and num_device_free = 14 for 16 requests, where
+// best_fit reuses the two segments it has (StreamPerRequest tests in tests/memory pin both).
 class PytorchPolicy final : public AllocationPolicy {
  public:
   explicit PytorchPolicy(std::size_t max_split_size) : max_split_size_(max_split_size) {}
