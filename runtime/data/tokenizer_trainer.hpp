@@ -13,7 +13,8 @@ struct TokenizerSettings {
 
 // Trains with sentencepiece::SentencePieceTrainer on `sentences` (one per segment) and writes
 // `<model_prefix>.model` and `<model_prefix>.vocab`. Special pieces get the fixed ids of
-// Note [Fixed special ids]; no BOS/EOS. The vocabulary size is a soft limit
+// Note [Fixed special ids]; no BOS/EOS; every character of `sentences` gets a piece
+// (Note [Every character] in the .cpp). The vocabulary size is a soft limit
 // (hard_vocab_limit=false): the unigram trainer cannot grow past what the text supports (about
 // 11,400 pieces for the KJV), and the model then has fewer pieces than asked; BPE reaches
 // 30,522 on the KJV. Returns the number of pieces of the trained model.

@@ -176,6 +176,18 @@ TEST(PrepareData, UnigramTokenizerStopsAtWhatTheCorpusSupports) {
   EXPECT_EQ(tokenizer.decode(tokenizer.encode(text)), text);
 }
 
+// A character seen once in the corpus (like "(" in the KJV, 221 times in 4.4 MB) still gets a
+// piece: no [UNK] in the encoding, and decode gives the text back.
+TEST(PrepareData, RareCharactersAreNotUnknown) {
+  OwnCache cache;
+  const std::string rare = "the king (went) into the city; quoth he!";
+  write_file(cache.config.corpus, rare + "\n" + testing::generated_corpus_text(8, 40, 5));
+  const Tokenizer tokenizer(cache.prepare(200).tokenizer_model);
+  const auto ids = tokenizer.encode(rare);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), tokenizer.special().unk), 0);
+  EXPECT_EQ(tokenizer.decode(ids), rare);
+}
+
 TEST(PrepareData, BadSettingsAreConfigErrors) {
   OwnCache cache;
   EXPECT_THROW(cache.prepare(5), ConfigError);

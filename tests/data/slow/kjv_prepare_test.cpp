@@ -3,12 +3,14 @@
 // books; BPE reaches 30,522 pieces on it (issue 2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/data/corpus.hpp"
 #include "runtime/data/kjv.hpp"
 #include "runtime/data/mlm_dataset.hpp"
 #include "runtime/data/prepare_data.hpp"
+#include "runtime/data/token_file.hpp"
 #include "runtime/data/tokenizer.hpp"
 #include "tests/data/data_test_support.hpp"
 
@@ -40,6 +42,9 @@ TEST(KjvPrepare, BpeReachesTheBertVocabularyAndIsReused) {
   std::ostringstream again;
   EXPECT_EQ(prepare_data(config, 30522, again).dir, data.dir);
   EXPECT_NE(again.str().find("reusing"), std::string::npos);
+  // Every character of the training text has a piece (parentheses included): no [UNK].
+  const auto train = read_token_file(data.train_tokens);
+  EXPECT_EQ(std::count(train.tokens.begin(), train.tokens.end(), tokenizer.special().unk), 0);
   const MlmDataset valid(data, true, config, 1);
   // About 2% of ~1M tokens in 126-token pieces.
   EXPECT_GT(valid.num_sequences(), 100u);
