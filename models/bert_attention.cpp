@@ -33,7 +33,7 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
   value_.forward(s, v.data<float>(), x.data<float>(), N);
 
   auto probs = Tensor::empty(s.ctx, {B, NH_, T, T}, DType::f32, act);  // [B, NH, T, T]
-  auto context = Tensor::empty(s.ctx, {B, T, C}, DType::f32, act);    // [B, T, C]
+  auto context = Tensor::empty(s.ctx, {B, T, C}, DType::f32, act);     // [B, T, C]
   const auto probs_key = s.key(encoder_rng_layer(layer_), kAttentionProbs);
   if (s.compute()) {
     kernels::attention_forward(context.data<float>(), probs.data<float>(), q.data<float>(),
@@ -48,8 +48,7 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
     float* r = residual.data<float>();
     if (s.hidden_dropout > 0.0f) {
       kernels::dropout_forward(r, r, B, long{T} * C, s.hidden_dropout,
-                               s.key(encoder_rng_layer(layer_), kAttentionOutput),
-                               s.first_sample);
+                               s.key(encoder_rng_layer(layer_), kAttentionOutput), s.first_sample);
     }
     const float* xp = x.data<float>();
     for (long i = 0; i < long{N} * C; ++i) r[i] += xp[i];
@@ -78,8 +77,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     if (s.hidden_dropout > 0.0f) {
       kernels::dropout_backward(dproj.data<float>(), dx.data<float>(), B, long{T} * C,
                                 s.hidden_dropout,
-                                s.key(encoder_rng_layer(layer_), kAttentionOutput),
-                                s.first_sample);
+                                s.key(encoder_rng_layer(layer_), kAttentionOutput), s.first_sample);
     } else {
       std::memcpy(dproj.data<float>(), dx.data<float>(), dx.nbytes());
     }
@@ -95,12 +93,11 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   {
     auto scratch = Tensor::empty(s.ctx, {B, NH_, T, T}, DType::f32, tmp);  // [B, NH, T, T]
     if (s.compute()) {
-      kernels::attention_backward(dq.data<float>(), dk.data<float>(), dv.data<float>(),
-                                  scratch.data<float>(), dcontext.data<float>(),
-                                  probs_.data<float>(), q_.data<float>(), k_.data<float>(),
-                                  v_.data<float>(), B, T, C, NH_, s.attention_dropout,
-                                  s.key(encoder_rng_layer(layer_), kAttentionProbs),
-                                  s.first_sample);
+      kernels::attention_backward(
+          dq.data<float>(), dk.data<float>(), dv.data<float>(), scratch.data<float>(),
+          dcontext.data<float>(), probs_.data<float>(), q_.data<float>(), k_.data<float>(),
+          v_.data<float>(), B, T, C, NH_, s.attention_dropout,
+          s.key(encoder_rng_layer(layer_), kAttentionProbs), s.first_sample);
     }
   }
   dcontext.reset();

@@ -1,6 +1,7 @@
 #pragma once
 // One post-LN self-attention block of a BERT encoder layer (Hugging Face BertAttention =
-// BertSelfAttention + BertSelfOutput): a = LayerNorm(x + dropout(Attention(x W_q, x W_k, x W_v) W_o)).
+// BertSelfAttention + BertSelfOutput): a = LayerNorm(x + dropout(Attention(x W_q, x W_k, x W_v)
+// W_o)).
 #include <string>
 
 #include "models/bert_config.hpp"

@@ -26,8 +26,8 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
                                  core::tags().activation);  // [B, T, C]
   if (s.compute()) {
     kernels::bert_embeddings_forward(sum.data<float>(), ids, type_ids, word_.value.data<float>(),
-                                     position_.value.data<float>(),
-                                     token_type_.value.data<float>(), s.B, s.T, C_, V_, TV_);
+                                     position_.value.data<float>(), token_type_.value.data<float>(),
+                                     s.B, s.T, C_, V_, TV_);
   }
   auto out = layer_norm_.forward(s, sum, N);  // [B*T, C]
   sum.reset();

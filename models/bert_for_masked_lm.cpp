@@ -19,8 +19,8 @@ void require(bool ok, const std::string& what) {
 
 void check_config(const BertConfig& c) {
   auto positive = [](int v, const char* key) {
-    require(v >= 1, std::string("model.") + key + " = " + std::to_string(v) +
-                        "; expected an integer >= 1");
+    require(v >= 1,
+            std::string("model.") + key + " = " + std::to_string(v) + "; expected an integer >= 1");
   };
   positive(c.vocab_size, "vocab_size");
   positive(c.hidden_size, "hidden_size");
@@ -77,18 +77,18 @@ void BertForMaskedLM::validate(const MlmBatch& b, const std::vector<std::int32_t
                                const std::vector<std::int32_t>* labels) const {
   auto fail = [](const std::string& what) { throw RuntimeError("invalid MLM batch: " + what); };
   if (b.batch_size < 1 || b.seq_length < 1) {
-    fail("batch_size = " + std::to_string(b.batch_size) + ", seq_length = " +
-         std::to_string(b.seq_length) + "; both must be >= 1");
+    fail("batch_size = " + std::to_string(b.batch_size) +
+         ", seq_length = " + std::to_string(b.seq_length) + "; both must be >= 1");
   }
   if (b.seq_length > config_.max_position_embeddings) {
-    fail("seq_length = " + std::to_string(b.seq_length) + " exceeds max_position_embeddings = " +
-         std::to_string(config_.max_position_embeddings));
+    fail("seq_length = " + std::to_string(b.seq_length) +
+         " exceeds max_position_embeddings = " + std::to_string(config_.max_position_embeddings));
   }
   const std::size_t N = static_cast<std::size_t>(b.batch_size) * b.seq_length;
   auto size_ok = [&](std::size_t got, const char* field, bool may_be_empty) {
     if (got != N && !(may_be_empty && got == 0)) {
-      fail(std::string(field) + " has " + std::to_string(got) + " entries; expected B * T = " +
-           std::to_string(N));
+      fail(std::string(field) + " has " + std::to_string(got) +
+           " entries; expected B * T = " + std::to_string(N));
     }
   };
   size_ok(b.input_ids.size(), "input_ids", false);
@@ -185,9 +185,9 @@ StepStats BertForMaskedLM::evaluate(const MlmBatch& batch) {
   hidden.reset();
   const int M = static_cast<int>(batch.masked_positions.size());
   if (s.compute()) {
-    stats.loss_sum = kernels::softmax_cross_entropy_forward(
-        logits.data<float>(), batch.masked_labels.data(), M, config_.vocab_size,
-        &stats.num_correct);
+    stats.loss_sum =
+        kernels::softmax_cross_entropy_forward(logits.data<float>(), batch.masked_labels.data(), M,
+                                               config_.vocab_size, &stats.num_correct);
   }
   stats.num_masked = M;
   return stats;
@@ -209,8 +209,8 @@ std::vector<float> BertForMaskedLM::predict_log_probs(const MlmBatch& batch,
     double sum = 0.0;
     for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
     const double log_z = max + std::log(sum);
-    for (int v = 0; v < V; ++v) out[static_cast<std::size_t>(p) * V + v] =
-        static_cast<float>(row[v] - log_z);
+    for (int v = 0; v < V; ++v)
+      out[static_cast<std::size_t>(p) * V + v] = static_cast<float>(row[v] - log_z);
   }
   return out;
 }

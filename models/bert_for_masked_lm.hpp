@@ -54,15 +54,14 @@ class BertForMaskedLM {
   std::int64_t num_parameters() const;
   // Training FLOPs (forward + backward = 3 x forward) per token of a micro-batch of sequences
   // of seq_length tokens: per layer 2 x (4 C^2 + 2 C I) for the projections and 2 x 2 T C for
-  // scores and context (Narayanan et al. 2021, eq. 3, which has FFN 4C and logits everywhere), plus the
-  // MLM head 2 x (C^2 + C V) at the masked fraction of tokens (the head runs there only).
+  // scores and context (Narayanan et al. 2021, eq. 3, which has FFN 4C and logits everywhere), plus
+  // the MLM head 2 x (C^2 + C V) at the masked fraction of tokens (the head runs there only).
   double flops_per_step_token(int seq_length, double masked_fraction = 0.15) const;
 
   const BertConfig& config() const { return config_; }
 
  private:
-  PassState make_pass(const MlmBatch& batch, bool training, std::uint64_t seed,
-                      std::uint64_t step);
+  PassState make_pass(const MlmBatch& batch, bool training, std::uint64_t seed, std::uint64_t step);
   // Embeddings and every encoder layer: hidden [B, T, C].
   core::Tensor encode(PassState& s, const MlmBatch& batch);
   void validate(const MlmBatch& batch, const std::vector<std::int32_t>& positions,

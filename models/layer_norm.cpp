@@ -32,8 +32,8 @@ core::Tensor LayerNorm::forward(PassState& s, const core::Tensor& x, int N) {
 void LayerNorm::backward(PassState& s, float* dx, const float* dout, int N) {
   if (s.compute()) {
     kernels::layernorm_backward(dx, gamma_.grad.data<float>(), beta_.grad.data<float>(), dout,
-                                x_.data<float>(), gamma_.value.data<float>(),
-                                mean_.data<float>(), rstd_.data<float>(), N, C_);
+                                x_.data<float>(), gamma_.value.data<float>(), mean_.data<float>(),
+                                rstd_.data<float>(), N, C_);
   }
   release();
 }

@@ -12,7 +12,8 @@ class Linear {
   Linear(ParameterSet& params, const std::string& name, int in_features, int out_features);
 
   // out [N, out] = inp [N, in] W^T (+ b when with_bias). No math in a dry run.
-  void forward(const PassState& s, float* out, const float* inp, int N, bool with_bias = true) const;
+  void forward(const PassState& s, float* out, const float* inp, int N,
+               bool with_bias = true) const;
   // dinp [N, in] += dout W (skipped when null); dW += dout^T inp; db += column sums of dout
   // when with_bias.
   void backward(const PassState& s, float* dinp, const float* dout, const float* inp, int N,

@@ -1,7 +1,6 @@
 #include "models/parameter_init.hpp"
 
 #include <Random123/boxmuller.hpp>
-
 #include <limits>
 
 #include "kernels/cpu/philox.hpp"
@@ -27,8 +26,7 @@ void fill_normal(float* x, std::int64_t n, float stddev, std::uint64_t seed,
   // step = max marks the initialisation domain: no training step (dropout) uses it.
   const std::uint64_t h = fnv1a64(name);
   const kernels::RngKey key{seed, std::numeric_limits<std::uint64_t>::max(),
-                            static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32),
-                            0};
+                            static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32), 0};
   const kernels::PhiloxStream stream(key);
   for (std::int64_t i = 0; i < n; i += 4) {
     const auto w = stream.block(/*sample=*/0, static_cast<std::uint64_t>(i) / 4);

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/errors.hpp"
@@ -79,8 +78,7 @@ std::map<std::string, HostArray> read_safetensors(const std::string& path,
 
   unsigned char len_bytes[8];
   if (file_size < 8 || !in.read(reinterpret_cast<char*>(len_bytes), 8)) {
-    fail(path, "shorter than the 8-byte header length (" + std::to_string(file_size) +
-                   " bytes)");
+    fail(path, "shorter than the 8-byte header length (" + std::to_string(file_size) + " bytes)");
   }
   std::uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
@@ -108,8 +106,8 @@ std::map<std::string, HostArray> read_safetensors(const std::string& path,
     if (name == "__metadata__") {
       if (metadata) {
         for (auto m = e.begin(); m != e.end(); ++m) {
-          (*metadata)[m.key()] = m.value().is_string() ? m.value().get<std::string>()
-                                                       : m.value().dump();
+          (*metadata)[m.key()] =
+              m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
         }
       }
       continue;
@@ -119,7 +117,8 @@ std::map<std::string, HostArray> read_safetensors(const std::string& path,
         !e["data_offsets"].is_array() || e["data_offsets"].size() != 2) {
       fail(path, "tensor \"" + name +
                      "\": expected {\"dtype\": string, \"shape\": [ints], \"data_offsets\": "
-                     "[begin, end]}, got " + e.dump());
+                     "[begin, end]}, got " +
+                     e.dump());
     }
     HostArray a;
     a.dtype = e["dtype"].get<std::string>();
@@ -171,7 +170,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
       fail(path, "tensor \"" + name + "\" holds " + std::to_string(a.data.size()) +
                      " bytes; its dtype and shape need " + std::to_string(expected));
     }
-    header[name] = {{"dtype", a.dtype}, {"shape", a.shape}, {"data_offsets", {offset, offset + expected}}};
+    header[name] = {
+        {"dtype", a.dtype}, {"shape", a.shape}, {"data_offsets", {offset, offset + expected}}};
     offset += expected;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;

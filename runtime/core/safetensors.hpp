@@ -14,7 +14,7 @@ namespace memtrain::core {
 
 // One tensor held in host memory, as stored in the file.
 struct HostArray {
-  std::string dtype;                // safetensors name: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL
+  std::string dtype;  // safetensors name: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL
   std::vector<std::int64_t> shape;  // row-major
   std::vector<std::byte> data;      // numel * element size bytes, little-endian
 

@@ -17,7 +17,7 @@ using memtrain::testing::TestAllocator;
 TEST(DType, SizesMatchTheCTypesTheyStandFor) {
   EXPECT_EQ(dtype_size(DType::f32), sizeof(float));
   EXPECT_EQ(dtype_size(DType::i32), sizeof(std::int32_t));
-  EXPECT_EQ(dtype_size(DType::f16), 2u);  // IEEE 754 binary16
+  EXPECT_EQ(dtype_size(DType::f16), 2u);   // IEEE 754 binary16
   EXPECT_EQ(dtype_size(DType::bf16), 2u);  // bfloat16: 1 sign, 8 exponent, 7 mantissa bits
 }
 
@@ -30,7 +30,7 @@ TEST(DType, NamesRoundTripAndUnknownNameIsAConfigError) {
 
 TEST(Tags, AreDistinctAndStableAcrossCalls) {
   const Tags& t = tags();
-  const memory::TagId ids[] = {t.parameter, t.gradient, t.optimizer_state,
+  const memory::TagId ids[] = {t.parameter,  t.gradient,  t.optimizer_state,
                                t.activation, t.temporary, t.communication};
   for (std::size_t i = 0; i < 6; ++i) {
     EXPECT_NE(ids[i], memory::kUntagged);
@@ -39,9 +39,7 @@ TEST(Tags, AreDistinctAndStableAcrossCalls) {
   EXPECT_EQ(&tags(), &t);
 }
 
-TEST(Context, RejectsANullAllocator) {
-  EXPECT_THROW(Context(nullptr, "cpu"), ConfigError);
-}
+TEST(Context, RejectsANullAllocator) { EXPECT_THROW(Context(nullptr, "cpu"), ConfigError); }
 
 TEST(Tensor, AsksTheAllocatorForNumelTimesElementSizeUnderItsTagAndStream) {
   auto alloc = std::make_shared<TestAllocator>();

@@ -24,7 +24,7 @@ class TestAllocator final : public memory::Allocator {
     memory::Block b{nullptr, bytes, stream, tag};
     if (bytes == 0) return b;
     if (backs_memory_) {
-      b.ptr = ::operator new(bytes, std::align_val_t{256});
+      b.ptr = ::operator new (bytes, std::align_val_t{256});
     } else {
       next_fake_ += (bytes + 255) / 256 * 256;
       b.ptr = reinterpret_cast<void*>(next_fake_);
@@ -37,7 +37,7 @@ class TestAllocator final : public memory::Allocator {
   }
   void deallocate(const memory::Block& b) override {
     if (b.ptr == nullptr) return;
-    if (backs_memory_) ::operator delete(b.ptr, std::align_val_t{256});
+    if (backs_memory_) ::operator delete (b.ptr, std::align_val_t{256});
     live_bytes_ -= static_cast<std::int64_t>(b.size);
     live_by_tag_[b.tag] -= static_cast<std::int64_t>(b.size);
     ++num_frees_;

@@ -60,7 +60,8 @@ double max_abs_diff(const std::vector<std::vector<float>>& a,
 
 double max_abs(const std::vector<std::vector<float>>& a) {
   double m = 0.0;
-  for (const auto& v : a) for (float x : v) m = std::max(m, double{std::abs(x)});
+  for (const auto& v : a)
+    for (float x : v) m = std::max(m, double{std::abs(x)});
   return m;
 }
 
@@ -75,8 +76,10 @@ TEST(BertForMaskedLM, GradientsDoNotDependOnTheMicroBatchSplit) {
   Model one(c);
   StepStats s1 = one.model.forward_backward(global, scale, /*seed=*/3, /*step=*/5);
   Model two(c);
-  StepStats s2a = two.model.forward_backward(memtrain::testing::slice_rows(global, 0, 2), scale, 3, 5);
-  StepStats s2b = two.model.forward_backward(memtrain::testing::slice_rows(global, 2, 2), scale, 3, 5);
+  StepStats s2a =
+      two.model.forward_backward(memtrain::testing::slice_rows(global, 0, 2), scale, 3, 5);
+  StepStats s2b =
+      two.model.forward_backward(memtrain::testing::slice_rows(global, 2, 2), scale, 3, 5);
 
   EXPECT_EQ(s1.num_masked, s2a.num_masked + s2b.num_masked);
   EXPECT_EQ(s1.num_correct, s2a.num_correct + s2b.num_correct);

@@ -32,7 +32,8 @@ core::Tensor tensor_from(core::Context& ctx, const std::vector<double>& v,
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The key bias adds q . b_k to every score of a row, which softmax ignores: its gradient is

@@ -95,8 +95,7 @@ inline models::MlmBatch synthetic_batch(int B, int T, int V, std::uint64_t first
     const int real = (sample % 2 == 1) ? T - pad : T;
     for (int t = 0; t < T; ++t) {
       const bool is_real = t < real;
-      b.input_ids.push_back(is_real ? static_cast<std::int32_t>((sample * 31 + t * 7 + 3) % V)
-                                    : 0);
+      b.input_ids.push_back(is_real ? static_cast<std::int32_t>((sample * 31 + t * 7 + 3) % V) : 0);
       b.token_type_ids.push_back(t >= T / 2 ? 1 : 0);
       b.attention_mask.push_back(is_real ? 1.0f : 0.0f);
       if (is_real && (t + static_cast<int>(sample)) % 5 == 1) {
