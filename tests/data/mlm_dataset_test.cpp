@@ -174,6 +174,34 @@ TEST(MlmDataset, DynamicSeqLengthPadsEachBatchToItsLongestRow) {
   EXPECT_GT(widths.size(), 1u) << "generated lines vary in length, so should batch widths";
 }
 
+// A line longer than seq_length - 2 tokens becomes several rows, none wider than seq_length,
+// and their contents concatenate back to the line.
+TEST(MlmDataset, DynamicSeqLengthSplitsLongLines) {
+  const auto& s = small_prepared();
+  DataConfig config = s.config;
+  config.dynamic_seq_length = true;
+  config.seq_length = 8;
+  const MlmDataset dataset(s.prepared, true, config, 3);
+  const TokenizedSplit split = read_token_file(s.prepared.valid_tokens);
+  std::uint64_t expected_rows = 0;
+  for (std::uint64_t g = 0; g < split.num_segments(); ++g) {
+    expected_rows += (split.segment_offsets[g + 1] - split.segment_offsets[g] + 5) / 6;
+  }
+  ASSERT_EQ(dataset.num_sequences(), expected_rows);
+  ASSERT_GT(expected_rows, split.num_segments());
+  const auto batch = dataset.batch(0, static_cast<int>(expected_rows));
+  EXPECT_LE(batch.seq_length, 8);
+  std::vector<std::int32_t> contents;
+  for (int b = 0; b < batch.batch_size; ++b) {
+    const auto row = restored_row(batch, b);
+    ASSERT_GE(row.size(), 3u);
+    EXPECT_EQ(row.front(), kSpecialTokens.cls);
+    EXPECT_EQ(row.back(), kSpecialTokens.sep);
+    contents.insert(contents.end(), row.begin() + 1, row.end() - 1);
+  }
+  EXPECT_EQ(contents, split.tokens);
+}
+
 TEST(MlmDataset, MockGivesUniformIdsAndFixedOrDynamicShapes) {
   DataConfig config;
   config.mock = true;
