@@ -20,19 +20,24 @@ void check_targets(const std::int32_t* targets, int M, int V) {
   }
 }
 
-// Row statistics shared by both entry points: max, index of the first max.
+// Row maximum, vectorized (no branch per element).
 template <class T>
-void row_max(const T* x, int V, T* mx, int* arg) {
-  T best = x[0];
-  int best_j = 0;
-  for (int j = 1; j < V; ++j) {
-    if (x[j] > best) {
-      best = x[j];
-      best_j = j;
-    }
+T row_max(const T* x, int V) {
+  T mx = x[0];
+#pragma omp simd reduction(max : mx)
+  for (int j = 0; j < V; ++j) mx = x[j] > mx ? x[j] : mx;
+  return mx;
+}
+
+// Whether the first maximum of the row is the target (torch.argmax's tie rule): the target
+// must reach the maximum and no earlier entry may. Rarely needs the scan, unlike an argmax.
+template <class T>
+bool argmax_is_target(const T* x, T mx, int target) {
+  if (x[target] != mx) return false;
+  for (int j = 0; j < target; ++j) {
+    if (x[j] == mx) return false;
   }
-  *mx = best;
-  *arg = best_j;
+  return true;
 }
 
 // -log p(target) = (max - target_logit) + log(sum_j exp(x_j - max)). The difference of the two
@@ -57,17 +62,15 @@ double softmax_cross_entropy_forward_backward(NoDeduce<T>* dlogits, const T* log
     const std::int64_t off = static_cast<std::int64_t>(m) * V;
     const T* x = logits + off;  // [V]
     T* d = dlogits + off;       // [V], may be x itself
-    T mx;
-    int arg;
-    row_max(x, V, &mx, &arg);
+    const T mx = row_max(x, V);
     const T target_logit = x[targets[m]];  // read before d overwrites x
+    correct += argmax_is_target(x, mx, targets[m]) ? 1 : 0;
     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> e(d, V);
     e = (Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x, V) - mx).exp();
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < V; ++j) sum += d[j];
     loss += row_loss(mx, target_logit, sum);
-    correct += arg == targets[m] ? 1 : 0;
     const T s = grad_scale / sum;
 #pragma omp simd
     for (int j = 0; j < V; ++j) d[j] *= s;
@@ -86,12 +89,10 @@ double softmax_cross_entropy_forward(const T* logits, const std::int32_t* target
 #pragma omp parallel for schedule(static) num_threads(num_threads()) reduction(+ : loss, correct) if (M >= 4)
   for (int m = 0; m < M; ++m) {
     const T* x = logits + static_cast<std::int64_t>(m) * V;  // [V]
-    T mx;
-    int arg;
-    row_max(x, V, &mx, &arg);
+    const T mx = row_max(x, V);
     const T sum = (Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x, V) - mx).exp().sum();
     loss += row_loss(mx, x[targets[m]], sum);
-    correct += arg == targets[m] ? 1 : 0;
+    correct += argmax_is_target(x, mx, targets[m]) ? 1 : 0;
   }
   if (num_correct != nullptr) *num_correct = correct;
   return loss;

@@ -49,8 +49,31 @@ template <class T>
 void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
                         std::uint64_t sample, std::uint64_t first_element) {
   const T scale = T(1) / (T(1) - T(p));
-  stream.for_each_uniform(sample, first_element, n,
-                          [&](std::int64_t i, float u) { x[i] = u >= p ? x[i] * scale : T(0); });
+  // Keep iff (word >> 8) * 2^-24 >= p, i.e. word >= threshold: compared as integers, no float
+  // conversion per element. threshold = ceil(p * 2^24) << 8.
+  const std::uint32_t threshold =
+      static_cast<std::uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0)) << 8;
+  auto keep = [&](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
+  std::int64_t i = 0;
+  std::uint64_t e = first_element;
+  // Leading elements up to a block boundary, then whole blocks of 4, then the tail.
+  if ((e & 3) != 0 && n > 0) {
+    const auto r = stream.block(sample, e >> 2);
+    for (unsigned lane = e & 3; lane < 4 && i < n; ++lane, ++i, ++e) {
+      x[i] = keep(r[lane]) ? x[i] * scale : T(0);
+    }
+  }
+  for (; i + 4 <= n; i += 4, e += 4) {
+    const auto r = stream.block(sample, e >> 2);
+    x[i] = keep(r[0]) ? x[i] * scale : T(0);
+    x[i + 1] = keep(r[1]) ? x[i + 1] * scale : T(0);
+    x[i + 2] = keep(r[2]) ? x[i + 2] * scale : T(0);
+    x[i + 3] = keep(r[3]) ? x[i + 3] * scale : T(0);
+  }
+  if (i < n) {
+    const auto r = stream.block(sample, e >> 2);
+    for (unsigned lane = 0; i < n; ++lane, ++i) x[i] = keep(r[lane]) ? x[i] * scale : T(0);
+  }
 }
 
 template <class T>

@@ -1,6 +1,10 @@
 #include "kernels/cpu/matmul.hpp"
 
+#include <omp.h>
+
 #include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
 
 #include "kernels/cpu/threads.hpp"
 
@@ -41,11 +45,47 @@ void gemm(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool 
 
 }  // namespace
 
+// Note [One thread pool: GEMMs split over OpenMP]
+// The kernels alternate GEMMs with elementwise OpenMP loops. Letting OpenBLAS thread its own
+// GEMMs means two thread pools on the same cores: libgomp's workers busy-wait (GOMP_SPINCOUNT,
+// milliseconds) after each loop while OpenBLAS's pthread workers need those cores for the next
+// GEMM, and OpenBLAS's workers spin after it in turn. A large GEMM is therefore split into
+// num_threads() slabs of C (along M, or along N when that is larger), each a single-threaded
+// sgemm on an OpenMP thread: one pool, no cross-pool spinning, and the split has the same
+// per-thread work as OpenBLAS's own M/N partition (each slab repacks its share of the other
+// operand: O(K (M + N)) against O(M N K) multiply-adds).
+constexpr double kSplitWork = 1 << 21;  // multiply-adds below which one thread does it all
+
 template <class T>
 void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool trans_b,
             NoDeduce<T> alpha, NoDeduce<T> beta) {
   if (M == 0 || N == 0) return;
-  gemm(C, A, B, M, N, K, trans_a, trans_b, trans_a ? M : K, trans_b ? K : N, N, alpha, beta);
+  const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
+  const int threads = num_threads();
+  if (threads <= 1 || omp_in_parallel() || static_cast<double>(M) * N * K < kSplitWork) {
+    gemm(C, A, B, M, N, K, trans_a, trans_b, lda, ldb, N, alpha, beta);
+    return;
+  }
+  constexpr int kAlign = 16;  // slab edges on whole SIMD registers / cache lines
+  const bool split_m = M >= N;
+  const int extent = split_m ? M : N;
+  const int slab = ((extent + threads - 1) / threads + kAlign - 1) / kAlign * kAlign;
+  const int slabs = (extent + slab - 1) / slab;
+  SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int s = 0; s < slabs; ++s) {
+    const int lo = s * slab, len = std::min(extent, lo + slab) - lo;
+    if (split_m) {
+      // rows lo.. of C and of op(A): A advances by rows (or by columns when transposed)
+      const T* a = trans_a ? A + lo : A + static_cast<std::int64_t>(lo) * lda;
+      gemm(C + static_cast<std::int64_t>(lo) * N, a, B, len, N, K, trans_a, trans_b, lda, ldb, N,
+           alpha, beta);
+    } else {
+      // columns lo.. of C and of op(B)
+      const T* b = trans_b ? B + static_cast<std::int64_t>(lo) * ldb : B + lo;
+      gemm(C + lo, A, b, M, len, K, trans_a, trans_b, lda, ldb, N, alpha, beta);
+    }
+  }
 }
 
 template <class T>

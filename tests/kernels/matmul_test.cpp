@@ -4,6 +4,7 @@
 
 #include <tuple>
 
+#include "kernels/cpu/threads.hpp"
 #include "tests/kernels/test_util.hpp"
 
 namespace memtrain::kernels {
@@ -55,6 +56,25 @@ TEST_P(MatmulTransposes, MatchesNaiveTripleLoop) {
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, MatmulTransposes,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+
+// Large GEMMs are split into slabs over OpenMP threads (along M when M >= N, else along N);
+// every slab must land where the triple loop puts it, for every transpose combination.
+TEST_P(MatmulTransposes, SplitAcrossThreadsMatchesNaiveTripleLoop) {
+  const auto [ta, tb] = GetParam();
+  const int saved = num_threads();
+  set_num_threads(2);
+  for (const auto& [M, N, K] : {std::tuple{203, 120, 100}, std::tuple{100, 231, 97}}) {
+    const auto A = random_normal(M * K, 21), B = random_normal(K * N, 22),
+               C0 = random_normal(M * N, 23);
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    std::vector<double> Cd = C0;
+    matmul(Cd.data(), A.data(), B.data(), M, N, K, ta, tb, 0.75, 0.5);
+    EXPECT_LT(max_relative_error(Cd, naive_gemm(A, B, C0, M, N, K, ta, tb, lda, ldb, N, 0.75, 0.5)),
+              1e-13)
+        << M << "x" << N << "x" << K;
+  }
+  set_num_threads(saved);
+}
 
 // beta == 0 must not read C: NaN garbage in the output buffer is overwritten, as with BLAS.
 TEST(Matmul, BetaZeroIgnoresGarbageInOutput) {
