@@ -10,6 +10,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/data/corpus.hpp"
 #include "runtime/data/corpus_split.hpp"
+#include "runtime/data/fill_mask_prompt.hpp"
 #include "runtime/data/prepare_data.hpp"
 #include "runtime/data/token_file.hpp"
 #include "runtime/data/tokenizer.hpp"
@@ -47,6 +48,21 @@ TEST(Tokenizer, MaskLiteralInTextEncodesToMaskId) {
   const auto ids = tokenizer.encode("and the lord said [MASK] there");
   EXPECT_EQ(std::count(ids.begin(), ids.end(), tokenizer.special().mask), 1);
   EXPECT_EQ(tokenizer.decode(ids), "and the lord said [MASK] there");
+}
+
+TEST(FillMaskPrompt, MarksTheMaskPositionsOfTheText) {
+  const Tokenizer tokenizer(small_prepared().prepared.tokenizer_model);
+  const auto batch = fill_mask_prompt(tokenizer, "and the lord said [MASK] unto [MASK]", 64);
+  const auto words = tokenizer.encode("and the lord said");
+  ASSERT_EQ(batch.batch_size, 1);
+  EXPECT_EQ(batch.input_ids.front(), kSpecialTokens.cls);
+  EXPECT_EQ(batch.input_ids.back(), kSpecialTokens.sep);
+  ASSERT_EQ(batch.masked_positions.size(), 2u);
+  // [CLS] + the words before it: the first [MASK] sits right after them.
+  EXPECT_EQ(batch.masked_positions[0], static_cast<int>(words.size()) + 1);
+  EXPECT_EQ(batch.masked_positions[1], batch.seq_length - 2);
+  EXPECT_THROW(fill_mask_prompt(tokenizer, "no mask here", 64), ConfigError);
+  EXPECT_THROW(fill_mask_prompt(tokenizer, "and the lord said [MASK]", 4), ConfigError);
 }
 
 // Decoding each segment of the token files gives back the corpus lines of its split, where the
