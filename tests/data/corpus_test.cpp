@@ -11,6 +11,7 @@ namespace {
 
 using testing::TempDir;
 using testing::write_file;
+using testing::expect_config_error;
 
 // Lines as `bible -f` prints them (bible-kjv 4.x book abbreviations).
 TEST(SplitVerseReference, StripsReferencePrefix) {
@@ -75,20 +76,6 @@ TEST(ReadCorpus, HashChangesWithContentAndFileNames) {
   EXPECT_NE(changed, first);
   std::filesystem::rename(dir.file("d/a.txt"), dir.file("d/b.txt"));
   EXPECT_NE(read_corpus(dir.file("d")).xxh64, changed);
-}
-
-// Checks that `fn` throws ConfigError whose message contains every one of `parts`.
-template <class Fn>
-void expect_config_error(Fn fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    for (const auto& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message: " << e.what() << "\nmissing: " << part;
-    }
-  }
 }
 
 TEST(ReadCorpus, NonUtf8ByteReportsFileAndOffset) {

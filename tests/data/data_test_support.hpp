@@ -76,7 +76,12 @@ inline std::string generated_corpus_text(int documents, int per_document, std::u
 
 }  // namespace memtrain::data::testing
 
+#include <gtest/gtest.h>
+
+#include <initializer_list>
 #include <sstream>
+
+#include "runtime/core/errors.hpp"
 
 #include "runtime/data/prepare_data.hpp"
 
@@ -106,6 +111,20 @@ inline const SmallPrepared& small_prepared() {
     return s;
   }();
   return *instance;
+}
+
+// Checks that `fn` throws ConfigError whose message contains every one of `parts`.
+template <class Fn>
+void expect_config_error(Fn fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    for (const auto& part : parts) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "message: " << e.what() << "\nmissing: " << part;
+    }
+  }
 }
 
 }  // namespace memtrain::data::testing

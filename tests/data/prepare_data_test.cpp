@@ -181,6 +181,15 @@ TEST(PrepareData, ManifestRecordsHashesAndCounts) {
   EXPECT_EQ(manifest.at("splits").at("valid").at("segments").get<int>(), 80);
 }
 
+TEST(PrepareData, UnusableCacheDirIsRuntimeError) {
+  OwnCache cache;
+  write_file(cache.dir.file("a-file"), "not a directory");
+  cache.config.cache_dir = cache.dir.file("a-file") + "/cache";
+  EXPECT_THROW(cache.prepare(120), RuntimeError);
+  cache.config.cache_dir = "";
+  EXPECT_THROW(cache.prepare(120), ConfigError);
+}
+
 TEST(PrepareData, UnigramTokenizerStopsAtWhatTheCorpusSupports) {
   OwnCache cache;
   cache.config.tokenizer_type = "unigram";
@@ -206,16 +215,25 @@ TEST(PrepareData, RareCharactersAreNotUnknown) {
 
 TEST(PrepareData, BadSettingsAreConfigErrors) {
   OwnCache cache;
-  EXPECT_THROW(cache.prepare(5), ConfigError);
-  EXPECT_THROW(cache.prepare(10), ConfigError);  // fewer pieces than the corpus' characters
+  using testing::expect_config_error;
+  expect_config_error([&] { cache.prepare(5); }, {"model.vocab_size = 5"});
+  // Fewer pieces than the corpus has characters: SentencePiece's reason is passed on.
+  expect_config_error([&] { cache.prepare(10); },
+                      {"model.vocab_size = 10 is too small", "required_chars"});
   cache.config.tokenizer_type = "wordpiece";
-  EXPECT_THROW(cache.prepare(120), ConfigError);
+  expect_config_error([&] { cache.prepare(120); }, {"data.tokenizer_type = 'wordpiece'"});
   cache.config.tokenizer_type = "bpe";
+  cache.config.validation_fraction = 0.9;
+  expect_config_error([&] { cache.prepare(120); }, {"data.validation_fraction"});
+  cache.config.validation_fraction = 0.05;
   cache.config.corpus = cache.dir.file("absent.txt");
-  EXPECT_THROW(cache.prepare(120), ConfigError);
+  expect_config_error([&] { cache.prepare(120); }, {"absent.txt", "not found"});
   write_file(cache.dir.file("empty.txt"), "\n\n");
   cache.config.corpus = cache.dir.file("empty.txt");
-  EXPECT_THROW(cache.prepare(120), ConfigError);
+  expect_config_error([&] { cache.prepare(120); }, {"empty"});
+  write_file(cache.dir.file("one.txt"), "a single line.\n");
+  cache.config.corpus = cache.dir.file("one.txt");
+  expect_config_error([&] { cache.prepare(120); }, {"at least 2"});
   // Nothing half-built was left behind by the failures.
   EXPECT_FALSE(fs::exists(cache.dir.path() / "cache") &&
                !fs::is_empty(cache.dir.path() / "cache"));
