@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "runtime/core/errors.hpp"
@@ -103,7 +104,9 @@ Corpus read_corpus(const std::string& spec) {
                         " not found; expected kjv, a UTF-8 text file or a directory of .txt files");
     }
     corpus.source = spec;
-    XXH64_state_t* state = XXH64_createState();
+    const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> hasher(XXH64_createState(),
+                                                                          &XXH64_freeState);
+    XXH64_state_t* state = hasher.get();
     XXH64_reset(state, 0);
     const auto add = [&](const fs::path& file, const std::string& relative) {
       const std::string text = read_file(file);
@@ -114,29 +117,23 @@ Corpus read_corpus(const std::string& spec) {
       XXH64_update(state, text.data(), text.size());
       append_text(corpus, text, file.string());
     };
-    try {
-      if (fs::is_directory(status)) {
-        std::vector<fs::path> files;
-        for (const auto& entry : fs::recursive_directory_iterator(root)) {
-          if (entry.is_regular_file() && entry.path().extension() == ".txt") {
-            files.push_back(entry.path());
-          }
+    if (fs::is_directory(status)) {
+      std::vector<fs::path> files;
+      for (const auto& entry : fs::recursive_directory_iterator(root)) {
+        if (entry.is_regular_file() && entry.path().extension() == ".txt") {
+          files.push_back(entry.path());
         }
-        if (files.empty()) {
-          throw ConfigError("data.corpus: directory " + spec +
-                            " contains no .txt files; expected a directory of UTF-8 .txt files");
-        }
-        std::sort(files.begin(), files.end());
-        for (const auto& file : files) add(file, fs::relative(file, root).generic_string());
-      } else {
-        add(root, "");
       }
-    } catch (...) {
-      XXH64_freeState(state);
-      throw;
+      if (files.empty()) {
+        throw ConfigError("data.corpus: directory " + spec +
+                          " contains no .txt files; expected a directory of UTF-8 .txt files");
+      }
+      std::sort(files.begin(), files.end());
+      for (const auto& file : files) add(file, fs::relative(file, root).generic_string());
+    } else {
+      add(root, "");
     }
     corpus.xxh64 = XXH64_digest(state);
-    XXH64_freeState(state);
   }
   if (corpus.segments.empty()) {
     throw ConfigError("data.corpus: " + spec +
