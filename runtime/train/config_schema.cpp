@@ -231,25 +231,55 @@ std::optional<std::string> not_built_key(std::string_view name) {
   return std::nullopt;
 }
 
-std::string closest_key(std::string_view name) {
+namespace {
+
+std::vector<std::string_view> words(std::string_view s) {
+  std::vector<std::string_view> out;
+  while (!s.empty()) {
+    const auto cut = s.find('_');
+    if (cut != 0) out.push_back(s.substr(0, cut));
+    if (cut == std::string_view::npos) break;
+    s = s.substr(cut + 1);
+  }
+  return out;
+}
+
+std::string_view leaf_of(std::string_view name) {
   const auto dot = name.find('.');
-  const std::string_view leaf = dot == std::string_view::npos ? name : name.substr(dot + 1);
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+}  // namespace
+
+std::string closest_key(std::string_view name) {
+  const std::string_view leaf = leaf_of(name);
+  // Typos first: the whole name catches a misspelling, the leaf alone a right key in the wrong
+  // section. A candidate more than a third rewritten is noise, not a typo.
   std::string best;
   std::size_t best_d = SIZE_MAX;
   for (const auto& k : config_keys()) {
-    const auto kdot = k.name.find('.');
-    const std::string_view kleaf =
-        kdot == std::string::npos ? std::string_view(k.name) : std::string_view(k.name).substr(kdot + 1);
-    // The whole name catches typos; the leaf alone catches a right key in the wrong section.
-    const std::size_t d = std::min(edit_distance(name, k.name), edit_distance(leaf, kleaf));
+    const std::size_t d = std::min(edit_distance(name, k.name), edit_distance(leaf, leaf_of(k.name)));
     if (d < best_d) {
       best_d = d;
       best = k.name;
     }
   }
-  // A suggestion more than a third rewritten is noise, not a typo.
-  const std::size_t tolerance = std::max<std::size_t>(2, leaf.size() / 3);
-  return best_d <= tolerance ? best : std::string();
+  if (best_d <= std::max<std::size_t>(2, leaf.size() / 3)) return best;
+  // Then a reworded key ("lr_warmup" for warmup_steps): the most letters in shared words, where
+  // a shared word of four letters or more is needed to count as related.
+  best.clear();
+  std::size_t best_shared = 3;
+  for (const auto& k : config_keys()) {
+    std::size_t shared = 0;
+    for (const auto a : words(leaf)) {
+      for (const auto b : words(leaf_of(k.name))) shared += a == b ? a.size() : 0;
+    }
+    if (shared > best_shared) {
+      best_shared = shared;
+      best = k.name;
+    }
+  }
+  return best;
 }
 
 }  // namespace memtrain::train

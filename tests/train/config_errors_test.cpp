@@ -36,6 +36,14 @@ TEST(ConfigErrors, KeyInTheWrongSectionSuggestsItsSection) {
   EXPECT_TRUE(contains(msg, "training.hidden_size = 8: unknown key (did you mean model.hidden_size?)"));
 }
 
+TEST(ConfigErrors, RewordedKeySuggestsTheKeySharingAWord) {
+  ConfigFiles files;
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr_warmup: 8\n"))),
+                       "training.lr_warmup = 8: unknown key (did you mean training.warmup_steps?)"));
+  EXPECT_TRUE(contains(load_error(files.write("d.yaml", with("memory:\n  split_size: 8\n"))),
+                       "memory.split_size = 8: unknown key (did you mean memory.max_split_size?)"));
+}
+
 TEST(ConfigErrors, NonsenseKeyGetsNoSuggestion) {
   ConfigFiles files;
   const std::string msg = load_error(files.write("c.yaml", with("training:\n  zzzzzzzzzzzzzzzzzzzz: 1\n")));

@@ -1,0 +1,34 @@
+// memtrain: one program, one verb per task (design.md). Exit codes: 0 done, 1 a run failed,
+// 2 bad usage/config/input, 130 stopped by SIGINT (the trainer's).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "runtime/cli/commands.hpp"
+#include "runtime/cli/error_report.hpp"
+
+#ifndef MEMTRAIN_VERSION
+#define MEMTRAIN_VERSION "unknown"
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"memtrain: BERT masked-LM training with a built-in memory manager"};
+  app.name("memtrain");
+  app.set_version_flag("--version", "memtrain " MEMTRAIN_VERSION);
+  app.require_subcommand(1);
+  int exit_code = 0;
+  memtrain::cli::add_train_command(app, exit_code);
+  memtrain::cli::add_data_command(app, exit_code);
+  memtrain::cli::add_replay_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "memtrain: usage error: " << e.what() << "\nRun `memtrain --help` (or `memtrain <verb> --help`) for usage.\n";
+    return memtrain::cli::kExitUsage;
+  } catch (...) {
+    return memtrain::cli::exit_status(std::current_exception(), std::cerr);
+  }
+  return exit_code;
+}

@@ -1,0 +1,62 @@
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "memory/byte_size.hpp"
+#include "memory/replay.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/core/errors.hpp"
+
+namespace memtrain::cli {
+
+namespace {
+
+struct ReplayArgs {
+  std::string trace;
+  std::string policy;
+  std::string capacity;
+  bool json = false;
+};
+
+std::size_t capacity_bytes(const std::string& text) {
+  std::size_t bytes = 0;
+  try {
+    bytes = memory::parse_byte_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--capacity " + text + ": " + e.what());
+  }
+  if (bytes == 0) throw ConfigError("--capacity " + text + ": zero; expected a positive size such as 40GiB");
+  return bytes;
+}
+
+std::string policy_list() {
+  std::string s;
+  for (const auto& p : memory::replay_policies()) s += (s.empty() ? "" : ", ") + p;
+  return s;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ReplayArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay", "Replay an allocation trace (CSV op,id,bytes,stream,tag, or RMM's log) against a policy on a "
+                "simulated device");
+  cmd->add_option("--trace", args->trace, "Trace CSV file")->required();
+  cmd->add_option("--policy", args->policy, "Allocator policy: " + policy_list())->required();
+  cmd->add_option("--capacity", args->capacity, "Simulated device size: 40GiB, 512MiB or bytes")->required();
+  cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
+  cmd->callback([args, &exit_code] {
+    const auto& policies = memory::replay_policies();
+    if (std::find(policies.begin(), policies.end(), args->policy) == policies.end()) {
+      throw ConfigError("--policy " + args->policy + ": unknown policy; expected one of " + policy_list());
+    }
+    const std::size_t capacity = capacity_bytes(args->capacity);
+    const memory::ReplayReport report = memory::replay_trace_file(args->trace, args->policy, capacity);
+    std::cout << (args->json ? report.to_json() : report.to_text()) << "\n";
+    exit_code = 0;
+  });
+}
+
+}  // namespace memtrain::cli

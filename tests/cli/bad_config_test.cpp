@@ -1,0 +1,117 @@
+// Each bad input of issue 2 through the real binary: exit code 2, one "memtrain: config error:"
+// line naming file, line, key and what was expected, and no run directory left behind.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+using testing::contains;
+using testing::kTinyMockYaml;
+using testing::Scratch;
+
+// Trains `yaml` with a --run-dir and checks the failure: exit 2, the message, and that the run
+// directory was never created.
+void expect_config_error(const std::string& yaml, const std::string& message, const std::string& extra = "",
+                         const std::string& env = "") {
+  Scratch s;
+  s.write("exp.yaml", yaml);
+  const auto r = s.memtrain("train --config exp.yaml --run-dir run " + extra, env);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: " + message));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("run"))) << "a failed validation left a run directory";
+}
+
+TEST(BadConfig, MissingFile) {
+  Scratch s;
+  const auto r = s.memtrain("train --config missing.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrain: config error: missing.yaml: config file not found; expected a YAML file such as "
+                   "configs/tiny.yaml\n");
+}
+
+TEST(BadConfig, NotYaml) { expect_config_error("model: {hidden_size: 8\n", "exp.yaml:2: not valid YAML ("); }
+
+TEST(BadConfig, UnknownKeySuggestsTheClosest) {
+  expect_config_error(std::string(kTinyMockYaml) + "  lr_warmup: 5\n",
+                      "exp.yaml:16: training.lr_warmup = 5: unknown key (did you mean training.warmup_steps?)");
+}
+
+TEST(BadConfig, WrongType) {
+  expect_config_error(std::string(kTinyMockYaml) + "  max_steps_x: 1\n", "exp.yaml:16: training.max_steps_x");
+  expect_config_error("model:\n  num_hidden_layers: two\ndata:\n  mock: true\n",
+                      "exp.yaml:2: model.num_hidden_layers = two: not an integer; expected an integer in [1, 1024]");
+}
+
+TEST(BadConfig, OutOfRange) {
+  expect_config_error("data:\n  mock: true\n  mlm_probability: 1.5\n",
+                      "exp.yaml:3: data.mlm_probability = 1.5: out of range; expected a number in (0, 1)");
+}
+
+TEST(BadConfig, HiddenSizeNotDivisibleByHeads) {
+  expect_config_error("model:\n  hidden_size: 100\n  num_attention_heads: 3\ndata:\n  mock: true\n",
+                      "exp.yaml:3: model.num_attention_heads = 3: does not divide model.hidden_size = 100 "
+                      "(exp.yaml:2); expected a divisor of 100");
+}
+
+TEST(BadConfig, SeqLengthAboveMaxPositionEmbeddings) {
+  expect_config_error("model:\n  max_position_embeddings: 64\ndata:\n  mock: true\n  seq_length: 128\n",
+                      "exp.yaml:5: data.seq_length = 128: exceeds model.max_position_embeddings = 64 (exp.yaml:2); "
+                      "expected at most 64");
+}
+
+TEST(BadConfig, ZeroBatchSize) {
+  expect_config_error("data:\n  mock: true\ntraining:\n  micro_batch_size: 0\n",
+                      "exp.yaml:4: training.micro_batch_size = 0: out of range; expected an integer in [1, ");
+}
+
+TEST(BadConfig, MissingCorpus) {
+  expect_config_error("data:\n  corpus: books/none.txt\n",
+                      "exp.yaml:2: data.corpus = books/none.txt: no such file or directory");
+}
+
+TEST(BadConfig, KjvWithoutTheBibleProgram) {
+  // PATH holds no `bible`: the Debian package bible-kjv is what provides it.
+  expect_config_error("data:\n  corpus: kjv\n",
+                      "exp.yaml:2: data.corpus = kjv: the `bible` program (Debian package bible-kjv) is not in PATH",
+                      "", "PATH=/nonexistent");
+}
+
+TEST(BadConfig, FeatureNotBuiltYet) {
+  expect_config_error(std::string(kTinyMockYaml) + "precision:\n  dtype: bf16\n",
+                      "exp.yaml:17: precision.dtype = bf16: not supported yet; expected fp32");
+}
+
+TEST(BadConfig, BadSetArgumentIsNamed) {
+  expect_config_error(kTinyMockYaml,
+                      "--set training.lr=fast: training.lr = fast: not a number; expected a number > 0",
+                      "--set training.lr=fast");
+}
+
+TEST(BadConfig, BadAllocConfIsNamed) {
+  expect_config_error(kTinyMockYaml, "MEMTRAIN_ALLOC_CONF=bogus_option:1: ", "",
+                      "MEMTRAIN_ALLOC_CONF=bogus_option:1");
+}
+
+TEST(BadConfig, DataPrepareValidatesTheSameWay) {
+  Scratch s;
+  s.write("exp.yaml", "model:\n  hidden_size: 100\n  num_attention_heads: 3\n");
+  const auto r = s.memtrain("data prepare --config exp.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: exp.yaml:3: model.num_attention_heads = 3"));
+}
+
+TEST(DataPrepare, MockDataNeedsNothing) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  const auto r = s.memtrain("data prepare --config exp.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "nothing to prepare"));
+}
+
+}  // namespace
+}  // namespace memtrain::cli

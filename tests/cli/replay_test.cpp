@@ -1,0 +1,86 @@
+// `memtrain replay`: a trace against a policy on a simulated device. References: sizes and peaks
+// computed by hand from the trace the test writes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+using testing::contains;
+using testing::Scratch;
+
+// Live requested bytes: 1 MiB, then 3 MiB (peak), then 2 MiB after the first free.
+const char* kTrace =
+    "op,id,bytes,stream,tag\n"
+    "alloc,a,1048576,0,activation\n"
+    "alloc,b,2097152,0,activation\n"
+    "free,a,,0,\n"
+    "free,b,,0,\n";
+
+TEST(Replay, JsonReportsTheTrace) {
+  Scratch s;
+  s.write("t.csv", kTrace);
+  const auto r = s.memtrain("replay --trace t.csv --policy best_fit --capacity 1GiB --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("policy"), "best_fit");
+  EXPECT_EQ(j.at("capacity_bytes"), 1073741824ull);  // 2^30
+  EXPECT_EQ(j.at("events"), 4);
+  EXPECT_EQ(j.at("num_ooms"), 0);
+  EXPECT_GE(j.at("peak_allocated_bytes").get<std::uint64_t>(), 3u << 20);
+  for (const char* key : {"peak_reserved_bytes", "utilization", "fragmentation", "first_oom_event", "num_alloc_retries"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+}
+
+TEST(Replay, FailedAllocIsCountedAndReplayContinues) {
+  Scratch s;
+  s.write("t.csv", kTrace);
+  const auto r = s.memtrain("replay --trace t.csv --policy no_cache --capacity 1536KiB --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("num_ooms"), 1);  // b (2 MiB) cannot fit in 1.5 MiB
+  EXPECT_EQ(j.at("first_oom_event"), 1);
+}
+
+TEST(Replay, MalformedTraceExitsTwoWithTheLine) {
+  Scratch s;
+  s.write("t.csv", "op,id,bytes,stream,tag\nalloc,a,lots,0,x\n");
+  const auto r = s.memtrain("replay --trace t.csv --policy best_fit --capacity 1GiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: trace error: t.csv:2: "));
+}
+
+TEST(Replay, MissingTraceExitsTwo) {
+  Scratch s;
+  const auto r = s.memtrain("replay --trace none.csv --policy best_fit --capacity 1GiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: trace error: "));
+  EXPECT_TRUE(contains(r.err, "none.csv"));
+}
+
+TEST(Replay, BadCapacityExitsTwo) {
+  Scratch s;
+  s.write("t.csv", kTrace);
+  auto r = s.memtrain("replay --trace t.csv --policy best_fit --capacity 40XB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: --capacity 40XB: "));
+  r = s.memtrain("replay --trace t.csv --policy best_fit --capacity 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--capacity 0: zero; expected a positive size"));
+}
+
+TEST(Replay, UnknownPolicyListsThePolicies) {
+  Scratch s;
+  s.write("t.csv", kTrace);
+  const auto r = s.memtrain("replay --trace t.csv --policy first_fit --capacity 1GiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--policy first_fit: unknown policy; expected one of "));
+  EXPECT_TRUE(contains(r.err, "vmm_stitch"));
+}
+
+}  // namespace
+}  // namespace memtrain::cli

@@ -1,0 +1,91 @@
+#pragma once
+// Runs the built memtrain binary as a user would, in a per-test scratch directory, and captures
+// its exit code, stdout and stderr.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace memtrain::cli::testing {
+
+struct Run {
+  int exit_code = -1;  // -1: killed by a signal (an abort is a failure of every test)
+  std::string out;
+  std::string err;
+};
+
+class Scratch {
+ public:
+  Scratch() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("memtrain_cli_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
+            std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Writes `text` to <scratch>/<name>; returns the path.
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+
+  // `memtrain <args>` run by /bin/sh in the scratch directory; `env` is prefixed
+  // ("PATH=/x" etc.). Arguments are shell words: quote them in `args` when needed.
+  Run memtrain(const std::string& args, const std::string& env = "") const {
+    const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
+    const std::string command = "cd '" + dir_.string() + "' && " + env + " '" + binary + "' " + args + " >'" +
+                                path(".stdout") + "' 2>'" + path(".stderr") + "'";
+    const int status = std::system(command.c_str());
+    Run run;
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    run.out = slurp(path(".stdout"));
+    run.err = slurp(path(".stderr"));
+    return run;
+  }
+
+ private:
+  static std::string slurp(const std::string& file) {
+    std::ifstream in(file);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  std::filesystem::path dir_;
+};
+
+inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "output:  " << text << "\nexpected to contain: " << part;
+}
+
+// A model small enough to build in milliseconds, on mock data (no corpus needed).
+inline const char* kTinyMockYaml =
+    "model:\n"
+    "  vocab_size: 64\n"
+    "  hidden_size: 32\n"
+    "  num_hidden_layers: 1\n"
+    "  num_attention_heads: 4\n"
+    "  intermediate_size: 64\n"
+    "  max_position_embeddings: 16\n"
+    "data:\n"
+    "  mock: true\n"
+    "  seq_length: 16\n"
+    "training:\n"
+    "  micro_batch_size: 2\n"
+    "  global_batch_size: 2\n"
+    "  max_steps: 2\n"
+    "  eval_steps: 1\n";
+
+}  // namespace memtrain::cli::testing

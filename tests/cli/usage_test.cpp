@@ -1,0 +1,72 @@
+// The program's surface: --version, --help, and usage errors (exit 2, one message, no abort).
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+using testing::contains;
+using testing::Scratch;
+
+TEST(Usage, VersionPrintsNameAndSemanticVersion) {
+  Scratch s;
+  const auto r = s.memtrain("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(std::regex_match(r.out, std::regex("memtrain [0-9]+\\.[0-9]+\\.[0-9]+\n"))) << r.out;
+}
+
+TEST(Usage, HelpListsEveryVerb) {
+  Scratch s;
+  const auto r = s.memtrain("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* verb : {"train", "data", "replay"}) EXPECT_TRUE(contains(r.out, verb));
+}
+
+TEST(Usage, TrainHelpListsItsOptions) {
+  Scratch s;
+  const auto r = s.memtrain("train --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* option : {"--config", "--set", "--run-dir"}) EXPECT_TRUE(contains(r.out, option));
+}
+
+TEST(Usage, NoVerbIsAUsageError) {
+  Scratch s;
+  const auto r = s.memtrain("");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: A subcommand is required"));
+}
+
+TEST(Usage, TrainWithoutConfigIsAUsageError) {
+  Scratch s;
+  const auto r = s.memtrain("train");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: --config is required"));
+}
+
+TEST(Usage, UnknownOptionIsAUsageError) {
+  Scratch s;
+  const auto r = s.memtrain("train --config x.yaml --learning-rate 3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: "));
+  EXPECT_TRUE(contains(r.err, "--learning-rate"));
+}
+
+TEST(Usage, DataWithoutPrepareIsAUsageError) {
+  Scratch s;
+  const auto r = s.memtrain("data --config x.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: "));
+}
+
+TEST(Usage, SetWithoutValueIsAUsageError) {
+  Scratch s;
+  const auto r = s.memtrain("train --config x.yaml --set");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: "));
+}
+
+}  // namespace
+}  // namespace memtrain::cli
