@@ -95,22 +95,23 @@ struct SmallPrepared {
   int vocab_size = 300;
   PreparedData prepared;
   std::vector<std::string> lines;  // the corpus lines in order (documents concatenated)
+
+  SmallPrepared() {
+    write_file(dir.file("corpus.txt"), generated_corpus_text(40, 50, /*seed=*/11));
+    lines = generated_sentences(40 * 50, 11);
+    config.corpus = dir.file("corpus.txt");
+    config.cache_dir = dir.file("cache");
+    config.validation_fraction = 0.04;
+    config.seq_length = 32;
+    std::ostringstream log;
+    prepared = prepare_data(config, vocab_size, log);
+  }
 };
 
+// Destroyed (its directory removed) at process exit.
 inline const SmallPrepared& small_prepared() {
-  static SmallPrepared* instance = [] {
-    auto* s = new SmallPrepared;
-    write_file(s->dir.file("corpus.txt"), generated_corpus_text(40, 50, /*seed=*/11));
-    s->lines = generated_sentences(40 * 50, 11);
-    s->config.corpus = s->dir.file("corpus.txt");
-    s->config.cache_dir = s->dir.file("cache");
-    s->config.validation_fraction = 0.04;
-    s->config.seq_length = 32;
-    std::ostringstream log;
-    s->prepared = prepare_data(s->config, s->vocab_size, log);
-    return s;
-  }();
-  return *instance;
+  static const SmallPrepared instance;
+  return instance;
 }
 
 // Checks that `fn` throws ConfigError whose message contains every one of `parts`.
