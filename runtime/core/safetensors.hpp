@@ -34,6 +34,8 @@ std::map<std::string, HostArray> read_safetensors(
 // Writes `tensors` (sorted by name, contiguous, header padded with spaces to a multiple of 8
 // bytes as the reference implementation does). Throws memtrain::RuntimeError when the file
 // cannot be written or an array's byte count disagrees with its dtype and shape.
+// Writes in place, not atomically: checkpoints get atomicity from their temporary directory
+// and rename (design.md, "Checkpoints and recovery").
 void write_safetensors(const std::string& path, const std::map<std::string, HostArray>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
