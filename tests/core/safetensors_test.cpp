@@ -1,6 +1,7 @@
 #include "runtime/core/safetensors.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
@@ -12,7 +13,10 @@
 namespace memtrain::core {
 namespace {
 
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + name; }
+// Per-process names: several build directories may run these tests at the same time.
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "memtrain_" + std::to_string(::getpid()) + "_" + name;
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

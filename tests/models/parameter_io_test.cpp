@@ -1,6 +1,7 @@
 #include "models/parameter_io.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <memory>
 
@@ -29,7 +30,8 @@ TEST(ParameterIo, LoadsPyTorchWeightsAndRoundTripsThroughAFile) {
   for (const auto& p : a.model.parameters()) weights.emplace(p.name, f.arrays.at(p.name));
   load_parameters(a.model.parameters(), weights, "fixture");
 
-  const std::string path = ::testing::TempDir() + "weights.safetensors";
+  const std::string path =
+      ::testing::TempDir() + "memtrain_weights_" + std::to_string(::getpid()) + ".safetensors";
   core::write_safetensors(path, parameters_to_arrays(a.model.parameters()));
   TinyModel b;
   load_parameters(b.model.parameters(), core::read_safetensors(path), path);
