@@ -31,6 +31,8 @@ class ProgressLine {
   void update(const Progress& p);
   // Ends a pending in-place line so that the next output starts on a fresh line.
   void break_line();
+  // True when updates rewrite the line in place (worth calling every step).
+  bool live() const { return is_terminal_; }
 
  private:
   std::ostream& out_;

@@ -1,0 +1,98 @@
+#include "runtime/train/fill_mask.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#include "runtime/core/errors.hpp"
+
+namespace memtrain::train {
+
+namespace {
+
+// SentencePiece marks the start of a word with U+2581 (LOWER ONE EIGHTH BLOCK).
+std::string readable_piece(std::string piece) {
+  static const std::string kWordStart = "\xE2\x96\x81";
+  for (auto pos = piece.find(kWordStart); pos != std::string::npos; pos = piece.find(kWordStart)) {
+    piece.erase(pos, kWordStart.size());
+  }
+  return piece;
+}
+
+}  // namespace
+
+FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
+                         const std::string& text, int top_k, int max_positions) {
+  const auto& special = tokenizer.special();
+  std::vector<std::int32_t> ids{special.cls};
+  const auto body = tokenizer.encode(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  ids.push_back(special.sep);
+  if (static_cast<int>(ids.size()) > max_positions) {
+    throw ConfigError("fill-mask text '" + text + "' has " + std::to_string(ids.size()) +
+                      " tokens; expected at most model.max_position_embeddings = " +
+                      std::to_string(max_positions));
+  }
+  models::MlmBatch batch;
+  batch.batch_size = 1;
+  batch.seq_length = static_cast<int>(ids.size());
+  batch.input_ids = ids;
+  batch.token_type_ids.assign(ids.size(), 0);
+  batch.attention_mask.assign(ids.size(), 1.0f);
+  for (int t = 0; t < batch.seq_length; ++t) {
+    if (ids[t] == special.mask) {
+      batch.masked_positions.push_back(t);
+      batch.masked_labels.push_back(special.unk);  // unknown answer; not used for predictions
+    }
+  }
+  if (batch.masked_positions.empty()) {
+    throw ConfigError("fill-mask text '" + text + "' has no [MASK]; expected at least one");
+  }
+  const auto log_probs = model.predict_log_probs(batch, batch.masked_positions);  // [P, V]
+  const std::size_t V = log_probs.size() / batch.masked_positions.size();
+  const int k = std::min<int>(top_k, static_cast<int>(V));
+
+  FillMaskResult result{text, {}};
+  for (std::size_t p = 0; p < batch.masked_positions.size(); ++p) {
+    const float* row = log_probs.data() + p * V;
+    std::vector<std::int32_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [row](std::int32_t a, std::int32_t b) { return row[a] > row[b]; });
+    std::vector<TokenProbability> top;
+    for (int i = 0; i < k; ++i) {
+      top.push_back({readable_piece(tokenizer.id_to_piece(order[i])), std::exp(double(row[order[i]]))});
+    }
+    result.masks.push_back(std::move(top));
+  }
+  return result;
+}
+
+std::string format_fill_mask(const FillMaskResult& result) {
+  std::ostringstream os;
+  os << "  " << result.text << '\n';
+  for (const auto& top : result.masks) {
+    os << "     ";
+    for (std::size_t i = 0; i < top.size(); ++i) {
+      char prob[32];
+      std::snprintf(prob, sizeof prob, "%.3f", top[i].probability);
+      os << (i ? " | " : " ") << top[i].token << ' ' << prob;
+    }
+    os << '\n';
+  }
+  return os.str();
+}
+
+const std::vector<std::string>& fill_mask_probes() {
+  static const std::vector<std::string> kProbes = {
+      "And God said, Let there be [MASK]",
+      "In the beginning God created the heaven and the [MASK].",
+      "The LORD is my [MASK]; I shall not want.",
+      "For God so loved the [MASK], that he gave his only begotten Son.",
+  };
+  return kProbes;
+}
+
+}  // namespace memtrain::train

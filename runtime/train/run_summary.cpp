@@ -1,0 +1,39 @@
+#include "runtime/train/run_summary.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "memory/byte_size.hpp"
+#include "runtime/train/progress_line.hpp"
+
+namespace memtrain::train {
+
+std::string format_summary(const RunSummary& s) {
+  char buf[256];
+  std::ostringstream os;
+  os << "Summary\n";
+  std::snprintf(buf, sizeof buf, "  steps            %lld/%lld%s\n",
+                static_cast<long long>(s.steps_done), static_cast<long long>(s.max_steps),
+                s.interrupted ? " (stopped by SIGINT)" : "");
+  os << buf;
+  std::snprintf(buf, sizeof buf, "  time             %.1f s (%.1f s in training steps, %s)\n",
+                s.wall_s, s.train_s, format_duration(s.wall_s).c_str());
+  os << buf;
+  std::snprintf(buf, sizeof buf, "  tokens/s         %.0f (%lld tokens)\n",
+                s.train_s > 0 ? static_cast<double>(s.tokens) / s.train_s : 0.0,
+                static_cast<long long>(s.tokens));
+  os << buf;
+  std::snprintf(buf, sizeof buf, "  train loss       %.4f (last step)\n", s.final_train_loss);
+  os << buf;
+  std::snprintf(buf, sizeof buf, "  eval loss        %.4f -> %.4f\n", s.start_eval_loss,
+                s.end_eval_loss);
+  os << buf;
+  std::snprintf(buf, sizeof buf, "  masked accuracy  %.2f %%\n", 100.0 * s.end_eval_accuracy);
+  os << buf;
+  os << "  peak memory      " << memory::format_byte_size(s.peak_allocated_bytes)
+     << " allocated, " << memory::format_byte_size(s.peak_reserved_bytes) << " reserved\n";
+  if (!s.run_dir.empty()) os << "  run directory    " << s.run_dir << '\n';
+  return os.str();
+}
+
+}  // namespace memtrain::train

@@ -1,0 +1,14 @@
+#pragma once
+// The denominator of MFU (model FLOPs utilization, PaLM paper, Chowdhery et al. 2022, App. B):
+// here not a datasheet number but the sgemm throughput this process measures at startup with
+// its own thread count, so MFU says how much of the machine's reachable GEMM speed a step uses.
+#include "runtime/core/context.hpp"
+
+namespace memtrain::train {
+
+// FLOP/s of kernels::matmul on [n, n] x [n, n] (2 n^3 FLOPs each): the best of `repeats` timed
+// runs after one untimed warm-up. Buffers come from `ctx`'s allocator (tag temporary) and are
+// released before returning. Takes about repeats * 2 n^3 / peak seconds (~0.1 s at n = 1024).
+double measure_sgemm_peak_flops(core::Context& ctx, int n = 1024, int repeats = 3);
+
+}  // namespace memtrain::train

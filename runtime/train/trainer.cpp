@@ -1,0 +1,244 @@
+#include "runtime/train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "comms/communicator.hpp"
+#include "kernels/cpu/lr_schedule.hpp"
+#include "kernels/cpu/threads.hpp"
+#include "memory/byte_size.hpp"
+#include "models/bert_for_masked_lm.hpp"
+#include "runtime/core/context.hpp"
+#include "runtime/train/batch_plan.hpp"
+#include "runtime/train/config_hash.hpp"
+#include "runtime/train/config_loader.hpp"
+#include "runtime/train/evaluator.hpp"
+#include "runtime/train/fill_mask.hpp"
+#include "runtime/train/memory_outputs.hpp"
+#include "runtime/train/metrics_writer.hpp"
+#include "runtime/train/model_memory.hpp"
+#include "runtime/train/optimizer.hpp"
+#include "runtime/train/progress_line.hpp"
+#include "runtime/train/root_only.hpp"
+#include "runtime/train/run_directory.hpp"
+#include "runtime/train/run_summary.hpp"
+#include "runtime/train/sgemm_peak.hpp"
+#include "runtime/train/stop_signal.hpp"
+#include "runtime/train/train_step.hpp"
+#include "runtime/train/training_data.hpp"
+
+namespace memtrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// training.num_threads, or 0 = this node's cores shared evenly by its ranks.
+int compute_threads(int configured, const comms::Communicator& comm) {
+  if (configured > 0) return configured;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, comm.local_size()));
+}
+
+// Sums over the steps since the last training line of metrics.jsonl.
+struct LogWindow {
+  int steps = 0;
+  double wall_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, comm_s = 0;
+  std::int64_t tokens = 0;
+  void add(const StepResult& r, double wall) {
+    ++steps;
+    wall_s += wall;
+    forward_s += r.time_forward_s;
+    backward_s += r.time_backward_s;
+    optimizer_s += r.time_optimizer_s;
+    comm_s += r.time_comm_s;
+    tokens += r.num_tokens;
+  }
+};
+
+EvalMetrics to_metrics(std::int64_t step, const EvalResult& e) {
+  return EvalMetrics{step, e.loss, e.accuracy, e.perplexity};
+}
+
+}  // namespace
+
+int run_training(const Config& config, const RunOptions& options) {
+  const auto start = Clock::now();
+  StopSignal stop;  // first: a SIGINT during setup must not kill the process uncleanly
+  auto comm = comms::make_world_communicator();
+  const bool root = comm->rank() == 0;
+  std::ostringstream discard;
+  std::ostream& out = root ? std::cout : discard;
+
+  check_data_parallel_size(config, comm->size());
+  const auto& tc = config.training;
+  const auto plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, comm->size(),
+                                    comm->rank());
+  const int threads = compute_threads(tc.num_threads, *comm);
+  kernels::set_num_threads(threads);
+
+  TrainingData data = load_training_data(config, *comm, out);
+
+  auto allocator = make_model_allocator(config.memory);
+  MemoryTrace trace;
+  if (config.memory.trace) trace.attach(*allocator);
+  core::Context ctx(allocator);
+  models::BertForMaskedLM model(config.model, ctx);
+  model.init_parameters(tc.seed);
+  AdamW optimizer(model.parameters(), ctx,
+                  AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+
+  // Note [No half-written run directory]: everything that can reject the config has run.
+  const std::string run_path = options.run_dir.empty()
+                                   ? RunDirectory::default_path(config.name,
+                                                                std::chrono::system_clock::now())
+                                   : options.run_dir;
+  std::optional<RunDirectory> run_dir;
+  std::optional<MetricsWriter> metrics;
+  run_on_root(*comm, "creating the run directory", [&] {
+    run_dir = RunDirectory::open(run_path, config_hash(config), canonical_yaml(config),
+                                 config.name, config.path, comm->size());
+    metrics.emplace(run_dir->file("metrics.jsonl"));
+  });
+
+  // MFU's denominator: the machine's sgemm peak = the sum of what each rank reaches. Measured
+  // through an allocator of its own, so its three [1024, 1024] buffers stay out of the run's
+  // memory statistics (peak_allocated_bytes would otherwise report them).
+  double peak_flops = 0.0;
+  {
+    core::Context probe(make_model_allocator(MemoryConfig{}));
+    peak_flops = measure_sgemm_peak_flops(probe);
+  }
+  comm->allreduce_sum(&peak_flops, 1);
+  const double flops_per_token = model.flops_per_step_token(config.data.seq_length);
+
+  out << "memtrain: training " << config.name << ": " << model.num_parameters()
+      << " parameters, " << tc.max_steps << " steps of " << tc.global_batch_size
+      << " sequences x " << config.data.seq_length << " tokens (micro-batch "
+      << tc.micro_batch_size << " x " << plan.accumulation_steps() << " accumulation x "
+      << comm->size() << " ranks), " << threads << " threads/rank, sgemm peak "
+      << static_cast<long>(peak_flops / 1e9) << " GFLOP/s\n"
+      << "memtrain: run directory " << run_path << "\n";
+
+  ProgressLine progress(out, root && stdout_is_terminal());
+
+  auto evaluate_and_log = [&](std::int64_t step) {
+    const auto e = evaluate_model(model, *data.validation, *comm, tc.micro_batch_size,
+                                  tc.eval_steps);
+    if (root) {
+      metrics->write(to_metrics(step, e));
+      progress.break_line();
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    "eval step %lld | loss %.4f | accuracy %.2f %% | perplexity %.1f\n",
+                    static_cast<long long>(step), e.loss, 100.0 * e.accuracy, e.perplexity);
+      out << line << std::flush;
+    }
+    return e;
+  };
+
+  const EvalResult start_eval = evaluate_and_log(0);
+  EvalResult end_eval = start_eval;
+  std::int64_t last_eval_step = 0;
+
+  LogWindow window;
+  double train_s = 0;
+  std::int64_t tokens_total = 0;
+  double last_loss = std::nan("");
+  std::int64_t step = 0;
+  bool interrupted = false;
+  const StepSettings settings{0.0, tc.grad_clip, tc.seed};
+  while (step < tc.max_steps) {
+    ++step;
+    StepSettings s = settings;
+    s.lr = kernels::learning_rate(static_cast<int>(step), tc.max_steps, tc.warmup_steps, tc.lr,
+                                  tc.min_lr, tc.lr_schedule);
+    const auto t0 = Clock::now();
+    const StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, s);
+    const double wall = seconds_since(t0);
+    window.add(r, wall);
+    train_s += wall;
+    tokens_total += r.num_tokens;
+    last_loss = r.loss;
+
+    // All ranks must agree to stop, or the others would wait in the next all-reduce forever.
+    std::int64_t stop_votes = stop.requested() ? 1 : 0;
+    if (comm->size() > 1) comm->allreduce_sum(&stop_votes, 1);
+    interrupted = stop_votes > 0;
+    const bool last = step == tc.max_steps || interrupted;
+
+    const auto mem = allocator->stats();
+    if (root) {
+      const double tokens_per_s = static_cast<double>(tokens_total) / train_s;
+      const Progress p{step, tc.max_steps, r.loss, tokens_per_s,
+                       (tc.max_steps - step) * (train_s / step),
+                       static_cast<std::size_t>(mem.allocated_bytes.current)};
+      const bool log_now = step % tc.log_interval == 0 || last;
+      if (progress.live() || log_now) progress.update(p);
+      if (log_now) {
+        const double n = window.steps;
+        TrainMetrics m;
+        m.step = step;
+        m.loss = r.loss;
+        m.lr = s.lr;
+        m.grad_norm = r.grad_norm;
+        m.tokens_per_s = static_cast<double>(window.tokens) / window.wall_s;
+        m.mfu = flops_per_token * m.tokens_per_s / peak_flops;
+        m.time_forward_s = window.forward_s / n;
+        m.time_backward_s = window.backward_s / n;
+        m.time_optimizer_s = window.optimizer_s / n;
+        m.time_comm_s = window.comm_s / n;
+        m.allocated_bytes = mem.allocated_bytes.current;
+        m.reserved_bytes = mem.reserved_bytes.current;
+        m.peak_allocated_bytes = mem.allocated_bytes.peak;
+        metrics->write(m);
+        window = LogWindow{};
+      }
+    }
+    if (step % tc.eval_interval == 0 || last) {
+      end_eval = evaluate_and_log(step);
+      last_eval_step = step;
+    }
+    if (interrupted) break;
+  }
+  if (last_eval_step != step) end_eval = evaluate_and_log(step);
+  progress.break_line();
+
+  if (root && data.tokenizer) {
+    out << "Fill-mask predictions (top 5):\n";
+    for (const auto& text : fill_mask_probes()) {
+      out << format_fill_mask(fill_mask(model, *data.tokenizer, text, 5,
+                                        config.model.max_position_embeddings));
+    }
+  }
+
+  const auto mem = allocator->stats();
+  if (root) {
+    RunSummary summary;
+    summary.steps_done = step;
+    summary.max_steps = tc.max_steps;
+    summary.interrupted = interrupted;
+    summary.wall_s = seconds_since(start);
+    summary.train_s = train_s;
+    summary.tokens = tokens_total;
+    summary.final_train_loss = last_loss;
+    summary.start_eval_loss = start_eval.loss;
+    summary.end_eval_loss = end_eval.loss;
+    summary.end_eval_accuracy = end_eval.accuracy;
+    summary.peak_allocated_bytes = mem.allocated_bytes.peak;
+    summary.peak_reserved_bytes = mem.reserved_bytes.peak;
+    summary.run_dir = run_path;
+    out << format_summary(summary) << allocator->memory_summary() << std::flush;
+    write_memory_outputs(*allocator, trace, *run_dir);
+  }
+  return interrupted ? kInterruptedExitCode : 0;
+}
+
+}  // namespace memtrain::train

@@ -1,0 +1,30 @@
+#pragma once
+// `memtrain train`: one training run of a validated Config, start to finish.
+#include <string>
+
+#include "runtime/train/config.hpp"
+
+namespace memtrain::train {
+
+struct RunOptions {
+  std::string run_dir;  // empty: runs/<config name>-<timestamp> (RunDirectory::default_path)
+};
+
+// Trains config.model on config.data for training.max_steps steps on every rank of the world
+// communicator (mpirun: data parallel), and returns the process exit code: 0 when done,
+// kInterruptedExitCode (130) after a SIGINT stopped it cleanly at the end of a step
+// (Note [SIGINT stops after the current step]).
+//
+// Rank 0 prepares the data (others wait), then the model, optimizer and allocator are built;
+// only then is the run directory created (config.yaml, run.json), so a bad corpus or option
+// never leaves a half-written run behind. Rank 0 writes run_dir/metrics.jsonl (a training line
+// every log_interval steps, an eval line at step 0, every eval_interval steps and at the end),
+// prints the progress line, the fill-mask predictions (not with data.mock) and the summary, and
+// writes run_dir/memory_snapshot.json (and memory_trace.json with memory.trace).
+//
+// Throws ConfigError (exit 2) for what the world size or environment makes invalid
+// (global_batch_size vs. ranks, a run directory written by another config, corpus errors) and
+// RuntimeError / memtrain::OutOfMemory (exit 1) for failures while running.
+int run_training(const Config& config, const RunOptions& options);
+
+}  // namespace memtrain::train

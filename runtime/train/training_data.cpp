@@ -1,0 +1,40 @@
+#include "runtime/train/training_data.hpp"
+
+#include <sstream>
+
+#include "runtime/data/prepare_data.hpp"
+#include "runtime/train/root_only.hpp"
+
+namespace memtrain::train {
+
+namespace {
+// The validation stream must not repeat the training stream's masking: its key differs.
+constexpr std::uint64_t kValidationSeedOffset = 0x9e3779b97f4a7c15ULL;
+}  // namespace
+
+TrainingData load_training_data(const Config& config, comms::Communicator& comm,
+                                std::ostream& log) {
+  const std::uint64_t seed = config.training.seed;
+  TrainingData out;
+  if (config.data.mock) {
+    out.train = std::make_unique<data::MlmDataset>(
+        data::MlmDataset::mock(config.data, config.model.vocab_size, seed));
+    out.validation = std::make_unique<data::MlmDataset>(
+        data::MlmDataset::mock(config.data, config.model.vocab_size, seed + kValidationSeedOffset));
+    return out;
+  }
+  data::PreparedData prepared;
+  run_on_root(comm, "data preparation",
+              [&] { prepared = data::prepare_data(config.data, config.model.vocab_size, log); });
+  if (comm.rank() != 0) {
+    std::ostringstream quiet;  // the cache is complete now: this only verifies and opens it
+    prepared = data::prepare_data(config.data, config.model.vocab_size, quiet);
+  }
+  out.train = std::make_unique<data::MlmDataset>(prepared, /*validation=*/false, config.data, seed);
+  out.validation = std::make_unique<data::MlmDataset>(prepared, /*validation=*/true, config.data,
+                                                      seed + kValidationSeedOffset);
+  out.tokenizer.emplace(prepared.tokenizer_model);
+  return out;
+}
+
+}  // namespace memtrain::train

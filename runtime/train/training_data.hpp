@@ -1,0 +1,28 @@
+#pragma once
+// The datasets of a run: training and validation streams, and the tokenizer for fill-mask
+// predictions (absent with data.mock).
+#include <memory>
+#include <optional>
+#include <ostream>
+
+#include "comms/communicator.hpp"
+#include "runtime/data/mlm_dataset.hpp"
+#include "runtime/data/tokenizer.hpp"
+#include "runtime/train/config.hpp"
+
+namespace memtrain::train {
+
+struct TrainingData {
+  std::unique_ptr<data::MlmDataset> train;
+  std::unique_ptr<data::MlmDataset> validation;
+  std::optional<data::Tokenizer> tokenizer;  // none with data.mock
+};
+
+// data.mock: two independent uniform streams (seeds differ), no tokenizer. Otherwise rank 0
+// prepares (or reuses) the cache with data::prepare_data, logging to `log`, while the others
+// wait; they then open the verified cache. Errors are prepare_data's (ConfigError for a bad
+// corpus, RuntimeError for I/O), raised on rank 0 and reported on every rank (run_on_root).
+TrainingData load_training_data(const Config& config, comms::Communicator& comm,
+                                std::ostream& log);
+
+}  // namespace memtrain::train

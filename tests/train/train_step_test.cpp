@@ -1,0 +1,95 @@
+#include "runtime/train/train_step.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+
+#include "comms/single_rank_communicator.hpp"
+#include "runtime/train/model_memory.hpp"
+#include "tests/train/tiny_config.hpp"
+
+namespace memtrain::train {
+namespace {
+
+// One model + optimizer + data, built identically from the config.
+struct TrainingSetup {
+  explicit TrainingSetup(const Config& c)
+      : allocator(make_model_allocator(c.memory)),
+        ctx(allocator),
+        model(c.model, ctx),
+        data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)) {
+    model.init_parameters(c.training.seed);
+    optimizer.emplace(model.parameters(), ctx,
+                      AdamWOptions{c.training.adam_beta1, c.training.adam_beta2,
+                                   c.training.adam_eps, c.training.weight_decay});
+  }
+  std::shared_ptr<memory::CachingAllocator> allocator;
+  core::Context ctx;
+  models::BertForMaskedLM model;
+  data::MlmDataset data;
+  std::optional<AdamW> optimizer;
+};
+
+// Note on the tolerance: the two splits sum the same per-token gradients in a different order,
+// so gradients agree to float rounding (~1e-7 relative), not bitwise. With Adam's default
+// eps = 1e-8 the first update is lr * g / (|g| + eps), which jumps from -lr to +lr for
+// gradients within rounding of zero; adam_eps = 1e-3 makes the update Lipschitz in g (constant
+// lr / eps = 1), so parameters must agree to about the gradients' rounding error.
+TEST(TrainStep, OneByEightAndTwoByFourGiveTheSameUpdate) {
+  Config c = testing::tiny_mock_config();
+  c.training.adam_eps = 1e-3;
+  comms::SingleRankCommunicator comm;
+  const StepSettings settings{1e-2, 1.0, c.training.seed};
+
+  TrainingSetup a(c), b(c);
+  const auto plan_a = BatchPlan::make(8, 8, 1, 0);  // 1 micro-batch of 8
+  const auto plan_b = BatchPlan::make(8, 4, 1, 0);  // 2 micro-batches of 4
+  ASSERT_EQ(plan_b.accumulation_steps(), 2);
+  const auto ra = train_step(a.model, a.data, plan_a, comm, *a.optimizer, 0, settings);
+  const auto rb = train_step(b.model, b.data, plan_b, comm, *b.optimizer, 0, settings);
+
+  EXPECT_EQ(ra.num_masked, rb.num_masked);
+  EXPECT_GT(ra.num_masked, 0);
+  EXPECT_NEAR(ra.loss, rb.loss, 1e-6 * ra.loss);
+  EXPECT_NEAR(ra.grad_norm, rb.grad_norm, 1e-5 * ra.grad_norm);
+  auto& pa = a.model.parameters();
+  auto& pb = b.model.parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  double max_diff = 0.0, max_update = 0.0;
+  TrainingSetup fresh(c);  // the initial values, to check the step actually moved the parameters
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    const float* x = pa[i].value.data<float>();
+    const float* y = pb[i].value.data<float>();
+    const float* x0 = fresh.model.parameters()[i].value.data<float>();
+    for (std::int64_t j = 0; j < pa[i].value.numel(); ++j) {
+      max_diff = std::max(max_diff, double(std::abs(x[j] - y[j])));
+      max_update = std::max(max_update, double(std::abs(x[j] - x0[j])));
+    }
+  }
+  EXPECT_GT(max_update, 1e-4);
+  EXPECT_LT(max_diff, 1e-6) << "largest update " << max_update;
+}
+
+// The logged loss is the mean over all masked tokens of the global batch: the same number the
+// model's evaluation gives for the same rows with dropout off.
+TEST(TrainStep, LossIsTheMeanOverTheGlobalBatchMaskedTokens) {
+  Config c = testing::tiny_mock_config();
+  comms::SingleRankCommunicator comm;
+  TrainingSetup a(c), ref(c);
+  const auto plan = BatchPlan::make(8, 2, 1, 0);
+  double loss_sum = 0.0;
+  std::int64_t masked = 0;
+  for (int m = 0; m < 4; ++m) {
+    const auto s = ref.model.evaluate(ref.data.batch(plan.first_sample(3, m), 2));
+    loss_sum += s.loss_sum;
+    masked += s.num_masked;
+  }
+  const auto r = train_step(a.model, a.data, plan, comm, *a.optimizer, 3, StepSettings{1e-3, 1.0, 1});
+  EXPECT_EQ(r.num_masked, masked);
+  EXPECT_NEAR(r.loss, loss_sum / masked, 1e-5 * r.loss);
+  EXPECT_EQ(r.num_tokens, 8 * c.data.seq_length);
+}
+
+}  // namespace
+}  // namespace memtrain::train
