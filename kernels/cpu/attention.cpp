@@ -21,7 +21,11 @@ constexpr std::int64_t kParallelWork = 1 << 16;
 // Elements of the per-thread stack buffer holding dropped probability rows (64 KiB in float).
 constexpr int kDropBuffer = 16384;
 
-void check_shapes(const char* fn, int T, int C, int NH) {
+void check_arguments(const char* fn, int T, int C, int NH, float dropout_p) {
+  if (!(dropout_p >= 0.0f && dropout_p < 1.0f)) {
+    throw std::invalid_argument(std::string(fn) + ": dropout_p = " + std::to_string(dropout_p) +
+                                "; expected a probability in [0, 1)");
+  }
   if (NH <= 0 || C % NH != 0) {
     throw std::invalid_argument(std::string(fn) + ": num_attention_heads = " + std::to_string(NH) +
                                 " does not divide hidden_size = " + std::to_string(C));
@@ -38,7 +42,7 @@ template <class Scalar>
 void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
                        const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
                        int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample) {
-  check_shapes("attention_forward", T, C, NH);
+  check_arguments("attention_forward", T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
   const std::int64_t TT = static_cast<std::int64_t>(T) * T;
@@ -88,7 +92,7 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
                         const Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
                         int B, int T, int C, int NH, float dropout_p, const RngKey& key,
                         std::uint64_t first_sample) {
-  check_shapes("attention_backward", T, C, NH);
+  check_arguments("attention_backward", T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
   const std::int64_t TT = static_cast<std::int64_t>(T) * T;

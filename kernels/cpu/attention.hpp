@@ -15,7 +15,8 @@ namespace memtrain::kernels {
 // element = (h * T + i) * T + j). Each (b, h) is one task of an OpenMP loop whose GEMMs address
 // the heads in place through leading dimensions (no copies). Never allocates: the dropped
 // probabilities go through a fixed 64 KiB-per-thread stack buffer, T <= 16384.
-// Throws std::invalid_argument if NH does not divide C or T > 16384.
+// Throws std::invalid_argument if NH does not divide C, T > 16384, or dropout_p is outside
+// [0, 1).
 template <class Scalar>
 void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
                        const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,

@@ -147,11 +147,18 @@ TEST(AttentionForward, LongSequenceUsesSeveralDropoutBlocks) {
   EXPECT_LT(max_relative_error(out, ref), 1e-13);
 }
 
-TEST(AttentionForward, RejectsHeadsThatDoNotDivideHiddenSize) {
+TEST(AttentionForward, RejectsHeadsThatDoNotDivideHiddenSizeAndBadDropout) {
   std::vector<float> buf(64);
   EXPECT_THROW(attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(),
                                  nullptr, 1, 2, 5, 2, 0.0f, RngKey{}, 0),
                std::invalid_argument);
+  EXPECT_THROW(attention_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(),
+                                 nullptr, 1, 2, 4, 2, 1.0f, RngKey{}, 0),
+               std::invalid_argument);
+  EXPECT_THROW(
+      attention_backward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(), buf.data(),
+                         buf.data(), buf.data(), buf.data(), 1, 2, 4, 2, -0.5f, RngKey{}, 0),
+      std::invalid_argument);
 }
 
 // Results do not depend on the thread count (each (b, h) is computed by one thread); the

@@ -49,6 +49,17 @@ TEST(SoftmaxCrossEntropy, LossMatchesLogSumExpAndCountsCorrectArgmax) {
   EXPECT_EQ(correct_f, expected_correct);
 }
 
+// Ties count as torch.argmax resolves them: the first maximum wins.
+TEST(SoftmaxCrossEntropy, TiedMaximumCountsOnlyTheFirstIndex) {
+  std::vector<float> x(2 * V, 0.0f);
+  x[3] = x[8] = 5.0f;          // row 0: maxima at 3 and 8
+  x[V + 3] = x[V + 8] = 5.0f;  // row 1: the same
+  const std::vector<std::int32_t> targets = {3, 8};
+  std::int64_t correct = -1;
+  softmax_cross_entropy_forward(x.data(), targets.data(), 2, V, &correct);
+  EXPECT_EQ(correct, 1);
+}
+
 // dlogits against central finite differences of grad_scale * loss(x), computed in place
 // (dlogits aliases logits).
 TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferencesInPlace) {
