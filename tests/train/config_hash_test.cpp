@@ -5,6 +5,8 @@
 #include <xxhash.h>
 
 #include <cctype>
+#include <fstream>
+#include <iterator>
 
 #include "runtime/train/config_hash.hpp"
 #include "runtime/train/config_schema.hpp"
@@ -88,6 +90,23 @@ TEST(ConfigHash, CanonicalTextHasEveryKeyOfTheTable) {
     const auto dot = key.name.find('.');
     const std::string leaf = dot == std::string::npos ? key.name : key.name.substr(dot + 1);
     EXPECT_NE(text.find(leaf + ":"), std::string::npos) << key.name;
+  }
+}
+
+// docs/config.md is the reference users read: every key of the table must have its row.
+TEST(ConfigReference, DocumentsEveryKey) {
+  std::ifstream in(std::string(MEMTRAIN_SOURCE_DIR) + "/docs/config.md");
+  ASSERT_TRUE(in) << "docs/config.md missing";
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& key : config_keys()) {
+    const auto dot = key.name.find('.');
+    const std::string section = dot == std::string::npos ? "Top level" : key.name.substr(0, dot);
+    const std::string leaf = dot == std::string::npos ? key.name : key.name.substr(dot + 1);
+    const auto heading = doc.find("## " + section + "\n");
+    ASSERT_NE(heading, std::string::npos) << "no section " << section;
+    const auto next = doc.find("\n## ", heading + 3);
+    const std::string part = doc.substr(heading, next - heading);
+    EXPECT_NE(part.find("| `" + leaf + "` |"), std::string::npos) << key.name << " has no row";
   }
 }
 

@@ -1,0 +1,46 @@
+// A correct config trains through the binary (exit 0, run directory with its outputs), and a
+// second run into the same directory with a different config is refused without touching it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+using testing::contains;
+using testing::kTinyMockYaml;
+using testing::Scratch;
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(TrainRun, MockRunExitsZeroAndWritesItsRunDirectory) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  const auto r = s.memtrain("train --config exp.yaml --run-dir run --set training.log_interval=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(s.path("run/metrics.jsonl")));
+  EXPECT_TRUE(std::filesystem::exists(s.path("run/config.yaml")));
+}
+
+TEST(TrainRun, RunDirectoryOfAnotherConfigIsNeverOverwritten) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  ASSERT_EQ(s.memtrain("train --config exp.yaml --run-dir run").exit_code, 0);
+  const std::string metrics = read(s.path("run/metrics.jsonl"));
+  const auto r = s.memtrain("train --config exp.yaml --run-dir run --set training.lr=0.5");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: "));
+  EXPECT_EQ(read(s.path("run/metrics.jsonl")), metrics);
+}
+
+}  // namespace
+}  // namespace memtrain::cli
