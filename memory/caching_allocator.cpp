@@ -22,6 +22,7 @@ struct CachingAllocator::BlockNode {
   Pool pool = Pool::large;
   BlockState state = BlockState::free;
   bool counted_split = false;  // counted in inactive_split_bytes while free
+  std::set<BlockNode*, BlockOrder>::iterator free_position;  // valid while free and indexed
   Segment* segment = nullptr;
   BlockNode* prev = nullptr;  // address neighbours inside the segment
   BlockNode* next = nullptr;
@@ -254,16 +255,16 @@ void CachingAllocator::insert_free(BlockNode* block) {
     auto node = std::move(spare_free_nodes_.back());
     spare_free_nodes_.pop_back();
     node.value() = block;
-    index.insert(std::move(node));
+    block->free_position = index.insert(std::move(node)).position;
   } else {
-    index.insert(block);
+    block->free_position = index.insert(block).first;
   }
 }
 
 void CachingAllocator::erase_free(BlockNode* block) {
   if (block->counted_split) stats_.inactive_split_removed(block->size);
   block->counted_split = false;
-  spare_free_nodes_.push_back(free_[static_cast<int>(block->pool)].extract(block));
+  spare_free_nodes_.push_back(free_[static_cast<int>(block->pool)].extract(block->free_position));
 }
 
 CachingAllocator::BlockNode* CachingAllocator::new_node() {
