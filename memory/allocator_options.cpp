@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -38,7 +39,17 @@ bool is_policy(std::string_view name) {
 }  // namespace
 
 AllocatorOptions parse_alloc_conf(std::string_view conf) {
-  AllocatorOptions options;
+  return parse_alloc_conf(conf, AllocatorOptions{});
+}
+
+AllocatorOptions apply_alloc_conf_environment(AllocatorOptions base) {
+  const char* conf = std::getenv("MEMTRAIN_ALLOC_CONF");
+  if (conf == nullptr) return base;
+  return parse_alloc_conf(conf, std::move(base));
+}
+
+AllocatorOptions parse_alloc_conf(std::string_view conf, AllocatorOptions base) {
+  AllocatorOptions options = std::move(base);
   std::set<std::string, std::less<>> seen;
   std::size_t pos = 0;
   while (pos <= conf.size()) {

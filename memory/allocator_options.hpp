@@ -38,6 +38,12 @@ inline constexpr std::string_view kPolicyNames[] = {"no_cache", "pytorch", "best
 // the value and what was expected for: an unknown key, a key given twice, a missing ':', a bad
 // value, and an option combination that would do nothing (validate_options).
 AllocatorOptions parse_alloc_conf(std::string_view conf);
+// The same, starting from `base` (e.g. the config file's memory.* keys): keys present in `conf`
+// override base's values; the result is validated as a whole.
+AllocatorOptions parse_alloc_conf(std::string_view conf, AllocatorOptions base);
+// `base` overridden by the environment variable MEMTRAIN_ALLOC_CONF when it is set (as PyTorch
+// users set PYTORCH_CUDA_ALLOC_CONF). Throws std::invalid_argument as parse_alloc_conf does.
+AllocatorOptions apply_alloc_conf_environment(AllocatorOptions base);
 
 // Passed as upstream_capacity when the device is not known yet (parse_alloc_conf).
 inline constexpr std::size_t kUpstreamCapacityUnknown = SIZE_MAX;
