@@ -39,6 +39,13 @@ TEST(Usage, NoVerbIsAUsageError) {
   EXPECT_TRUE(contains(r.err, "memtrain: usage error: A subcommand is required"));
 }
 
+TEST(Usage, UnknownVerbIsNamed) {
+  Scratch s;
+  const auto r = s.memtrain("trian --config x.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrain: usage error: unknown verb 'trian'; expected train, data or replay (see memtrain --help)\n");
+}
+
 TEST(Usage, TrainWithoutConfigIsAUsageError) {
   Scratch s;
   const auto r = s.memtrain("train");
