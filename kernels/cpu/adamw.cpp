@@ -1,12 +1,27 @@
 #include "kernels/cpu/adamw.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/threads.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
+namespace {
+
+// Elementwise work is split into chunks of this many elements (one task each).
+constexpr std::int64_t kChunk = 32768;
+
+// body(lo, hi) over chunks of [0, n), on a thread team when there is more than one chunk.
+template <class Body>
+void for_chunks(std::int64_t n, Body&& body) {
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  detail::parallel_for(chunks, chunks > 1,
+                       [&](std::int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+}
+
+}  // namespace
 
 template <class T>
 void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
@@ -24,29 +39,40 @@ void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<
   const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
   const T decay = T(1) - lr * weight_decay;
   const T one_minus_b1 = T(1) - beta1, one_minus_b2 = T(1) - beta2;
-#pragma omp parallel for simd schedule(static) num_threads(num_threads()) if (n >= 65536)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const T g = grad[i];
-    const T mi = beta1 * m[i] + one_minus_b1 * g;
-    const T vi = beta2 * v[i] + one_minus_b2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-  }
+  for_chunks(n, [=](std::int64_t lo, std::int64_t hi) {
+#pragma omp simd
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const T g = grad[i];
+      const T mi = beta1 * m[i] + one_minus_b1 * g;
+      const T vi = beta2 * v[i] + one_minus_b2 * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      param[i] = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+    }
+  });
 }
 
 template <class T>
 double sum_of_squares(const T* x, std::int64_t n) {
-  double s = 0;
-#pragma omp parallel for simd schedule(static) num_threads(num_threads()) reduction(+ : s) if (n >= 65536)
-  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
-  return s;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  return detail::parallel_sums(chunks, chunks > 1,
+                               [=](std::int64_t c, detail::Sums& sums) {
+                                 const std::int64_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+                                 double s = 0;
+#pragma omp simd reduction(+ : s)
+                                 for (std::int64_t i = lo; i < hi; ++i)
+                                   s += static_cast<double>(x[i]) * x[i];
+                                 sums.value = s;
+                               })
+      .value;
 }
 
 template <class T>
 void scale_inplace(T* x, std::int64_t n, NoDeduce<T> s) {
-#pragma omp parallel for simd schedule(static) num_threads(num_threads()) if (n >= 65536)
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= s;
+  for_chunks(n, [=](std::int64_t lo, std::int64_t hi) {
+#pragma omp simd
+    for (std::int64_t i = lo; i < hi; ++i) x[i] *= s;
+  });
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                   \

@@ -8,8 +8,8 @@
 
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/softmax.hpp"
-#include "kernels/cpu/threads.hpp"
 
 namespace memtrain::kernels {
 namespace {
@@ -50,8 +50,9 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
   const bool drop = dropout_p > 0.0f;
   const bool parallel = static_cast<std::int64_t>(B) * NH * TT * HS >= kParallelWork;
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (parallel)
-  for (int bh = 0; bh < B * NH; ++bh) {
+  detail::parallel_for(B * NH, parallel, [=](std::int64_t task) {
+    const int bh = static_cast<int>(task);
+
     const int b = bh / NH, h = bh % NH;
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const Scalar* qb = q + head;  // [T, HS], row stride C
@@ -70,7 +71,7 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
       // out = P V
       matmul_strided_batched(ob, P, vb, 1, T, HS, T, false, false, 0, 0, 0, T, C, C, Scalar(1),
                              Scalar(0));
-      continue;
+      return;
     }
     // out = dropout(P) V, a block of rows at a time through the stack buffer, so that P keeps
     // the pre-dropout probabilities the backward pass needs.
@@ -84,7 +85,7 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
       matmul_strided_batched(ob + static_cast<std::int64_t>(i0) * C, buf, vb, 1, rows, HS, T, false,
                              false, 0, 0, 0, T, C, C, Scalar(1), Scalar(0));
     }
-  }
+  });
 }
 
 template <class Scalar>
@@ -100,8 +101,9 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
   const bool drop = dropout_p > 0.0f;
   const bool parallel = static_cast<std::int64_t>(B) * NH * TT * HS >= kParallelWork;
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (parallel)
-  for (int bh = 0; bh < B * NH; ++bh) {
+  detail::parallel_for(B * NH, parallel, [=](std::int64_t task) {
+    const int bh = static_cast<int>(task);
+
     const int b = bh / NH, h = bh % NH;
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const std::uint64_t first_element = static_cast<std::uint64_t>(h) * TT;
@@ -129,7 +131,7 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
                            scale, Scalar(1));
     matmul_strided_batched(dk + head, S, q + head, 1, T, HS, T, true, false, 0, 0, 0, T, C, C,
                            scale, Scalar(1));
-  }
+  });
 }
 
 #define MEMTRAIN_INSTANTIATE(S)                                                                \

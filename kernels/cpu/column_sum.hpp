@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/threads.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels::detail {
 
@@ -24,16 +24,16 @@ void for_column_blocks(int N, int C, Body&& body) {
   block = std::max(kAlign, (block + kAlign - 1) / kAlign * kAlign);
   const int num_blocks = (C + block - 1) / block;
   const bool parallel = num_blocks > 1 && static_cast<std::int64_t>(N) * C >= 32768;
-#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
-  for (int blk = 0; blk < num_blocks; ++blk) {
+  parallel_for(num_blocks, parallel, [&](std::int64_t i) {
+    const int blk = static_cast<int>(i);
     body(blk * block, std::min(C, (blk + 1) * block));
-  }
+  });
 }
 
 // acc[c] += sum_n x[n, c], x [N, C] row-major, acc [C].
 template <class T>
 void add_column_sums(T* acc, const T* x, int N, int C) {
-  for_column_blocks(N, C, [&](int c0, int c1) {
+  for_column_blocks(N, C, [=](int c0, int c1) {
     for (int n = 0; n < N; ++n) {
       const T* row = x + static_cast<std::int64_t>(n) * C;
 #pragma omp simd

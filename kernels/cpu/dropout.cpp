@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/threads.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
 namespace {
@@ -32,15 +32,14 @@ void dropout(T* out, const T* inp, int rows, long per_sample, float p, const Rng
   const PhiloxStream stream(key);
   const long tasks_per_row = (per_sample + kTask - 1) / kTask;
   const std::int64_t tasks = static_cast<std::int64_t>(rows) * tasks_per_row;
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (total >= 16384)
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  detail::parallel_for(tasks, total >= 16384, [=](std::int64_t task) {
     const int r = static_cast<int>(task / tasks_per_row);
     const long e0 = (task % tasks_per_row) * kTask;
     const long n = per_sample - e0 < kTask ? per_sample - e0 : kTask;
     const std::int64_t off = static_cast<std::int64_t>(r) * per_sample + e0;
     if (out != inp) std::memcpy(out + off, inp + off, sizeof(T) * n);
     apply_dropout_mask(out + off, n, p, stream, first_sample + r, e0);
-  }
+  });
 }
 
 }  // namespace
@@ -53,7 +52,7 @@ void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& strea
   // conversion per element. threshold = ceil(p * 2^24) << 8.
   const std::uint32_t threshold =
       static_cast<std::uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0)) << 8;
-  auto keep = [&](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
+  auto keep = [threshold](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
   std::int64_t i = 0;
   std::uint64_t e = first_element;
   // Leading elements up to a block boundary, then whole blocks of 4, then the tail.

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kernels/cpu/column_sum.hpp"
-#include "kernels/cpu/threads.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
 namespace {
@@ -33,8 +33,7 @@ void bert_embeddings_forward(Scalar* out, const std::int32_t* ids, const std::in
   check_ids(ids, B, T, V, "input_ids");
   if (type_ids != nullptr) check_ids(type_ids, B, T, TV, "token_type_ids");
   const std::int64_t rows = static_cast<std::int64_t>(B) * T;
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (rows >= 64)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  detail::parallel_for(rows, rows >= 64, [=](std::int64_t r) {
     const int t = static_cast<int>(r % T);
     const Scalar* w = word + static_cast<std::int64_t>(ids[r]) * C;
     const Scalar* p = pos + static_cast<std::int64_t>(t) * C;
@@ -42,7 +41,7 @@ void bert_embeddings_forward(Scalar* out, const std::int32_t* ids, const std::in
     Scalar* o = out + r * C;  // [C]
 #pragma omp simd
     for (int c = 0; c < C; ++c) o[c] = w[c] + p[c] + ty[c];
-  }
+  });
 }
 
 template <class Scalar>
@@ -51,7 +50,7 @@ void bert_embeddings_backward(NoDeduce<Scalar>* dword, NoDeduce<Scalar>* dpos,
                               const std::int32_t* type_ids, int B, int T, int C) {
   // Repeated ids scatter into the same table row, so threads split columns, not rows
   // (Note [Column-block parallel reductions]).
-  detail::for_column_blocks(B * T, C, [&](int c0, int c1) {
+  detail::for_column_blocks(B * T, C, [=](int c0, int c1) {
     for (int b = 0; b < B; ++b) {
       for (int t = 0; t < T; ++t) {
         const std::int64_t r = static_cast<std::int64_t>(b) * T + t;

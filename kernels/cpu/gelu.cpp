@@ -5,7 +5,7 @@
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "kernels/cpu/column_sum.hpp"
-#include "kernels/cpu/threads.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
 namespace {
@@ -22,8 +22,7 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
 template <class T>
 void bias_gelu_forward(T* out, const T* inp, const NoDeduce<T>* bias, int N, int C) {
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (N >= 16)
-  for (int n = 0; n < N; ++n) {
+  detail::parallel_for(N, N >= 16, [=](std::int64_t n) {
     const std::int64_t off = static_cast<std::int64_t>(n) * C;
     MutArray<T> o(out + off, C);
     if (bias != nullptr) {
@@ -33,7 +32,7 @@ void bias_gelu_forward(T* out, const T* inp, const NoDeduce<T>* bias, int N, int
       const ConstArray<T> x(inp + off, C);
       o = T(0.5) * x * (T(1) + (x * T(kSqrt1_2)).erf());
     }
-  }
+  });
 }
 
 template <class T>
@@ -43,7 +42,7 @@ void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp
   // (Note [Column-block parallel reductions]). The gradient of a chunk is evaluated once into
   // a small stack buffer because both dinp and dbias consume it.
   constexpr int kChunk = 256;
-  detail::for_column_blocks(N, C, [&](int c0, int c1) {
+  detail::for_column_blocks(N, C, [=](int c0, int c1) {
     alignas(64) T buf[kChunk];
     for (int n = 0; n < N; ++n) {
       for (int j0 = c0; j0 < c1; j0 += kChunk) {

@@ -4,15 +4,14 @@
 #include <cstdint>
 
 #include "kernels/cpu/column_sum.hpp"
-#include "kernels/cpu/threads.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
 
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int N,
                        int C, NoDeduce<T> eps) {
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (N >= 16)
-  for (int n = 0; n < N; ++n) {
+  detail::parallel_for(N, N >= 16, [=](std::int64_t n) {
     const T* xr = x + static_cast<std::int64_t>(n) * C;  // [C]
     T* o = out + static_cast<std::int64_t>(n) * C;       // [C]
     T sum = 0;
@@ -28,14 +27,13 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, con
     for (int c = 0; c < C; ++c) o[c] = (xr[c] - m) * s * gamma[c] + beta[c];
     mean[n] = m;
     rstd[n] = s;
-  }
+  });
 }
 
 template <class T>
 void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T* dout, const T* x,
                         const T* gamma, const T* mean, const T* rstd, int N, int C) {
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (N >= 16)
-  for (int n = 0; n < N; ++n) {
+  detail::parallel_for(N, N >= 16, [=](std::int64_t n) {
     const std::int64_t off = static_cast<std::int64_t>(n) * C;
     const T* xr = x + off;
     const T* g = dout + off;
@@ -54,10 +52,10 @@ void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T*
       const T xhat = (xr[c] - m) * s;
       d[c] += s * (g[c] * gamma[c] - mean_g - xhat * mean_gx);
     }
-  }
+  });
   if (dgamma == nullptr && dbeta == nullptr) return;
   // Parameter gradients are sums over rows: Note [Column-block parallel reductions].
-  detail::for_column_blocks(N, C, [&](int c0, int c1) {
+  detail::for_column_blocks(N, C, [=](int c0, int c1) {
     for (int n = 0; n < N; ++n) {
       const std::int64_t off = static_cast<std::int64_t>(n) * C;
       const T* xr = x + off;

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/column_sum.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
 
@@ -12,12 +13,11 @@ void linear_forward(T* out, const T* inp, const T* weight, const NoDeduce<T>* bi
                     int OC) {
   T beta = T(0);
   if (bias != nullptr) {
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (N >= 64)
-    for (int n = 0; n < N; ++n) {
+    detail::parallel_for(N, N >= 64, [=](std::int64_t n) {
       T* row = out + static_cast<std::int64_t>(n) * OC;
 #pragma omp simd
       for (int o = 0; o < OC; ++o) row[o] = bias[o];
-    }
+    });
     beta = T(1);
   }
   matmul(out, inp, weight, N, OC, C, /*trans_a=*/false, /*trans_b=*/true, T(1), beta);  // [N, OC]

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cpu/threads.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
 namespace {
@@ -72,8 +72,7 @@ void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, boo
   const int slab = ((extent + threads - 1) / threads + kAlign - 1) / kAlign * kAlign;
   const int slabs = (extent + slab - 1) / slab;
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int s = 0; s < slabs; ++s) {
+  detail::parallel_for(slabs, true, [=](std::int64_t s) {
     const int lo = s * slab, len = std::min(extent, lo + slab) - lo;
     if (split_m) {
       // rows lo.. of C and of op(A): A advances by rows (or by columns when transposed)
@@ -85,7 +84,7 @@ void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, boo
       const T* b = trans_b ? B + static_cast<std::int64_t>(lo) * ldb : B + lo;
       gemm(C + lo, A, b, M, len, K, trans_a, trans_b, lda, ldb, N, alpha, beta);
     }
-  }
+  });
 }
 
 template <class T>
@@ -100,11 +99,10 @@ void matmul_strided_batched(T* C, const T* A, const T* B, int batch, int M, int 
   // Tiny batches are not worth waking a thread team for.
   const bool parallel = static_cast<double>(batch) * M * N * K >= 65536.0;
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (parallel)
-  for (int i = 0; i < batch; ++i) {
+  detail::parallel_for(batch, parallel, [=](std::int64_t i) {
     gemm(C + i * stride_c, A + i * stride_a, B + i * stride_b, M, N, K, trans_a, trans_b, lda, ldb,
          ldc, alpha, beta);
-  }
+  });
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                   \

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "kernels/cpu/threads.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
 namespace detail {
@@ -69,22 +69,20 @@ template <class T>
 void masked_softmax_forward(T* out, const T* inp, const NoDeduce<T>* key_mask, int rows, int cols,
                             int rows_per_mask, NoDeduce<T> scale) {
   const int per_mask = rows_per_mask > 0 ? rows_per_mask : 1;
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (rows >= 32)
-  for (int r = 0; r < rows; ++r) {
+  detail::parallel_for(rows, rows >= 32, [=](std::int64_t r) {
     const std::int64_t off = static_cast<std::int64_t>(r) * cols;
     const T* m = key_mask ? key_mask + static_cast<std::int64_t>(r / per_mask) * cols : nullptr;
     detail::masked_softmax_row(out + off, inp + off, m, cols, scale);
-  }
+  });
 }
 
 template <class T>
 void masked_softmax_backward(NoDeduce<T>* dinp, const T* dout, const T* probs, int rows, int cols,
                              NoDeduce<T> scale) {
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (rows >= 32)
-  for (int r = 0; r < rows; ++r) {
+  detail::parallel_for(rows, rows >= 32, [=](std::int64_t r) {
     const std::int64_t off = static_cast<std::int64_t>(r) * cols;
     detail::softmax_backward_row(dinp + off, dout + off, probs + off, cols, scale);
-  }
+  });
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                      \
