@@ -31,23 +31,27 @@ std::size_t QuotaResourceAdaptor::capacity_bytes() const {
 
 std::string QuotaResourceAdaptor::name() const { return upstream_->name() + " (job '" + share_.name + "')"; }
 
+std::string quota_refusal_message(SharedLedger& ledger, const JobShare& share, const ChargeResult& refused,
+                                  std::size_t bytes) {
+  std::string msg = "out of memory on " + ledger.device() + ": job '" + share.name + "' tried to allocate " +
+                    format_byte_size(bytes) + " with " + format_byte_size(refused.in_use_bytes) + " in use; ";
+  if (refused.refusal == ChargeRefusal::over_limit) {
+    return msg + "its limit is " + format_byte_size(share.limit) + ". Raise memory.limit or use less memory.";
+  }
+  LedgerSnapshot snap = ledger.snapshot();
+  const std::size_t mine = std::max(refused.in_use_bytes, share.reservation);
+  const std::size_t others = snap.committed_bytes - std::min(snap.committed_bytes, mine);
+  return msg + "capacity " + format_byte_size(snap.capacity_bytes) + ", other jobs hold " + format_byte_size(others) +
+         " (reserved or in use), " + format_byte_size(refused.available_bytes) +
+         " is left to this job. Raise memory.reservation or wait for other jobs.";
+}
+
 std::size_t QuotaResourceAdaptor::charged_bytes() const { return ledger_->entry(job_).in_use_bytes; }
 
 void* QuotaResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) {
   ChargeResult charge = ledger_->try_charge(job_, bytes);
   if (!charge.ok) {
-    std::string msg = "out of memory on " + ledger_->device() + ": job '" + share_.name + "' tried to allocate " +
-                      format_byte_size(bytes) + " with " + format_byte_size(charge.in_use_bytes) + " in use; ";
-    if (charge.refusal == ChargeRefusal::over_limit) {
-      msg += "its limit is " + format_byte_size(share_.limit) + ". Raise memory.limit or use less memory.";
-    } else {
-      LedgerSnapshot snap = ledger_->snapshot();
-      const std::size_t mine = std::max(charge.in_use_bytes, share_.reservation);
-      const std::size_t others = snap.committed_bytes - std::min(snap.committed_bytes, mine);
-      msg += "capacity " + format_byte_size(snap.capacity_bytes) + ", other jobs hold " +
-             format_byte_size(others) + " (reserved or in use), " + format_byte_size(charge.available_bytes) +
-             " is left to this job. Raise memory.reservation or wait for other jobs.";
-    }
+    std::string msg = quota_refusal_message(*ledger_, share_, charge, bytes);
     throw OutOfMemory(msg, bytes);
   }
   try {

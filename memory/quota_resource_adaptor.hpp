@@ -49,4 +49,9 @@ class QuotaResourceAdaptor final : public MemoryResource {
   JobId job_;
 };
 
+// The one-line OutOfMemory message for a refused charge: the job, the request, its usage, and
+// its limit or what the other jobs hold, with the next step. Shared by the quota adaptors.
+std::string quota_refusal_message(SharedLedger& ledger, const JobShare& share, const ChargeResult& refused,
+                                  std::size_t bytes);
+
 }  // namespace memtrain::memory

@@ -14,14 +14,14 @@ namespace {
 
 class StressEveryPolicy : public ::testing::TestWithParam<const char*> {};
 
-// no_cache, pytorch and best_fit run behind quotas on one shared ledger; vmm_stitch needs a
-// virtual-memory upstream, which the quota adaptor is not, so it runs without quotas.
+// Every policy runs behind quotas on one shared ledger (vmm_stitch through
+// QuotaVirtualMemoryResource).
 TEST_P(StressEveryPolicy, InvariantsHoldAfterEveryOperation) {
   testing::ScopedDevice dev;
   StressConfig cfg;
   cfg.policy = GetParam();
   cfg.capacity_bytes = 8 * GiB;
-  cfg.quotas = cfg.policy != "vmm_stitch";
+  cfg.quotas = true;
   cfg.ledger_device = dev.name;
   cfg.jobs = {{1 * GiB, 4 * GiB}, {512 * MiB, 2 * GiB}, {0, 3 * GiB}, {2 * GiB, kNoLimit}};
   cfg.ops_per_job = 1000;

@@ -30,6 +30,7 @@
 #include "memory/caching_allocator.hpp"
 #include "memory/out_of_memory.hpp"
 #include "memory/quota_resource_adaptor.hpp"
+#include "memory/quota_virtual_memory_resource.hpp"
 #include "memory/shared_ledger.hpp"
 #include "memory/simulated_resource.hpp"
 #include "memory/simulated_virtual_memory_resource.hpp"
@@ -143,9 +144,17 @@ class Job {
       : index_(index), cfg_(cfg), jc_(jc), ledger_(std::move(ledger)), live_(live), rng_(cfg.seed * 7919 + index) {
     std::shared_ptr<MemoryResource> upstream = device;
     if (cfg.quotas) {
-      quota_ = std::make_shared<QuotaResourceAdaptor>(device, ledger_,
-                                                      JobShare{"job" + std::to_string(index), jc.reservation, jc.limit});
-      upstream = quota_;
+      JobShare share{"job" + std::to_string(index), jc.reservation, jc.limit};
+      if (auto vmm = std::dynamic_pointer_cast<VirtualMemoryResource>(device)) {
+        auto q = std::make_shared<QuotaVirtualMemoryResource>(vmm, ledger_, share);
+        job_ = q->job();
+        upstream = q;
+      } else {
+        auto q = std::make_shared<QuotaResourceAdaptor>(device, ledger_, share);
+        job_ = q->job();
+        upstream = q;
+      }
+      quota_ = upstream;
     }
     AllocatorOptions opt;
     opt.policy = cfg.policy;
@@ -197,7 +206,7 @@ class Job {
       fail("after freeing everything and empty_cache: allocated " + std::to_string(s.allocated_bytes.current) +
            ", active " + std::to_string(s.active_bytes.current) + ", reserved " +
            std::to_string(s.reserved_bytes.current) + " bytes; expected 0");
-    if (cfg_.quotas && ledger_->entry(quota_->job()).in_use_bytes != 0) fail("ledger still charges the job");
+    if (cfg_.quotas && ledger_->entry(job_).in_use_bytes != 0) fail("ledger still charges the job");
   }
 
   void fail(const std::string& what) {
@@ -355,7 +364,7 @@ class Job {
       eq("per-tag requested_bytes vs events", it == s.per_tag.end() ? 0 : it->second.requested_bytes.current, bytes);
     }
     if (cfg_.quotas) {
-      LedgerEntry me = ledger_->entry(quota_->job());
+      LedgerEntry me = ledger_->entry(job_);
       eq("ledger charge vs reserved_bytes", static_cast<std::int64_t>(me.in_use_bytes), s.reserved_bytes.current);
       if (me.in_use_bytes > jc_.limit) why += "; job past its limit";
       LedgerSnapshot ls = ledger_->snapshot();
@@ -369,7 +378,8 @@ class Job {
   const StressConfig& cfg_;
   JobConfig jc_;
   std::shared_ptr<SharedLedger> ledger_;
-  std::shared_ptr<QuotaResourceAdaptor> quota_;
+  std::shared_ptr<MemoryResource> quota_;  // the job's quota adaptor (plain or virtual memory)
+  JobId job_;
   LiveSet& live_;
   StreamRegistry streams_;
   std::unique_ptr<CachingAllocator> allocator_;
@@ -384,7 +394,8 @@ class Job {
 };
 
 // Runs every job on its own thread against one simulated device: SimulatedResource, or a
-// SimulatedVirtualMemoryResource for vmm_stitch (which needs the page model).
+// SimulatedVirtualMemoryResource for vmm_stitch (which needs the page model; its quota adaptor
+// is QuotaVirtualMemoryResource, charging physical pages).
 inline StressResult run_stress(const StressConfig& cfg) {
   std::shared_ptr<MemoryResource> device;
   if (cfg.policy == "vmm_stitch") {
