@@ -10,7 +10,7 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace memtrain::kernels {
 namespace {
-std::atomic<int> g_num_threads{0};  // 0: never set, follow OpenMP's default
+std::atomic<int> g_num_threads{0};  // 0: not fixed yet (see num_threads())
 }  // namespace
 
 void set_num_threads(int n) {
@@ -24,8 +24,15 @@ void set_num_threads(int n) {
 }
 
 int num_threads() {
-  const int n = g_num_threads.load();
-  return n > 0 ? n : omp_get_max_threads();
+  int n = g_num_threads.load();
+  if (n == 0) {
+    // Fixed at the first call: the OpenMP build of OpenBLAS changes OpenMP's default inside
+    // SerialBlasScope, which must not leak into later loops.
+    int unset = 0;
+    g_num_threads.compare_exchange_strong(unset, omp_get_max_threads());
+    n = g_num_threads.load();
+  }
+  return n;
 }
 
 // openblas_set_num_threads only stores a count while the count goes down, and reuses its

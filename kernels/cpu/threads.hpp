@@ -8,7 +8,8 @@ namespace memtrain::kernels {
 // to n. Call from the main thread, outside kernels. Throws std::invalid_argument if n < 1.
 void set_num_threads(int n);
 
-// The thread count the kernels use: the last set_num_threads value, else omp_get_max_threads().
+// The thread count the kernels use: the last set_num_threads value, else
+// omp_get_max_threads() as it was at the first call.
 int num_threads();
 
 // Note [OpenBLAS inside OpenMP loops]
