@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "tests/kernels/test_util.hpp"
+
 namespace memtrain::kernels {
 namespace {
 
@@ -73,6 +75,23 @@ TEST(DropoutBackward, RebuildsTheForwardMask) {
   for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = std::sin(double(i));
   dropout_backward(din.data(), dout.data(), rows, n, 0.4f, key, 9);
   for (std::size_t i = 0; i < dout.size(); ++i) EXPECT_EQ(din[i], dout[i] * mask[i]);
+}
+
+// The backward pass against central finite differences of L = <dropout(x), G> in double.
+TEST(DropoutBackward, MatchesFiniteDifferences) {
+  const RngKey key{.seed = 12, .layer = 3};
+  const int rows = 2;
+  const long n = 37;
+  auto x = testing::random_normal(rows * n, 1);
+  const auto G = testing::random_normal(rows * n, 2);
+  auto loss = [&] {
+    std::vector<double> y(rows * n);
+    dropout_forward(y.data(), x.data(), rows, n, 0.3f, key, 4);
+    return testing::dot(y, G);
+  };
+  std::vector<double> dx(rows * n);
+  dropout_backward(dx.data(), G.data(), rows, n, 0.3f, key, 4);
+  EXPECT_LT(testing::max_relative_error(dx, testing::numeric_gradient(x, loss)), 1e-6);
 }
 
 TEST(DropoutForward, ZeroProbabilityCopiesAndOneZeroes) {
