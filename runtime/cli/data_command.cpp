@@ -35,9 +35,7 @@ void add_data_command(CLI::App& app, int& exit_code) {
       exit_code = 0;
       return;
     }
-    const data::PreparedData prepared = data::prepare_data(config.data, config.model.vocab_size, std::cout);
-    std::cout << "memtrain: data ready in " << prepared.dir << " (vocabulary " << prepared.vocab_size
-              << " pieces)\n";
+    data::prepare_data(config.data, config.model.vocab_size, std::cout);  // reports where it went
     exit_code = 0;
   });
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,9 +22,12 @@ namespace memtrain::train {
 
 namespace {
 
+std::string printable(std::string_view s);
+
 [[noreturn]] void fail(const std::string& where, const std::string& key, const std::string& value,
                        const std::string& what, const std::string& expected) {
-  throw ConfigError(where + ": " + key + " = " + value + ": " + what + "; expected " + expected);
+  throw ConfigError(printable(where) + ": " + printable(key) + " = " + printable(value) + ": " + what +
+                    "; expected " + expected);
 }
 
 std::string sections_list() {
@@ -41,6 +45,23 @@ std::string shown(const YAML::Node& node) {
   std::string s = out.c_str();
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
+}
+
+// yaml-cpp quotes the offending character, which may be a control byte or NUL (a binary file
+// given as a config); a message must stay one printable line.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out += ch;
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+      out += hex;
+    }
+  }
+  return out;
 }
 
 std::string line_of(const std::string& path, const YAML::Mark& mark) {
@@ -105,7 +126,7 @@ void load_file(Config& c, const std::string& path) {
   try {
     root = YAML::Load(read_file(path));
   } catch (const YAML::Exception& e) {
-    throw ConfigError(line_of(path, e.mark) + ": not valid YAML (" + e.msg +
+    throw ConfigError(line_of(path, e.mark) + ": not valid YAML (" + printable(e.msg) +
                       "); expected a YAML mapping of sections (" + sections_list() + ")");
   }
   if (root.IsNull()) return;  // an empty file: every key at its default

@@ -253,6 +253,15 @@ TEST(ConfigErrors, NotYamlNamesTheLine) {
   EXPECT_TRUE(contains(load_error(path), path + ":4: not valid YAML ("));
 }
 
+TEST(ConfigErrors, BinaryFileIsNotAConfig) {
+  // A picture passed by mistake: PNG signature and a header chunk with NUL bytes.
+  ConfigFiles files;
+  const std::string path = files.write("picture.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16));
+  const std::string msg = load_error(path);
+  EXPECT_TRUE(contains(msg, path + ":"));
+  EXPECT_TRUE(contains(msg, "expected a YAML mapping of sections"));
+}
+
 TEST(ConfigErrors, DocumentThatIsNotAMapping) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", "- model\n- data\n");
