@@ -62,7 +62,14 @@ void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, boo
   if (M == 0 || N == 0) return;
   const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
   const int threads = num_threads();
-  if (threads <= 1 || omp_in_parallel() || static_cast<double>(M) * N * K < kSplitWork) {
+  if (omp_in_parallel()) {  // the caller's loop already runs OpenBLAS single-threaded
+    gemm(C, A, B, M, N, K, trans_a, trans_b, lda, ldb, N, alpha, beta);
+    return;
+  }
+  // OpenBLAS would thread a mid-size GEMM itself (above about 2.6e5 multiply-adds): keep even
+  // the unsplit ones on this thread, so that OpenBLAS's pool never competes with OpenMP's.
+  SerialBlasScope serial_blas;
+  if (threads <= 1 || static_cast<double>(M) * N * K < kSplitWork) {
     gemm(C, A, B, M, N, K, trans_a, trans_b, lda, ldb, N, alpha, beta);
     return;
   }
@@ -71,7 +78,6 @@ void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, boo
   const int extent = split_m ? M : N;
   const int slab = ((extent + threads - 1) / threads + kAlign - 1) / kAlign * kAlign;
   const int slabs = (extent + slab - 1) / slab;
-  SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
   detail::parallel_for(slabs, true, [=](std::int64_t s) {
     const int lo = s * slab, len = std::min(extent, lo + slab) - lo;
     if (split_m) {
@@ -92,13 +98,16 @@ void matmul_strided_batched(T* C, const T* A, const T* B, int batch, int M, int 
                             bool trans_a, bool trans_b, long stride_a, long stride_b, long stride_c,
                             int lda, int ldb, int ldc, NoDeduce<T> alpha, NoDeduce<T> beta) {
   if (batch <= 0 || M == 0 || N == 0) return;
-  if (batch == 1) {
-    gemm(C, A, B, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
+  if (omp_in_parallel()) {  // e.g. one head inside attention's (b, h) loop: stay on this thread
+    for (int i = 0; i < batch; ++i) {
+      gemm(C + i * stride_c, A + i * stride_a, B + i * stride_b, M, N, K, trans_a, trans_b, lda,
+           ldb, ldc, alpha, beta);
+    }
     return;
   }
-  // Tiny batches are not worth waking a thread team for.
-  const bool parallel = static_cast<double>(batch) * M * N * K >= 65536.0;
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
+  // Tiny batches are not worth waking a thread team for.
+  const bool parallel = batch > 1 && static_cast<double>(batch) * M * N * K >= 65536.0;
   detail::parallel_for(batch, parallel, [=](std::int64_t i) {
     gemm(C + i * stride_c, A + i * stride_a, B + i * stride_b, M, N, K, trans_a, trans_b, lda, ldb,
          ldc, alpha, beta);

@@ -10,7 +10,8 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace memtrain::kernels {
 namespace {
-std::atomic<int> g_num_threads{0};  // 0: not fixed yet (see num_threads())
+std::atomic<int> g_num_threads{0};   // 0: not fixed yet (see num_threads())
+std::atomic<int> g_serial_depth{0};  // open SerialBlasScopes (kernels nest them)
 }  // namespace
 
 void set_num_threads(int n) {
@@ -37,9 +38,12 @@ int num_threads() {
 
 // openblas_set_num_threads only stores a count while the count goes down, and reuses its
 // sleeping threads when it goes back up, so a scope per attention call is cheap.
-SerialBlasScope::SerialBlasScope() : saved_(num_threads()) { openblas_set_num_threads(1); }
+SerialBlasScope::SerialBlasScope() : saved_(num_threads()) {
+  if (g_serial_depth.fetch_add(1) == 0) openblas_set_num_threads(1);
+}
 
 SerialBlasScope::~SerialBlasScope() {
+  if (g_serial_depth.fetch_sub(1) != 1) return;  // an outer scope is still open
   openblas_set_num_threads(saved_);
   // The OpenMP build of OpenBLAS also calls omp_set_num_threads; put ours back either way.
   omp_set_num_threads(saved_);

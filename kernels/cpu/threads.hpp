@@ -17,7 +17,8 @@ int num_threads();
 // OpenBLAS (Debian's default libopenblas0-pthread) does not notice it is called from an OpenMP
 // thread and would start its own threads for each of them: 2 x 2 threads fighting for 2 cores.
 // While such a loop runs, OpenBLAS is therefore set to one thread, and the loop itself uses
-// num_threads() OpenMP threads. Restores num_threads() for OpenBLAS on destruction.
+// num_threads() OpenMP threads. Scopes nest (a kernel calls another); the outermost restores
+// num_threads() for OpenBLAS on destruction. Open and close them on the main thread only.
 class SerialBlasScope {
  public:
   SerialBlasScope();

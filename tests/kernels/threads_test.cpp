@@ -38,6 +38,20 @@ TEST(SerialBlasScope, RestoresThreadCountsOnExit) {
   set_num_threads(saved);
 }
 
+// A kernel calling another nests scopes: the inner one must not restore OpenBLAS's threads
+// while the outer loop still runs.
+TEST(SerialBlasScope, NestedScopeLeavesOuterScopeSerial) {
+  const int saved = num_threads();
+  set_num_threads(2);
+  {
+    SerialBlasScope outer;
+    { SerialBlasScope inner; }
+    EXPECT_EQ(openblas_get_num_threads(), 1);
+  }
+  EXPECT_EQ(openblas_get_num_threads(), 2);
+  set_num_threads(saved);
+}
+
 TEST(SetNumThreads, RejectsNonPositiveCount) {
   EXPECT_THROW(set_num_threads(0), std::invalid_argument);
   EXPECT_THROW(set_num_threads(-3), std::invalid_argument);
