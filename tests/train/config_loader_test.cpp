@@ -55,9 +55,11 @@ TEST(ShippedConfigs, TinyIsSmallEnoughForTheTenMinuteJob) {
   EXPECT_LE(c.data.seq_length, c.model.max_position_embeddings);
 }
 
-TEST(ShippedConfigs, TinyLoadsWithTheKjvCorpusWhenBibleIsInstalled) {
+TEST(ShippedConfigs, AllLoadWithTheKjvCorpusWhenBibleIsInstalled) {
   if (find_program("bible").empty()) GTEST_SKIP() << "bible-kjv not installed";
-  EXPECT_NO_THROW(load_config(shipped("tiny.yaml"), {}));
+  for (const char* name : {"tiny.yaml", "bert-base.yaml", "bert-large.yaml"}) {
+    EXPECT_NO_THROW(load_config(shipped(name), {})) << name;
+  }
 }
 
 TEST(LoadConfig, EmptyFileGivesHuggingFaceBertBaseDefaults) {
