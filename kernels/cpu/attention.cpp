@@ -52,7 +52,6 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
   detail::parallel_for(B * NH, parallel, [=](std::int64_t task) {
     const int bh = static_cast<int>(task);
-
     const int b = bh / NH, h = bh % NH;
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const Scalar* qb = q + head;  // [T, HS], row stride C
@@ -103,7 +102,6 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
   detail::parallel_for(B * NH, parallel, [=](std::int64_t task) {
     const int bh = static_cast<int>(task);
-
     const int b = bh / NH, h = bh % NH;
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const std::uint64_t first_element = static_cast<std::uint64_t>(h) * TT;

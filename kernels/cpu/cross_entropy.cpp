@@ -58,7 +58,6 @@ double softmax_cross_entropy_forward_backward(NoDeduce<T>* dlogits, const T* log
   const detail::Sums sums =
       detail::parallel_sums(M, M >= 4, [=](std::int64_t row, detail::Sums& acc) {
         const int m = static_cast<int>(row);
-
         const std::int64_t off = static_cast<std::int64_t>(m) * V;
         const T* x = logits + off;  // [V]
         T* d = dlogits + off;       // [V], may be x itself
@@ -87,7 +86,6 @@ double softmax_cross_entropy_forward(const T* logits, const std::int32_t* target
   const detail::Sums sums =
       detail::parallel_sums(M, M >= 4, [=](std::int64_t row, detail::Sums& acc) {
         const int m = static_cast<int>(row);
-
         const T* x = logits + static_cast<std::int64_t>(m) * V;  // [V]
         const T mx = row_max(x, V);
         const T sum = (Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x, V) - mx).exp().sum();
