@@ -545,10 +545,12 @@ CachingAllocator::BlockNode* CachingAllocator::stitch(std::size_t rounded, Strea
   std::vector<BlockNode*> members;
   std::size_t total = 0;
   {
-    BlockNode probe;
-    probe.stream = stream + 1;
+    BlockNode probe;  // after every block of this stream
+    probe.stream = stream;
+    probe.size = SIZE_MAX;
+    probe.address = UINTPTR_MAX;
     FreeIndex& index = free_[static_cast<int>(Pool::large)];
-    auto it = index.lower_bound(&probe);
+    auto it = index.upper_bound(&probe);
     while (total < rounded && it != index.begin()) {
       --it;
       BlockNode* b = *it;

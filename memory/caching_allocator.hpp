@@ -69,10 +69,9 @@ class CachingAllocator final : public Allocator {
   // Most bytes this allocator may reserve: options.capacity or the upstream's (0 = unbounded).
   std::size_t capacity() const { return capacity_; }
 
+ private:
   struct Segment;
   struct BlockNode;
-
- private:
   struct BlockOrder {
     using is_transparent = void;
     bool operator()(const BlockNode* a, const BlockNode* b) const;
