@@ -6,7 +6,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "runtime/core/errors.hpp"
+#include "runtime/data/fill_mask_prompt.hpp"
 
 namespace memtrain::train {
 
@@ -25,31 +25,7 @@ std::string readable_piece(std::string piece) {
 
 FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
                          const std::string& text, int top_k, int max_positions) {
-  const auto& special = tokenizer.special();
-  std::vector<std::int32_t> ids{special.cls};
-  const auto body = tokenizer.encode(text);
-  ids.insert(ids.end(), body.begin(), body.end());
-  ids.push_back(special.sep);
-  if (static_cast<int>(ids.size()) > max_positions) {
-    throw ConfigError("fill-mask text '" + text + "' has " + std::to_string(ids.size()) +
-                      " tokens; expected at most model.max_position_embeddings = " +
-                      std::to_string(max_positions));
-  }
-  models::MlmBatch batch;
-  batch.batch_size = 1;
-  batch.seq_length = static_cast<int>(ids.size());
-  batch.input_ids = ids;
-  batch.token_type_ids.assign(ids.size(), 0);
-  batch.attention_mask.assign(ids.size(), 1.0f);
-  for (int t = 0; t < batch.seq_length; ++t) {
-    if (ids[t] == special.mask) {
-      batch.masked_positions.push_back(t);
-      batch.masked_labels.push_back(special.unk);  // unknown answer; not used for predictions
-    }
-  }
-  if (batch.masked_positions.empty()) {
-    throw ConfigError("fill-mask text '" + text + "' has no [MASK]; expected at least one");
-  }
+  const models::MlmBatch batch = data::fill_mask_prompt(tokenizer, text, max_positions);
   const auto log_probs = model.predict_log_probs(batch, batch.masked_positions);  // [P, V]
   const std::size_t V = log_probs.size() / batch.masked_positions.size();
   const int k = std::min<int>(top_k, static_cast<int>(V));

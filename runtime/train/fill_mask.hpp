@@ -19,9 +19,10 @@ struct FillMaskResult {
   std::vector<std::vector<TokenProbability>> masks;  // per [MASK], top_k, most probable first
 };
 
-// Encodes "[CLS] text [SEP]" (the literal "[MASK]" in `text` becomes the mask token), asks
-// model.predict_log_probs at every mask and keeps the `top_k` most probable tokens.
-// Throws ConfigError when `text` has no [MASK] or is longer than max_positions tokens.
+// Builds the one-row batch with data::fill_mask_prompt ("[CLS] text [SEP]", the literal
+// "[MASK]" in `text` becoming the mask token), asks model.predict_log_probs at every mask and
+// keeps the `top_k` most probable tokens. Throws ConfigError when `text` has no [MASK] or is
+// longer than max_positions tokens.
 FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
                          const std::string& text, int top_k, int max_positions);
 

@@ -31,6 +31,7 @@
 #include "runtime/train/stop_signal.hpp"
 #include "runtime/train/train_step.hpp"
 #include "runtime/train/training_data.hpp"
+#include "runtime/train/training_log.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -46,22 +47,6 @@ int compute_threads(int configured, const comms::Communicator& comm) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, comm.local_size()));
 }
-
-// Sums over the steps since the last training line of metrics.jsonl.
-struct LogWindow {
-  int steps = 0;
-  double wall_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, comm_s = 0;
-  std::int64_t tokens = 0;
-  void add(const StepResult& r, double wall) {
-    ++steps;
-    wall_s += wall;
-    forward_s += r.time_forward_s;
-    backward_s += r.time_backward_s;
-    optimizer_s += r.time_optimizer_s;
-    comm_s += r.time_comm_s;
-    tokens += r.num_tokens;
-  }
-};
 
 EvalMetrics to_metrics(std::int64_t step, const EvalResult& e) {
   return EvalMetrics{step, e.loss, e.accuracy, e.perplexity};
@@ -95,7 +80,11 @@ int run_training(const Config& config, const RunOptions& options) {
   AdamW optimizer(model.parameters(), ctx,
                   AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
 
-  // Note [No half-written run directory]: everything that can reject the config has run.
+  // Note [No half-written run directory]
+  // A run directory is the record of a run; one holding only config.yaml because the corpus
+  // had a bad byte or the allocator refused memory.policy would look like a run that died.
+  // It is therefore created only here, after everything that can reject the config for this
+  // world (batch split, data preparation, allocator options, model shapes) has passed.
   const std::string run_path = options.run_dir.empty()
                                    ? RunDirectory::default_path(config.name,
                                                                 std::chrono::system_clock::now())
@@ -148,65 +137,38 @@ int run_training(const Config& config, const RunOptions& options) {
   EvalResult end_eval = start_eval;
   std::int64_t last_eval_step = 0;
 
-  LogWindow window;
-  double train_s = 0;
-  std::int64_t tokens_total = 0;
+  // All ranks must agree to stop, or the others would wait in the next all-reduce forever.
+  auto stop_requested = [&] {
+    std::int64_t votes = stop.requested() ? 1 : 0;
+    if (comm->size() > 1) comm->allreduce_sum(&votes, 1);
+    return votes > 0;
+  };
+  std::optional<TrainingLog> log;
+  if (root) {
+    log.emplace(*metrics, progress,
+                TrainingLogSettings{tc.max_steps, tc.log_interval, flops_per_token, peak_flops});
+  }
   double last_loss = std::nan("");
   std::int64_t step = 0;
-  bool interrupted = false;
-  const StepSettings settings{0.0, tc.grad_clip, tc.seed};
-  while (step < tc.max_steps) {
+  // A SIGINT during setup (data preparation can take a minute) stops before the first step.
+  bool interrupted = stop_requested();
+  while (!interrupted && step < tc.max_steps) {
     ++step;
-    StepSettings s = settings;
-    s.lr = kernels::learning_rate(static_cast<int>(step), tc.max_steps, tc.warmup_steps, tc.lr,
-                                  tc.min_lr, tc.lr_schedule);
+    const StepSettings settings{
+        kernels::learning_rate(static_cast<int>(step), tc.max_steps, tc.warmup_steps, tc.lr,
+                               tc.min_lr, tc.lr_schedule),
+        tc.grad_clip, tc.seed};
     const auto t0 = Clock::now();
-    const StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, s);
+    const StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings);
     const double wall = seconds_since(t0);
-    window.add(r, wall);
-    train_s += wall;
-    tokens_total += r.num_tokens;
     last_loss = r.loss;
-
-    // All ranks must agree to stop, or the others would wait in the next all-reduce forever.
-    std::int64_t stop_votes = stop.requested() ? 1 : 0;
-    if (comm->size() > 1) comm->allreduce_sum(&stop_votes, 1);
-    interrupted = stop_votes > 0;
+    interrupted = stop_requested();
     const bool last = step == tc.max_steps || interrupted;
-
-    const auto mem = allocator->stats();
-    if (root) {
-      const double tokens_per_s = static_cast<double>(tokens_total) / train_s;
-      const Progress p{step, tc.max_steps, r.loss, tokens_per_s,
-                       (tc.max_steps - step) * (train_s / step),
-                       static_cast<std::size_t>(mem.allocated_bytes.current)};
-      const bool log_now = step % tc.log_interval == 0 || last;
-      if (progress.live() || log_now) progress.update(p);
-      if (log_now) {
-        const double n = window.steps;
-        TrainMetrics m;
-        m.step = step;
-        m.loss = r.loss;
-        m.lr = s.lr;
-        m.grad_norm = r.grad_norm;
-        m.tokens_per_s = static_cast<double>(window.tokens) / window.wall_s;
-        m.mfu = flops_per_token * m.tokens_per_s / peak_flops;
-        m.time_forward_s = window.forward_s / n;
-        m.time_backward_s = window.backward_s / n;
-        m.time_optimizer_s = window.optimizer_s / n;
-        m.time_comm_s = window.comm_s / n;
-        m.allocated_bytes = mem.allocated_bytes.current;
-        m.reserved_bytes = mem.reserved_bytes.current;
-        m.peak_allocated_bytes = mem.allocated_bytes.peak;
-        metrics->write(m);
-        window = LogWindow{};
-      }
-    }
+    if (log) log->record(step, r, settings.lr, wall, allocator->stats(), last);
     if (step % tc.eval_interval == 0 || last) {
       end_eval = evaluate_and_log(step);
       last_eval_step = step;
     }
-    if (interrupted) break;
   }
   if (last_eval_step != step) end_eval = evaluate_and_log(step);
   progress.break_line();
@@ -226,8 +188,8 @@ int run_training(const Config& config, const RunOptions& options) {
     summary.max_steps = tc.max_steps;
     summary.interrupted = interrupted;
     summary.wall_s = seconds_since(start);
-    summary.train_s = train_s;
-    summary.tokens = tokens_total;
+    summary.train_s = log->train_s();
+    summary.tokens = log->tokens();
     summary.final_train_loss = last_loss;
     summary.start_eval_loss = start_eval.loss;
     summary.end_eval_loss = end_eval.loss;

@@ -1,0 +1,53 @@
+#include "runtime/train/training_log.hpp"
+
+namespace memtrain::train {
+
+TrainingLog::TrainingLog(MetricsWriter& metrics, ProgressLine& progress,
+                         TrainingLogSettings settings)
+    : metrics_(metrics), progress_(progress), settings_(settings) {}
+
+void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, double wall_s,
+                         const memory::MemoryStats& mem, bool force) {
+  train_s_ += wall_s;
+  tokens_ += r.num_tokens;
+  ++window_steps_;
+  window_wall_s_ += wall_s;
+  window_forward_s_ += r.time_forward_s;
+  window_backward_s_ += r.time_backward_s;
+  window_optimizer_s_ += r.time_optimizer_s;
+  window_comm_s_ += r.time_comm_s;
+  window_tokens_ += r.num_tokens;
+
+  const bool log_now = force || step % settings_.log_interval == 0;
+  if (progress_.live() || log_now) {
+    const double seconds_per_step = train_s_ / static_cast<double>(step);
+    progress_.update(Progress{step, settings_.max_steps, r.loss,
+                              static_cast<double>(tokens_) / train_s_,
+                              static_cast<double>(settings_.max_steps - step) * seconds_per_step,
+                              static_cast<std::size_t>(mem.allocated_bytes.current)});
+  }
+  if (!log_now) return;
+
+  const double n = window_steps_;
+  TrainMetrics m;
+  m.step = step;
+  m.loss = r.loss;
+  m.lr = lr;
+  m.grad_norm = r.grad_norm;
+  m.tokens_per_s = static_cast<double>(window_tokens_) / window_wall_s_;
+  m.mfu = settings_.flops_per_token * m.tokens_per_s / settings_.peak_flops;
+  m.time_forward_s = window_forward_s_ / n;
+  m.time_backward_s = window_backward_s_ / n;
+  m.time_optimizer_s = window_optimizer_s_ / n;
+  m.time_comm_s = window_comm_s_ / n;
+  m.allocated_bytes = mem.allocated_bytes.current;
+  m.reserved_bytes = mem.reserved_bytes.current;
+  m.peak_allocated_bytes = mem.allocated_bytes.peak;
+  metrics_.write(m);
+  window_steps_ = 0;
+  window_wall_s_ = window_forward_s_ = window_backward_s_ = 0;
+  window_optimizer_s_ = window_comm_s_ = 0;
+  window_tokens_ = 0;
+}
+
+}  // namespace memtrain::train

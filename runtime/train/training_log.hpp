@@ -1,0 +1,48 @@
+#pragma once
+// Rank 0's view of the training steps: metrics.jsonl training lines and the progress line.
+#include <cstdint>
+
+#include "memory/memory_stats.hpp"
+#include "runtime/train/metrics_writer.hpp"
+#include "runtime/train/progress_line.hpp"
+#include "runtime/train/train_step.hpp"
+
+namespace memtrain::train {
+
+struct TrainingLogSettings {
+  std::int64_t max_steps = 0;
+  int log_interval = 1;
+  double flops_per_token = 0;  // model training FLOPs per input token (fwd + bwd)
+  double peak_flops = 0;       // measured sgemm FLOP/s of all ranks together (MFU denominator)
+};
+
+// A training line every log_interval steps (and on demand: the last step), whose times,
+// tokens_per_s and mfu are averages over the steps since the previous line, so a line
+// describes its interval and not one noisy step; loss, lr and grad_norm are the logged step's.
+// The progress line is updated at the same steps, or every step on a terminal.
+class TrainingLog {
+ public:
+  TrainingLog(MetricsWriter& metrics, ProgressLine& progress, TrainingLogSettings settings);
+
+  // Step `step` (1-based) took `wall_s` seconds on this rank. `force` logs it whatever the
+  // interval. Throws RuntimeError when metrics.jsonl cannot be written.
+  void record(std::int64_t step, const StepResult& r, double lr, double wall_s,
+              const memory::MemoryStats& mem, bool force);
+
+  double train_s() const { return train_s_; }        // seconds in steps so far
+  std::int64_t tokens() const { return tokens_; }    // input tokens so far (all ranks)
+
+ private:
+  MetricsWriter& metrics_;
+  ProgressLine& progress_;
+  TrainingLogSettings settings_;
+  double train_s_ = 0;
+  std::int64_t tokens_ = 0;
+  // Since the previous training line.
+  int window_steps_ = 0;
+  double window_wall_s_ = 0, window_forward_s_ = 0, window_backward_s_ = 0;
+  double window_optimizer_s_ = 0, window_comm_s_ = 0;
+  std::int64_t window_tokens_ = 0;
+};
+
+}  // namespace memtrain::train
