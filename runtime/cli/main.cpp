@@ -6,12 +6,14 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/error_report.hpp"
+#include "runtime/cli/process_environment.hpp"
 
 #ifndef MEMTRAIN_VERSION
 #define MEMTRAIN_VERSION "unknown"
 #endif
 
 int main(int argc, char** argv) {
+  memtrain::cli::ensure_process_environment(argv);
   CLI::App app{"memtrain: BERT masked-LM training with a built-in memory manager"};
   app.name("memtrain");
   app.set_version_flag("--version", "memtrain " MEMTRAIN_VERSION);
