@@ -33,6 +33,8 @@ class AllocationPolicy {
   virtual bool caches() const { return true; }
   // Take over other streams' whole free segments before releasing them upstream.
   virtual bool reclaims_other_streams() const { return false; }
+  // Before a new segment would raise peak reserved memory, give cached whole segments back.
+  virtual bool holds_peak() const { return false; }
   // Segments are made of mapped pages, and free pages can be stitched into a new range.
   virtual bool stitches() const { return false; }
 };

@@ -23,6 +23,13 @@ constexpr std::size_t kOversizeWaste = std::size_t{20} << 20;
 //   buffer saves device calls but is reserved-and-unused memory, which is what this policy
 //   minimises. A large-pool remainder is split off only above 1 MiB (smaller pieces could serve
 //   no large request; they rejoin the block when it is freed).
+// - A new segment that would raise peak reserved memory first returns cached whole segments
+//   (of any stream) to the upstream: when a growing sequence length needs larger blocks, the
+//   segments of the smaller ones would otherwise stay cached beside them, and the peak would
+//   hold both. Below the peak nothing is released, so steady training loops keep their cache
+//   and pay no device calls. Before releasing, another stream's whole cached segment that fits
+//   is taken over (after waiting for that stream): no device call at all. With expandable
+//   segments none of this is needed, they grow over their own free end.
 // - Before failing, another stream's whole cached segment is taken over (after waiting for
 //   that stream) instead of being returned to the device and allocated again, then cached whole
 //   segments are released and the request retried once (CachingAllocator's failure order).
@@ -52,6 +59,7 @@ class BestFitPolicy final : public AllocationPolicy {
     return block_size < max_split_size_ && remaining > kSmallSize;
   }
   bool reclaims_other_streams() const override { return true; }
+  bool holds_peak() const override { return true; }
 
  private:
   std::size_t max_split_size_;

@@ -337,6 +337,14 @@ CachingAllocator::BlockNode* CachingAllocator::try_allocate(std::size_t rounded,
     return nullptr;
   }
   collect_garbage(segment_bytes);
+  // Expandable segments grow in place over their free end: nothing is stranded to release.
+  if (policy_->holds_peak() && !options_.expandable_segments && raises_peak(segment_bytes)) {
+    // Another stream's whole cached segment costs no device call; releasing does.
+    if (policy_->reclaims_other_streams()) {
+      if (BlockNode* b = reclaim_other_stream(rounded, pool, stream)) return carve(b, rounded);
+    }
+    hold_peak(segment_bytes);
+  }
   if (BlockNode* b = new_segment(segment_bytes, rounded, pool, stream, true, cause)) {
     return carve(b, rounded);
   }
@@ -783,6 +791,20 @@ void CachingAllocator::collect_garbage(std::size_t incoming) {
   const auto reserved = static_cast<std::size_t>(stats_.reserved().current);
   if (reserved + incoming <= limit) return;
   release_cached_segments(reserved + incoming - limit);
+}
+
+// Note [Holding the peak]: see best_fit_policy.cpp. Releasing only the overshoot keeps as much
+// of the cache as the peak allows.
+bool CachingAllocator::raises_peak(std::size_t incoming) const {
+  const auto reserved = static_cast<std::size_t>(stats_.reserved().current);
+  const auto peak = static_cast<std::size_t>(stats_.reserved().peak);
+  return incoming > peak - reserved;
+}
+
+void CachingAllocator::hold_peak(std::size_t incoming) {
+  const auto reserved = static_cast<std::size_t>(stats_.reserved().current);
+  const auto peak = static_cast<std::size_t>(stats_.reserved().peak);
+  if (incoming > peak - reserved) release_cached_segments(incoming - (peak - reserved));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -29,7 +29,9 @@ namespace memtrain::memory {
 // best_fit_policy.cpp and vmm_stitch_policy.cpp.
 //
 // Failure order (every caching policy): best fit on the request's stream; garbage collection
-// past the threshold; a new segment from the upstream; then one retry, counted in
+// past the threshold; (best_fit, vmm_stitch) before a new segment would raise peak reserved
+// memory, another stream's whole cached segment, else cached segments released; a new segment
+// from the upstream; then one retry, counted in
 // num_alloc_retries: wait for blocks pending on other streams, release cached whole segments
 // (best_fit/vmm_stitch first take over other streams' whole free segments), ask again;
 // vmm_stitch finally stitches free blocks (plus fresh pages for the rest) into one range.
@@ -95,6 +97,8 @@ class CachingAllocator final : public Allocator {
   void release_segment(Segment* segment);
   void erase_segment(Segment* segment);
   void collect_garbage(std::size_t incoming);
+  void hold_peak(std::size_t incoming);
+  bool raises_peak(std::size_t incoming) const;
   void insert_free(BlockNode* block);
   void erase_free(BlockNode* block);
   BlockNode* new_node();

@@ -33,7 +33,7 @@ constexpr std::size_t kRoundLarge = std::size_t{2} << 20;
 // cudaFree each, which synchronizes the device) before allocating afresh; request 4 fits beside
 // it; request 5 retries again, and so on. Every request is served, but at the price of
 // num_alloc_retries = 7, num_device_alloc = 16 and num_device_free = 14 for 16 requests, where
-// best_fit reuses the two segments it has (StreamPerRequest tests in tests/memory pin both).
+// best_fit reuses one segment throughout (StreamPerRequest tests in tests/memory pin both).
 class PytorchPolicy final : public AllocationPolicy {
  public:
   explicit PytorchPolicy(std::size_t max_split_size) : max_split_size_(max_split_size) {}

@@ -53,6 +53,7 @@ class VmmStitchPolicy final : public AllocationPolicy {
     return block_size < max_split_size_ && remaining >= page_;  // whole pages only
   }
   bool reclaims_other_streams() const override { return true; }
+  bool holds_peak() const override { return true; }
   bool stitches() const override { return true; }
 
  private:

@@ -70,6 +70,9 @@ TEST(PytorchPolicyRules, AllocatorReservesDocumentedSegments) {
 // best_fit reserves only the request rounded to 2 MiB, and keeps small requests in small segments.
 TEST(BestFitPolicyRules, ReservesRequestRoundedTo2MiBAndSeparatesSmallRequests) {
   Harness h = make_harness({"best_fit", Upstream::simulated}, GiB);
+  // A 200 MiB peak first, so that nothing below is released to hold the peak.
+  h.allocator->deallocate(h.allocator->allocate(200 * MiB));
+  h.allocator->empty_cache();
   Block big = h.allocator->allocate(100 * MiB);
   h.allocator->deallocate(big);
   Block small = h.allocator->allocate(10 * KiB);
@@ -111,7 +114,8 @@ TEST(NoCachePolicyRules, EveryFreeGoesUpstream) {
 TEST(GarbageCollectionThreshold, ReleasesCacheBeforeCrossingTheThreshold) {
   AllocatorOptions o;
   o.garbage_collection_threshold = 0.5;
-  Harness h = make_harness({"best_fit", Upstream::simulated}, GiB, o);
+  // pytorch: best_fit's own peak holding would release the cache here without any threshold.
+  Harness h = make_harness({"pytorch", Upstream::simulated}, GiB, o);
   h.allocator->deallocate(h.allocator->allocate(400 * MiB));
   EXPECT_EQ(h.simulated->used_bytes(), 400 * MiB) << "cached below the threshold";
   Block b = h.allocator->allocate(500 * MiB);
@@ -119,7 +123,7 @@ TEST(GarbageCollectionThreshold, ReleasesCacheBeforeCrossingTheThreshold) {
   EXPECT_EQ(h.allocator->stats().num_alloc_retries, 0) << "released before failing, not after";
   h.allocator->deallocate(b);
 
-  Harness off = make_harness({"best_fit", Upstream::simulated}, GiB);
+  Harness off = make_harness({"pytorch", Upstream::simulated}, GiB);
   off.allocator->deallocate(off.allocator->allocate(400 * MiB));
   Block c = off.allocator->allocate(500 * MiB);
   EXPECT_EQ(off.simulated->used_bytes(), 900 * MiB) << "without the threshold the cache stays";
@@ -140,12 +144,33 @@ TEST(ExpandableSegments, GrowInPlaceAfterAFreedSmallerBlock) {
   EXPECT_EQ(h.vmm->physical_bytes(), 0u);
   EXPECT_EQ(h.vmm->live_reservations(), 0u);
 
-  Harness plain = make_harness({"best_fit", Upstream::simulated}, GiB);
+  Harness plain = make_harness({"pytorch", Upstream::simulated}, GiB);
   plain.allocator->deallocate(plain.allocator->allocate(100 * MiB));
   Block c = plain.allocator->allocate(150 * MiB);
   EXPECT_EQ(plain.allocator->stats().reserved_bytes.current, static_cast<std::int64_t>(250 * MiB))
       << "fixed segments strand the old 100 MiB";
   plain.allocator->deallocate(c);
+}
+
+// Note [Holding the peak] (best_fit_policy.cpp): a larger request releases the cached smaller
+// segment before reserving, so the peak is the larger request alone; pytorch keeps both.
+TEST(BestFitPolicyRules, NewSegmentAboveThePeakReleasesCachedSegmentsFirst) {
+  Harness h = make_harness({"best_fit", Upstream::simulated}, GiB);
+  h.allocator->deallocate(h.allocator->allocate(100 * MiB));
+  Block b = h.allocator->allocate(150 * MiB);
+  EXPECT_EQ(h.allocator->stats().reserved_bytes.peak, static_cast<std::int64_t>(150 * MiB));
+  EXPECT_EQ(h.simulated->used_bytes(), 150 * MiB);
+  h.allocator->deallocate(b);
+  // Below the peak the cache is kept: 100 MiB is carved from the cached 150 MiB block.
+  Block c = h.allocator->allocate(100 * MiB);
+  EXPECT_EQ(h.allocator->stats().num_device_alloc, 2);
+  h.allocator->deallocate(c);
+
+  Harness torch = make_harness({"pytorch", Upstream::simulated}, GiB);
+  torch.allocator->deallocate(torch.allocator->allocate(100 * MiB));
+  Block d = torch.allocator->allocate(150 * MiB);
+  EXPECT_EQ(torch.allocator->stats().reserved_bytes.peak, static_cast<std::int64_t>(250 * MiB));
+  torch.allocator->deallocate(d);
 }
 
 }  // namespace
