@@ -71,9 +71,9 @@ int run_training(const Config& config, const RunOptions& options) {
 
   TrainingData data = load_training_data(config, *comm, out);
 
+  memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
   auto allocator = make_model_allocator(config.memory);
-  MemoryTrace trace;
-  if (config.memory.trace) trace.attach(*allocator);
+  if (config.memory.trace) allocator->set_event_sink(trace.sink());
   core::Context ctx(allocator);
   models::BertForMaskedLM model(config.model, ctx);
   model.init_parameters(tc.seed);
@@ -198,7 +198,7 @@ int run_training(const Config& config, const RunOptions& options) {
     summary.peak_reserved_bytes = mem.reserved_bytes.peak;
     summary.run_dir = run_path;
     out << format_summary(summary) << allocator->memory_summary() << std::flush;
-    write_memory_outputs(*allocator, trace, *run_dir);
+    write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
   }
   return interrupted ? kInterruptedExitCode : 0;
 }

@@ -83,6 +83,22 @@ TEST(RunTraining, MockRunLossFallsAndEveryOutputIsWritten) {
                    .get<std::string>().empty());
 }
 
+// memory.trace: the snapshot carries the allocation history and the Chrome trace is written.
+TEST(RunTraining, MemoryTraceWritesSnapshotHistoryAndChromeTrace) {
+  testing::TempDir tmp;
+  Config c = testing::tiny_mock_config();
+  c.training.max_steps = 2;
+  c.memory.trace = true;
+  ASSERT_EQ(run_training(c, RunOptions{tmp.sub("run")}), 0);
+  const auto snapshot = nlohmann::json::parse(slurp(tmp.sub("run/memory_snapshot.json")));
+  ASSERT_TRUE(snapshot.contains("segments"));
+  EXPECT_FALSE(snapshot["segments"].empty());  // parameters, gradients, moments stay allocated
+  ASSERT_TRUE(snapshot.contains("device_traces"));
+  EXPECT_FALSE(snapshot["device_traces"][0].empty());
+  const auto trace = nlohmann::json::parse(slurp(tmp.sub("run/memory_trace.json")));
+  EXPECT_FALSE(trace["traceEvents"].empty());
+}
+
 TEST(RunTraining, RunDirectoryOfAnotherConfigIsRefusedUntouched) {
   testing::TempDir tmp;
   Config c = testing::tiny_mock_config();
