@@ -665,8 +665,13 @@ void CachingAllocator::unstitch(Segment* stitched) {
 CachingAllocator::BlockNode* CachingAllocator::reclaim_other_stream(std::size_t rounded, Pool pool,
                                                                     StreamId stream) {
   // The smallest whole cached segment of another stream that fits.
+  const FreeIndex& index = free_[static_cast<int>(pool)];
+  // Ordered by stream first: when both ends are this stream, no other stream has free blocks.
+  if (index.empty() || ((*index.begin())->stream == stream && (*index.rbegin())->stream == stream)) {
+    return nullptr;
+  }
   BlockNode* best = nullptr;
-  for (BlockNode* b : free_[static_cast<int>(pool)]) {
+  for (BlockNode* b : index) {
     if (b->stream == stream || b->prev != nullptr || b->next != nullptr) continue;
     const SegmentKind kind = b->segment->kind;
     if (kind != SegmentKind::plain && kind != SegmentKind::mapped) continue;
