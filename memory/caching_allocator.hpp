@@ -28,14 +28,15 @@ namespace memtrain::memory {
 // (options.policy): see the Note blocks in no_cache_policy.cpp, pytorch_policy.cpp,
 // best_fit_policy.cpp and vmm_stitch_policy.cpp.
 //
-// Failure order (every caching policy): best fit on the request's stream; garbage collection
-// past the threshold; (best_fit, vmm_stitch) before a new segment would raise peak reserved
-// memory, another stream's whole cached segment, else cached segments released; a new segment
-// from the upstream; then one retry, counted in
-// num_alloc_retries: wait for blocks pending on other streams, release cached whole segments
-// (best_fit/vmm_stitch first take over other streams' whole free segments), ask again;
-// vmm_stitch finally stitches free blocks (plus fresh pages for the rest) into one range.
-// Then OutOfMemory, and the allocator is unchanged except for the released cache.
+// Order of attempts (every caching policy): best fit on the request's stream; vmm_stitch:
+// stitch the stream's free pages if they add up to the request; garbage collection past the
+// threshold; best_fit/vmm_stitch: if a new segment would raise peak reserved memory, take over
+// another stream's whole cached segment, else release cached segments (Note [Holding the
+// peak]); a new segment from the upstream. Then one retry, counted in num_alloc_retries: wait
+// for blocks pending on other streams, take over another stream's whole cached segment
+// (best_fit, vmm_stitch), release every cached whole segment and ask again, vmm_stitch: stitch
+// free pages plus fresh ones. Then OutOfMemory; the allocator is unchanged except for the
+// released cache. Rounding overflow is reported as OutOfMemory, never wrapped.
 //
 // Thread-safe (one mutex). Addresses are 256-byte aligned.
 class CachingAllocator final : public Allocator {
