@@ -1,10 +1,12 @@
 // Allocator benchmarks (issue 3, "Speed"):
 //  - BM_CachedAllocFree/<policy>/<bytes>: one allocate + deallocate on the cached path, against
 //    BM_MallocFree/<bytes> (glibc). Target: median <= 100 ns for best_fit.
-//  - BM_ReplayDirect/<policy>, BM_ReplayTrace/<policy>: replay throughput of a transformer
-//    trace, in events/s (items_per_second). Direct drives the allocator from a compact op list;
-//    ReplayTrace is memory::replay_trace (what `memtrain replay` runs: fresh simulated device,
-//    id lookups, report). Target: >= 5 million events/s.
+//  - BM_ReplayDirect/<policy>, BM_ReplayInterned/<policy>, BM_ReplayTrace/<policy>: replay
+//    throughput of a transformer trace, in events/s (items_per_second). Direct drives the
+//    allocator from a compact op list. Interned is memory::replay_interned_trace, what
+//    `memtrain replay` runs once the file is parsed and interned: id checks and peak live bytes,
+//    a fresh simulated device and allocator, the replay, the report. ReplayTrace adds
+//    intern_trace (one hash lookup per row) to that. Target: >= 5 million events/s.
 //  - BM_TransformerUtilization/<policy>: the same trace (BERT-Large shapes, sequence length
 //    changing every step) on a fresh simulated 80 GiB device; counters utilization
 //    (peak allocated / peak reserved), fragmentation at peak reserved, peaks in GiB, OOMs.
@@ -120,6 +122,19 @@ void BM_ReplayDirect(benchmark::State& state) {
   state.SetLabel(policy);
 }
 
+void BM_ReplayInterned(benchmark::State& state) {
+  const std::string policy = kPolicies[state.range(0)];
+  const memory::InternedTrace interned = memory::intern_trace(trace().ops);
+  memory::ReplayReport report;
+  for (auto _ : state) {
+    report = memory::replay_interned_trace(interned, policy, 80 * GiB, "transformer");
+    benchmark::DoNotOptimize(report.events);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * interned.ops.size()));
+  state.counters["events"] = static_cast<double>(report.events);
+  state.SetLabel(policy);
+}
+
 void BM_ReplayTrace(benchmark::State& state) {
   const std::string policy = kPolicies[state.range(0)];
   const GeneratedTrace& t = trace();
@@ -178,6 +193,7 @@ void BM_TransformerUtilization(benchmark::State& state) {
 BENCHMARK(BM_CachedAllocFree)->ArgsProduct({{0, 1, 2, 3}, {4096, 1 << 20}})->ArgNames({"policy", "bytes"});
 BENCHMARK(BM_MallocFree)->Arg(4096)->Arg(1 << 20)->ArgNames({"bytes"});
 BENCHMARK(BM_ReplayDirect)->DenseRange(0, 3)->ArgNames({"policy"})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplayInterned)->DenseRange(0, 3)->ArgNames({"policy"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReplayTrace)->DenseRange(0, 3)->ArgNames({"policy"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TransformerUtilization)->ArgsProduct({{1, 2, 3}, {0, 1, 2}, {80, 16}})
     ->ArgNames({"policy", "seq", "capacity_GiB"})->Unit(benchmark::kMillisecond)->Iterations(1);

@@ -6,8 +6,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "memory/activation_planner.hpp"
 #include "memory/allocator_options.hpp"
@@ -22,38 +20,53 @@
 namespace memtrain::memory {
 namespace {
 
-[[noreturn]] void fail(const std::string& source, const TraceOp& op, const std::string& what) {
-  throw TraceFormatError(source + ":" + std::to_string(op.line) + ": " + what);
+[[noreturn]] void fail(const std::string& source, const InternedTrace& trace, std::size_t i,
+                       const std::string& what) {
+  throw TraceFormatError(source + ":" + std::to_string(trace.lines[i]) + ": " + what);
 }
 
 // The requested bytes live at the fullest moment of the trace (no allocator can do better).
 // Also checks the trace's ids: every free names a live (or failed) alloc, ids are not reused
 // while live, and a free's bytes, when given, match its alloc.
-std::size_t peak_live_bytes(const std::vector<TraceOp>& ops, const std::string& source) {
-  std::unordered_map<std::string, std::size_t> live;
+std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& source) {
+  // A hand-built InternedTrace may be inconsistent; intern_trace's never is.
+  if (trace.lines.size() != trace.ops.size() || trace.tags.empty()) {
+    throw std::invalid_argument("interned trace has " + std::to_string(trace.ops.size()) + " ops, " +
+                                std::to_string(trace.lines.size()) + " lines and " +
+                                std::to_string(trace.tags.size()) +
+                                " tags; expected one line per op and tags[0] = untagged (use intern_trace)");
+  }
+  std::vector<std::size_t> bytes_of(trace.ids.size());
+  std::vector<bool> live(trace.ids.size());
   std::size_t current = 0, peak = 0;
-  for (const TraceOp& op : ops) {
-    if (op.kind == TraceOp::Kind::alloc) {
-      if (!live.emplace(op.id, op.bytes).second) {
-        fail(source, op, "alloc of id '" + op.id + "' which is still live; free it first");
-      }
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const InternedTrace::Op& op = trace.ops[i];
+    if (op.id >= trace.ids.size() || op.tag >= trace.tags.size()) {
+      fail(source, trace, i, "interned op names id " + std::to_string(op.id) + " and tag " + std::to_string(op.tag) +
+                                 "; expected below " + std::to_string(trace.ids.size()) + " and " +
+                                 std::to_string(trace.tags.size()) + " (use intern_trace)");
+    }
+    const std::string& id = trace.ids[op.id];
+    if (op.alloc) {
+      if (live[op.id]) fail(source, trace, i, "alloc of id '" + id + "' which is still live; free it first");
+      live[op.id] = true;
+      bytes_of[op.id] = op.bytes;
       current += op.bytes;
       peak = std::max(peak, current);
     } else {
-      const auto it = live.find(op.id);
-      if (it == live.end()) fail(source, op, "free of id '" + op.id + "' which is not live");
-      if (op.bytes != 0 && op.bytes != it->second) {
-        fail(source, op, "free of id '" + op.id + "' with " + std::to_string(op.bytes) +
-                             " bytes; it was allocated with " + std::to_string(it->second));
+      if (!live[op.id]) fail(source, trace, i, "free of id '" + id + "' which is not live");
+      if (op.bytes != 0 && op.bytes != bytes_of[op.id]) {
+        fail(source, trace, i, "free of id '" + id + "' with " + std::to_string(op.bytes) +
+                                   " bytes; it was allocated with " + std::to_string(bytes_of[op.id]));
       }
-      current -= it->second;
-      live.erase(it);
+      current -= bytes_of[op.id];
+      live[op.id] = false;
     }
   }
   return peak;
 }
 
-ReplayReport replay_on_allocator(const std::vector<TraceOp>& ops, const std::string& policy,
+ReplayReport replay_on_allocator(const InternedTrace& trace, const std::string& policy,
                                  std::size_t capacity_bytes) {
   std::shared_ptr<MemoryResource> device;
   if (policy == "vmm_stitch") {
@@ -69,30 +82,33 @@ ReplayReport replay_on_allocator(const std::vector<TraceOp>& ops, const std::str
   StreamRegistry streams;
   allocator.set_stream_registry(&streams);
 
+  // Tags are registered once per replay, not per alloc (Note [Replay interns ids and tags once]).
+  std::vector<TagId> tag_ids(trace.tags.size(), kUntagged);
+  for (std::size_t t = 1; t < trace.tags.size(); ++t) tag_ids[t] = tag_registry().register_tag(trace.tags[t]);
+
   ReplayReport report;
-  std::unordered_map<std::string, Block> live;
-  std::unordered_set<std::string> failed;
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const TraceOp& op = ops[i];
-    if (op.kind == TraceOp::Kind::alloc) {
+  // By interned id: its block while live. A failed alloc leaves it not held, so its free is
+  // skipped (ids were checked beforehand).
+  std::vector<Block> blocks(trace.ids.size());
+  std::vector<std::uint8_t> held(trace.ids.size(), 0);
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const InternedTrace::Op& op = trace.ops[i];
+    if (op.alloc) {
       ++report.num_allocs;
-      const TagId tag = op.tag.empty() ? kUntagged : tag_registry().register_tag(op.tag);
       try {
-        live.emplace(op.id, allocator.allocate(op.bytes, op.stream, tag));
-        failed.erase(op.id);
+        blocks[op.id] = allocator.allocate(op.bytes, op.stream, tag_ids[op.tag]);
+        held[op.id] = 1;
       } catch (const memtrain::OutOfMemory&) {
-        failed.insert(op.id);
         if (!report.first_oom_event) {
           report.first_oom_event = i;
-          report.first_oom_line = op.line;
+          report.first_oom_line = trace.lines[i];
         }
       }
     } else {
       ++report.num_frees;
-      const auto it = live.find(op.id);
-      if (it == live.end()) continue;  // its alloc failed (ids were checked beforehand)
-      allocator.deallocate(it->second);
-      live.erase(it);
+      if (!held[op.id]) continue;
+      allocator.deallocate(blocks[op.id]);
+      held[op.id] = 0;
     }
   }
   const MemoryStats s = allocator.stats();
@@ -101,7 +117,9 @@ ReplayReport replay_on_allocator(const std::vector<TraceOp>& ops, const std::str
   report.fragmentation = s.fragmentation_at_peak_reserved;
   report.num_ooms = static_cast<std::size_t>(s.num_ooms);
   report.num_alloc_retries = static_cast<std::size_t>(s.num_alloc_retries);
-  for (auto& [id, block] : live) allocator.deallocate(block);
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    if (held[k]) allocator.deallocate(blocks[k]);
+  }
   return report;
 }
 
@@ -112,27 +130,26 @@ ReplayReport replay_on_allocator(const std::vector<TraceOp>& ops, const std::str
 // and allocations whose planned bytes end past the capacity are the ones that fail: a device
 // of that size could not hold this layout. Streams do not matter here: nothing is reused before
 // its free in trace order.
-ReplayReport replay_planned(const std::vector<TraceOp>& ops, std::size_t capacity_bytes) {
+ReplayReport replay_planned(const InternedTrace& trace, std::size_t capacity_bytes) {
+  const auto& ops = trace.ops;
   std::vector<TensorLifetime> lifetimes;
   std::vector<std::size_t> alloc_event;  // trace index of each lifetime's alloc
-  std::unordered_map<std::string, std::size_t> open;
+  std::vector<std::size_t> open(trace.ids.size());  // by interned id: its live lifetime
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const TraceOp& op = ops[i];
-    if (op.kind == TraceOp::Kind::alloc) {
+    const InternedTrace::Op& op = ops[i];
+    if (op.alloc) {
       open[op.id] = lifetimes.size();
       lifetimes.push_back({op.bytes, i, ops.size()});
       alloc_event.push_back(i);
     } else {
-      const auto it = open.find(op.id);
-      lifetimes[it->second].last_use = i;  // ids were checked beforehand
-      open.erase(it);
+      lifetimes[open[op.id]].last_use = i;  // ids were checked beforehand
     }
   }
   constexpr std::size_t kAlignment = 512;  // the allocators' smallest rounding
   const ArenaPlan plan = plan_arena(lifetimes, kAlignment);
 
   ReplayReport report;
-  for (const TraceOp& op : ops) (op.kind == TraceOp::Kind::alloc ? report.num_allocs : report.num_frees)++;
+  for (const InternedTrace::Op& op : ops) (op.alloc ? report.num_allocs : report.num_frees)++;
   report.peak_reserved_bytes = std::min(plan.arena_bytes, capacity_bytes);
   for (std::size_t k = 0; k < lifetimes.size(); ++k) {
     const std::size_t size = (lifetimes[k].bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -140,7 +157,7 @@ ReplayReport replay_planned(const std::vector<TraceOp>& ops, std::size_t capacit
       ++report.num_ooms;
       if (!report.first_oom_event || alloc_event[k] < *report.first_oom_event) {
         report.first_oom_event = alloc_event[k];
-        report.first_oom_line = ops[alloc_event[k]].line;
+        report.first_oom_line = trace.lines[alloc_event[k]];
       }
     }
   }
@@ -184,8 +201,8 @@ const std::vector<std::string>& replay_policies() {
   return names;
 }
 
-ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy,
-                          std::size_t capacity_bytes, const std::string& source) {
+ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string& policy,
+                                   std::size_t capacity_bytes, const std::string& source) {
   const auto& names = replay_policies();
   if (std::find(names.begin(), names.end(), policy) == names.end()) {
     std::string list;
@@ -195,12 +212,12 @@ ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& po
   if (capacity_bytes == 0) {
     throw std::invalid_argument("replay capacity is 0 bytes; expected a device size such as 40GiB");
   }
-  const std::size_t lower_bound = peak_live_bytes(ops, source);
-  ReplayReport report = policy == "planned" ? replay_planned(ops, capacity_bytes)
-                                            : replay_on_allocator(ops, policy, capacity_bytes);
+  const std::size_t lower_bound = peak_live_bytes(trace, source);
+  ReplayReport report = policy == "planned" ? replay_planned(trace, capacity_bytes)
+                                            : replay_on_allocator(trace, policy, capacity_bytes);
   report.policy = policy;
   report.capacity_bytes = capacity_bytes;
-  report.events = ops.size();
+  report.events = trace.ops.size();
   report.peak_live_bytes = lower_bound;
   report.utilization = report.peak_reserved_bytes == 0
                            ? 0.0
@@ -208,9 +225,14 @@ ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& po
   return report;
 }
 
+ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy,
+                          std::size_t capacity_bytes, const std::string& source) {
+  return replay_interned_trace(intern_trace(ops), policy, capacity_bytes, source);
+}
+
 ReplayReport replay_trace_file(const std::string& path, const std::string& policy,
                                std::size_t capacity_bytes) {
-  return replay_trace(read_trace_file(path), policy, capacity_bytes, path);
+  return replay_interned_trace(intern_trace(read_trace_file(path)), policy, capacity_bytes, path);
 }
 
 std::string ReplayReport::to_json() const {

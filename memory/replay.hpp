@@ -38,6 +38,34 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
 // missing or unreadable file).
 std::vector<TraceOp> read_trace_file(const std::string& path);
 
+// Note [Replay interns ids and tags once]
+// Replay throughput is a target (issue 3, "Speed": at least 5 million events/s). Hashing an id
+// string per event (twice: to check the trace and to find the live block), registering the tag
+// per alloc (a mutex and a hash in the process-wide TagRegistry) and node maps for the live set
+// cost as much as the allocator itself. So a trace is interned once: each distinct id text
+// becomes a dense index (the live set is then a vector indexed by it) and each distinct tag an
+// index into a short table that replay registers once. Replay itself does no string work.
+
+// A trace whose ids and tags are dense integers. `ops[i]` is row i of the TraceOp list it came
+// from (same order, so event indices agree); `lines[i]` is its line in the source file.
+struct InternedTrace {
+  struct Op {
+    std::size_t bytes = 0;     // alloc: requested bytes; free: 0 when the row left it empty
+    std::uint32_t id = 0;      // index into `ids`
+    StreamId stream = kDefaultStream;
+    std::uint32_t tag = 0;     // index into `tags`; 0 = untagged (free rows: always 0)
+    bool alloc = true;
+  };
+  std::vector<Op> ops;
+  std::vector<std::size_t> lines;
+  std::vector<std::string> ids;   // id text, in order of first appearance
+  std::vector<std::string> tags;  // tags[0] = "" (untagged); then alloc rows' tags by first appearance
+};
+
+// Interns `ops` (one hash lookup per row; no checks: replay_trace checks the ids). Throws
+// std::length_error for more than 2^32 - 1 distinct ids or tags.
+InternedTrace intern_trace(const std::vector<TraceOp>& ops);
+
 // What a replay measured. Byte counts are bytes; ratios are in [0, 1].
 struct ReplayReport {
   std::string policy;
@@ -65,16 +93,22 @@ struct ReplayReport {
 // "vmm_stitch") and "planned" (the activation planner sees the whole trace: the offline optimum).
 const std::vector<std::string>& replay_policies();
 
-// Replays `ops` on a simulated device of `capacity_bytes` (vmm_stitch: a simulated
+// Replays `trace` on a simulated device of `capacity_bytes` (vmm_stitch: a simulated
 // virtual-memory device). A failed alloc is counted in num_ooms and replay continues; its later
 // free is ignored. Cost: linear in the trace for the allocator policies; "planned" lays out
 // the whole trace at once, O(n log n + overlapping pairs) (about a minute for 10^6 events with
 // thousands of tensors live at once). Throws std::invalid_argument for an unknown policy or capacity 0, and
-// TraceFormatError for a trace that frees an unknown id or allocates a live id twice.
+// TraceFormatError for a trace that frees an unknown id or allocates a live id twice (or, when
+// built by hand, names an id or tag index past its tables), std::invalid_argument for one whose
+// lines or tags tables do not fit its ops.
+ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string& policy,
+                                   std::size_t capacity_bytes, const std::string& source = "trace");
+
+// intern_trace + replay_interned_trace (a separate name: `{}` would fit either overload).
 ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy,
                           std::size_t capacity_bytes, const std::string& source = "trace");
 
-// read_trace_file + replay_trace: what `memtrain replay` calls.
+// read_trace_file + intern_trace + replay_interned_trace: what `memtrain replay` calls.
 ReplayReport replay_trace_file(const std::string& path, const std::string& policy,
                                std::size_t capacity_bytes);
 

@@ -2,8 +2,11 @@
 // with no quoting, so a line reader and a split on ',' are the whole parser.
 #include <charconv>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <stdexcept>
 #include <string_view>
+#include <unordered_map>
 
 #include "memory/replay.hpp"
 
@@ -155,6 +158,45 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
   });
   if (!header_seen) fail(source, 1, "empty log; expected the header '" + std::string(kRmmHeader) + "'");
   return ops;
+}
+
+InternedTrace intern_trace(const std::vector<TraceOp>& ops) {
+  InternedTrace trace;
+  trace.ops.reserve(ops.size());
+  trace.lines.reserve(ops.size());
+  trace.tags.emplace_back();
+  // Keys view the strings of `ops`, which outlive this function: no copy per row.
+  std::unordered_map<std::string_view, std::uint32_t> ids, tags;
+  auto index_of = [](std::unordered_map<std::string_view, std::uint32_t>& table,
+                     std::vector<std::string>& names, std::string_view text, const char* what) {
+    const auto [it, inserted] = table.try_emplace(text, static_cast<std::uint32_t>(names.size()));
+    if (inserted) {
+      if (names.size() == std::numeric_limits<std::uint32_t>::max()) {
+        throw std::length_error(std::string("trace has more than 2^32 - 1 distinct ") + what);
+      }
+      names.emplace_back(text);
+    }
+    return it->second;
+  };
+  std::string_view last_tag;  // rows of one tag come in runs: skip the lookup then
+  std::uint32_t last_tag_index = 0;
+  for (const TraceOp& op : ops) {
+    InternedTrace::Op out;
+    out.alloc = op.kind == TraceOp::Kind::alloc;
+    out.bytes = op.bytes;
+    out.stream = op.stream;
+    out.id = index_of(ids, trace.ids, op.id, "ids");
+    if (out.alloc && !op.tag.empty()) {
+      if (op.tag != last_tag) {
+        last_tag = op.tag;
+        last_tag_index = index_of(tags, trace.tags, op.tag, "tags");
+      }
+      out.tag = last_tag_index;
+    }
+    trace.ops.push_back(out);
+    trace.lines.push_back(op.line);
+  }
+  return trace;
 }
 
 std::vector<TraceOp> read_trace_file(const std::string& path) {
