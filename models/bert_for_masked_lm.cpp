@@ -1,9 +1,11 @@
 #include "models/bert_for_masked_lm.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "kernels/cpu/cross_entropy.hpp"
 #include "models/parameter_init.hpp"
@@ -159,15 +161,27 @@ StepStats BertForMaskedLM::forward_backward(const MlmBatch& batch, float grad_sc
   StepStats stats;
   if (batch.masked_positions.empty()) return stats;
   PassState s = make_pass(batch, /*training=*/true, seed, step);
+  // forward_s: embeddings, encoder, head and the loss (whose fused kernel also writes d logits,
+  // O(M V), small beside the head's GEMMs); backward_s: the head, encoder and embeddings
+  // backward. Wall time on this thread (metrics.jsonl time_forward_s / time_backward_s).
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
   try {
+    const auto t0 = Clock::now();
     auto hidden = encode(s, batch);  // [B, T, C]
-    auto dhidden = head_->loss_backward(s, hidden, batch.masked_positions, batch.masked_labels,
-                                        grad_scale, &stats);
+    auto dlogits = head_->loss(s, hidden, batch.masked_positions, batch.masked_labels,
+                               grad_scale, &stats);  // [M, V]
+    const auto t1 = Clock::now();
+    auto dhidden = head_->backward(s, std::move(dlogits), batch.masked_positions);  // [B, T, C]
     hidden.reset();
     for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
       dhidden = (*it)->backward(s, dhidden);
     }
     embeddings_->backward(s, dhidden);
+    stats.forward_s = seconds(t0, t1);
+    stats.backward_s = seconds(t1, Clock::now());
   } catch (...) {
     release_all();
     throw;

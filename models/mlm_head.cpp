@@ -58,8 +58,12 @@ Tensor MlmHead::loss_backward(PassState& s, const Tensor& hidden,
                               const std::vector<std::int32_t>& positions,
                               const std::vector<std::int32_t>& labels, float grad_scale,
                               StepStats* stats) {
-  const int M = static_cast<int>(positions.size()), C = C_;
-  const auto tmp = core::tags().temporary;
+  return backward(s, loss(s, hidden, positions, labels, grad_scale, stats), positions);
+}
+
+Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::int32_t>& positions,
+                     const std::vector<std::int32_t>& labels, float grad_scale, StepStats* stats) {
+  const int M = static_cast<int>(positions.size());
   auto dlogits = logits(s, hidden, positions);  // [M, V]; overwritten by its gradient
   std::int64_t correct = 0;
   double loss = 0.0;
@@ -70,7 +74,12 @@ Tensor MlmHead::loss_backward(PassState& s, const Tensor& hidden,
   stats->loss_sum += loss;
   stats->num_masked += M;
   stats->num_correct += correct;
+  return dlogits;
+}
 
+Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::int32_t>& positions) {
+  const int M = static_cast<int>(positions.size()), C = C_;
+  const auto tmp = core::tags().temporary;
   auto dtransformed = Tensor::zeros(s.ctx, {M, C}, DType::f32, tmp);  // [M, C]
   if (s.compute()) {
     // Tied decoder: its weight gradient lands in the word-embedding gradient.

@@ -31,6 +31,15 @@ class MlmHead {
                              const std::vector<std::int32_t>& positions,
                              const std::vector<std::int32_t>& labels, float grad_scale,
                              StepStats* stats);
+  // loss_backward in two halves, so that the model can time forward and backward apart:
+  // loss runs logits + the softmax cross-entropy (adds to *stats) and returns d logits [M, V]
+  // (tag activation, scaled by grad_scale); backward consumes them and returns d hidden
+  // [B*T, C] as loss_backward does.
+  core::Tensor loss(PassState& s, const core::Tensor& hidden,
+                    const std::vector<std::int32_t>& positions,
+                    const std::vector<std::int32_t>& labels, float grad_scale, StepStats* stats);
+  core::Tensor backward(PassState& s, core::Tensor dlogits,
+                        const std::vector<std::int32_t>& positions);
   void release();
 
  private:

@@ -37,22 +37,11 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   const float grad_scale = r.num_masked > 0 ? 1.0f / static_cast<float>(r.num_masked) : 0.0f;
   double loss_sum = 0.0;
   for (const auto& batch : batches) {
-    const auto t_batch = Clock::now();
     const auto stats = model.forward_backward(batch, grad_scale, settings.seed,
                                               static_cast<std::uint64_t>(step));
-    const double wall = seconds_since(t_batch);
     loss_sum += stats.loss_sum;
-    if (stats.forward_s > 0.0 || stats.backward_s > 0.0) {
-      r.time_forward_s += stats.forward_s;
-      r.time_backward_s += stats.backward_s;
-    } else {
-      // Note [Forward/backward split when the model does not measure it]
-      // The backward pass of a transformer costs two forward passes in FLOPs (a GEMM's input
-      // and weight gradients are one GEMM each; Kaplan et al. 2020, sec. 2.1), so the wall time
-      // is split 1:2. Used only if StepStats carries no measured times.
-      r.time_forward_s += wall / 3.0;
-      r.time_backward_s += wall * 2.0 / 3.0;
-    }
+    r.time_forward_s += stats.forward_s;
+    r.time_backward_s += stats.backward_s;
   }
 
   t0 = Clock::now();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -89,6 +90,39 @@ TEST(TrainStep, LossIsTheMeanOverTheGlobalBatchMaskedTokens) {
   EXPECT_EQ(r.num_masked, masked);
   EXPECT_NEAR(r.loss, loss_sum / masked, 1e-5 * r.loss);
   EXPECT_EQ(r.num_tokens, 8 * c.data.seq_length);
+}
+
+// time_forward_s and time_backward_s are measured inside forward_backward, so each is positive
+// and, both being parts of the step, their sum cannot exceed the step's wall time measured
+// around train_step (which also builds batches and runs AdamW). A 1:2 split of an estimate
+// would pass the sum check but is gone; each part is checked on its own against the clock.
+TEST(TrainStep, ForwardAndBackwardTimesAreMeasuredAndFitInTheStep) {
+  Config c = testing::tiny_mock_config();
+  comms::SingleRankCommunicator comm;
+  TrainingSetup a(c);
+  const auto plan = BatchPlan::make(16, 8, 1, 0);  // 2 micro-batches: the times add up
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const auto r = train_step(a.model, a.data, plan, comm, *a.optimizer, 0, StepSettings{1e-3, 1.0, 1});
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_GT(r.num_masked, 0);
+  EXPECT_GT(r.time_forward_s, 0.0);
+  EXPECT_GT(r.time_backward_s, 0.0);
+  EXPECT_GT(r.time_forward_s + r.time_backward_s, 0.0);
+  EXPECT_LE(r.time_forward_s + r.time_backward_s + r.time_optimizer_s + r.time_comm_s, wall);
+
+  // The model's own numbers: one micro-batch's forward and backward also fit in its wall time.
+  const auto batch = a.data.batch(0, 8);
+  const auto t1 = Clock::now();
+  const auto s = a.model.forward_backward(batch, 1e-2f, 1, 1);
+  const double fb_wall = std::chrono::duration<double>(Clock::now() - t1).count();
+  EXPECT_GT(s.forward_s, 0.0);
+  EXPECT_GT(s.backward_s, 0.0);
+  EXPECT_LE(s.forward_s + s.backward_s, fb_wall);
+  // evaluate runs no timed pass.
+  const auto e = a.model.evaluate(batch);
+  EXPECT_EQ(e.forward_s, 0.0);
+  EXPECT_EQ(e.backward_s, 0.0);
 }
 
 }  // namespace
