@@ -2,9 +2,11 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "memory/chrome_trace_json.hpp"
 #include "memory/memory_snapshot_json.hpp"
+#include "memory/trace_csv_writer.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
@@ -17,6 +19,17 @@ void write_json(const std::string& path, const nlohmann::json& j) {
   if (!out) throw RuntimeError("cannot write " + path);
 }
 
+void write_trace_csv_file(const std::string& path, const std::vector<memory::TraceEvent>& events) {
+  std::ofstream out(path, std::ios::trunc);
+  try {
+    memory::write_trace_csv(out, events);
+  } catch (const std::invalid_argument& e) {
+    throw RuntimeError("cannot write " + path + ": " + e.what());
+  }
+  out.flush();
+  if (!out) throw RuntimeError("cannot write " + path);
+}
+
 }  // namespace
 
 void write_memory_outputs(const memory::CachingAllocator& allocator,
@@ -25,7 +38,10 @@ void write_memory_outputs(const memory::CachingAllocator& allocator,
       trace ? trace->events() : std::vector<memory::TraceEvent>{};
   write_json(run_dir.file("memory_snapshot.json"),
              memory::memory_snapshot_json(allocator.snapshot(), events));
-  if (trace) write_json(run_dir.file("memory_trace.json"), memory::chrome_trace_json(events));
+  if (trace) {
+    write_json(run_dir.file("memory_trace.json"), memory::chrome_trace_json(events));
+    write_trace_csv_file(run_dir.file("memory_trace.csv"), events);
+  }
 }
 
 }  // namespace memtrain::train

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "memory/replay.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/train/stop_signal.hpp"
 #include "tests/train/temp_dir.hpp"
@@ -97,6 +98,43 @@ TEST(RunTraining, MemoryTraceWritesSnapshotHistoryAndChromeTrace) {
   EXPECT_FALSE(snapshot["device_traces"][0].empty());
   const auto trace = nlohmann::json::parse(slurp(tmp.sub("run/memory_trace.json")));
   EXPECT_FALSE(trace["traceEvents"].empty());
+}
+
+// memory.trace also writes the run's requests as a replay CSV. Replaying them under the run's
+// own policy must reproduce the run: the same requests in the same order through the same
+// best_fit rules give the same blocks, so the replay's peak allocated bytes equal the peak the
+// run's allocator reported (metrics.jsonl, from CachingAllocator::stats()). The capacity is far
+// above the run's needs so that no segment is refused in either. The reference peak is taken
+// from the last training line; what runs after it (the final evaluation: one micro-batch
+// forward, no activations kept for a backward) holds less than a training step does.
+TEST(RunTraining, MemoryTraceCsvReplaysToTheRunsPeakAllocatedBytes) {
+  testing::TempDir tmp;
+  Config c = testing::tiny_mock_config();
+  c.training.max_steps = 2;
+  c.training.log_interval = 1;
+  c.memory.policy = "best_fit";
+  c.memory.trace = true;
+  ASSERT_EQ(run_training(c, RunOptions{tmp.sub("run")}), 0);
+
+  double run_peak = 0.0;
+  for (const auto& l : read_metrics(tmp.sub("run/metrics.jsonl"))) {
+    if (l.contains("peak_allocated_bytes")) run_peak = l["peak_allocated_bytes"].get<double>();
+  }
+  ASSERT_GT(run_peak, 0.0);
+
+  const std::string csv = tmp.sub("run/memory_trace.csv");
+  ASSERT_TRUE(fs::exists(csv));
+  std::ifstream in(csv);
+  std::string header;
+  std::getline(in, header);
+  EXPECT_EQ(header, "op,id,bytes,stream,tag");
+
+  const auto report = memory::replay_trace_file(csv, "best_fit", std::size_t{1} << 40);
+  EXPECT_GT(report.num_allocs, 0u);
+  EXPECT_EQ(report.num_ooms, 0u);
+  EXPECT_EQ(static_cast<double>(report.peak_allocated_bytes), run_peak);
+  // Requested bytes are a lower bound of allocated (block sizes are rounded up).
+  EXPECT_LE(report.peak_live_bytes, report.peak_allocated_bytes);
 }
 
 TEST(RunTraining, RunDirectoryOfAnotherConfigIsRefusedUntouched) {
