@@ -44,6 +44,12 @@ struct MemoryConfig {
   double garbage_collection_threshold = 0.0;  // fraction of the limit; 0 = off
   bool expandable_segments = false;
   std::size_t capacity = 0;  // bytes the allocator may reserve; 0 = the device's capacity
+  // Per-job share of the device in the host's shared ledger (memory::SharedLedger, device
+  // "cpu"), so that memtrain processes on one host share it (issue 3, "Quotas, isolation and
+  // a device pool"). Bytes; 0 = unset. limit: this job is never charged past it; reservation:
+  // guaranteed to this job, no other job can take it (needs capacity). See docs/config.md.
+  std::size_t limit = 0;
+  std::size_t reservation = 0;
 };
 
 struct ParallelConfig {

@@ -76,6 +76,13 @@ KeySpec text(std::string name, std::string expected, Field<std::string> f) {
           [=](const Config& c) { return field_of(f, c); }};
 }
 
+// A byte size ("2GiB", "1.5GiB", a byte count) or 0 for unset.
+KeySpec size_or_zero(std::string name, std::string expected, Field<std::size_t> f) {
+  return {std::move(name), std::move(expected),
+          [=](Config& c, std::string_view t) { f(c) = t == "0" ? 0 : parse_size(t); },
+          [=](const Config& c) { return std::to_string(field_of(f, c)); }};
+}
+
 // Open and closed intervals as the messages print them.
 const Range kProbability{0.0, false, 1.0, true, "a number in [0, 1)"};
 const Range kPositive{0.0, true, 1e300, false, "a number > 0"};
@@ -177,6 +184,11 @@ std::vector<KeySpec> make_keys() {
   k.push_back({"memory.capacity", "a size such as 40GiB or a byte count (0 = the device's capacity)",
                [](Config& c, std::string_view t) { c.memory.capacity = t == "0" ? 0 : parse_size(t); },
                [](const Config& c) { return std::to_string(c.memory.capacity); }});
+  k.push_back(size_or_zero("memory.limit", "a size such as 2GiB or a byte count (0 = no limit)",
+                           [](Config& c) -> std::size_t& { return c.memory.limit; }));
+  k.push_back(size_or_zero("memory.reservation",
+                           "a size such as 1GiB or a byte count (0 = no reservation)",
+                           [](Config& c) -> std::size_t& { return c.memory.reservation; }));
 
   // parallel: tensor parallelism arrives with its issue; data parallelism is the rank count.
   k.push_back({"parallel.tensor_model_parallel_size", "1",
@@ -219,8 +231,6 @@ std::optional<std::string> not_built_key(std::string_view name) {
   if (name.starts_with("health.")) return "health checks (NaN/stall detection) are not built yet";
   static const std::vector<std::pair<std::string, std::string>> keys = {
       {"memory.recompute", "activation recomputation (checkpointing) is not built yet"},
-      {"memory.limit", "per-job memory quotas are not wired into training yet"},
-      {"memory.reservation", "per-job memory reservations are not wired into training yet"},
       {"precision.loss_scale", "loss scaling arrives with fp16"},
       {"parallel.pipeline_model_parallel_size", "pipeline parallelism is not built"},
       {"parallel.sequence_parallel", "sequence parallelism is not built"},

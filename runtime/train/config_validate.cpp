@@ -67,11 +67,45 @@ void check_training(const Config& c) {
   }
 }
 
+// Note [A reservation needs a capacity]
+// A reservation is a promise that no other job can take those bytes; the shared ledger keeps
+// the sum of all jobs' holdings under the device's capacity to keep it. On the host there is
+// no device whose memory memtrain controls: other programs take RAM without asking the ledger,
+// so a reservation counted against the machine's RAM would promise what nobody can guarantee.
+// memory.capacity names the part of the host the memtrain jobs divide among themselves; every
+// job sharing the ledger gives the same one. A limit needs no capacity: it only caps this job
+// (the ledger is then sized to the host's physical memory).
+void check_quota(const Config& c) {
+  const auto& m = c.memory;
+  if (m.reservation > 0 && m.limit > 0 && m.reservation > m.limit) {
+    const std::string key = blamed(c, "memory.reservation", "memory.limit");
+    if (key == "memory.reservation") {
+      fail(c, key, "exceeds " + other(c, "memory.limit"), "at most memory.limit (" + std::to_string(m.limit) + " bytes)");
+    }
+    fail(c, key, "is below " + other(c, "memory.reservation"),
+         "at least memory.reservation (" + std::to_string(m.reservation) + " bytes), or 0 for no limit");
+  }
+  if (m.reservation > 0 && m.capacity == 0) {
+    fail(c, "memory.reservation",
+         "needs memory.capacity (device cpu has no capacity of its own to reserve from: other programs use the "
+         "host's memory without the ledger)",
+         "memory.capacity set as well (the same on every job sharing the host), or 0");
+  }
+  if (m.reservation > 0 && m.reservation > m.capacity) {
+    fail(c, "memory.reservation", "exceeds " + other(c, "memory.capacity"),
+         "at most memory.capacity (" + std::to_string(m.capacity) + " bytes)");
+  }
+  if (m.limit > 0 && m.capacity > 0 && m.limit > m.capacity) {
+    fail(c, "memory.limit", "exceeds " + other(c, "memory.capacity") + " and would have no effect",
+         "at most memory.capacity (" + std::to_string(m.capacity) + " bytes), or 0");
+  }
+}
+
 // Note [Allocator options that do nothing]
 // An option that cannot act under the chosen policy would let an experiment report "with
 // max_split_size" results that are identical to the baseline. no_cache never caches, splits or
 // grows a segment; a collection threshold is a fraction of a limit, and on the host there is no
-// limit unless memory.capacity gives one. memory::validate_options holds the full rule set; the
+// limit unless memory.capacity or memory.limit gives one. memory::validate_options holds the full rule set; the
 // common cases are checked here first so that the message can name the line.
 void check_memory(const Config& c) {
   const auto& m = c.memory;
@@ -85,13 +119,14 @@ void check_memory(const Config& c) {
     }
     if (m.expandable_segments) fail(c, "memory.expandable_segments", why, "false, or a caching memory.policy");
   }
-  if (m.garbage_collection_threshold > 0 && m.capacity == 0) {
+  if (m.garbage_collection_threshold > 0 && m.capacity == 0 && m.limit == 0) {
     fail(c, "memory.garbage_collection_threshold",
-         "has no effect without memory.capacity (no limit to measure the threshold against)",
-         "memory.capacity set as well, or 0");
+         "has no effect without memory.capacity or memory.limit (no limit to measure the threshold against)",
+         "memory.capacity or memory.limit set as well, or 0");
   }
+  check_quota(c);
   try {
-    memory::validate_options(allocator_options(m), 0);
+    memory::validate_options(allocator_options(m), m.limit);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(where_set(c, "memory.policy") + ": memory: " + e.what());
   }

@@ -1,13 +1,72 @@
 #include "runtime/train/model_memory.hpp"
 
+#include <unistd.h>
+
 #include <stdexcept>
+#include <string>
 #include <utility>
 
+#include "memory/byte_size.hpp"
 #include "memory/host_resource.hpp"
 #include "memory/host_virtual_memory_resource.hpp"
+#include "memory/quota_resource_adaptor.hpp"
+#include "memory/quota_virtual_memory_resource.hpp"
+#include "memory/shared_ledger.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
+namespace {
+
+constexpr const char* kLedgerDevice = "cpu";
+
+std::size_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) {
+    throw RuntimeError("memory.limit: cannot read the host's physical memory size (sysconf); set "
+                       "memory.capacity to size the shared ledger");
+  }
+  return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+}
+
+// The host's ledger: memory.capacity when given (Note [A reservation needs a capacity] in
+// config_validate.cpp), otherwise the machine's physical memory.
+std::shared_ptr<memory::SharedLedger> open_ledger(const MemoryConfig& config) {
+  const std::size_t capacity = config.capacity != 0 ? config.capacity : physical_memory_bytes();
+  try {
+    return std::make_shared<memory::SharedLedger>(kLedgerDevice, capacity);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("memory.capacity = " + std::to_string(config.capacity) + ": " + e.what() +
+                      "; expected the memory.capacity of the other memtrain jobs with a memory.limit or "
+                      "memory.reservation on this host (0 = physical memory), or remove /dev/shm" +
+                      memory::SharedLedger::shm_name(kLedgerDevice) + " when none runs");
+  } catch (const std::runtime_error& e) {
+    throw RuntimeError(std::string("memory.limit/memory.reservation: ") + e.what());
+  }
+}
+
+memory::JobShare job_share(const MemoryConfig& config) {
+  memory::JobShare share;
+  share.name = "memtrain pid " + std::to_string(::getpid());
+  share.reservation = config.reservation;
+  share.limit = config.limit != 0 ? config.limit : memory::kNoLimit;
+  return share;
+}
+
+// Joining throws std::invalid_argument (limit below reservation: validate_config rejects it
+// first) or std::runtime_error (the reservation does not fit beside the other jobs': a state
+// of the host, not of this config).
+template <class Make>
+auto join(Make make) {
+  try {
+    return make();
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("memory.reservation: ") + e.what());
+  } catch (const std::runtime_error& e) {
+    throw RuntimeError(std::string("memory.reservation: ") + e.what());
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config) {
   memory::AllocatorOptions options;
@@ -19,17 +78,43 @@ std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfi
   // vmm_stitch and expandable segments map pages into reserved address ranges: on the host that
   // is memfd + mmap (HostVirtualMemoryResource); every other policy takes plain aligned memory.
   const bool needs_vmm = options.policy == "vmm_stitch" || options.expandable_segments;
+  // A job with a limit or a reservation takes its memory through the host's shared ledger, so
+  // that memtrain processes on one host keep within their shares (issue 3, "Quotas, isolation
+  // and a device pool"). Jobs without either do not join it: they would otherwise all have to
+  // agree on one ledger capacity.
+  const bool quota = config.limit != 0 || config.reservation != 0;
+  std::shared_ptr<memory::SharedLedger> ledger = quota ? open_ledger(config) : nullptr;
   try {
     std::shared_ptr<memory::MemoryResource> upstream;
     if (needs_vmm) {
-      upstream = std::make_shared<memory::HostVirtualMemoryResource>();
+      auto host = std::make_shared<memory::HostVirtualMemoryResource>();
+      if (quota) {
+        upstream = join([&] {
+          return std::make_shared<memory::QuotaVirtualMemoryResource>(host, ledger, job_share(config));
+        });
+      } else {
+        upstream = host;
+      }
     } else {
-      upstream = std::make_shared<memory::HostResource>();
+      auto host = std::make_shared<memory::HostResource>();
+      if (quota) {
+        upstream = join([&] {
+          return std::make_shared<memory::QuotaResourceAdaptor>(host, ledger, job_share(config));
+        });
+      } else {
+        upstream = host;
+      }
     }
     return std::make_shared<memory::CachingAllocator>(std::move(upstream), options);
   } catch (const std::invalid_argument& e) {
     throw ConfigError("memory.policy = " + config.policy + ": " + e.what());
   }
+}
+
+std::string memory_limit_context(const MemoryConfig& config) {
+  if (config.limit == 0) return {};
+  return " This job's memory.limit is " + std::to_string(config.limit) + " bytes (" +
+         memory::format_byte_size(config.limit) + ").";
 }
 
 }  // namespace memtrain::train

@@ -1,6 +1,7 @@
 #pragma once
 // The allocator behind every tensor of a training run (design.md, "Memory subsystem").
 #include <memory>
+#include <string>
 
 #include "memory/caching_allocator.hpp"
 #include "runtime/train/config.hpp"
@@ -10,8 +11,19 @@ namespace memtrain::train {
 // A memory::CachingAllocator over memory::HostResource (HostVirtualMemoryResource for
 // vmm_stitch and expandable_segments) with the memory.* options (policy,
 // max_split_size, garbage_collection_threshold, expandable_segments, capacity).
+// With memory.limit or memory.reservation, the upstream is a memory::QuotaResourceAdaptor
+// (QuotaVirtualMemoryResource for the virtual-memory policies) charging this process's share
+// in the host's memory::SharedLedger of device "cpu", whose capacity is memory.capacity or,
+// when 0, the host's physical memory: the allocator then throws memtrain::OutOfMemory when the
+// job would pass its limit or take what another job reserved.
 // Throws ConfigError naming memory.policy when the allocator refuses the options (an unknown
-// policy, options that would do nothing, a virtual-memory policy on a host without one).
+// policy, options that would do nothing, a virtual-memory policy on a host without one), or
+// naming memory.capacity when the host's ledger exists with another capacity; RuntimeError
+// when the reservation does not fit beside the other jobs' or the ledger cannot be opened.
 std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config);
+
+// " This job's memory.limit is <bytes> bytes (<size>)." when memory.limit is set, else "":
+// appended to an OutOfMemory message so that it names the key the user can change.
+std::string memory_limit_context(const MemoryConfig& config);
 
 }  // namespace memtrain::train

@@ -12,6 +12,7 @@
 #include "kernels/cpu/lr_schedule.hpp"
 #include "kernels/cpu/threads.hpp"
 #include "memory/byte_size.hpp"
+#include "memory/out_of_memory.hpp"
 #include "models/bert_for_masked_lm.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/train/batch_plan.hpp"
@@ -52,9 +53,23 @@ EvalMetrics to_metrics(std::int64_t step, const EvalResult& e) {
   return EvalMetrics{step, e.loss, e.accuracy, e.perplexity};
 }
 
+int train(const Config& config, const RunOptions& options);
+
 }  // namespace
 
 int run_training(const Config& config, const RunOptions& options) {
+  try {
+    return train(config, options);
+  } catch (const OutOfMemory& e) {
+    const std::string limit = memory_limit_context(config.memory);
+    if (limit.empty()) throw;
+    throw OutOfMemory(e.what() + limit, e.requested_bytes());
+  }
+}
+
+namespace {
+
+int train(const Config& config, const RunOptions& options) {
   const auto start = Clock::now();
   StopSignal stop;  // first: a SIGINT during setup must not kill the process uncleanly
   auto comm = comms::make_world_communicator();
@@ -203,4 +218,5 @@ int run_training(const Config& config, const RunOptions& options) {
   return interrupted ? kInterruptedExitCode : 0;
 }
 
+}  // namespace
 }  // namespace memtrain::train

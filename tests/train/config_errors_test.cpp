@@ -301,6 +301,53 @@ INSTANTIATE_TEST_SUITE_P(
                       NotBuilt{"memory:\n  recompute: true\n", "memory.recompute = true"},
                       NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"}));
 
+// memory.limit and memory.reservation (issue 3, "Quotas, isolation and a device pool").
+TEST(ConfigErrors, ReservationAboveLimitNamesBothKeys) {
+  ConfigFiles files;
+  const std::string path =
+      files.write("c.yaml", with("memory:\n  capacity: 8GiB\n  limit: 1GiB\n  reservation: 2GiB\n"));
+  EXPECT_TRUE(contains(load_error(path), path + ":11: memory.reservation = 2147483648: exceeds memory.limit = "
+                                                 "1073741824 (" + path + ":10); expected at most memory.limit"));
+}
+
+TEST(ConfigErrors, ReservationWithoutCapacityIsRefusedWithTheReason) {
+  ConfigFiles files;
+  const std::string path = files.write("c.yaml", with("memory:\n  reservation: 1GiB\n"));
+  const std::string msg = load_error(path);
+  EXPECT_TRUE(contains(msg, path + ":9: memory.reservation = 1073741824: needs memory.capacity"));
+  EXPECT_TRUE(contains(msg, "expected memory.capacity set as well"));
+}
+
+TEST(ConfigErrors, ReservationAboveCapacity) {
+  ConfigFiles files;
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("memory:\n  capacity: 1GiB\n  reservation: 2GiB\n"))),
+                       "memory.reservation = 2147483648: exceeds memory.capacity = 1073741824"));
+}
+
+TEST(ConfigErrors, LimitAboveCapacityWouldDoNothing) {
+  ConfigFiles files;
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("memory:\n  capacity: 1GiB\n  limit: 2GiB\n"))),
+                       "memory.limit = 2147483648: exceeds memory.capacity = 1073741824"));
+}
+
+TEST(ConfigErrors, LimitThatIsNotASize) {
+  ConfigFiles files;
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("memory:\n  limit: lots\n"))),
+                       ":9: memory.limit = lots: "));
+}
+
+TEST(ConfigErrors, LimitAndReservationWithinCapacityLoad) {
+  ConfigFiles files;
+  const Config c = load_config(
+      files.write("c.yaml", with("memory:\n  capacity: 4GiB\n  limit: 2GiB\n  reservation: 1GiB\n"
+                                 "  garbage_collection_threshold: 0.5\n")),
+      {});
+  EXPECT_EQ(c.memory.limit, 2ull << 30);
+  EXPECT_EQ(c.memory.reservation, 1ull << 30);
+  // A limit alone is a bound the collection threshold can be measured against.
+  EXPECT_NO_THROW(load_config(files.write("d.yaml", with("memory:\n  limit: 2GiB\n  garbage_collection_threshold: 0.5\n")), {}));
+}
+
 TEST(ConfigErrors, NoCachePolicyWithMaxSplitSizeDoesNothing) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", with("memory:\n  policy: no_cache\n  max_split_size: 64MiB\n"));

@@ -134,6 +134,8 @@ memory:
   garbage_collection_threshold: 0.6
   expandable_segments: true
   capacity: 2GiB
+  limit: 1.5GiB
+  reservation: 512MiB
 parallel:
   tensor_model_parallel_size: 1
 compression:
@@ -185,6 +187,8 @@ health:
   EXPECT_DOUBLE_EQ(c.memory.garbage_collection_threshold, 0.6);
   EXPECT_TRUE(c.memory.expandable_segments);
   EXPECT_EQ(c.memory.capacity, 2ull << 30);
+  EXPECT_EQ(c.memory.limit, 3ull << 29);
+  EXPECT_EQ(c.memory.reservation, 512ull << 20);
   EXPECT_EQ(c.checkpoint.interval, 25);
   EXPECT_EQ(c.checkpoint.keep_last, 5);
   EXPECT_EQ(c.origin.at("model.hidden_size"), path + ":5");

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "memory/out_of_memory.hpp"
 #include "memory/replay.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/train/stop_signal.hpp"
@@ -135,6 +137,32 @@ TEST(RunTraining, MemoryTraceCsvReplaysToTheRunsPeakAllocatedBytes) {
   EXPECT_EQ(static_cast<double>(report.peak_allocated_bytes), run_peak);
   // Requested bytes are a lower bound of allocated (block sizes are rounded up).
   EXPECT_LE(report.peak_live_bytes, report.peak_allocated_bytes);
+}
+
+// memory.limit: a run within its limit trains (its memory comes through the host's shared
+// ledger); the same run with a limit below its first segment stops with OutOfMemory naming
+// memory.limit. The tiny model holds well under 64 MiB (parameters, gradients, Adam moments
+// and activations of 16 x 16 tokens at hidden 32), so 64 MiB cannot be what fails.
+TEST(RunTraining, MemoryLimitIsEnforcedThroughTheSharedLedger) {
+  testing::TempDir tmp;
+  Config c = testing::tiny_mock_config();
+  c.training.max_steps = 2;
+  c.memory.limit = std::size_t{64} << 20;
+  ASSERT_EQ(run_training(c, RunOptions{tmp.sub("ok")}), 0);
+  double peak_reserved = 0.0;
+  for (const auto& l : read_metrics(tmp.sub("ok/metrics.jsonl"))) {
+    if (l.contains("reserved_bytes")) peak_reserved = std::max(peak_reserved, l["reserved_bytes"].get<double>());
+  }
+  EXPECT_GT(peak_reserved, 0.0);
+  EXPECT_LE(peak_reserved, static_cast<double>(c.memory.limit));
+
+  c.memory.limit = std::size_t{1} << 20;  // below the allocator's first 2 MiB segment
+  try {
+    run_training(c, RunOptions{tmp.sub("small")});
+    ADD_FAILURE() << "a 1 MiB limit did not stop the run";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("memory.limit is 1048576 bytes"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RunTraining, RunDirectoryOfAnotherConfigIsRefusedUntouched) {
