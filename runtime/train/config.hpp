@@ -60,6 +60,8 @@ struct CompressionConfig {
   std::string method = "none";
 };
 
+// Checkpoints are not built yet (a later issue): interval must stay 0 and keep_last at its
+// default; load_config rejects anything else with "not supported yet".
 struct CheckpointConfig {
   int interval = 0;  // steps between checkpoints; 0 = none
   int keep_last = 2;

@@ -83,6 +83,20 @@ KeySpec size_or_zero(std::string name, std::string expected, Field<std::size_t> 
           [=](const Config& c) { return std::to_string(field_of(f, c)); }};
 }
 
+// An integer key whose feature is not built yet: any value in [lo, hi] other than the
+// default (what the build does now) is "not supported yet"; out of range is out of range.
+KeySpec only_default(std::string name, long long lo, long long hi, std::string expected, Field<int> f) {
+  Config defaults;
+  const int def = f(defaults);
+  return {std::move(name), std::move(expected),
+          [=](Config& c, std::string_view t) {
+            const auto v = parse_integer(t, lo, hi);
+            if (v != def) throw ValueError("not supported yet");
+            f(c) = static_cast<int>(v);
+          },
+          [=](const Config& c) { return std::to_string(field_of(f, c)); }};
+}
+
 // Open and closed intervals as the messages print them.
 const Range kProbability{0.0, false, 1.0, true, "a number in [0, 1)"};
 const Range kPositive{0.0, true, 1e300, false, "a number > 0"};
@@ -202,8 +216,12 @@ std::vector<KeySpec> make_keys() {
   k.push_back(choice("compression.method", {"none"}, {"fp16", "bf16", "int8", "topk", "randomk", "powersgd", "onebit"},
                      [](Config& c) -> std::string& { return c.compression.method; }));
 
-  k.push_back(integer("checkpoint.interval", 0, kMaxSteps, [](Config& c) -> int& { return c.checkpoint.interval; }));
-  k.push_back(integer("checkpoint.keep_last", 1, 1 << 20, [](Config& c) -> int& { return c.checkpoint.keep_last; }));
+  // checkpoint: checkpoints are not built yet (a later issue). Their "off" values are accepted,
+  // anything that would ask for a checkpoint is rejected rather than silently ignored.
+  k.push_back(only_default("checkpoint.interval", 0, kMaxSteps, "0 (checkpoints are not built yet)",
+                           [](Config& c) -> int& { return c.checkpoint.interval; }));
+  k.push_back(only_default("checkpoint.keep_last", 1, 1 << 20, "2 (checkpoints are not built yet)",
+                           [](Config& c) -> int& { return c.checkpoint.keep_last; }));
   return k;
 }
 

@@ -299,7 +299,19 @@ INSTANTIATE_TEST_SUITE_P(
                       NotBuilt{"device: cuda\n", "device = cuda"},
                       NotBuilt{"health:\n  nan_check: true\n", "health.nan_check = true"},
                       NotBuilt{"memory:\n  recompute: true\n", "memory.recompute = true"},
-                      NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"}));
+                      NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"},
+                      NotBuilt{"checkpoint:\n  interval: 100\n", "checkpoint.interval = 100"},
+                      NotBuilt{"checkpoint:\n  keep_last: 5\n", "checkpoint.keep_last = 5"}));
+
+// Checkpoints are not built: their "off" values are what the build does and load as they are.
+TEST(ConfigErrors, CheckpointOffValuesAreAccepted) {
+  ConfigFiles files;
+  const Config c = load_config(files.write("c.yaml", with("checkpoint:\n  interval: 0\n  keep_last: 2\n")), {});
+  EXPECT_EQ(c.checkpoint.interval, 0);
+  EXPECT_EQ(c.checkpoint.keep_last, 2);
+  EXPECT_TRUE(contains(load_error(files.write("d.yaml", with("checkpoint:\n  interval: -1\n"))),
+                       "checkpoint.interval = -1: out of range; expected 0"));
+}
 
 // memory.limit and memory.reservation (issue 3, "Quotas, isolation and a device pool").
 TEST(ConfigErrors, ReservationAboveLimitNamesBothKeys) {

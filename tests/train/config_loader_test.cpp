@@ -141,8 +141,8 @@ parallel:
 compression:
   method: none
 checkpoint:
-  interval: 25
-  keep_last: 5
+  interval: 0
+  keep_last: 2
 health:
 )");
   const Config c = load_config(path, {});
@@ -189,8 +189,8 @@ health:
   EXPECT_EQ(c.memory.capacity, 2ull << 30);
   EXPECT_EQ(c.memory.limit, 3ull << 29);
   EXPECT_EQ(c.memory.reservation, 512ull << 20);
-  EXPECT_EQ(c.checkpoint.interval, 25);
-  EXPECT_EQ(c.checkpoint.keep_last, 5);
+  EXPECT_EQ(c.checkpoint.interval, 0);
+  EXPECT_EQ(c.checkpoint.keep_last, 2);
   EXPECT_EQ(c.origin.at("model.hidden_size"), path + ":5");
 }
 
