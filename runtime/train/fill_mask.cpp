@@ -30,7 +30,7 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
   const std::size_t V = log_probs.size() / batch.masked_positions.size();
   const int k = std::min<int>(top_k, static_cast<int>(V));
 
-  FillMaskResult result{text, {}};
+  FillMaskResult result{text, {}, {}};
   for (std::size_t p = 0; p < batch.masked_positions.size(); ++p) {
     const float* row = log_probs.data() + p * V;
     std::vector<std::int32_t> order(V);
@@ -46,9 +46,19 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
   return result;
 }
 
+FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
+                         const FillMaskProbe& probe, int top_k, int max_positions) {
+  FillMaskResult result = fill_mask(model, tokenizer, probe.text, top_k, max_positions);
+  result.label = probe.reference + (probe.held_out ? ", held out" : ", training text") +
+                 "; answer: " + probe.answer;
+  return result;
+}
+
 std::string format_fill_mask(const FillMaskResult& result) {
   std::ostringstream os;
-  os << "  " << result.text << '\n';
+  os << "  " << result.text;
+  if (!result.label.empty()) os << "  (" << result.label << ')';
+  os << '\n';
   for (const auto& top : result.masks) {
     os << "     ";
     for (std::size_t i = 0; i < top.size(); ++i) {
@@ -61,12 +71,21 @@ std::string format_fill_mask(const FillMaskResult& result) {
   return os.str();
 }
 
-const std::vector<std::string>& fill_mask_probes() {
-  static const std::vector<std::string> kProbes = {
-      "And God said, Let there be [MASK]",
-      "In the beginning God created the heaven and the [MASK].",
-      "The LORD is my [MASK]; I shall not want.",
-      "For God so loved the [MASK], that he gave his only begotten Son.",
+const std::vector<FillMaskProbe>& fill_mask_probes() {
+  // See Note [Fill-mask probes].
+  static const std::vector<FillMaskProbe> kProbes = {
+      {"Ge1:3", "And God said, Let there be [MASK]", "light", false},
+      {"Psa100:1", "Make a joyful noise unto the [MASK], all ye lands.", "LORD", true},
+      {"Psa103:1", "Bless the LORD, O my [MASK]: and all that is within me, bless his holy name.",
+       "soul", true},
+      {"Exo25:2",
+       "Speak unto the children of [MASK], that they bring me an offering: of every man that "
+       "giveth it willingly with his heart ye shall take my offering.",
+       "Israel", true},
+      {"Psa103:11",
+       "For as the heaven is high above the [MASK], so great is his mercy toward them that fear "
+       "him.",
+       "earth", true},
   };
   return kProbes;
 }

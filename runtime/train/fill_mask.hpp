@@ -16,7 +16,16 @@ struct TokenProbability {
 
 struct FillMaskResult {
   std::string text;
+  std::string label;  // where the text comes from, e.g. "Psa103:1, held out; answer: soul"
   std::vector<std::vector<TokenProbability>> masks;  // per [MASK], top_k, most probable first
+};
+
+// A KJV verse with one word masked, printed at the end of a run.
+struct FillMaskProbe {
+  std::string reference;  // as `bible` prints it, e.g. "Psa103:1"
+  std::string text;       // the verse with one word replaced by "[MASK]"
+  std::string answer;     // the masked word
+  bool held_out = false;  // the verse is in the validation split, so training never saw it
 };
 
 // Builds the one-row batch with data::fill_mask_prompt ("[CLS] text [SEP]", the literal
@@ -26,11 +35,21 @@ struct FillMaskResult {
 FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
                          const std::string& text, int top_k, int max_positions);
 
+// fill_mask on probe.text, labelled with the probe's reference, held-out status and answer.
+FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
+                         const FillMaskProbe& probe, int top_k, int max_positions);
+
 // "And God said, Let there be [MASK]\n    light 0.412 | the 0.101 | ..." (one line per mask).
 std::string format_fill_mask(const FillMaskResult& result);
 
-// The probe sentences printed at the end of a KJV run: verses with a masked word whose answer
-// a reader knows, so the predictions show at a glance whether the model learned anything.
-const std::vector<std::string>& fill_mask_probes();
+// Note [Fill-mask probes]
+// The probes printed at the end of a KJV run should show whether the model learned to use
+// context, not whether it memorised its training text. So all but the first are whole verses
+// from the validation split (data.validation_fraction's default held-out ranges, see
+// Note [Held-out ranges]) whose text occurs nowhere in the training split, each masking a
+// content word a reader can guess from the sentence (LORD, soul, Israel, earth). The first is
+// the example, Genesis 1:3, which is training text and labelled so: it shows what the
+// model recalls. tests/train/fill_mask_probes_test.cpp checks each label against the split.
+const std::vector<FillMaskProbe>& fill_mask_probes();
 
 }  // namespace memtrain::train
