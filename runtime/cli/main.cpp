@@ -2,7 +2,9 @@
 // 2 bad usage/config/input, 130 stopped by SIGINT (the trainer's).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/error_report.hpp"
@@ -30,6 +32,19 @@ int main(int argc, char** argv) {
     std::cerr << "memtrain: usage error: unknown verb '" << argv[1]
               << "'; expected train, data or replay (see memtrain --help)\n";
     return memtrain::cli::kExitUsage;
+  }
+  // The same for the second word of a verb with sub-verbs (`memtrain data frob`).
+  if (argc > 2 && argv[1][0] != '-' && argv[2][0] != '-') {
+    CLI::App* verb = app.get_subcommand(argv[1]);
+    const auto subs = verb->get_subcommands([](CLI::App*) { return true; });
+    const auto named = [&](CLI::App* sub) { return sub->get_name() == argv[2]; };
+    if (!subs.empty() && std::none_of(subs.begin(), subs.end(), named)) {
+      std::string expected;
+      for (const CLI::App* sub : subs) expected += (expected.empty() ? "" : ", ") + sub->get_name();
+      std::cerr << "memtrain: usage error: unknown " << argv[1] << " subcommand '" << argv[2] << "'; expected "
+                << expected << " (see memtrain " << argv[1] << " --help)\n";
+      return memtrain::cli::kExitUsage;
+    }
   }
   try {
     app.parse(argc, argv);

@@ -64,6 +64,25 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+bool is_section(const std::string& name) {
+  return std::find(config_sections().begin(), config_sections().end(), name) != config_sections().end();
+}
+
+// The same words for a mistyped section in a file and in --set.
+[[noreturn]] void unknown_section(const std::string& where, const std::string& name) {
+  std::string near;
+  std::size_t best = 3;  // at most two edits away counts as a typo
+  for (const auto& known : config_sections()) {
+    if (const auto d = edit_distance(name, known); d < best) {
+      best = d;
+      near = known;
+    }
+  }
+  throw ConfigError(printable(where) + ": " + printable(name) + ": unknown section" +
+                    (near.empty() ? std::string() : " (did you mean " + near + "?)") + "; expected one of " +
+                    sections_list());
+}
+
 std::string line_of(const std::string& path, const YAML::Mark& mark) {
   return path + ":" + std::to_string(mark.line + 1);
 }
@@ -111,6 +130,12 @@ std::string read_file(const std::string& path) {
   if (fs::is_directory(status)) {
     throw ConfigError(path + ": is a directory; expected a YAML file such as configs/tiny.yaml");
   }
+  // A FIFO without a writer would block the open forever, and /proc or device files are not
+  // configs: only a regular file (or a link to one) is read.
+  if (!fs::is_regular_file(status)) {
+    throw ConfigError(path + ": is not a regular file (a pipe, device or special file); expected a YAML file "
+                      "such as configs/tiny.yaml");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) +
@@ -122,14 +147,26 @@ std::string read_file(const std::string& path) {
 }
 
 void load_file(Config& c, const std::string& path) {
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(read_file(path));
+    documents = YAML::LoadAll(read_file(path));
   } catch (const YAML::Exception& e) {
     throw ConfigError(line_of(path, e.mark) + ": not valid YAML (" + printable(e.msg) +
                       "); expected a YAML mapping of sections (" + sections_list() + ")");
   }
-  if (root.IsNull()) return;  // an empty file: every key at its default
+  // Note [One document per config]
+  // A later document after `---` would otherwise be ignored without a word, and an empty file
+  // would train BERT-Base on every default: both are almost surely mistakes, so both are refused.
+  if (documents.size() > 1) {
+    throw ConfigError(line_of(path, documents[1].Mark()) +
+                      ": a second YAML document; expected one document per config file");
+  }
+  const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+  if (root.IsNull()) {
+    std::string sections;
+    for (const auto& name : config_sections()) sections += (sections.empty() ? "" : ", ") + name;
+    throw ConfigError(path + ": config file is empty; expected a YAML mapping with sections " + sections);
+  }
   if (!root.IsMap()) {
     throw ConfigError(line_of(path, root.Mark()) + ": the document is a " +
                       (root.IsSequence() ? "list" : "scalar") + "; expected a YAML mapping of sections (" +
@@ -143,22 +180,9 @@ void load_file(Config& c, const std::string& path) {
       throw ConfigError(where + ": " + name + ": duplicate section (first at line " + std::to_string(it->second) +
                         "); expected each section once");
     }
-    const bool is_section =
-        std::find(config_sections().begin(), config_sections().end(), name) != config_sections().end();
-    if (!is_section && entry.second.IsMap()) {
-      std::string near;
-      std::size_t best = 3;  // at most two edits away counts as a typo
-      for (const auto& known : config_sections()) {
-        if (const auto d = edit_distance(name, known); d < best) {
-          best = d;
-          near = known;
-        }
-      }
-      throw ConfigError(where + ": " + name + ": unknown section" +
-                        (near.empty() ? std::string() : " (did you mean " + near + "?)") + "; expected one of " +
-                        sections_list());
-    }
-    if (!is_section) {
+    const bool known = is_section(name);
+    if (!known && entry.second.IsMap()) unknown_section(where, name);
+    if (!known) {
       // A top-level key: "device", or a section-less typo of some section's key.
       apply_node(c, name, entry.second, line_of(path, entry.second.Mark()));
       continue;
@@ -200,7 +224,13 @@ void apply_override(Config& c, const std::string& arg) {
   if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
     value = value.substr(1, value.size() - 2);
   }
-  if (std::find(config_sections().begin(), config_sections().end(), key) != config_sections().end()) {
+  if (key.empty()) {
+    throw ConfigError(printable(where) + ": empty key; expected section.key=value, e.g. training.max_steps=100");
+  }
+  if (const auto dot = key.find('.'); dot != std::string::npos && !is_section(key.substr(0, dot))) {
+    unknown_section(where, key.substr(0, dot));
+  }
+  if (is_section(key)) {
     throw ConfigError(where + ": " + key + " is a section; expected section.key=value, e.g. " + key +
                       "." + "<key>=value");
   }

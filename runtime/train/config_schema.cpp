@@ -160,7 +160,7 @@ std::vector<KeySpec> make_keys() {
                [](const Config& c) { return std::to_string(c.training.seed); }});
   k.push_back(integer("training.log_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.log_interval; }));
   k.push_back(integer("training.eval_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_interval; }));
-  k.push_back(integer("training.eval_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.eval_steps; }));
+  k.push_back(integer("training.eval_steps", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_steps; }));
   k.push_back(integer("training.num_threads", 0, 4096, [](Config& c) -> int& { return c.training.num_threads; }));
   k.push_back(choice("training.optimizer", {"adamw"}, {"adam", "sgd", "lamb", "adafactor"},
                      [](Config& c) -> std::string& { return c.training.optimizer; }));

@@ -34,6 +34,32 @@ TEST(BadConfig, MissingFile) {
                    "configs/tiny.yaml\n");
 }
 
+TEST(BadConfig, EmptyFileDoesNotTrainDefaults) {
+  expect_config_error("# nothing here\n", "exp.yaml: config file is empty; expected a YAML mapping with sections model, data");
+}
+
+TEST(BadConfig, DevNullIsNotAConfig) {
+  Scratch s;
+  const auto r = s.memtrain("train --config /dev/null --run-dir run");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrain: config error: /dev/null: is not a regular file (a pipe, device or special file); "
+                   "expected a YAML file such as configs/tiny.yaml\n");
+  EXPECT_FALSE(std::filesystem::exists(s.path("run")));
+}
+
+TEST(BadConfig, SecondDocumentIsRejected) {
+  expect_config_error(std::string(kTinyMockYaml) + "---\ndata:\n  mock: false\n",
+                      "a second YAML document; expected one document per config file");
+}
+
+TEST(BadConfig, SetWithUnknownSection) {
+  expect_config_error(kTinyMockYaml, "--set frob.x=1: frob: unknown section; expected one of", "--set frob.x=1");
+}
+
+TEST(BadConfig, SetWithEmptyKey) {
+  expect_config_error(kTinyMockYaml, "--set =: empty key; expected section.key=value", "--set =");
+}
+
 TEST(BadConfig, NotYaml) { expect_config_error("model: {hidden_size: 8\n", "exp.yaml:2: not valid YAML ("); }
 
 TEST(BadConfig, UnknownKeySuggestsTheClosest) {

@@ -46,6 +46,13 @@ TEST(Usage, UnknownVerbIsNamed) {
   EXPECT_EQ(r.err, "memtrain: usage error: unknown verb 'trian'; expected train, data or replay (see memtrain --help)\n");
 }
 
+TEST(Usage, UnknownDataSubcommandIsNamed) {
+  Scratch s;
+  const auto r = s.memtrain("data frob --config x.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrain: usage error: unknown data subcommand 'frob'; expected prepare (see memtrain data --help)\n");
+}
+
 TEST(Usage, TrainWithoutConfigIsAUsageError) {
   Scratch s;
   const auto r = s.memtrain("train");

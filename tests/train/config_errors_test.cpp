@@ -2,6 +2,7 @@
 // file, the line, the key, the value and what was expected. The reference for each line number is
 // the YAML text the test wrote.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -247,6 +248,56 @@ TEST(ConfigErrors, UnreadableConfigFile) {
   EXPECT_TRUE(contains(load_error(path), path + ": cannot read config file"));
 }
 
+// An empty config would otherwise train BERT-Base on every default.
+TEST(ConfigErrors, EmptyConfigFileIsRejected) {
+  ConfigFiles files;
+  for (const std::string text : {"", "# only a comment\n\n", "~\n", "---\n"}) {
+    const std::string path = files.write("c.yaml", text);
+    EXPECT_EQ(load_error(path), path + ": config file is empty; expected a YAML mapping with sections model, data, "
+                                       "training, precision, memory, parallel, compression, checkpoint, health")
+        << "text: " << text;
+  }
+}
+
+TEST(ConfigErrors, DevNullIsNotAConfig) {
+  EXPECT_TRUE(contains(load_error("/dev/null"), "/dev/null: is not a regular file"));
+}
+
+TEST(ConfigErrors, FifoIsRejectedWithoutOpeningIt) {
+  // Opening a FIFO with no writer blocks forever; the check must come before the open.
+  ConfigFiles files;
+  const std::string path = files.dir() + "/fifo.yaml";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_EQ(load_error(path), path + ": is not a regular file (a pipe, device or special file); expected a YAML "
+                                     "file such as configs/tiny.yaml");
+}
+
+TEST(ConfigErrors, ProcMemIsNotAConfig) {
+  EXPECT_TRUE(contains(load_error("/proc/self/mem"), "/proc/self/mem: is not a regular file"));
+}
+
+TEST(ConfigErrors, LinkToARegularFileIsFollowed) {
+  ConfigFiles files;
+  const std::string target = files.write("c.yaml", kMinimalYaml);
+  const std::string link = files.dir() + "/link.yaml";
+  std::filesystem::create_symlink(target, link);
+  EXPECT_NO_THROW(load_config(link, {}));
+}
+
+TEST(ConfigErrors, SecondYamlDocumentNamesItsLine) {
+  ConfigFiles files;
+  // kMinimalYaml is 7 lines; `---` is line 8 and the second document's mapping starts on line 9.
+  const std::string path = files.write("c.yaml", with("---\ntraining:\n  max_steps: 5\n"));
+  EXPECT_EQ(load_error(path), path + ":9: a second YAML document; expected one document per config file");
+}
+
+TEST(ConfigErrors, EvalStepsZeroIsOutOfRange) {
+  // The evaluator runs at least one batch, so 0 would silently mean 1.
+  ConfigFiles files;
+  const std::string path = files.write("c.yaml", with("training:\n  eval_steps: 0\n"));
+  EXPECT_EQ(load_error(path), path + ":9: training.eval_steps = 0: out of range; expected an integer in [1, 1000000000]");
+}
+
 TEST(ConfigErrors, NotYamlNamesTheLine) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", "model:\n  hidden_size: 8\n  vocab_size: [1, 2\n");
@@ -414,6 +465,22 @@ TEST(SetErrors, SectionWithoutKey) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"model=5"}),
               "--set model=5: model is a section; expected section.key=value"));
+}
+
+TEST(SetErrors, EmptyKey) {
+  ConfigFiles files;
+  EXPECT_EQ(load_error(files.write("c.yaml", kMinimalYaml), {"="}),
+            "--set =: empty key; expected section.key=value, e.g. training.max_steps=100");
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {" =5"}), ": empty key;"));
+}
+
+TEST(SetErrors, UnknownSectionIsNamedAsInAFile) {
+  ConfigFiles files;
+  EXPECT_EQ(load_error(files.write("c.yaml", kMinimalYaml), {"frob.x=1"}),
+            "--set frob.x=1: frob: unknown section; expected one of device, model, data, training, precision, "
+            "memory, parallel, compression, checkpoint, health");
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"trainng.max_steps=1"}),
+                       "--set trainng.max_steps=1: trainng: unknown section (did you mean training?)"));
 }
 
 TEST(SetErrors, CrossKeyRuleBlamesTheOverride) {

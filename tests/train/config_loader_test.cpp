@@ -122,7 +122,7 @@ training:
   seed: 18446744073709551615
   log_interval: 3
   eval_interval: 11
-  eval_steps: 0
+  eval_steps: 1
   num_threads: 2
   optimizer: adamw
 precision:
@@ -179,7 +179,7 @@ health:
   EXPECT_EQ(c.training.seed, UINT64_MAX);
   EXPECT_EQ(c.training.log_interval, 3);
   EXPECT_EQ(c.training.eval_interval, 11);
-  EXPECT_EQ(c.training.eval_steps, 0);
+  EXPECT_EQ(c.training.eval_steps, 1);
   EXPECT_EQ(c.training.num_threads, 2);
   EXPECT_EQ(c.memory.policy, "pytorch");
   EXPECT_TRUE(c.memory.trace);
