@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "runtime/data/fill_mask_prompt.hpp"
+#include "runtime/data/special_tokens.hpp"
 
 namespace memtrain::train {
 
@@ -28,13 +30,17 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
   const models::MlmBatch batch = data::fill_mask_prompt(tokenizer, text, max_positions);
   const auto log_probs = model.predict_log_probs(batch, batch.masked_positions);  // [P, V]
   const std::size_t V = log_probs.size() / batch.masked_positions.size();
-  const int k = std::min<int>(top_k, static_cast<int>(V));
+  // See Note [Fill-mask candidates].
+  const std::int32_t first = data::kFirstOrdinaryId;
+  const std::int32_t end = std::min<std::int32_t>(static_cast<std::int32_t>(V), tokenizer.vocab_size());
+  const int num_candidates = std::max<int>(0, end - first);
+  const int k = std::min<int>(top_k, num_candidates);
 
   FillMaskResult result{text, {}, {}};
   for (std::size_t p = 0; p < batch.masked_positions.size(); ++p) {
     const float* row = log_probs.data() + p * V;
-    std::vector<std::int32_t> order(V);
-    std::iota(order.begin(), order.end(), 0);
+    std::vector<std::int32_t> order(static_cast<std::size_t>(num_candidates));
+    std::iota(order.begin(), order.end(), first);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [row](std::int32_t a, std::int32_t b) { return row[a] > row[b]; });
     std::vector<TokenProbability> top;
@@ -52,6 +58,21 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
   result.label = probe.reference + (probe.held_out ? ", held out" : ", training text") +
                  "; answer: " + probe.answer;
   return result;
+}
+
+std::string format_fill_mask_probes(models::BertForMaskedLM& model,
+                                    const data::Tokenizer& tokenizer,
+                                    const std::vector<FillMaskProbe>& probes, int top_k,
+                                    int max_positions) {
+  std::string text;
+  for (const auto& probe : probes) {
+    try {
+      text += format_fill_mask(fill_mask(model, tokenizer, probe, top_k, max_positions));
+    } catch (const std::exception& e) {
+      text += "  skipped " + probe.reference + ": " + e.what() + "\n";
+    }
+  }
+  return text;
 }
 
 std::string format_fill_mask(const FillMaskResult& result) {

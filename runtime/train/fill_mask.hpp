@@ -30,14 +30,32 @@ struct FillMaskProbe {
 
 // Builds the one-row batch with data::fill_mask_prompt ("[CLS] text [SEP]", the literal
 // "[MASK]" in `text` becoming the mask token), asks model.predict_log_probs at every mask and
-// keeps the `top_k` most probable tokens. Throws ConfigError when `text` has no [MASK] or is
-// longer than max_positions tokens.
+// keeps the `top_k` most probable tokens among the ordinary pieces the tokenizer has
+// (Note [Fill-mask candidates]). Throws ConfigError when `text` has no [MASK] or is longer than
+// max_positions tokens.
 FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
                          const std::string& text, int top_k, int max_positions);
 
 // fill_mask on probe.text, labelled with the probe's reference, held-out status and answer.
 FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
                          const FillMaskProbe& probe, int top_k, int max_positions);
+
+// Note [Fill-mask candidates]
+// model.vocab_size is an upper bound on the tokenizer's size (the unigram trainer stops where
+// the text runs out of pieces, see train_tokenizer), so the output layer can have rows for ids
+// the tokenizer does not know; their probabilities are noise from initialisation and they have
+// no piece to print. Special ids ([PAD], [MASK], ...) are never an answer to a masked word.
+// The top-k is therefore taken over [kFirstOrdinaryId, min(V, tokenizer.vocab_size())) only;
+// the probabilities stay those of the full softmax, so they need not sum to 1.
+
+// Fill-mask on every probe, formatted as format_fill_mask, for the end of a run. Never throws
+// for a probe: one that cannot be run (longer than max_positions tokens, ...) becomes the
+// one-line note "  skipped <reference>: <reason>", because a finished run must not fail on
+// its illustration.
+std::string format_fill_mask_probes(models::BertForMaskedLM& model,
+                                    const data::Tokenizer& tokenizer,
+                                    const std::vector<FillMaskProbe>& probes, int top_k,
+                                    int max_positions);
 
 // "And God said, Let there be [MASK]\n    light 0.412 | the 0.101 | ..." (one line per mask).
 std::string format_fill_mask(const FillMaskResult& result);

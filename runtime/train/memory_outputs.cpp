@@ -1,6 +1,5 @@
 #include "runtime/train/memory_outputs.hpp"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -8,26 +7,21 @@
 #include "memory/memory_snapshot_json.hpp"
 #include "memory/trace_csv_writer.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/train/atomic_file.hpp"
 
 namespace memtrain::train {
 namespace {
 
 void write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path, std::ios::trunc);
-  out << j.dump() << '\n';
-  out.flush();
-  if (!out) throw RuntimeError("cannot write " + path);
+  write_file_atomically(path, [&](std::ostream& out) { out << j.dump() << '\n'; });
 }
 
 void write_trace_csv_file(const std::string& path, const std::vector<memory::TraceEvent>& events) {
-  std::ofstream out(path, std::ios::trunc);
   try {
-    memory::write_trace_csv(out, events);
+    write_file_atomically(path, [&](std::ostream& out) { memory::write_trace_csv(out, events); });
   } catch (const std::invalid_argument& e) {
     throw RuntimeError("cannot write " + path + ": " + e.what());
   }
-  out.flush();
-  if (!out) throw RuntimeError("cannot write " + path);
 }
 
 }  // namespace

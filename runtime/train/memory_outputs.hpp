@@ -13,8 +13,10 @@ namespace memtrain::train {
 // (memory::chrome_trace_json; open in Perfetto), and run_dir/memory_trace.csv: every alloc
 // and free in the replay CSV format (`op,id,bytes,stream,tag`, memory::write_trace_csv), so
 // that `memtrain replay --trace run_dir/memory_trace.csv --policy P --capacity SIZE` replays
-// the run's requests under another policy or device size. Throws RuntimeError when a file
-// cannot be written.
+// the run's requests under another policy or device size. Each file is written through a
+// temporary file and a rename (write_file_atomically), so a failed write never replaces a good
+// file with a partial one. Throws RuntimeError, with the OS reason, when a file cannot be
+// written.
 void write_memory_outputs(const memory::CachingAllocator& allocator,
                           const memory::TraceRecorder* trace, const RunDirectory& run_dir);
 

@@ -112,110 +112,127 @@ int train(const Config& config, const RunOptions& options) {
     metrics.emplace(run_dir->file("metrics.jsonl"));
   });
 
-  // MFU's denominator: the machine's sgemm peak = the sum of what each rank reaches. Measured
-  // through an allocator of its own, so its three [1024, 1024] buffers stay out of the run's
-  // memory statistics (peak_allocated_bytes would otherwise report them).
-  double peak_flops = 0.0;
-  {
-    core::Context probe(make_model_allocator(MemoryConfig{}));
-    peak_flops = measure_sgemm_peak_flops(probe);
-  }
-  comm->allreduce_sum(&peak_flops, 1);
-  const double flops_per_token = model.flops_per_step_token(config.data.seq_length);
+  // Note [Memory record of an out-of-memory run]
+  // An OutOfMemory is the failure the memory outputs exist to explain: the allocator's
+  // segments and blocks at that moment show what held the memory (fragmentation, the cache, a
+  // tag that grew). So once the run directory exists, an OutOfMemory still writes
+  // memory_snapshot.json (and the trace) and prints the memory summary before it propagates
+  // (exit 1). A failure to write them is reported but does not hide the OutOfMemory.
+  try {
+    // MFU's denominator: the machine's sgemm peak = the sum of what each rank reaches. Measured
+    // through an allocator of its own, so its three [1024, 1024] buffers stay out of the run's
+    // memory statistics (peak_allocated_bytes would otherwise report them).
+    double peak_flops = 0.0;
+    {
+      core::Context probe(make_model_allocator(MemoryConfig{}));
+      peak_flops = measure_sgemm_peak_flops(probe);
+    }
+    comm->allreduce_sum(&peak_flops, 1);
+    const double flops_per_token = model.flops_per_step_token(config.data.seq_length);
 
-  out << "memtrain: training " << config.name << ": " << model.num_parameters()
-      << " parameters, " << tc.max_steps << " steps of " << tc.global_batch_size
-      << " sequences x " << config.data.seq_length << " tokens (micro-batch "
-      << tc.micro_batch_size << " x " << plan.accumulation_steps() << " accumulation x "
-      << comm->size() << " ranks), " << threads << " threads/rank, sgemm peak "
-      << static_cast<long>(peak_flops / 1e9) << " GFLOP/s\n"
-      << "memtrain: run directory " << run_path << "\n";
+    out << "memtrain: training " << config.name << ": " << model.num_parameters()
+        << " parameters, " << tc.max_steps << " steps of " << tc.global_batch_size
+        << " sequences x " << config.data.seq_length << " tokens (micro-batch "
+        << tc.micro_batch_size << " x " << plan.accumulation_steps() << " accumulation x "
+        << comm->size() << " ranks), " << threads << " threads/rank, sgemm peak "
+        << static_cast<long>(peak_flops / 1e9) << " GFLOP/s\n"
+        << "memtrain: run directory " << run_path << "\n";
 
-  ProgressLine progress(out, root && stdout_is_terminal());
+    ProgressLine progress(out, root && stdout_is_terminal());
 
-  auto evaluate_and_log = [&](std::int64_t step) {
-    const auto e = evaluate_model(model, *data.validation, *comm, tc.micro_batch_size,
-                                  tc.eval_steps);
+    auto evaluate_and_log = [&](std::int64_t step) {
+      const auto e = evaluate_model(model, *data.validation, *comm, tc.micro_batch_size,
+                                    tc.eval_steps);
+      if (root) {
+        metrics->write(to_metrics(step, e));
+        progress.break_line();
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "eval step %lld | loss %.4f | accuracy %.2f %% | perplexity %.1f\n",
+                      static_cast<long long>(step), e.loss, 100.0 * e.accuracy, e.perplexity);
+        out << line << std::flush;
+      }
+      return e;
+    };
+
+    const EvalResult start_eval = evaluate_and_log(0);
+    EvalResult end_eval = start_eval;
+    std::int64_t last_eval_step = 0;
+
+    // All ranks must agree to stop, or the others would wait in the next all-reduce forever.
+    auto stop_requested = [&] {
+      std::int64_t votes = stop.requested() ? 1 : 0;
+      if (comm->size() > 1) comm->allreduce_sum(&votes, 1);
+      return votes > 0;
+    };
+    std::optional<TrainingLog> log;
     if (root) {
-      metrics->write(to_metrics(step, e));
-      progress.break_line();
-      char line[160];
-      std::snprintf(line, sizeof line,
-                    "eval step %lld | loss %.4f | accuracy %.2f %% | perplexity %.1f\n",
-                    static_cast<long long>(step), e.loss, 100.0 * e.accuracy, e.perplexity);
-      out << line << std::flush;
+      log.emplace(*metrics, progress,
+                  TrainingLogSettings{tc.max_steps, tc.log_interval, flops_per_token, peak_flops});
     }
-    return e;
-  };
-
-  const EvalResult start_eval = evaluate_and_log(0);
-  EvalResult end_eval = start_eval;
-  std::int64_t last_eval_step = 0;
-
-  // All ranks must agree to stop, or the others would wait in the next all-reduce forever.
-  auto stop_requested = [&] {
-    std::int64_t votes = stop.requested() ? 1 : 0;
-    if (comm->size() > 1) comm->allreduce_sum(&votes, 1);
-    return votes > 0;
-  };
-  std::optional<TrainingLog> log;
-  if (root) {
-    log.emplace(*metrics, progress,
-                TrainingLogSettings{tc.max_steps, tc.log_interval, flops_per_token, peak_flops});
-  }
-  double last_loss = std::nan("");
-  std::int64_t step = 0;
-  // A SIGINT during setup (data preparation can take a minute) stops before the first step.
-  bool interrupted = stop_requested();
-  while (!interrupted && step < tc.max_steps) {
-    ++step;
-    const StepSettings settings{
-        kernels::learning_rate(static_cast<int>(step), tc.max_steps, tc.warmup_steps, tc.lr,
-                               tc.min_lr, tc.lr_schedule),
-        tc.grad_clip, tc.seed};
-    const auto t0 = Clock::now();
-    const StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings);
-    const double wall = seconds_since(t0);
-    last_loss = r.loss;
-    interrupted = stop_requested();
-    const bool last = step == tc.max_steps || interrupted;
-    if (log) log->record(step, r, settings.lr, wall, allocator->stats(), last);
-    if (step % tc.eval_interval == 0 || last) {
-      end_eval = evaluate_and_log(step);
-      last_eval_step = step;
+    double last_loss = std::nan("");
+    std::int64_t step = 0;
+    // A SIGINT during setup (data preparation can take a minute) stops before the first step.
+    bool interrupted = stop_requested();
+    while (!interrupted && step < tc.max_steps) {
+      ++step;
+      const StepSettings settings{
+          kernels::learning_rate(static_cast<int>(step), tc.max_steps, tc.warmup_steps, tc.lr,
+                                 tc.min_lr, tc.lr_schedule),
+          tc.grad_clip, tc.seed};
+      const auto t0 = Clock::now();
+      const StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings);
+      const double wall = seconds_since(t0);
+      last_loss = r.loss;
+      interrupted = stop_requested();
+      const bool last = step == tc.max_steps || interrupted;
+      if (log) log->record(step, r, settings.lr, wall, allocator->stats(), last);
+      if (step % tc.eval_interval == 0 || last) {
+        end_eval = evaluate_and_log(step);
+        last_eval_step = step;
+      }
     }
-  }
-  if (last_eval_step != step) end_eval = evaluate_and_log(step);
-  progress.break_line();
+    if (last_eval_step != step) end_eval = evaluate_and_log(step);
+    progress.break_line();
 
-  if (root && data.tokenizer) {
-    out << "Fill-mask predictions (top 5):\n";
-    for (const auto& text : fill_mask_probes()) {
-      out << format_fill_mask(fill_mask(model, *data.tokenizer, text, 5,
-                                        config.model.max_position_embeddings));
+    if (root && data.tokenizer) {
+      out << "Fill-mask predictions (top 5):\n";
+      out << format_fill_mask_probes(model, *data.tokenizer, fill_mask_probes(), 5,
+                                     config.model.max_position_embeddings);
     }
-  }
 
-  const auto mem = allocator->stats();
-  if (root) {
-    RunSummary summary;
-    summary.steps_done = step;
-    summary.max_steps = tc.max_steps;
-    summary.interrupted = interrupted;
-    summary.wall_s = seconds_since(start);
-    summary.train_s = log->train_s();
-    summary.tokens = log->tokens();
-    summary.final_train_loss = last_loss;
-    summary.start_eval_loss = start_eval.loss;
-    summary.end_eval_loss = end_eval.loss;
-    summary.end_eval_accuracy = end_eval.accuracy;
-    summary.peak_allocated_bytes = mem.allocated_bytes.peak;
-    summary.peak_reserved_bytes = mem.reserved_bytes.peak;
-    summary.run_dir = run_path;
-    out << format_summary(summary) << allocator->memory_summary() << std::flush;
-    write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
+    const auto mem = allocator->stats();
+    if (root) {
+      RunSummary summary;
+      summary.steps_done = step;
+      summary.max_steps = tc.max_steps;
+      summary.interrupted = interrupted;
+      summary.wall_s = seconds_since(start);
+      summary.train_s = log->train_s();
+      summary.tokens = log->tokens();
+      summary.final_train_loss = last_loss;
+      summary.start_eval_loss = start_eval.loss;
+      summary.end_eval_loss = end_eval.loss;
+      summary.end_eval_accuracy = end_eval.accuracy;
+      summary.peak_allocated_bytes = mem.allocated_bytes.peak;
+      summary.peak_reserved_bytes = mem.reserved_bytes.peak;
+      summary.run_dir = run_path;
+      out << format_summary(summary) << allocator->memory_summary() << std::flush;
+      write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
+    }
+    return interrupted ? kInterruptedExitCode : 0;
+  } catch (const OutOfMemory&) {
+    if (root && run_dir) {
+      out << "\nmemtrain: out of memory; the allocator at the failure:\n"
+          << allocator->memory_summary() << std::flush;
+      try {
+        write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
+      } catch (const std::exception& e) {
+        std::cerr << "memtrain: " << e.what() << '\n';
+      }
+    }
+    throw;
   }
-  return interrupted ? kInterruptedExitCode : 0;
 }
 
 }  // namespace

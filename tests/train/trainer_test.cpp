@@ -165,6 +165,26 @@ TEST(RunTraining, MemoryLimitIsEnforcedThroughTheSharedLedger) {
   }
 }
 
+// An OutOfMemory after the run directory exists still leaves memory_snapshot.json there (the
+// allocator at the failure, see Note [Memory record of an out-of-memory run]) and propagates.
+// 4 MiB holds the tiny model and its Adam state (well under 1 MiB) but not the activations
+// of 64 x 32 tokens (attention probabilities alone are 64 x 2 x 32 x 32 floats = 512 KiB per
+// layer, plus [64, 32, 64] intermediates and their gradients).
+TEST(RunTraining, OutOfMemoryDuringTrainingStillWritesTheMemorySnapshot) {
+  testing::TempDir tmp;
+  Config c = testing::tiny_mock_config();
+  c.data.seq_length = 32;
+  c.training.micro_batch_size = 64;
+  c.training.global_batch_size = 64;
+  c.training.max_steps = 2;
+  c.memory.limit = std::size_t{4} << 20;
+  EXPECT_THROW(run_training(c, RunOptions{tmp.sub("run")}), OutOfMemory);
+  ASSERT_TRUE(fs::exists(tmp.sub("run/config.yaml"))) << "the OOM came before the run directory";
+  const auto snapshot = nlohmann::json::parse(slurp(tmp.sub("run/memory_snapshot.json")));
+  EXPECT_TRUE(snapshot.contains("segments")) << snapshot.dump().substr(0, 200);
+  EXPECT_FALSE(fs::exists(tmp.sub("run/memory_snapshot.json.tmp")));
+}
+
 TEST(RunTraining, RunDirectoryOfAnotherConfigIsRefusedUntouched) {
   testing::TempDir tmp;
   Config c = testing::tiny_mock_config();
