@@ -49,7 +49,7 @@ TEST(BadConfig, DevNullIsNotAConfig) {
 
 TEST(BadConfig, SecondDocumentIsRejected) {
   expect_config_error(std::string(kTinyMockYaml) + "---\ndata:\n  mock: false\n",
-                      "a second YAML document; expected one document per config file");
+                      "exp.yaml:17: a second YAML document; expected one document per config file");
 }
 
 TEST(BadConfig, SetWithUnknownSection) {
