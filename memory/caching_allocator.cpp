@@ -7,67 +7,13 @@
 
 #include "memory/byte_size.hpp"
 #include "memory/memory_summary.hpp"
+#include "memory/caching_allocator_nodes.hpp"
 #include "memory/out_of_memory.hpp"
 
 namespace memtrain::memory {
 
-enum class BlockState : unsigned char { free, allocated, pending, stitched };
-
-struct CachingAllocator::BlockNode {
-  std::uintptr_t address = 0;
-  std::size_t size = 0;
-  std::size_t requested = 0;
-  StreamId stream = kDefaultStream;
-  TagId tag = kUntagged;
-  Pool pool = Pool::large;
-  BlockState state = BlockState::free;
-  bool counted_split = false;  // counted in inactive_split_bytes while free
-  std::set<BlockNode*, BlockOrder>::iterator free_position;  // valid while free and indexed
-  Segment* segment = nullptr;
-  BlockNode* prev = nullptr;  // address neighbours inside the segment
-  BlockNode* next = nullptr;
-  std::uint64_t allocation_id = 0;
-  std::uint32_t pending_events = 0;
-  std::vector<StreamId> stream_uses;  // record_stream; empty on the common path
-};
-
-enum class SegmentKind : unsigned char {
-  plain,       // one upstream allocation
-  mapped,      // a reserved range with one physical chunk per page
-  expandable,  // like mapped, growing in place at its end
-  stitched,    // a range mapping pages of free blocks of other segments (vmm_stitch)
-};
-
-struct CachingAllocator::Segment {
-  std::uintptr_t base = 0;
-  std::size_t size = 0;         // bytes with memory behind them (mapped)
-  std::size_t reserved_va = 0;  // bytes of address space (mapped/expandable/stitched)
-  StreamId stream = kDefaultStream;
-  Pool pool = Pool::large;
-  SegmentKind kind = SegmentKind::plain;
-  std::uint64_t id = 0;
-  BlockNode* head = nullptr;
-  std::vector<PhysicalHandle> pages;  // mapped, expandable: one chunk per page
-  std::vector<BlockNode*> members;    // stitched: the source blocks, in mapping order
-};
-
-bool CachingAllocator::BlockOrder::operator()(const BlockNode* a, const BlockNode* b) const {
-  if (a->stream != b->stream) return a->stream < b->stream;
-  if (a->size != b->size) return a->size < b->size;
-  return a->address < b->address;
-}
-
-namespace {
-
-constexpr std::size_t kAlignment = 256;
-
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
-}  // namespace
+using allocator_detail::kAlignment;
+using allocator_detail::now_ns;
 
 CachingAllocator::CachingAllocator(std::shared_ptr<MemoryResource> upstream,
                                    AllocatorOptions options)
@@ -448,92 +394,6 @@ CachingAllocator::BlockNode* CachingAllocator::new_segment(std::size_t bytes, st
   return block;
 }
 
-// Note [Expandable segments]
-// With expandable_segments each (stream, pool) has one segment: a virtual range as large as
-// the capacity, of which only a prefix is mapped. When no cached block fits, the prefix grows
-// by the missing pages (fewer if the segment ends in a free block, which the new pages extend),
-// so a growing batch size reuses the space of the previous, smaller one instead of stranding it
-// in a segment of the old size (PyTorch's Note [Expandable Segments]). Releasing unmaps free
-// pages at the end of the mapped prefix.
-CachingAllocator::BlockNode* CachingAllocator::grow_expandable(std::size_t rounded, Pool pool,
-                                                               StreamId stream,
-                                                               std::string* cause) {
-  const std::size_t page = vmm_->granularity();
-  Segment* segment = nullptr;
-  for (auto& s : segments_) {
-    if (s->kind == SegmentKind::expandable && s->stream == stream && s->pool == pool) {
-      segment = s.get();
-      break;
-    }
-  }
-  if (segment == nullptr) {
-    std::size_t va = capacity_ != 0 ? capacity_ : (std::size_t{1} << 40);
-    va = round_up_checked(std::max(va, rounded), page);
-    auto s = std::make_unique<Segment>();
-    try {
-      const VirtualRange range = vmm_->reserve(va);
-      s->base = range.address;
-      s->reserved_va = range.bytes;
-    } catch (const std::exception& e) {
-      *cause = e.what();
-      return nullptr;
-    }
-    s->kind = SegmentKind::expandable;
-    s->stream = stream;
-    s->pool = pool;
-    s->id = next_segment_id_++;
-    segment = s.get();
-    segments_.push_back(std::move(s));
-  }
-  BlockNode* tail = segment->head;
-  while (tail != nullptr && tail->next != nullptr) tail = tail->next;
-  const std::size_t tail_free = (tail != nullptr && tail->state == BlockState::free) ? tail->size : 0;
-  if (tail_free >= rounded) {  // large enough, only refused by max_split_size: use it
-    erase_free(tail);
-    return tail;
-  }
-  const std::size_t grow = round_up_checked(rounded - std::min(rounded, tail_free), page);
-  const std::size_t reserved = static_cast<std::size_t>(stats_.reserved().current);
-  if (grow == 0 || grow > segment->reserved_va - segment->size ||
-      (capacity_ != 0 && grow > capacity_ - std::min(reserved, capacity_))) {
-    *cause = "growing the expandable segment by " + format_byte_size(grow) +
-             " would exceed the capacity";
-    return nullptr;
-  }
-  const std::size_t first_page = segment->pages.size();
-  segment->pages.resize(first_page + grow / page);
-  try {
-    map_fresh_pages(*vmm_, VirtualRange{segment->base + segment->size, grow},
-                    segment->pages.data() + first_page);
-  } catch (const std::exception& e) {
-    segment->pages.resize(first_page);
-    *cause = e.what();
-    return nullptr;
-  }
-  const std::uintptr_t grown_at = segment->base + segment->size;
-  segment->size += grow;
-  stats_.segment_reserved(grow);
-  if (sink_) emit(TraceEventKind::segment_map, grow, grown_at, stream, kUntagged, segment->id);
-  if (tail_free != 0) {
-    erase_free(tail);
-    tail->size += grow;
-    return tail;
-  }
-  BlockNode* block = new_node();
-  block->address = grown_at;
-  block->size = grow;
-  block->stream = stream;
-  block->pool = pool;
-  block->segment = segment;
-  block->state = BlockState::free;
-  block->prev = tail;
-  if (tail != nullptr) {
-    tail->next = block;
-  } else {
-    segment->head = block;
-  }
-  return block;
-}
 
 std::size_t CachingAllocator::free_bytes_on(StreamId stream, Pool pool) const {
   std::size_t total = 0;
@@ -546,121 +406,6 @@ std::size_t CachingAllocator::free_bytes_on(StreamId stream, Pool pool) const {
   return total;
 }
 
-CachingAllocator::BlockNode* CachingAllocator::stitch(std::size_t rounded, StreamId stream,
-                                                      bool allow_fresh, std::string* cause) {
-  const std::size_t page = vmm_->granularity();
-  // Largest free page-aligned blocks first: fewest mappings for the bytes.
-  std::vector<BlockNode*> members;
-  std::size_t total = 0;
-  {
-    BlockNode probe;  // after every block of this stream
-    probe.stream = stream;
-    probe.size = SIZE_MAX;
-    probe.address = UINTPTR_MAX;
-    FreeIndex& index = free_[static_cast<int>(Pool::large)];
-    auto it = index.upper_bound(&probe);
-    while (total < rounded && it != index.begin()) {
-      --it;
-      BlockNode* b = *it;
-      if (b->stream != stream) break;
-      if (b->address % page != 0 || b->size % page != 0 ||
-          b->segment->kind == SegmentKind::plain || b->segment->kind == SegmentKind::stitched) {
-        continue;
-      }
-      members.push_back(b);
-      total += b->size;
-    }
-  }
-  if (total < rounded && !allow_fresh) return nullptr;
-  for (BlockNode* b : members) erase_free(b);
-  BlockNode* fresh = nullptr;
-  if (total < rounded) {
-    fresh = new_segment(rounded - total, rounded - total, Pool::large, stream, false, cause);
-    if (fresh == nullptr) {
-      for (BlockNode* b : members) free_block(b);
-      return nullptr;
-    }
-    members.push_back(fresh);
-    total += fresh->size;
-  }
-  if (members.size() < 2) {
-    // One block is enough after all (only possible with fresh pages): no stitching needed.
-    return members.empty() ? nullptr : carve(members.front(), rounded);
-  }
-  // The last member gives only what is still missing; its rest stays free in its segment.
-  const std::size_t excess = total - rounded;
-  if (excess > 0) {
-    BlockNode* last = members.back();
-    split(last, last->size - excess);
-    total = rounded;
-  }
-  VirtualRange range;
-  try {
-    range = vmm_->reserve(rounded);
-  } catch (const std::exception& e) {
-    *cause = e.what();
-    for (BlockNode* b : members) free_block(b);
-    return nullptr;
-  }
-  std::size_t offset = 0;
-  std::size_t mapped_members = 0;
-  try {
-    for (BlockNode* b : members) {
-      const Segment* s = b->segment;
-      map_existing_pages(*vmm_, range.address + offset,
-                         s->pages.data() + (b->address - s->base) / page, b->size / page);
-      offset += b->size;
-      ++mapped_members;
-    }
-  } catch (const std::exception& e) {
-    *cause = e.what();
-    offset = 0;
-    for (std::size_t i = 0; i < mapped_members; ++i) {
-      vmm_->unmap(range.address + offset, members[i]->size);
-      offset += members[i]->size;
-    }
-    vmm_->release(range);
-    for (BlockNode* b : members) free_block(b);
-    return nullptr;
-  }
-  for (BlockNode* b : members) b->state = BlockState::stitched;
-  auto segment = std::make_unique<Segment>();
-  segment->base = range.address;
-  segment->size = rounded;
-  segment->reserved_va = rounded;
-  segment->stream = stream;
-  segment->pool = Pool::large;
-  segment->kind = SegmentKind::stitched;
-  segment->id = next_segment_id_++;
-  segment->members = std::move(members);
-  BlockNode* block = new_node();
-  block->address = range.address;
-  block->size = rounded;
-  block->stream = stream;
-  block->pool = Pool::large;
-  block->segment = segment.get();
-  segment->head = block;
-  if (sink_) emit(TraceEventKind::segment_map, rounded, range.address, stream, kUntagged, segment->id);
-  segments_.push_back(std::move(segment));
-  return block;
-}
-
-void CachingAllocator::unstitch(Segment* stitched) {
-  std::size_t offset = 0;
-  for (BlockNode* member : stitched->members) {
-    vmm_->unmap(stitched->base + offset, member->size);
-    offset += member->size;
-  }
-  vmm_->release(VirtualRange{stitched->base, stitched->reserved_va});
-  if (sink_) {
-    emit(TraceEventKind::segment_unmap, stitched->size, stitched->base, stitched->stream,
-         kUntagged, stitched->id);
-  }
-  std::vector<BlockNode*> members = std::move(stitched->members);
-  recycle_node(stitched->head);
-  erase_segment(stitched);
-  for (BlockNode* member : members) free_block(member);
-}
 
 CachingAllocator::BlockNode* CachingAllocator::reclaim_other_stream(std::size_t rounded, Pool pool,
                                                                     StreamId stream) {
@@ -729,34 +474,6 @@ std::size_t CachingAllocator::release_cached_segments(std::size_t goal) {
     ++i;
   }
   return released;
-}
-
-std::size_t CachingAllocator::shrink_expandable(Segment* s) {
-  BlockNode* tail = s->head;
-  while (tail != nullptr && tail->next != nullptr) tail = tail->next;
-  if (tail == nullptr || tail->state != BlockState::free) return 0;
-  const std::size_t page = vmm_->granularity();
-  const std::size_t keep = round_up_checked(tail->address - s->base, page);
-  if (keep >= s->size) return 0;
-  const std::size_t drop = s->size - keep;
-  for (std::size_t p = keep / page; p < s->pages.size(); ++p) {
-    vmm_->unmap(s->base + p * page, page);
-    vmm_->release_physical(s->pages[p]);
-  }
-  s->pages.resize(keep / page);
-  erase_free(tail);
-  if (tail->address - s->base == keep) {
-    if (tail->prev) tail->prev->next = nullptr;
-    if (s->head == tail) s->head = nullptr;
-    recycle_node(tail);
-  } else {
-    tail->size -= drop;
-    insert_free(tail);
-  }
-  s->size = keep;
-  stats_.segment_released(drop);
-  if (sink_) emit(TraceEventKind::segment_unmap, drop, s->base + keep, s->stream, kUntagged, s->id);
-  return drop;
 }
 
 void CachingAllocator::release_segment(Segment* s) {
