@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace memtrain::train::testing {
@@ -27,5 +29,13 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The whole contents of a file ("" when it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 }  // namespace memtrain::train::testing

@@ -33,12 +33,7 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
   return out;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::slurp;
 
 const char* const kTrainKeys[] = {
     "step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "time_forward_s",
