@@ -7,9 +7,15 @@ namespace memtrain::core {
 const Tags& tags() {
   static const Tags instance = [] {
     auto& registry = memory::tag_registry();
-    return Tags{registry.register_tag("parameter"),       registry.register_tag("gradient"),
-                registry.register_tag("optimizer_state"), registry.register_tag("activation"),
-                registry.register_tag("temporary"),       registry.register_tag("communication")};
+    Tags t{};
+    t.parameter = registry.register_tag("parameter");
+    t.master_weight = registry.register_tag("master_weight");
+    t.gradient = registry.register_tag("gradient");
+    t.optimizer_state = registry.register_tag("optimizer_state");
+    t.activation = registry.register_tag("activation");
+    t.temporary = registry.register_tag("temporary");
+    t.communication = registry.register_tag("communication");
+    return t;
   }();
   return instance;
 }

@@ -6,7 +6,8 @@
 namespace memtrain::core {
 
 struct Tags {
-  memory::TagId parameter;        // weights (and fp32 masters)
+  memory::TagId parameter;        // weights used by forward and backward (compute dtype)
+  memory::TagId master_weight;    // fp32 master copies of 16-bit weights (mixed precision)
   memory::TagId gradient;         // parameter gradients
   memory::TagId optimizer_state;  // AdamW moments
   memory::TagId activation;       // tensors saved by a forward pass for its backward pass

@@ -32,8 +32,23 @@ struct TrainingConfig {
   std::string optimizer = "adamw";
 };
 
+// Dynamic loss scaling for fp16 (PyTorch torch.cuda.amp.GradScaler semantics; hysteresis as
+// Megatron-LM's DynamicGradScaler). Unused for fp32 and bf16.
+struct LossScaleConfig {
+  double initial_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int growth_interval = 2000;    // clean steps before the scale grows
+  int hysteresis = 1;            // overflowing steps tolerated before backing off (1 = PyTorch)
+  double min_loss_scale = 1.0;
+  // Consecutive skipped steps at min_loss_scale after which the run stops with an error.
+  int max_skipped_steps_at_min = 10;
+};
+
 struct PrecisionConfig {
-  std::string dtype = "fp32";
+  std::string dtype = "fp32";  // fp32 | fp16 | bf16
+  bool fp32_grad_accumulation = false;
+  LossScaleConfig loss_scale;
 };
 
 struct MemoryConfig {
@@ -50,6 +65,12 @@ struct MemoryConfig {
   // guaranteed to this job, no other job can take it (needs capacity). See docs/config.md.
   std::size_t limit = 0;
   std::size_t reservation = 0;
+  // Activation checkpointing (Megatron-LM's recompute_granularity/method/num_layers).
+  std::string recompute = "none";           // none | selective | full | auto
+  std::string recompute_method = "uniform";  // uniform (every k-th layer) | block (first k)
+  int recompute_num_layers = 0;              // k; 0 = every layer
+  std::size_t budget = 0;                    // bytes; recompute: auto picks to fit it
+  std::string attention = "standard";        // standard | flash
 };
 
 struct ParallelConfig {
