@@ -15,9 +15,10 @@ std::string bytes(std::int64_t v) {
   return format_byte_size(static_cast<std::size_t>(v));
 }
 
+// The name column fits the longest tag row, "  optimizer_state allocated" (27 characters).
 void row(std::ostringstream& out, std::string_view name, const StatCounter& c) {
   char line[160];
-  std::snprintf(line, sizeof line, "| %-26s| %12s | %12s | %12s | %12s |\n",
+  std::snprintf(line, sizeof line, "| %-28s| %12s | %12s | %12s | %12s |\n",
                 std::string(name).c_str(), bytes(c.current).c_str(), bytes(c.peak).c_str(),
                 bytes(c.allocated).c_str(), bytes(c.freed).c_str());
   out << line;
@@ -26,14 +27,14 @@ void row(std::ostringstream& out, std::string_view name, const StatCounter& c) {
 }  // namespace
 
 std::string format_memory_summary(const MemoryStats& s, std::string_view title) {
-  const std::string rule(85, '=');
-  const std::string thin(85, '-');
+  const std::string rule(89, '=');
+  const std::string thin(89, '-');
   std::ostringstream out;
   out << '|' << rule << "|\n";
   out << "| memtrain memory summary: " << title << '\n';
   out << '|' << thin << "|\n";
   char header[160];
-  std::snprintf(header, sizeof header, "| %-26s| %12s | %12s | %12s | %12s |\n", "Metric",
+  std::snprintf(header, sizeof header, "| %-28s| %12s | %12s | %12s | %12s |\n", "Metric",
                 "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed");
   out << header << '|' << thin << "|\n";
   row(out, "Allocated memory", s.allocated_bytes);

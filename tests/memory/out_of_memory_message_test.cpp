@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "memory/out_of_memory.hpp"
+#include "memory/tag_registry.hpp"
 #include "memory/trace_event.hpp"
 #include "tests/memory/allocator_cases.hpp"
 
@@ -72,6 +74,25 @@ TEST(MemorySummary, ShowsCountersAndTags) {
   expect_contains(summary, "Non-releasable memory");
   expect_contains(summary, "untagged allocated");
   expect_contains(summary, "Utilization: 1.000");
+  h.allocator->deallocate(a);
+}
+
+// Every table row ends at the same column, also for the longest tag name a training run
+// registers ("optimizer_state").
+TEST(MemorySummary, TagRowsAlignWithTheTable) {
+  const TagId tag = tag_registry().register_tag("optimizer_state");
+  Harness h = make_harness({"best_fit", Upstream::simulated}, GiB);
+  Block a = h.allocator->allocate(3 * MiB, kDefaultStream, tag);
+  std::istringstream lines(h.allocator->memory_summary());
+  std::size_t width = 0;
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() < 2 || line.back() != '|') continue;  // title and tail lines are open
+    if (width == 0) width = line.size();
+    EXPECT_EQ(line.size(), width) << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 8);
   h.allocator->deallocate(a);
 }
 
