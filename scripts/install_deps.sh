@@ -6,10 +6,14 @@ set -euo pipefail
 PACKAGES=(cmake g++ make pkg-config libeigen3-dev libopenblas-dev libopenblas0-pthread libcli11-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin
   libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev librandom123-dev bible-kjv)
-# The PyTorch reference (fixtures, benchmark) is only needed by scripts that say so.
-if [[ "${1:-}" == "--with-torch" ]]; then
-  PACKAGES+=(python3-torch python3-numpy)
-fi
+# The PyTorch reference (fixtures, benchmark) and the plots (scripts/bert_large_memory.sh) are
+# only needed by scripts that say so.
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) PACKAGES+=(python3-torch python3-numpy) ;;
+    --with-plots) PACKAGES+=(python3-matplotlib) ;;
+  esac
+done
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,112 @@
+"""The BERT-Large memory grid of issue 4 ("The experiments"): what is measured, cell by cell.
+
+A trace depends on (precision, recompute, sequence length, micro-batch, dynamic lengths, world
+size): it is recorded once by a dry run and replayed under every policy and every device size of
+the layouts that share it, instead of re-running the model per policy.
+"""
+from dataclasses import dataclass, field
+
+POLICIES = ["no_cache", "pytorch", "best_fit", "vmm_stitch", "planned"]
+PRECISIONS = ["fp32", "fp16", "bf16"]
+RECOMPUTES = ["none", "selective", "full"]
+# Issue 4: sequence 128 with micro-batches 8..64, sequence 512 with 4..16.
+SHAPES = [(128, 8), (128, 16), (128, 32), (128, 64), (512, 4), (512, 8), (512, 16)]
+# Tags whose bytes are shown (memory/stats, runtime/core/tags.hpp); others are summed as "other".
+TAGS = ["parameter", "master_weight", "gradient", "optimizer_state", "activation", "temporary",
+        "communication"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    label: str
+    world_size: int
+    target: str                      # memtrain's --target for the device of one rank
+    sets: tuple = ()                 # config overrides the layout needs
+    missing: str = ""                # non-empty: the layout cannot be expressed at all yet
+
+
+# Note [Layouts and the per-rank view]
+# Every rank of a data-parallel layout allocates alike, and memtrain all-reduces the gradients in
+# place (runtime/train/plan_target.hpp), so rank 0's allocator sees exactly what one process sees
+# with one micro-batch per step: with 4 ranks, global batch = 4 x micro-batch. One trace is
+# therefore recorded per setting and replayed on every data-parallel layout; what differs between
+# layouts is the device (capacity) and the memory outside the allocator (NCCL buffers with more
+# than one rank), both taken from `memtrain plan --target T --world-size N`. Tensor parallelism is tried through its config key so
+# that the cell fills in by itself the day the key is accepted; ZeRO-1 has no config key at all
+# and sequence parallelism is a key the loader names as not built, so those rows are written as
+# not available without running anything.
+LAYOUTS = [
+    Layout("dp4_40gb", "data parallel 4 x 40 GB (per rank)", 4, "a100-40gb"),
+    Layout("tp2_dp2_40gb", "tensor parallel 2 x data parallel 2, 40 GB", 4, "a100-40gb",
+           ("parallel.tensor_model_parallel_size=2",)),
+    Layout("single_80gb", "one 80 GB device", 1, "a100-80gb"),
+    Layout("zero1_dp4_40gb", "ZeRO-1, data parallel 4 x 40 GB", 4, "a100-40gb",
+           missing="ZeRO-1 (optimizer-state sharding) is not built: no config key"),
+    Layout("sp_tp2_dp2_40gb", "sequence parallel, tensor parallel 2 x data parallel 2, 40 GB", 4,
+           "a100-40gb", ("parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true"),
+           missing="sequence parallelism is not built (parallel.sequence_parallel)"),
+]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One trace: everything that changes what the model asks the allocator for."""
+    precision: str
+    recompute: str
+    seq_length: int
+    micro_batch_size: int
+    dynamic: bool = False
+    steps: int = 1
+    extra_sets: tuple = ()
+
+    @property
+    def name(self):
+        d = "-dyn" if self.dynamic else ""
+        extra = "".join("-" + s.split("=")[0].split(".")[-1] + "_" + s.split("=")[1]
+                        for s in self.extra_sets)
+        return (f"{self.precision}-{self.recompute}-s{self.seq_length}-b{self.micro_batch_size}"
+                f"{d}{extra}")
+
+    def config_sets(self):
+        """--set arguments for this setting (the base config is configs/experiments/...)."""
+        return [
+            f"precision.dtype={self.precision}",
+            f"memory.recompute={self.recompute}",
+            f"data.seq_length={self.seq_length}",
+            f"data.dynamic_seq_length={'true' if self.dynamic else 'false'}",
+            f"training.micro_batch_size={self.micro_batch_size}",
+            f"training.global_batch_size={self.micro_batch_size}",
+            f"training.max_steps={self.steps}",
+            *self.extra_sets,
+        ]
+
+
+@dataclass
+class Cell:
+    """One row group of cells.csv: a layout x a setting (the policies are its rows)."""
+    layout: Layout
+    setting: Setting
+    kind: str = "fixed"              # fixed | dynamic
+    rows: list = field(default_factory=list)
+
+
+def fixed_cells(layouts=LAYOUTS, precisions=PRECISIONS, recomputes=RECOMPUTES, shapes=SHAPES):
+    for layout in layouts:
+        for precision in precisions:
+            for recompute in recomputes:
+                for seq, mb in shapes:
+                    s = Setting(precision, recompute, seq, mb, extra_sets=layout.sets)
+                    yield Cell(layout, s)
+
+
+# Note [The dynamic-length run]
+# Dynamic padding is the workload that fragments allocators most (each micro-batch is padded to
+# its own longest row, so every step asks for differently sized activations). Mock data with
+# data.dynamic_seq_length gives rows of a uniform length in [3, seq_length]; with 4 rows a
+# micro-batch the padded length varies widely from step to step. 16 steps at sequence 512 on the
+# data-parallel 40 GB layout, fp32, no recompute: the fixed-shape fp32 cells are its comparison.
+def dynamic_cell():
+    layout = LAYOUTS[0]
+    s = Setting("fp32", "none", 512, 4, dynamic=True, steps=16)
+    return Cell(layout, s, kind="dynamic")

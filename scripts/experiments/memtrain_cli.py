@@ -1,0 +1,53 @@
+"""Runs the memtrain binary and sorts its answers into done / not available / failed.
+
+A grid cell whose feature has not landed is written as "not available yet", never faked: the
+config loader rejects such a key with exit 2 and "not supported yet" (docs/config.md, "Errors"),
+and that rejection is what marks the cell. Any other exit 2 is a bug in the grid, so it stops the
+experiment instead of being recorded.
+"""
+import json
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Result:
+    command: str     # the exact command line, for docs/memory-experiments.md
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def not_available_reason(self):
+        """The config loader's one-line reason when the command names a feature not built yet."""
+        if self.returncode == 2 and "not supported yet" in self.stderr:
+            lines = [l for l in self.stderr.splitlines() if "not supported yet" in l]
+            return lines[0].removeprefix("memtrain: config error: ").strip()
+        return None
+
+    def json(self):
+        """stdout parsed as one JSON document (plan/replay --json)."""
+        return json.loads(self.stdout)
+
+
+class CommandFailed(RuntimeError):
+    pass
+
+
+def run(binary, args, timeout_s=900):
+    """Runs `binary args...`; returns a Result whatever the exit code (timeouts raise)."""
+    argv = [binary, *args]
+    start = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    return Result(shlex.join(argv), proc.returncode, proc.stdout, proc.stderr,
+                  time.monotonic() - start)
+
+
+def check(result, allowed=(0,)):
+    """Raises CommandFailed naming the command and its stderr when the exit code is unexpected."""
+    if result.returncode not in allowed:
+        tail = "\n".join(result.stderr.strip().splitlines()[-5:])
+        raise CommandFailed(f"{result.command}\nexit {result.returncode}: {tail}")
+    return result
