@@ -6,6 +6,7 @@
 
 #include "memory/allocator.hpp"
 #include "memory/types.hpp"
+#include "runtime/core/workspace.hpp"
 
 namespace memtrain::core {
 
@@ -29,11 +30,16 @@ class Context {
   bool dry_run() const { return dry_run_; }
   void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
 
+  // Host scratch for fp32 arithmetic on 16-bit tensors and for kernel tiles, outside the
+  // allocator (Note [Workspace outside the allocator]). A dry run never touches it.
+  Workspace& workspace() const { return *workspace_; }
+
  private:
   std::shared_ptr<memory::Allocator> allocator_;
   std::string device_;
   memory::StreamId stream_ = memory::kDefaultStream;
   bool dry_run_ = false;
+  std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
 };
 
 }  // namespace memtrain::core

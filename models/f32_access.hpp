@@ -1,0 +1,91 @@
+#pragma once
+// Float views of tensors, so that the fp32 kernels serve every storage dtype (issue 5, mixed
+// precision on CPU): Note [fp32 arithmetic on 16-bit storage].
+#include <cstdint>
+
+#include "kernels/cpu/half_convert.hpp"
+#include "runtime/core/context.hpp"
+#include "runtime/core/tensor.hpp"
+#include "runtime/core/workspace.hpp"
+
+namespace memtrain::models {
+
+// Note [fp32 arithmetic on 16-bit storage]
+// With compute_dtype f16/bf16, weights, activations and gradients are STORED in 16 bits (the
+// allocator sees 2 bytes per element) while the CPU kernels compute in float, as a GPU's
+// tensor cores accumulate 16-bit products in fp32. Each op converts its 16-bit inputs to float
+// in a Workspace slot (Note [Workspace outside the allocator]), runs the fp32 kernel, and
+// rounds its outputs back to 16 bits to nearest even. The views below do that and nothing
+// when the tensor is f32: then they hand out the tensor's own pointer, so the fp32 path runs
+// the same kernels on the same memory in the same order, bitwise as before.
+// An op keeps intermediate results in a write view until it has finished with them (e.g. the
+// output projection, dropout and residual add are one view, rounded once), as a fused GPU
+// kernel would. In a dry run nothing is read, written or converted: a view of a 16-bit
+// tensor is then null, one of an f32 tensor its (untouchable) pointer, as before.
+
+// How a view uses its tensor.
+enum class F32Access {
+  read,        // converted in; never written back
+  write,       // contents undefined on entry; rounded back on commit / destruction
+  read_write,  // converted in and rounded back (accumulation: gradients +=)
+  scratch,     // contents undefined, never written back (kernel scratch shaped like the tensor)
+};
+
+// True for the 16-bit floating-point dtypes (f16, bf16).
+bool is_half(core::DType dtype);
+// The kernels' name of a 16-bit dtype. Throws memtrain::RuntimeError for f32 / i32.
+kernels::HalfFormat half_format(core::DType dtype);
+
+// A float view of an f32, f16 or bf16 tensor (RAII; see the Note above). Movable only.
+// An undefined tensor gives a null view. Throws memtrain::RuntimeError for an i32 tensor.
+class F32View {
+ public:
+  F32View() = default;
+  F32View(core::Context& ctx, const core::Tensor& t, F32Access access);
+  F32View(F32View&& o) noexcept;
+  F32View& operator=(F32View&& o) noexcept;
+  F32View(const F32View&) = delete;
+  F32View& operator=(const F32View&) = delete;
+  ~F32View() { commit(); }
+
+  // numel() floats: the tensor's memory (f32) or the converted copy (16-bit).
+  float* get() const { return data_; }
+  // For write / read_write views of 16-bit tensors: rounds the floats into the tensor now and
+  // returns the workspace slot. The view is null afterwards. No-op for the other cases.
+  void commit();
+
+ private:
+  core::Tensor tensor_;  // keeps the storage alive until written back
+  F32Access access_ = F32Access::read;
+  core::Workspace::Lease lease_;  // held only for a converted 16-bit tensor
+  float* data_ = nullptr;
+};
+
+// Shorthands naming the access at the call site: read_f32(ctx, x).get() is a const float*.
+class F32Read {
+ public:
+  F32Read(core::Context& ctx, const core::Tensor& t) : view_(ctx, t, F32Access::read) {}
+  const float* get() const { return view_.get(); }
+
+ private:
+  F32View view_;
+};
+inline F32Read read_f32(core::Context& ctx, const core::Tensor& t) { return F32Read(ctx, t); }
+inline F32View write_f32(core::Context& ctx, const core::Tensor& t) {
+  return F32View(ctx, t, F32Access::write);
+}
+inline F32View update_f32(core::Context& ctx, const core::Tensor& t) {
+  return F32View(ctx, t, F32Access::read_write);
+}
+inline F32View scratch_f32(core::Context& ctx, const core::Tensor& t) {
+  return F32View(ctx, t, F32Access::scratch);
+}
+
+// Rounds src [n] into the 16-bit or f32 tensor dst (numel n): a plain copy when dst is f32.
+// Used to write a parameter's value from its f32 master. No-op in a dry run. Throws
+// memtrain::RuntimeError when dst is not f32/f16/bf16 or its numel differs from n.
+void store_f32(core::Tensor& dst, const float* src, std::int64_t n);
+// Converts the f32/f16/bf16 tensor src into out [src.numel()]. No-op in a dry run.
+void load_f32(float* out, const core::Tensor& src);
+
+}  // namespace memtrain::models

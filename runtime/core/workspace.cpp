@@ -1,0 +1,75 @@
+#include "runtime/core/workspace.hpp"
+
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "runtime/core/errors.hpp"
+
+namespace memtrain::core {
+
+namespace {
+constexpr std::size_t kAlignment = 64;  // a cache line; also what AVX-512 loads want
+}
+
+void Workspace::AlignedFree::operator()(float* p) const { std::free(p); }
+
+float* Workspace::floats(int slot, std::size_t n) {
+  if (slot < 0) throw RuntimeError("Workspace::floats: slot " + std::to_string(slot) + " < 0");
+  if (static_cast<std::size_t>(slot) >= slots_.size()) slots_.resize(slot + 1);
+  Slot& s = slots_[slot];
+  if (n > s.capacity) {
+    const std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    auto* p = static_cast<float*>(std::aligned_alloc(kAlignment, bytes));
+    if (p == nullptr) throw std::bad_alloc();
+    reserved_bytes_ -= s.capacity * sizeof(float);
+    s.data.reset(p);
+    s.capacity = bytes / sizeof(float);
+    reserved_bytes_ += bytes;
+  }
+  return s.data.get();
+}
+
+int Workspace::acquire() {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i].in_use) {
+      slots_[i].in_use = true;
+      return static_cast<int>(i);
+    }
+  }
+  slots_.emplace_back();
+  slots_.back().in_use = true;
+  return static_cast<int>(slots_.size()) - 1;
+}
+
+void Workspace::release(int slot) {
+  if (slot < 0 || static_cast<std::size_t>(slot) >= slots_.size() || !slots_[slot].in_use) {
+    throw RuntimeError("Workspace::release: slot " + std::to_string(slot) + " is not in use");
+  }
+  slots_[slot].in_use = false;
+}
+
+int Workspace::slots_in_use() const {
+  int n = 0;
+  for (const auto& s : slots_) n += s.in_use ? 1 : 0;
+  return n;
+}
+
+Workspace::Lease& Workspace::Lease::operator=(Lease&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ws_ = o.ws_;
+    slot_ = o.slot_;
+    data_ = o.data_;
+    o.ws_ = nullptr;
+  }
+  return *this;
+}
+
+void Workspace::Lease::reset() {
+  if (ws_ != nullptr) ws_->release(slot_);
+  ws_ = nullptr;
+  data_ = nullptr;
+}
+
+}  // namespace memtrain::core
