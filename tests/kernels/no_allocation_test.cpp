@@ -14,6 +14,7 @@
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "kernels/cpu/gelu.hpp"
+#include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -74,6 +75,8 @@ TEST(Kernels, NeverAllocateOnceWarm) {
       rstd(N), gamma(C, 1.0f), beta(C, 0.0f), logits(N * V, 0.2f), word(V * C), pos(T * C),
       type(2 * C), m(F * C), v(F * C), mask(B * T, 1.0f);
   std::vector<std::int32_t> ids(N, 3), targets(N, 7);
+  std::vector<float> big(1 << 19, 0.25f);  // large enough for the conversions' thread team
+  std::vector<std::uint16_t> half(big.size());
   const RngKey key{.seed = 1};
   auto run_all = [&] {
     linear_forward(y.data(), x.data(), w.data(), b.data(), N, C, F);
@@ -102,6 +105,12 @@ TEST(Kernels, NeverAllocateOnceWarm) {
                  1);
     scale_inplace(dw.data(), F * C, 0.5f);
     (void)sum_of_squares(dw.data(), F * C);
+    for (const HalfFormat f : {HalfFormat::f16, HalfFormat::bf16}) {
+      convert_float_to_half(half.data(), big.data(), std::ssize(big), f);
+      convert_half_to_float(big.data(), half.data(), std::ssize(big), f);
+      (void)all_finite(half.data(), std::ssize(half), f);
+    }
+    (void)all_finite(big.data(), std::ssize(big));
   };
   const int saved = num_threads();
   set_num_threads(2);
