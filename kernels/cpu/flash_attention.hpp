@@ -46,8 +46,10 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
 
 // Elements of the workspace of one flash_attention_forward/backward call: one share per thread
 // the kernels use now (num_threads(), kernels/cpu/threads.hpp), each two score tiles of up to
-// 64 x 64 plus 2 * 64 + T row statistics. For B = 8, T = 512, C = 768, NH = 12 on 2 threads
-// that is 17.7 K elements, against 25.2 M for attention_forward's probabilities.
+// 64 x 64 plus 2 * 64 + T row statistics, padded to 16 elements, and 16 spare elements (the
+// kernels start at the workspace's first 64-byte boundary, so that results never depend on its
+// address). For B = 8, T = 512, C = 768, NH = 12 on 2 threads that is 17.7 K elements, against
+// 25.2 M for attention_forward's probabilities. Any alignment of the workspace works.
 // Throws std::invalid_argument if T < 0.
 std::size_t flash_attention_workspace_elements(int T, int C, int NH);
 
