@@ -151,7 +151,8 @@ def timeline_plot(run, out):
         ax.set_ylabel("GiB")
         ax.legend(fontsize=8, loc="upper left")
     axes[-1].set_xlabel("allocator event (in order: model build, forward, backward, optimizer step)")
-    fig.suptitle(f"One training step of BERT-Large ({tl.get('setting')}), dry run", fontsize=10)
+    fig.suptitle(f"One training step of {Path(run['config']).stem} ({tl.get('setting')}), "
+                 f"{'compute run' if run.get('compute') else 'dry run'}", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / "timeline.png", dpi=120)
     plt.close(fig)

@@ -76,7 +76,9 @@ def check_targets(cells):
     return lines, failures
 
 
-def table(cells, layout, kind="fixed"):
+def table(cells, layout, kind="fixed", reasons=None):
+    """Markdown rows of one layout; a not-available cell points at its reason in `reasons`."""
+    reasons = [] if reasons is None else reasons
     head = ("| precision | recompute | seq | micro-batch | " +
             " | ".join(grid.POLICIES) +
             " | peak allocated GiB | device util. | fragmentation | largest micro-batch |")
@@ -86,9 +88,12 @@ def table(cells, layout, kind="fixed"):
             continue
         bf = c.get("best_fit", {})
         if bf.get("status") == "not_available":
+            if bf["reason"] not in reasons:
+                reasons.append(bf["reason"])
+            note = reasons.index(bf["reason"]) + 1
             out.append(f"| {key[2]} | {key[3]} | {key[4]} | {key[5]} | " +
                        " | ".join("n/a" for _ in grid.POLICIES) +
-                       f" | not available yet: {bf['reason']} | | | |")
+                       f" | not available yet [{note}] | | | |")
             continue
         out.append(
             f"| {key[2]} | {key[3]} | {key[4]} | {key[5]} | " +
@@ -129,11 +134,14 @@ def markdown(cells, rows, target_lines):
             reasons = sorted({c["best_fit"]["reason"] for c in sample})
             md += [f"Not available yet: {'; '.join(reasons)}.", ""]
             continue
-        md += table(cells, name) + [""]
+        reasons = []
+        md += table(cells, name, reasons=reasons) + [""]
         if any(k[0] == name and k[1] == "dynamic" for k in cells):
             md += ["Dynamic sequence lengths (mock rows of uniform length, each micro-batch padded "
                    "to its longest row; several steps):", ""]
-            md += table(cells, name, "dynamic") + [""]
+            md += table(cells, name, "dynamic", reasons) + [""]
+        md += [f"[{i + 1}] {r}" + ("  " if i + 1 < len(reasons) else "") for i, r in enumerate(reasons)]
+        md += [""] if reasons else []
         md += [f"Bytes by tag at the step's peak of live bytes (GiB), `{name}`:", ""]
         md += tag_table(cells, name) + [""]
     return "\n".join(md) + "\n"
