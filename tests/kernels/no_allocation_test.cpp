@@ -13,6 +13,7 @@
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/flash_attention.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/layernorm.hpp"
@@ -77,6 +78,9 @@ TEST(Kernels, NeverAllocateOnceWarm) {
   std::vector<std::int32_t> ids(N, 3), targets(N, 7);
   std::vector<float> big(1 << 19, 0.25f);  // large enough for the conversions' thread team
   std::vector<std::uint16_t> half(big.size());
+  const int saved = num_threads();
+  set_num_threads(2);  // the flash workspace covers the threads in use when it is sized
+  std::vector<float> lse(B * NH * T), flash_ws(flash_attention_workspace_elements(T, C, NH));
   const RngKey key{.seed = 1};
   auto run_all = [&] {
     linear_forward(y.data(), x.data(), w.data(), b.data(), N, C, F);
@@ -85,6 +89,11 @@ TEST(Kernels, NeverAllocateOnceWarm) {
                       NH, 0.1f, key, 0);
     attention_backward(dx.data(), dx.data(), dx.data(), scratch.data(), o.data(), probs.data(),
                        q.data(), q.data(), q.data(), B, T, C, NH, 0.1f, key, 0);
+    flash_attention_forward(o.data(), lse.data(), q.data(), q.data(), q.data(), mask.data(), B, T,
+                            C, NH, 0.1f, key, 0, flash_ws.data());
+    flash_attention_backward(dx.data(), dx.data(), dx.data(), o.data(), o.data(), lse.data(),
+                             q.data(), q.data(), q.data(), mask.data(), B, T, C, NH, 0.1f, key, 0,
+                             flash_ws.data());
     bias_gelu_forward(y.data(), y.data(), b.data(), N, F);
     bias_gelu_backward(y.data(), db.data(), y.data(), y.data(), b.data(), N, F);
     layernorm_forward(o.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C,
@@ -112,8 +121,6 @@ TEST(Kernels, NeverAllocateOnceWarm) {
     }
     (void)all_finite(big.data(), std::ssize(big));
   };
-  const int saved = num_threads();
-  set_num_threads(2);
   run_all();  // warm up: thread pools and OpenBLAS buffers are created once
   g_allocations = 0;
   g_counting = true;
