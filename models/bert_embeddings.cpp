@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
+#include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -22,19 +23,21 @@ BertEmbeddings::BertEmbeddings(ParameterSet& params, const BertConfig& c)
 core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
                                      const std::int32_t* type_ids) {
   const int N = s.N();
-  auto sum = core::Tensor::empty(s.ctx, {s.B, s.T, C_}, core::DType::f32,
+  auto sum = core::Tensor::empty(s.ctx, {s.B, s.T, C_}, s.dtype,
                                  core::tags().activation);  // [B, T, C]
   if (s.compute()) {
-    kernels::bert_embeddings_forward(sum.data<float>(), ids, type_ids, word_.value.data<float>(),
-                                     position_.value.data<float>(), token_type_.value.data<float>(),
-                                     s.B, s.T, C_, V_, TV_);
+    kernels::bert_embeddings_forward(write_f32(s.ctx, sum).get(), ids, type_ids,
+                                     read_f32(s.ctx, word_.value).get(),
+                                     read_f32(s.ctx, position_.value).get(),
+                                     read_f32(s.ctx, token_type_.value).get(), s.B, s.T, C_, V_,
+                                     TV_);
   }
   auto out = layer_norm_.forward(s, sum, N);  // [B*T, C]
   sum.reset();
   if (s.compute() && s.hidden_dropout > 0.0f) {
-    kernels::dropout_forward(out.data<float>(), out.data<float>(), s.B, long{s.T} * C_,
-                             s.hidden_dropout, s.key(kEmbeddingsLayer, kEmbeddingsOutput),
-                             s.first_sample);
+    auto o = update_f32(s.ctx, out);  // [B, T, C]
+    kernels::dropout_forward(o.get(), o.get(), s.B, long{s.T} * C_, s.hidden_dropout,
+                             s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample);
   }
   if (s.training) {
     ids_ = ids;
@@ -45,18 +48,23 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
 
 void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
   const int N = s.N();
+  // One float view of dout and of dsum through the whole backward (fused: the 16-bit tensors
+  // are rounded never, since both die here).
+  auto dout_f = update_f32(s.ctx, dout);  // [B, T, C]
   if (s.compute() && s.hidden_dropout > 0.0f) {
-    kernels::dropout_backward(dout.data<float>(), dout.data<float>(), s.B, long{s.T} * C_,
-                              s.hidden_dropout, s.key(kEmbeddingsLayer, kEmbeddingsOutput),
-                              s.first_sample);
+    kernels::dropout_backward(dout_f.get(), dout_f.get(), s.B, long{s.T} * C_, s.hidden_dropout,
+                              s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample);
   }
-  auto dsum = core::Tensor::zeros(s.ctx, {s.B, s.T, C_}, core::DType::f32,
+  auto dsum = core::Tensor::zeros(s.ctx, {s.B, s.T, C_}, s.dtype,
                                   core::tags().temporary);  // [B, T, C]
-  layer_norm_.backward(s, dsum.data<float>(), dout.data<float>(), N);
+  auto dsum_f = update_f32(s.ctx, dsum);  // [B, T, C]
+  layer_norm_.backward(s, dsum_f.get(), dout_f.get(), N);
   if (s.compute()) {
-    kernels::bert_embeddings_backward(word_.grad.data<float>(), position_.grad.data<float>(),
-                                      token_type_.grad.data<float>(), dsum.data<float>(), ids_,
-                                      type_ids_, s.B, s.T, C_);
+    auto dword = update_f32(s.ctx, word_.grad);              // [V, C]
+    auto dposition = update_f32(s.ctx, position_.grad);      // [P, C]
+    auto dtoken_type = update_f32(s.ctx, token_type_.grad);  // [TV, C]
+    kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(),
+                                      dsum_f.get(), ids_, type_ids_, s.B, s.T, C_);
   }
   ids_ = type_ids_ = nullptr;
 }

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/gelu.hpp"
+#include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -24,23 +25,28 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
   const auto act = core::tags().activation;
   // The bias of the first projection is added inside the GELU kernel (one pass fewer), so
   // pre_gelu holds a W_1^T without b_1.
-  auto pre_gelu = Tensor::empty(s.ctx, {B, T, I}, DType::f32, act);  // [B, T, I]
-  intermediate_.forward(s, pre_gelu.data<float>(), a.data<float>(), N, /*with_bias=*/false);
-  auto gelu = Tensor::empty(s.ctx, {B, T, I}, DType::f32, act);  // [B, T, I]
+  auto pre_gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I]
+  const auto a_f = read_f32(s.ctx, a);                                // [B, T, C]
+  intermediate_.forward(s, write_f32(s.ctx, pre_gelu).get(), a_f.get(), N, /*with_bias=*/false);
+  auto gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I]
   if (s.compute()) {
-    kernels::bias_gelu_forward(gelu.data<float>(), pre_gelu.data<float>(),
-                               intermediate_.bias().value.data<float>(), N, I);
+    kernels::bias_gelu_forward(write_f32(s.ctx, gelu).get(), read_f32(s.ctx, pre_gelu).get(),
+                               read_f32(s.ctx, intermediate_.bias().value).get(), N, I);
   }
-  auto residual = Tensor::empty(s.ctx, {B, T, C}, DType::f32, act);  // [B, T, C]
-  output_.forward(s, residual.data<float>(), gelu.data<float>(), N);
-  if (s.compute()) {
-    float* r = residual.data<float>();
-    if (s.hidden_dropout > 0.0f) {
-      kernels::dropout_forward(r, r, B, long{T} * C, s.hidden_dropout,
-                               s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample);
+  auto residual = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
+  {
+    // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
+    auto r_f = write_f32(s.ctx, residual);  // [B, T, C]
+    output_.forward(s, r_f.get(), read_f32(s.ctx, gelu).get(), N);
+    if (s.compute()) {
+      float* r = r_f.get();
+      if (s.hidden_dropout > 0.0f) {
+        kernels::dropout_forward(r, r, B, long{T} * C, s.hidden_dropout,
+                                 s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample);
+      }
+      const float* ap = a_f.get();
+      for (long i = 0; i < long{N} * C; ++i) r[i] += ap[i];
     }
-    const float* ap = a.data<float>();
-    for (long i = 0; i < long{N} * C; ++i) r[i] += ap[i];
   }
   auto out = layer_norm_.forward(s, residual, N);
   if (s.training) {
@@ -55,36 +61,42 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   const int B = s.B, T = s.T, N = s.N(), C = C_, I = I_;
   const auto tmp = core::tags().temporary;
   // da starts as the residual branch's gradient; the first projection adds to it below.
-  auto da = Tensor::zeros(s.ctx, {B, T, C}, DType::f32, tmp);  // [B, T, C]
-  layer_norm_.backward(s, da.data<float>(), dout.data<float>(), N);
+  auto da = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
+  auto da_f = update_f32(s.ctx, da);                               // [B, T, C]
+  layer_norm_.backward(s, da_f.get(), read_f32(s.ctx, dout).get(), N);
 
-  auto dproj = Tensor::empty(s.ctx, {B, T, C}, DType::f32, tmp);  // [B, T, C]
-  if (s.compute()) {
-    if (s.hidden_dropout > 0.0f) {
-      kernels::dropout_backward(dproj.data<float>(), da.data<float>(), B, long{T} * C,
-                                s.hidden_dropout, s.key(encoder_rng_layer(layer_), kMlpOutput),
-                                s.first_sample);
-    } else {
-      std::memcpy(dproj.data<float>(), da.data<float>(), da.nbytes());
+  auto dproj = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
+  auto dgelu = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I]
+  {
+    auto dproj_f = write_f32(s.ctx, dproj);  // [B, T, C]
+    if (s.compute()) {
+      if (s.hidden_dropout > 0.0f) {
+        kernels::dropout_backward(dproj_f.get(), da_f.get(), B, long{T} * C, s.hidden_dropout,
+                                  s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample);
+      } else {
+        std::memcpy(dproj_f.get(), da_f.get(), sizeof(float) * N * C);
+      }
     }
+    output_.backward(s, update_f32(s.ctx, dgelu).get(), dproj_f.get(),
+                     read_f32(s.ctx, gelu_).get(), N);
   }
-  auto dgelu = Tensor::zeros(s.ctx, {B, T, I}, DType::f32, tmp);  // [B, T, I]
-  output_.backward(s, dgelu.data<float>(), dproj.data<float>(), gelu_.data<float>(), N);
   dproj.reset();
   gelu_.reset();
 
-  auto dpre = Tensor::zeros(s.ctx, {B, T, I}, DType::f32, tmp);  // [B, T, I]
+  auto dpre = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I]
   if (s.compute()) {
-    kernels::bias_gelu_backward(dpre.data<float>(), intermediate_.bias().grad.data<float>(),
-                                dgelu.data<float>(), pre_gelu_.data<float>(),
-                                intermediate_.bias().value.data<float>(), N, I);
+    auto dbias = update_f32(s.ctx, intermediate_.bias().grad);  // [I]
+    kernels::bias_gelu_backward(update_f32(s.ctx, dpre).get(), dbias.get(),
+                                read_f32(s.ctx, dgelu).get(), read_f32(s.ctx, pre_gelu_).get(),
+                                read_f32(s.ctx, intermediate_.bias().value).get(), N, I);
   }
   dgelu.reset();
   pre_gelu_.reset();
 
-  intermediate_.backward(s, da.data<float>(), dpre.data<float>(), a_.data<float>(), N,
-                         /*with_bias=*/false);
+  intermediate_.backward(s, da_f.get(), read_f32(s.ctx, dpre).get(), read_f32(s.ctx, a_).get(),
+                         N, /*with_bias=*/false);
   a_.reset();
+  da_f.commit();
   return da;
 }
 

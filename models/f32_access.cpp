@@ -19,7 +19,7 @@ kernels::HalfFormat half_format(DType dtype) {
 }
 
 F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access)
-    : tensor_(t), access_(access) {
+    : access_(access) {
   if (!t.defined()) return;
   if (t.dtype() == DType::f32) {
     // Own memory: no copy, so the fp32 path is unchanged (Note [fp32 arithmetic on 16-bit
@@ -31,44 +31,49 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access)
     throw RuntimeError("F32View: tensor " + t.describe() + " is not a floating-point tensor");
   }
   if (ctx.dry_run() || t.dry_run()) return;  // nothing to convert; the view stays null
-  const auto n = static_cast<std::size_t>(t.numel());
-  lease_ = ctx.workspace().lease(std::max<std::size_t>(n, 1));
+  half_ = const_cast<std::uint16_t*>(t.data<std::uint16_t>());
+  numel_ = t.numel();
+  format_ = half_format(t.dtype());
+  lease_ = ctx.workspace().lease(std::max<std::size_t>(static_cast<std::size_t>(numel_), 1));
   data_ = lease_.data();
   if (access_ == F32Access::read || access_ == F32Access::read_write) {
-    kernels::convert_half_to_float(data_, t.data<std::uint16_t>(), t.numel(),
-                                   half_format(t.dtype()));
+    kernels::convert_half_to_float(data_, half_, numel_, format_);
   }
 }
 
 F32View::F32View(F32View&& o) noexcept
-    : tensor_(std::move(o.tensor_)),
+    : half_(o.half_),
+      numel_(o.numel_),
+      format_(o.format_),
       access_(o.access_),
       lease_(std::move(o.lease_)),
       data_(o.data_) {
   o.data_ = nullptr;
+  o.half_ = nullptr;
 }
 
 F32View& F32View::operator=(F32View&& o) noexcept {
   if (this != &o) {
     commit();
-    tensor_ = std::move(o.tensor_);
+    half_ = o.half_;
+    numel_ = o.numel_;
+    format_ = o.format_;
     access_ = o.access_;
     lease_ = std::move(o.lease_);
     data_ = o.data_;
     o.data_ = nullptr;
+    o.half_ = nullptr;
   }
   return *this;
 }
 
 void F32View::commit() {
-  if (lease_.data() != nullptr &&
-      (access_ == F32Access::write || access_ == F32Access::read_write)) {
-    kernels::convert_float_to_half(tensor_.data<std::uint16_t>(), lease_.data(), tensor_.numel(),
-                                   half_format(tensor_.dtype()));
+  if (half_ != nullptr && (access_ == F32Access::write || access_ == F32Access::read_write)) {
+    kernels::convert_float_to_half(half_, lease_.data(), numel_, format_);
   }
   lease_.reset();
   data_ = nullptr;
-  tensor_.reset();
+  half_ = nullptr;
 }
 
 void store_f32(core::Tensor& dst, const float* src, std::int64_t n) {
@@ -93,6 +98,19 @@ void load_f32(float* out, const core::Tensor& src) {
     kernels::convert_half_to_float(out, src.data<std::uint16_t>(), src.numel(),
                                    half_format(src.dtype()));
   }
+}
+
+void* raw_bytes(const core::Tensor& t) {
+  switch (t.dtype()) {
+    case DType::f32:
+      return const_cast<float*>(t.data<float>());
+    case DType::i32:
+      return const_cast<std::int32_t*>(t.data<std::int32_t>());
+    case DType::f16:
+    case DType::bf16:
+      break;
+  }
+  return const_cast<std::uint16_t*>(t.data<std::uint16_t>());
 }
 
 }  // namespace memtrain::models

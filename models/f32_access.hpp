@@ -38,6 +38,9 @@ kernels::HalfFormat half_format(core::DType dtype);
 
 // A float view of an f32, f16 or bf16 tensor (RAII; see the Note above). Movable only.
 // An undefined tensor gives a null view. Throws memtrain::RuntimeError for an i32 tensor.
+// The view does NOT hold the tensor's storage (so that taking a view never changes when a
+// tensor is freed, and the allocation trace is the same with and without views): the caller
+// keeps the tensor alive until the view is committed or destroyed.
 class F32View {
  public:
   F32View() = default;
@@ -55,7 +58,9 @@ class F32View {
   void commit();
 
  private:
-  core::Tensor tensor_;  // keeps the storage alive until written back
+  std::uint16_t* half_ = nullptr;  // the 16-bit tensor's memory when converted, else null
+  std::int64_t numel_ = 0;
+  kernels::HalfFormat format_ = kernels::HalfFormat::f16;
   F32Access access_ = F32Access::read;
   core::Workspace::Lease lease_;  // held only for a converted 16-bit tensor
   float* data_ = nullptr;
@@ -87,5 +92,9 @@ inline F32View scratch_f32(core::Context& ctx, const core::Tensor& t) {
 void store_f32(core::Tensor& dst, const float* src, std::int64_t n);
 // Converts the f32/f16/bf16 tensor src into out [src.numel()]. No-op in a dry run.
 void load_f32(float* out, const core::Tensor& src);
+
+// The first byte of a defined tensor of any dtype, for copies that move elements without
+// converting them (gathers, concatenations). Throws memtrain::RuntimeError when undefined.
+void* raw_bytes(const core::Tensor& t);
 
 }  // namespace memtrain::models

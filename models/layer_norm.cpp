@@ -1,6 +1,7 @@
 #include "models/layer_norm.hpp"
 
 #include "kernels/cpu/layernorm.hpp"
+#include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -13,13 +14,16 @@ LayerNorm::LayerNorm(ParameterSet& params, const std::string& name, int C, float
 
 core::Tensor LayerNorm::forward(PassState& s, const core::Tensor& x, int N) {
   const auto tag = core::tags().activation;
-  auto out = core::Tensor::empty(s.ctx, {N, C_}, core::DType::f32, tag);  // [N, C]
-  auto mean = core::Tensor::empty(s.ctx, {N}, core::DType::f32, tag);     // [N]
-  auto rstd = core::Tensor::empty(s.ctx, {N}, core::DType::f32, tag);     // [N]
+  auto out = core::Tensor::empty(s.ctx, {N, C_}, s.dtype, tag);  // [N, C]
+  // Statistics stay f32 in every mode, as Megatron-LM's fused LayerNorm keeps them: rstd of a
+  // near-constant row needs more than bf16's 8 bits, and they are only [N].
+  auto mean = core::Tensor::empty(s.ctx, {N}, core::DType::f32, tag);  // [N]
+  auto rstd = core::Tensor::empty(s.ctx, {N}, core::DType::f32, tag);  // [N]
   if (s.compute()) {
-    kernels::layernorm_forward(out.data<float>(), mean.data<float>(), rstd.data<float>(),
-                               x.data<float>(), gamma_.value.data<float>(),
-                               beta_.value.data<float>(), N, C_, eps_);
+    auto out_f = write_f32(s.ctx, out);
+    kernels::layernorm_forward(out_f.get(), mean.data<float>(), rstd.data<float>(),
+                               read_f32(s.ctx, x).get(), read_f32(s.ctx, gamma_.value).get(),
+                               read_f32(s.ctx, beta_.value).get(), N, C_, eps_);
   }
   if (s.training) {
     x_ = x;
@@ -31,8 +35,10 @@ core::Tensor LayerNorm::forward(PassState& s, const core::Tensor& x, int N) {
 
 void LayerNorm::backward(PassState& s, float* dx, const float* dout, int N) {
   if (s.compute()) {
-    kernels::layernorm_backward(dx, gamma_.grad.data<float>(), beta_.grad.data<float>(), dout,
-                                x_.data<float>(), gamma_.value.data<float>(), mean_.data<float>(),
+    auto dgamma = update_f32(s.ctx, gamma_.grad);  // [C]
+    auto dbeta = update_f32(s.ctx, beta_.grad);    // [C]
+    kernels::layernorm_backward(dx, dgamma.get(), dbeta.get(), dout, read_f32(s.ctx, x_).get(),
+                                read_f32(s.ctx, gamma_.value).get(), mean_.data<float>(),
                                 rstd_.data<float>(), N, C_);
   }
   release();

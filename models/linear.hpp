@@ -11,6 +11,8 @@ class Linear {
  public:
   Linear(ParameterSet& params, const std::string& name, int in_features, int out_features);
 
+  // Pointers are float views of activations (f32_access.hpp); the weights are read in float
+  // whatever their storage, and gradients accumulate through update views.
   // out [N, out] = inp [N, in] W^T (+ b when with_bias). No math in a dry run.
   void forward(const PassState& s, float* out, const float* inp, int N,
                bool with_bias = true) const;

@@ -5,6 +5,7 @@
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -24,27 +25,29 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
                        const std::vector<std::int32_t>& positions) {
   const int M = static_cast<int>(positions.size()), C = C_;
   const auto act = core::tags().activation;
-  auto gathered = Tensor::empty(s.ctx, {M, C}, DType::f32, act);  // [M, C]
+  auto gathered = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
   if (s.compute()) {
-    const float* h = hidden.data<float>();
-    float* g = gathered.data<float>();
-    for (int m = 0; m < M; ++m) {
-      std::memcpy(g + long{m} * C, h + long{positions[m]} * C, sizeof(float) * C);
-    }
+    // A row copy in the storage dtype (no conversion needed to move values).
+    const std::size_t row = dtype_size(s.dtype) * C;
+    const auto* h = static_cast<const char*>(raw_bytes(hidden));
+    auto* g = static_cast<char*>(raw_bytes(gathered));
+    for (int m = 0; m < M; ++m) std::memcpy(g + m * row, h + positions[m] * row, row);
   }
-  auto pre_gelu = Tensor::empty(s.ctx, {M, C}, DType::f32, act);  // [M, C]
-  dense_.forward(s, pre_gelu.data<float>(), gathered.data<float>(), M, /*with_bias=*/false);
-  auto gelu = Tensor::empty(s.ctx, {M, C}, DType::f32, act);  // [M, C]
+  auto pre_gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
+  dense_.forward(s, write_f32(s.ctx, pre_gelu).get(), read_f32(s.ctx, gathered).get(), M,
+                 /*with_bias=*/false);
+  auto gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
   if (s.compute()) {
-    kernels::bias_gelu_forward(gelu.data<float>(), pre_gelu.data<float>(),
-                               dense_.bias().value.data<float>(), M, C);
+    kernels::bias_gelu_forward(write_f32(s.ctx, gelu).get(), read_f32(s.ctx, pre_gelu).get(),
+                               read_f32(s.ctx, dense_.bias().value).get(), M, C);
   }
   auto transformed = layer_norm_.forward(s, gelu, M);  // [M, C]
   gelu.reset();
-  auto logits = Tensor::empty(s.ctx, {M, V_}, DType::f32, act);  // [M, V]
+  auto logits = Tensor::empty(s.ctx, {M, V_}, s.dtype, act);  // [M, V]
   if (s.compute()) {
-    kernels::linear_forward(logits.data<float>(), transformed.data<float>(),
-                            word_.value.data<float>(), bias_.value.data<float>(), M, C, V_);
+    kernels::linear_forward(write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(),
+                            read_f32(s.ctx, word_.value).get(), read_f32(s.ctx, bias_.value).get(),
+                            M, C, V_);
   }
   if (s.training) {
     gathered_ = std::move(gathered);
@@ -68,8 +71,11 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
   std::int64_t correct = 0;
   double loss = 0.0;
   if (s.compute()) {
-    loss = kernels::softmax_cross_entropy_forward_backward(
-        dlogits.data<float>(), dlogits.data<float>(), labels.data(), M, V_, grad_scale, &correct);
+    // The loss and its gradient in float (double sums inside the kernel) whatever the logits'
+    // storage, as Megatron-LM computes cross-entropy in fp32.
+    auto z = update_f32(s.ctx, dlogits);  // [M, V]
+    loss = kernels::softmax_cross_entropy_forward_backward(z.get(), z.get(), labels.data(), M,
+                                                           V_, grad_scale, &correct);
   }
   stats->loss_sum += loss;
   stats->num_masked += M;
@@ -80,36 +86,42 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
 Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::int32_t>& positions) {
   const int M = static_cast<int>(positions.size()), C = C_;
   const auto tmp = core::tags().temporary;
-  auto dtransformed = Tensor::zeros(s.ctx, {M, C}, DType::f32, tmp);  // [M, C]
+  auto dtransformed = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
     // Tied decoder: its weight gradient lands in the word-embedding gradient.
-    kernels::linear_backward(dtransformed.data<float>(), word_.grad.data<float>(),
-                             bias_.grad.data<float>(), dlogits.data<float>(),
-                             transformed_.data<float>(), word_.value.data<float>(), M, C, V_);
+    auto dword = update_f32(s.ctx, word_.grad);  // [V, C]
+    auto dbias = update_f32(s.ctx, bias_.grad);  // [V]
+    kernels::linear_backward(update_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
+                             read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(),
+                             read_f32(s.ctx, word_.value).get(), M, C, V_);
   }
   dlogits.reset();
   transformed_.reset();
-  auto dgelu = Tensor::zeros(s.ctx, {M, C}, DType::f32, tmp);  // [M, C]
-  layer_norm_.backward(s, dgelu.data<float>(), dtransformed.data<float>(), M);
+  auto dgelu = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
+  layer_norm_.backward(s, update_f32(s.ctx, dgelu).get(), read_f32(s.ctx, dtransformed).get(),
+                       M);
   dtransformed.reset();
-  auto dpre = Tensor::zeros(s.ctx, {M, C}, DType::f32, tmp);  // [M, C]
+  auto dpre = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
-    kernels::bias_gelu_backward(dpre.data<float>(), dense_.bias().grad.data<float>(),
-                                dgelu.data<float>(), pre_gelu_.data<float>(),
-                                dense_.bias().value.data<float>(), M, C);
+    auto dbias = update_f32(s.ctx, dense_.bias().grad);  // [C]
+    kernels::bias_gelu_backward(update_f32(s.ctx, dpre).get(), dbias.get(),
+                                read_f32(s.ctx, dgelu).get(), read_f32(s.ctx, pre_gelu_).get(),
+                                read_f32(s.ctx, dense_.bias().value).get(), M, C);
   }
   dgelu.reset();
   pre_gelu_.reset();
-  auto dgathered = Tensor::zeros(s.ctx, {M, C}, DType::f32, tmp);  // [M, C]
-  dense_.backward(s, dgathered.data<float>(), dpre.data<float>(), gathered_.data<float>(), M,
-                  /*with_bias=*/false);
+  auto dgathered = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
+  dense_.backward(s, update_f32(s.ctx, dgathered).get(), read_f32(s.ctx, dpre).get(),
+                  read_f32(s.ctx, gathered_).get(), M, /*with_bias=*/false);
   dpre.reset();
   gathered_.reset();
 
-  auto dhidden = Tensor::zeros(s.ctx, {s.B, s.T, C}, DType::f32, tmp);  // [B, T, C]
+  auto dhidden = Tensor::zeros(s.ctx, {s.B, s.T, C}, s.dtype, tmp);  // [B, T, C]
   if (s.compute()) {
-    float* dh = dhidden.data<float>();
-    const float* dg = dgathered.data<float>();
+    auto dh_f = update_f32(s.ctx, dhidden);          // [B, T, C]
+    const auto dg_f = read_f32(s.ctx, dgathered);    // [M, C]
+    float* dh = dh_f.get();
+    const float* dg = dg_f.get();
     for (int m = 0; m < M; ++m) {
       float* row = dh + long{positions[m]} * C;
       for (int c = 0; c < C; ++c) row[c] += dg[long{m} * C + c];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "models/f32_access.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::models {
@@ -20,7 +21,15 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
 std::map<std::string, core::HostArray> parameters_to_arrays(const std::vector<Parameter>& params) {
   std::map<std::string, core::HostArray> out;
   for (const auto& p : params) {
-    out.emplace(p.name, core::host_array_f32(p.value.data<float>(), p.value.shape()));
+    // The f32 master is the parameter when there is one (the 16-bit value is its rounding).
+    const core::Tensor& t = p.master.defined() ? p.master : p.value;
+    if (t.dtype() == core::DType::f32) {
+      out.emplace(p.name, core::host_array_f32(t.data<float>(), t.shape()));
+    } else {
+      std::vector<float> f(static_cast<std::size_t>(t.numel()));
+      load_f32(f.data(), t);
+      out.emplace(p.name, core::host_array_f32(f.data(), t.shape()));
+    }
   }
   return out;
 }
@@ -50,7 +59,9 @@ void load_parameters(std::vector<Parameter>& params,
   }
   for (auto& p : params) {
     const auto values = core::to_floats(arrays.at(p.name));
-    std::copy(values.begin(), values.end(), p.value.data<float>());
+    const auto n = static_cast<std::int64_t>(values.size());
+    if (p.master.defined()) store_f32(p.master, values.data(), n);
+    store_f32(p.value, values.data(), n);  // rounds to nearest even when 16-bit
   }
 }
 

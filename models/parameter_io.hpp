@@ -10,10 +10,12 @@
 
 namespace memtrain::models {
 
-// One F32 array per parameter value, keyed by name (grads are not included).
+// One F32 array per parameter, keyed by name: the f32 master when the parameter has one (16-bit
+// modes), else the value (grads are not included).
 std::map<std::string, core::HostArray> parameters_to_arrays(const std::vector<Parameter>& params);
 
-// Copies arrays[p.name] into every p.value. `source` names where the arrays came from (a file
+// Copies arrays[p.name] into every p.master (when defined) and p.value (rounded to nearest even
+// when 16-bit). `source` names where the arrays came from (a file
 // path) for messages. Throws memtrain::RuntimeError naming the source and the parameter when
 // an array is missing, has another shape, or is not F32/F64; arrays that match no parameter
 // are an error too (a checkpoint of another model). Nothing is copied unless all match.

@@ -12,9 +12,16 @@ Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> s
   for (const auto& p : params_) {
     if (p.name == name) throw RuntimeError("parameter \"" + name + "\" is defined twice");
   }
-  Parameter p{name, core::Tensor::empty(ctx_, shape, core::DType::f32, core::tags().parameter),
-              core::Tensor::zeros(ctx_, shape, core::DType::f32, core::tags().gradient),
-              weight_decay};
+  const core::DType dtype = options_.compute_dtype;
+  const core::DType grad_dtype = options_.fp32_grad_accumulation ? core::DType::f32 : dtype;
+  Parameter p;
+  p.name = name;
+  p.value = core::Tensor::empty(ctx_, shape, dtype, core::tags().parameter);
+  p.grad = core::Tensor::zeros(ctx_, shape, grad_dtype, core::tags().gradient);
+  p.weight_decay = weight_decay;
+  if (dtype != core::DType::f32) {
+    p.master = core::Tensor::empty(ctx_, shape, core::DType::f32, core::tags().master_weight);
+  }
   params_.push_back(p);
   inits_.push_back(init);
   return p;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "models/model_options.hpp"
 #include "models/parameter.hpp"
 #include "runtime/core/context.hpp"
 
@@ -15,10 +16,16 @@ enum class ParameterInit { normal, zeros, ones };
 
 class ParameterSet {
  public:
-  explicit ParameterSet(core::Context& ctx) : ctx_(ctx) {}
+  // options.compute_dtype and options.fp32_grad_accumulation decide the storage of each
+  // parameter (see add); the other options do not matter here.
+  explicit ParameterSet(core::Context& ctx, const ModelOptions& options = {})
+      : ctx_(ctx), options_(options) {}
 
-  // A new parameter (value tag parameter, zeroed grad tag gradient) appended to the list.
-  // Returns a copy of the handles. Throws memtrain::RuntimeError if `name` is taken.
+  // A new parameter appended to the list: value in the compute dtype (tag parameter), a zeroed
+  // grad (tag gradient) in the compute dtype or f32 with fp32_grad_accumulation, and when the
+  // value is 16-bit an f32 master (tag master_weight). Bytes per element: f32 4 + 4;
+  // f16/bf16 2 + 2 (or 4) + 4. Returns a copy of the handles. Throws memtrain::RuntimeError if
+  // `name` is taken.
   Parameter add(const std::string& name, std::vector<std::int64_t> shape, ParameterInit init,
                 bool weight_decay);
 
@@ -28,6 +35,7 @@ class ParameterSet {
 
  private:
   core::Context& ctx_;
+  ModelOptions options_;
   std::vector<Parameter> params_;
   std::vector<ParameterInit> inits_;
 };

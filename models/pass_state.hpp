@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/philox.hpp"
 #include "runtime/core/context.hpp"
+#include "runtime/core/dtype.hpp"
 
 namespace memtrain::models {
 
@@ -35,6 +36,10 @@ struct PassState {
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
   std::uint64_t first_sample = 0;  // global index of row 0
+  // Storage dtype of activations and of the gradients flowing between layers: the model's
+  // compute_dtype (f32, f16, bf16). LayerNorm statistics and the loss stay f32 (Note [fp32
+  // arithmetic on 16-bit storage], f32_access.hpp).
+  core::DType dtype = core::DType::f32;
 
   // False in a dry run: shapes and allocations only, no math.
   bool compute() const { return !ctx.dry_run(); }
