@@ -146,6 +146,36 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// True when `key` is a nested group of keys (precision.loss_scale), not a key itself.
+bool is_subsection(const std::string& key) {
+  const std::string prefix = key + ".";
+  return std::any_of(config_keys().begin(), config_keys().end(),
+                     [&](const KeySpec& k) { return k.name.starts_with(prefix); });
+}
+
+// The keys of a section (prefix "training") or of a nested group (prefix "precision.loss_scale").
+void load_mapping(Config& c, const std::string& path, const std::string& prefix, const YAML::Node& mapping) {
+  std::map<std::string, int> seen_keys;
+  for (const auto& kv : mapping) {
+    const std::string key = prefix + "." + kv.first.Scalar();
+    if (auto [it, fresh] = seen_keys.emplace(key, kv.first.Mark().line + 1); !fresh) {
+      fail(line_of(path, kv.first.Mark()), key, shown(kv.second),
+           "duplicate key (first at line " + std::to_string(it->second) + ")", "each key once");
+    }
+    if (is_subsection(key)) {
+      if (kv.second.IsNull()) continue;  // "loss_scale:" with nothing under it
+      if (!kv.second.IsMap()) {
+        fail(line_of(path, kv.second.Mark()), key, shown(kv.second), "not a mapping",
+             "a mapping of " + key + ".* keys");
+      }
+      load_mapping(c, path, key, kv.second);
+      continue;
+    }
+    const YAML::Mark mark = kv.second.IsNull() ? kv.first.Mark() : kv.second.Mark();
+    apply_node(c, key, kv.second, line_of(path, mark));
+  }
+}
+
 void load_file(Config& c, const std::string& path) {
   std::vector<YAML::Node> documents;
   try {
@@ -192,16 +222,7 @@ void load_file(Config& c, const std::string& path) {
     if (!section.IsMap()) {
       fail(where, name, shown(section), "not a mapping", "a mapping of " + name + ".* keys");
     }
-    std::map<std::string, int> seen_keys;
-    for (const auto& kv : section) {
-      const std::string key = name + "." + kv.first.Scalar();
-      if (auto [it, fresh] = seen_keys.emplace(key, kv.first.Mark().line + 1); !fresh) {
-        fail(line_of(path, kv.first.Mark()), key, shown(kv.second),
-             "duplicate key (first at line " + std::to_string(it->second) + ")", "each key once");
-      }
-      const YAML::Mark mark = kv.second.IsNull() ? kv.first.Mark() : kv.second.Mark();
-      apply_node(c, key, kv.second, line_of(path, mark));
-    }
+    load_mapping(c, path, name, section);
   }
 }
 
@@ -230,7 +251,7 @@ void apply_override(Config& c, const std::string& arg) {
   if (const auto dot = key.find('.'); dot != std::string::npos && !is_section(key.substr(0, dot))) {
     unknown_section(where, key.substr(0, dot));
   }
-  if (is_section(key)) {
+  if (is_section(key) || is_subsection(key)) {
     throw ConfigError(where + ": " + key + " is a section; expected section.key=value, e.g. " + key +
                       "." + "<key>=value");
   }

@@ -165,9 +165,25 @@ std::vector<KeySpec> make_keys() {
   k.push_back(choice("training.optimizer", {"adamw"}, {"adam", "sgd", "lamb", "adafactor"},
                      [](Config& c) -> std::string& { return c.training.optimizer; }));
 
-  // precision: 16-bit types arrive with their issue.
-  k.push_back(choice("precision.dtype", {"fp32"}, {"fp16", "bf16"},
+  // precision: storage dtype of weights, activations and gradients; loss scaling for fp16.
+  k.push_back(choice("precision.dtype", {"fp32", "fp16", "bf16"}, {},
                      [](Config& c) -> std::string& { return c.precision.dtype; }));
+  k.push_back(boolean("precision.fp32_grad_accumulation",
+                      [](Config& c) -> bool& { return c.precision.fp32_grad_accumulation; }));
+  k.push_back(real<double>("precision.loss_scale.initial_scale", kPositive,
+                           [](Config& c) -> double& { return c.precision.loss_scale.initial_scale; }));
+  k.push_back(real<double>("precision.loss_scale.growth_factor", {1.0, true, 1e300, false, "a number > 1"},
+                           [](Config& c) -> double& { return c.precision.loss_scale.growth_factor; }));
+  k.push_back(real<double>("precision.loss_scale.backoff_factor", {0.0, true, 1.0, true, "a number in (0, 1)"},
+                           [](Config& c) -> double& { return c.precision.loss_scale.backoff_factor; }));
+  k.push_back(integer("precision.loss_scale.growth_interval", 1, kMaxSteps,
+                      [](Config& c) -> int& { return c.precision.loss_scale.growth_interval; }));
+  k.push_back(integer("precision.loss_scale.hysteresis", 1, kMaxSteps,
+                      [](Config& c) -> int& { return c.precision.loss_scale.hysteresis; }));
+  k.push_back(real<double>("precision.loss_scale.min_loss_scale", kPositive,
+                           [](Config& c) -> double& { return c.precision.loss_scale.min_loss_scale; }));
+  k.push_back(integer("precision.loss_scale.max_skipped_steps_at_min", 1, kMaxSteps,
+                      [](Config& c) -> int& { return c.precision.loss_scale.max_skipped_steps_at_min; }));
 
   // memory: allocator policy and options (memory/allocator_options.hpp).
   k.push_back(choice("memory.policy", {"no_cache", "pytorch", "best_fit", "vmm_stitch"}, {},
@@ -203,6 +219,18 @@ std::vector<KeySpec> make_keys() {
   k.push_back(size_or_zero("memory.reservation",
                            "a size such as 1GiB or a byte count (0 = no reservation)",
                            [](Config& c) -> std::size_t& { return c.memory.reservation; }));
+  // Activation checkpointing (Megatron-LM --recompute-granularity/-method/-num-layers) and the
+  // attention implementation.
+  k.push_back(choice("memory.recompute", {"none", "selective", "full", "auto"}, {},
+                     [](Config& c) -> std::string& { return c.memory.recompute; }));
+  k.push_back(choice("memory.recompute_method", {"uniform", "block"}, {},
+                     [](Config& c) -> std::string& { return c.memory.recompute_method; }));
+  k.push_back(integer("memory.recompute_num_layers", 0, 1024,
+                      [](Config& c) -> int& { return c.memory.recompute_num_layers; }));
+  k.push_back(size_or_zero("memory.budget", "a size such as 30GiB or a byte count (0 = unset)",
+                           [](Config& c) -> std::size_t& { return c.memory.budget; }));
+  k.push_back(choice("memory.attention", {"standard", "flash"}, {},
+                     [](Config& c) -> std::string& { return c.memory.attention; }));
 
   // parallel: tensor parallelism arrives with its issue; data parallelism is the rank count.
   k.push_back({"parallel.tensor_model_parallel_size", "1",
@@ -248,8 +276,6 @@ const KeySpec* find_key(std::string_view name) {
 std::optional<std::string> not_built_key(std::string_view name) {
   if (name.starts_with("health.")) return "health checks (NaN/stall detection) are not built yet";
   static const std::vector<std::pair<std::string, std::string>> keys = {
-      {"memory.recompute", "activation recomputation (checkpointing) is not built yet"},
-      {"precision.loss_scale", "loss scaling arrives with fp16"},
       {"parallel.pipeline_model_parallel_size", "pipeline parallelism is not built"},
       {"parallel.sequence_parallel", "sequence parallelism is not built"},
   };

@@ -132,6 +132,48 @@ void check_memory(const Config& c) {
   }
 }
 
+void check_precision(const Config& c) {
+  const auto& ls = c.precision.loss_scale;
+  if (ls.min_loss_scale > ls.initial_scale) {
+    const std::string key = blamed(c, "precision.loss_scale.min_loss_scale", "precision.loss_scale.initial_scale");
+    if (key == "precision.loss_scale.min_loss_scale") {
+      fail(c, key, "exceeds " + other(c, "precision.loss_scale.initial_scale"),
+           "at most precision.loss_scale.initial_scale (the scale starts there and only backs off towards the minimum)");
+    }
+    fail(c, key, "is below " + other(c, "precision.loss_scale.min_loss_scale"),
+         "at least precision.loss_scale.min_loss_scale");
+  }
+}
+
+// Note [Recompute options that do nothing]
+// As with the allocator options: a budget that no policy reads, or a layer count for a
+// recompute that is off, would let an experiment report "with checkpointing" numbers that are
+// the baseline's. Both are refused with the key that would make them act.
+void check_recompute(const Config& c) {
+  const auto& m = c.memory;
+  if (m.recompute_num_layers > c.model.num_hidden_layers) {
+    const std::string key = blamed(c, "memory.recompute_num_layers", "model.num_hidden_layers");
+    if (key == "memory.recompute_num_layers") {
+      fail(c, key, "exceeds " + other(c, "model.num_hidden_layers"),
+           "an integer in [0, " + std::to_string(c.model.num_hidden_layers) + "] (0 = every layer)");
+    }
+    fail(c, key, "is below " + other(c, "memory.recompute_num_layers"),
+         "at least " + std::to_string(m.recompute_num_layers));
+  }
+  if (m.recompute_num_layers > 0 && m.recompute == "none") {
+    fail(c, "memory.recompute_num_layers", "has no effect with memory.recompute = none",
+         "0, or memory.recompute selective or full");
+  }
+  if (m.recompute == "auto" && m.budget == 0) {
+    fail(c, "memory.recompute", "needs memory.budget (the peak the choice must fit)",
+         "memory.budget set (e.g. 30GiB), or none, selective or full");
+  }
+  if (m.budget > 0 && m.recompute != "auto") {
+    fail(c, "memory.budget", "has no effect with " + other(c, "memory.recompute"),
+         "0, or memory.recompute = auto");
+  }
+}
+
 void check_corpus(const Config& c) {
   if (c.data.mock) return;  // mock data reads no corpus
   const std::string& corpus = c.data.corpus;
@@ -181,7 +223,9 @@ std::string find_program(const std::string& program) {
 void validate_config(const Config& c) {
   check_model(c);
   check_training(c);
+  check_precision(c);
   check_memory(c);
+  check_recompute(c);
   check_corpus(c);
 }
 

@@ -108,8 +108,8 @@ TEST(BadConfig, KjvWithoutTheBibleProgram) {
 }
 
 TEST(BadConfig, FeatureNotBuiltYet) {
-  expect_config_error(std::string(kTinyMockYaml) + "precision:\n  dtype: bf16\n",
-                      "exp.yaml:17: precision.dtype = bf16: not supported yet; expected fp32");
+  expect_config_error(std::string(kTinyMockYaml) + "compression:\n  method: powersgd\n",
+                      "exp.yaml:17: compression.method = powersgd: not supported yet; expected none");
 }
 
 TEST(BadConfig, BadSetArgumentIsNamed) {

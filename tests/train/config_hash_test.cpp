@@ -64,7 +64,12 @@ TEST(ConfigHash, ChangesWhenAnyKeyChanges) {
       "training.adam_beta2=0.9", "training.adam_eps=1e-7", "training.grad_clip=2", "training.seed=1",
       "training.log_interval=1", "training.eval_interval=2", "training.eval_steps=3", "training.num_threads=1",
       "memory.policy=pytorch", "memory.trace=true", "memory.max_split_size=1GiB", "memory.capacity=1GiB",
-      "memory.expandable_segments=true", "memory.limit=1GiB"};
+      "memory.expandable_segments=true", "memory.limit=1GiB", "precision.dtype=bf16",
+      "precision.fp32_grad_accumulation=true", "precision.loss_scale.initial_scale=1024",
+      "precision.loss_scale.growth_factor=4", "precision.loss_scale.backoff_factor=0.25",
+      "precision.loss_scale.growth_interval=100", "precision.loss_scale.hysteresis=2",
+      "precision.loss_scale.min_loss_scale=0.5", "precision.loss_scale.max_skipped_steps_at_min=3",
+      "memory.recompute=full", "memory.recompute_method=block", "memory.attention=flash"};
   for (const auto& change : changes) {
     // data.corpus is hashed but not checked when mock: true.
     EXPECT_NE(config_hash(load_config(path, {change})), base) << change;
@@ -75,20 +80,23 @@ TEST(ConfigHash, CanonicalTextLoadsBackToTheSameConfig) {
   ConfigFiles files;
   const Config c = load_config(files.write("a.yaml", kMinimalYaml),
                                {"training.lr=3e-4", "model.layer_norm_eps=1e-12", "memory.max_split_size=100MiB",
-                                "training.seed=18446744073709551615"});
+                                "training.seed=18446744073709551615", "precision.dtype=fp16",
+                                "precision.loss_scale.initial_scale=1024", "precision.loss_scale.hysteresis=3"});
   const Config back = load_config(files.write("canonical.yaml", canonical_yaml(c)), {});
   EXPECT_EQ(canonical_yaml(back), canonical_yaml(c));
   EXPECT_EQ(config_hash(back), config_hash(c));
   EXPECT_DOUBLE_EQ(back.training.lr, 3e-4);
   EXPECT_EQ(back.memory.max_split_size, 100u << 20);
+  EXPECT_DOUBLE_EQ(back.precision.loss_scale.initial_scale, 1024.0);
+  EXPECT_EQ(back.precision.loss_scale.hysteresis, 3);
 }
 
 TEST(ConfigHash, CanonicalTextHasEveryKeyOfTheTable) {
   ConfigFiles files;
   const std::string text = canonical_yaml(load_config(files.write("a.yaml", kMinimalYaml), {}));
   for (const auto& key : config_keys()) {
-    const auto dot = key.name.find('.');
-    const std::string leaf = dot == std::string::npos ? key.name : key.name.substr(dot + 1);
+    // Nested groups (precision.loss_scale.*) are nested mappings: the last name is the key.
+    const std::string leaf = key.name.substr(key.name.rfind('.') + 1);
     EXPECT_NE(text.find(leaf + ":"), std::string::npos) << key.name;
   }
 }
