@@ -1,0 +1,149 @@
+// Float views of 16-bit tensors (models/f32_access.hpp): values against the IEEE 754 / bfloat16
+// bit patterns, round to nearest even on write-back, and the fp32 path left untouched.
+#include "models/f32_access.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/core/errors.hpp"
+#include "runtime/core/tags.hpp"
+#include "tests/core/test_allocator.hpp"
+
+namespace memtrain::models {
+namespace {
+
+using core::DType;
+using core::Tensor;
+
+struct Fixture {
+  core::Context ctx{std::make_shared<memtrain::testing::TestAllocator>()};
+  Tensor make(DType d, std::int64_t n) {
+    return Tensor::zeros(ctx, {n}, d, core::tags().temporary);
+  }
+};
+
+TEST(F32View, AnF32TensorIsViewedInPlaceWithoutWorkspace) {
+  Fixture f;
+  auto t = f.make(DType::f32, 8);
+  {
+    auto w = write_f32(f.ctx, t);
+    EXPECT_EQ(w.get(), t.data<float>());
+    EXPECT_EQ(read_f32(f.ctx, t).get(), t.data<float>());
+  }
+  EXPECT_EQ(f.ctx.workspace().reserved_bytes(), 0u);
+}
+
+// Bit patterns from the format definitions: f16 0x3C00 = 1, 0xC000 = -2, 0x0001 = 2^-24 (the
+// smallest subnormal), 0x7BFF = 65504; bf16 0x3F80 = 1, 0x4049 = 3.140625 (top half of the
+// float 0x40490000), 0xC2F7 = -123.5.
+TEST(F32View, ReadConvertsSixteenBitPatternsExactly) {
+  Fixture f;
+  auto h = f.make(DType::f16, 4);
+  const std::uint16_t hb[4] = {0x3C00, 0xC000, 0x0001, 0x7BFF};
+  std::copy(hb, hb + 4, h.data<std::uint16_t>());
+  {
+    auto r = read_f32(f.ctx, h);
+    EXPECT_EQ(r.get()[0], 1.0f);
+    EXPECT_EQ(r.get()[1], -2.0f);
+    EXPECT_EQ(r.get()[2], 0x1p-24f);
+    EXPECT_EQ(r.get()[3], 65504.0f);
+  }
+  auto b = f.make(DType::bf16, 3);
+  const std::uint16_t bb[3] = {0x3F80, 0x4049, 0xC2F7};
+  std::copy(bb, bb + 3, b.data<std::uint16_t>());
+  auto r = read_f32(f.ctx, b);
+  EXPECT_EQ(r.get()[0], 1.0f);
+  EXPECT_EQ(r.get()[1], 3.140625f);
+  EXPECT_EQ(r.get()[2], -123.5f);
+}
+
+// Ties round to the even neighbour (IEEE 754 roundTiesToEven): with f16's ulp 2^-10 at 1,
+// 1 + 2^-11 lies halfway between 0x3C00 (even) and 0x3C01 -> 0x3C00, and 1 + 3 * 2^-11
+// halfway between 0x3C01 and 0x3C02 (even) -> 0x3C02. bf16 likewise with ulp 2^-7.
+TEST(F32View, WriteRoundsToNearestEvenWhenCommitted) {
+  Fixture f;
+  auto h = f.make(DType::f16, 3);
+  {
+    auto w = write_f32(f.ctx, h);
+    w.get()[0] = 1.0f + 0x1p-11f;
+    w.get()[1] = 1.0f + 3 * 0x1p-11f;
+    w.get()[2] = 70000.0f;  // beyond 65520: overflows to inf
+    EXPECT_EQ(h.data<std::uint16_t>()[0], 0u);  // nothing written before commit
+  }
+  EXPECT_EQ(h.data<std::uint16_t>()[0], 0x3C00);
+  EXPECT_EQ(h.data<std::uint16_t>()[1], 0x3C02);
+  EXPECT_EQ(h.data<std::uint16_t>()[2], 0x7C00);
+  auto b = f.make(DType::bf16, 2);
+  auto w = write_f32(f.ctx, b);
+  w.get()[0] = 1.0f + 0x1p-8f;
+  w.get()[1] = 1.0f + 3 * 0x1p-8f;
+  w.commit();
+  EXPECT_EQ(w.get(), nullptr);
+  EXPECT_EQ(b.data<std::uint16_t>()[0], 0x3F80);
+  EXPECT_EQ(b.data<std::uint16_t>()[1], 0x3F82);
+}
+
+TEST(F32View, UpdateAccumulatesIntoTheStoredValues) {
+  Fixture f;
+  auto b = f.make(DType::bf16, 2);
+  b.data<std::uint16_t>()[0] = 0x3F80;  // 1
+  b.data<std::uint16_t>()[1] = 0xC000;  // -2
+  {
+    auto u = update_f32(f.ctx, b);
+    u.get()[0] += 0.5f;
+    u.get()[1] += 0.25f;
+  }
+  EXPECT_EQ(b.data<std::uint16_t>()[0], 0x3FC0);  // 1.5
+  EXPECT_EQ(b.data<std::uint16_t>()[1], 0xBFE0);  // -1.75
+}
+
+TEST(F32View, ScratchAndReadViewsNeverWriteBackAndReturnTheirSlots) {
+  Fixture f;
+  auto h = f.make(DType::f16, 4);
+  {
+    auto s = scratch_f32(f.ctx, h);
+    auto r = read_f32(f.ctx, h);
+    s.get()[0] = 5.0f;
+    const_cast<float*>(r.get())[1] = 7.0f;
+    EXPECT_EQ(f.ctx.workspace().slots_in_use(), 2);
+  }
+  EXPECT_EQ(f.ctx.workspace().slots_in_use(), 0);
+  EXPECT_EQ(h.data<std::uint16_t>()[0], 0u);
+  EXPECT_EQ(h.data<std::uint16_t>()[1], 0u);
+}
+
+TEST(F32View, DryRunConvertsNothing) {
+  core::Context ctx(std::make_shared<memtrain::testing::TestAllocator>(/*backs_memory=*/false));
+  ctx.set_dry_run(true);
+  auto h = Tensor::empty(ctx, {1024}, DType::bf16, core::tags().activation);
+  {
+    auto w = write_f32(ctx, h);
+    EXPECT_EQ(w.get(), nullptr);
+  }
+  EXPECT_EQ(ctx.workspace().reserved_bytes(), 0u);
+}
+
+TEST(F32View, UndefinedTensorGivesNullAndIntegerTensorIsAnError) {
+  Fixture f;
+  EXPECT_EQ(read_f32(f.ctx, Tensor()).get(), nullptr);
+  auto i = f.make(DType::i32, 2);
+  EXPECT_THROW(read_f32(f.ctx, i), RuntimeError);
+  EXPECT_THROW(half_format(DType::f32), RuntimeError);
+}
+
+TEST(F32View, StoreAndLoadRoundTripThroughSixteenBits) {
+  Fixture f;
+  auto b = f.make(DType::bf16, 2);
+  const float v[2] = {1.0f + 0x1p-8f, -3.0f};
+  store_f32(b, v, 2);
+  float back[2];
+  load_f32(back, b);
+  EXPECT_EQ(back[0], 1.0f);  // tie to even
+  EXPECT_EQ(back[1], -3.0f);
+  EXPECT_THROW(store_f32(b, v, 1), RuntimeError);
+}
+
+}  // namespace
+}  // namespace memtrain::models
