@@ -18,8 +18,9 @@ namespace memtrain::kernels {
 namespace {
 
 // Note [Flash attention tile size]
-// A 64 x 64 score tile is 16 KiB in float; with the Q, K, V blocks of a 64-wide head
-// (3 x 16 KiB) and the dP tile, one (i, j) step works in about 80 KiB, inside a core's L2.
+// A 64 x 64 score tile is 16 KiB in float; with the Q, K, V and dO blocks of a 64-wide head
+// (4 x 16 KiB) and the backward pass's three tiles, one (i, j) step works in about 112 KiB,
+// inside a core's L2.
 // Larger tiles make the GEMMs more efficient but spill; smaller ones pay the per-tile
 // rescaling and call overhead more often.
 constexpr int kTile = 64;
@@ -31,11 +32,11 @@ constexpr std::int64_t kParallelWork = 1 << 16;
 // Tile edge for sequence length T: kTile, or T itself when shorter.
 int tile_edge(int T) { return std::min(kTile, std::max(T, 1)); }
 
-// One thread's share of the workspace: two [tile, tile] tiles, two [tile] rows and one [T] row,
-// padded to whole 64-byte lines so that threads never share one.
+// One thread's share of the workspace: three [tile, tile] tiles (the forward pass uses one),
+// two [tile] rows and one [T] row, padded to whole 64-byte lines so that threads never share one.
 std::size_t per_thread_elements(int T) {
   const std::size_t tile = static_cast<std::size_t>(tile_edge(T));
-  const std::size_t n = 2 * tile * tile + 2 * tile + static_cast<std::size_t>(T);
+  const std::size_t n = 3 * tile * tile + 2 * tile + static_cast<std::size_t>(T);
   return (n + 15) / 16 * 16;
 }
 
@@ -137,7 +138,7 @@ void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Sc
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
     Scalar* P = ws;                     // [tile, tile] scores, then exp(s - m)
-    Scalar* m = ws + 2 * tile * tile;  // [tile] running max
+    Scalar* m = ws + 3 * tile * tile;  // [tile] running max
     Scalar* l = m + tile;              // [tile] running sum
     Scalar* lse_bh = lse + (static_cast<std::int64_t>(b) * NH + h) * T;  // [T]
     for (int i0 = 0; i0 < T; i0 += tile) {
@@ -162,6 +163,7 @@ void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Sc
             for (int c = 0; c < cols; ++c) p[c] = mj[c] != Scalar(0) ? p[c] : kNegInf;
           }
           Scalar mx = m[r];
+#pragma omp simd reduction(max : mx)
           for (int c = 0; c < cols; ++c) mx = p[c] > mx ? p[c] : mx;
           if (mx == kNegInf) {  // every key so far is padding: nothing to add
             std::fill_n(p, cols, Scalar(0));
@@ -211,6 +213,8 @@ void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Sc
 //   dQ = dS K / sqrt(HS),   dK = dS^T Q / sqrt(HS).
 // D_i = sum_j (dO_i . v_j) Z_ij P_ij = dO_i . out_i (FlashAttention eq. 4 and its dropout
 // variant), computed once per row from the outputs, so no tile needs a whole row of dP.
+// With dropout, dS = (P o Z) o (dO V^T) - P o D reuses the dropped tile that dV needs: the
+// Philox mask is drawn once per tile instead of twice (it was a fifth of the pass).
 // Key tiles are the outer loop (FlashAttention-2, Algorithm 2): dK_j and dV_j accumulate
 // straight into dk and dv, and dQ_i into dq; all three belong to this (b, h) task alone.
 template <class Scalar>
@@ -230,9 +234,10 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
     const Scalar* lse_bh = lse + (static_cast<std::int64_t>(b) * NH + h) * T;             // [T]
-    Scalar* P = ws;                          // [tile, tile] probabilities
-    Scalar* dP = ws + tile * tile;           // [tile, tile] dropped P, then dP, then dS
-    Scalar* D = ws + 2 * tile * tile + 2 * tile;  // [T] D_i = dO_i . out_i
+    Scalar* P = ws;                               // [tile, tile] probabilities
+    Scalar* PZ = ws + tile * tile;                // [tile, tile] dropped probabilities
+    Scalar* dS = ws + 2 * tile * tile;            // [tile, tile] dO V^T, then dS
+    Scalar* D = ws + 3 * tile * tile + 2 * tile;  // [T] D_i = dO_i . out_i
     for (int i = 0; i < T; ++i) {
       const Scalar* o = out + head + static_cast<std::int64_t>(i) * C;
       const Scalar* g = dout + head + static_cast<std::int64_t>(i) * C;
@@ -268,33 +273,31 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
             for (int c = 0; c < cols; ++c) p[c] = mj[c] != Scalar(0) ? p[c] : Scalar(0);
           }
         }
-        // dV_j += dropout(P)^T dO_i   // [cols, HS]
+        // dV_j += (P o Z)^T dO_i   // [cols, HS]
         const Scalar* dropped = P;
         if (drop) {
           for (int r = 0; r < rows; ++r) {
-            std::memcpy(dP + r * tile, P + r * tile, sizeof(Scalar) * cols);
-            apply_dropout_mask(dP + r * tile, cols, dropout_p, stream, first_sample + b,
+            std::memcpy(PZ + r * tile, P + r * tile, sizeof(Scalar) * cols);
+            apply_dropout_mask(PZ + r * tile, cols, dropout_p, stream, first_sample + b,
                                (static_cast<std::uint64_t>(h) * T + i0 + r) * T + j0);
           }
-          dropped = dP;
+          dropped = PZ;
         }
         tile_gemm(dvj, dropped, gi, cols, HS, rows, true, false, tile, C, C, Scalar(1),
                   Scalar(1));
-        // dP = (dO_i V_j^T) o Z, then dS = P o (dP - D_i)   // [rows, cols]
-        tile_gemm(dP, gi, vj, rows, cols, HS, false, true, C, C, tile, Scalar(1), Scalar(0));
+        // dS = (P o Z) o (dO_i V_j^T) - P o D_i   // [rows, cols]
+        tile_gemm(dS, gi, vj, rows, cols, HS, false, true, C, C, tile, Scalar(1), Scalar(0));
         for (int r = 0; r < rows; ++r) {
-          Scalar* d = dP + r * tile;
-          if (drop) {
-            apply_dropout_mask(d, cols, dropout_p, stream, first_sample + b,
-                               (static_cast<std::uint64_t>(h) * T + i0 + r) * T + j0);
-          }
+          Scalar* d = dS + r * tile;
           const Scalar* p = P + r * tile;
+          const Scalar* pz = dropped + r * tile;
           const Scalar Di = D[i0 + r];
-          for (int c = 0; c < cols; ++c) d[c] = p[c] * (d[c] - Di);
+#pragma omp simd
+          for (int c = 0; c < cols; ++c) d[c] = pz[c] * d[c] - p[c] * Di;
         }
         // dQ_i += dS K_j / sqrt(HS); dK_j += dS^T Q_i / sqrt(HS)
-        tile_gemm(dqi, dP, kj, rows, HS, cols, false, false, tile, C, C, scale, Scalar(1));
-        tile_gemm(dkj, dP, qi, cols, HS, rows, true, false, tile, C, C, scale, Scalar(1));
+        tile_gemm(dqi, dS, kj, rows, HS, cols, false, false, tile, C, C, scale, Scalar(1));
+        tile_gemm(dkj, dS, qi, cols, HS, rows, true, false, tile, C, C, scale, Scalar(1));
       }
     }
   });

@@ -11,8 +11,8 @@ namespace memtrain::kernels {
 // 2022, Algorithm 1 forward with the online softmax; the backward pass recomputes each tile's
 // probabilities from the saved log-sum-exp as in FlashAttention-2, Dao 2023, Algorithm 2).
 // The same function as attention_forward (kernels/cpu/attention.hpp), without its
-// [B, NH, T, T] probabilities: memory beyond the inputs and outputs is one pair of 64 x 64
-// tiles and one [T] row per thread.
+// [B, NH, T, T] probabilities: memory beyond the inputs and outputs is three 64 x 64 tiles and
+// one [T] row per thread.
 //   probs = softmax(Q K^T / sqrt(HS) + mask), out = dropout(probs) V, HS = C / NH.
 // Heads live inside C: head h uses columns [h*HS, (h+1)*HS).
 // Padding keys (key_mask 0) get probability exactly 0, as in attention_forward; a row whose keys
@@ -45,10 +45,10 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
                               std::uint64_t first_sample, Scalar* workspace);
 
 // Elements of the workspace of one flash_attention_forward/backward call: one share per thread
-// the kernels use now (num_threads(), kernels/cpu/threads.hpp), each two score tiles of up to
+// the kernels use now (num_threads(), kernels/cpu/threads.hpp), each three score tiles of up to
 // 64 x 64 plus 2 * 64 + T row statistics, padded to 16 elements, and 16 spare elements (the
 // kernels start at the workspace's first 64-byte boundary, so that results never depend on its
-// address). For B = 8, T = 512, C = 768, NH = 12 on 2 threads that is 17.7 K elements, against
+// address). For B = 8, T = 512, C = 768, NH = 12 on 2 threads that is 25.9 K elements, against
 // 25.2 M for attention_forward's probabilities. Any alignment of the workspace works.
 // Throws std::invalid_argument if T < 0.
 std::size_t flash_attention_workspace_elements(int T, int C, int NH);

@@ -240,17 +240,17 @@ TEST(FlashAttention, BitwiseIdenticalAcrossThreadCountsAndWorkspaceAddresses) {
   }
 }
 
-// The workspace is per thread and independent of the batch: two tiles and a [T] row each, far
+// The workspace is per thread and independent of the batch: three tiles and a [T] row each, far
 // below the standard kernel's [B, NH, T, T] probabilities.
 TEST(FlashAttention, WorkspaceIsPerThreadTilesNotScores) {
   const int saved = num_threads();
   set_num_threads(1);
   // + 16 spare elements for the 64-byte alignment of the start
-  EXPECT_EQ(flash_attention_workspace_elements(512, 768, 12), 2u * 64 * 64 + 2 * 64 + 512 + 16);
-  EXPECT_EQ(flash_attention_workspace_elements(1, 768, 12), 16u + 16);  // 2+2+1, padded to 16
+  EXPECT_EQ(flash_attention_workspace_elements(512, 768, 12), 3u * 64 * 64 + 2 * 64 + 512 + 16);
+  EXPECT_EQ(flash_attention_workspace_elements(1, 768, 12), 16u + 16);  // 3+2+1, padded to 16
   set_num_threads(2);
   EXPECT_EQ(flash_attention_workspace_elements(512, 768, 12),
-            2u * (2 * 64 * 64 + 2 * 64 + 512) + 16);
+            2u * (3 * 64 * 64 + 2 * 64 + 512) + 16);
   set_num_threads(saved);
   EXPECT_THROW(flash_attention_workspace_elements(-1, 768, 12), std::invalid_argument);
 }
