@@ -5,10 +5,22 @@
 // exit_status (error_report.hpp), the one place that does so.
 #include <CLI/CLI.hpp>
 
+#include <cstddef>
+#include <string>
+
 namespace memtrain::cli {
 
 // memtrain train --config F [--set section.key=value]... [--run-dir D]
+//               [--dry-run [--target D] [--non-allocator SIZE]]
 void add_train_command(CLI::App& app, int& exit_code);
+
+// memtrain plan --config F --target D [--policy P]... [--world-size N] [--set k=v]... [--json]
+// Exit 0 when the configuration fits the target, 3 when it does not (kExitDoesNotFit).
+void add_plan_command(CLI::App& app, int& exit_code);
+inline constexpr int kExitDoesNotFit = 3;
+
+// --non-allocator SIZE in bytes (train --dry-run, plan). Throws ConfigError naming the flag.
+std::size_t parse_non_allocator_flag(const std::string& text);
 
 // memtrain data prepare --config F [--set section.key=value]...
 void add_data_command(CLI::App& app, int& exit_code);

@@ -2,8 +2,11 @@
 #include <string>
 #include <vector>
 
+#include "memory/byte_size.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/core/errors.hpp"
 #include "runtime/train/config_loader.hpp"
+#include "runtime/train/plan_target.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace memtrain::cli {
@@ -14,9 +17,23 @@ struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string run_dir;
+  bool dry_run = false;
+  std::string target;
+  std::string non_allocator;
 };
 
+constexpr const char* kDefaultTarget = "a100-40gb";
+
 }  // namespace
+
+// Parses --non-allocator SIZE (shared with plan): throws ConfigError naming the flag.
+std::size_t parse_non_allocator_flag(const std::string& text) {
+  try {
+    return memory::parse_byte_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--non-allocator " + text + ": " + e.what());
+  }
+}
 
 void add_train_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<TrainArgs>();
@@ -26,10 +43,29 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   cmd->add_option("--run-dir", args->run_dir, "Run directory (default runs/<config name>-<timestamp>)");
+  cmd->add_flag("--dry-run", args->dry_run,
+                "Allocate exactly what training would on a simulated device, without any math");
+  cmd->add_option("--target", args->target,
+                  "Simulated device of --dry-run: " + train::device_target_names() + " (default " +
+                      kDefaultTarget + ")");
+  cmd->add_option("--non-allocator", args->non_allocator,
+                  "With --dry-run: device bytes outside the allocator (CUDA context, cuBLAS, NCCL), "
+                  "replacing the target's estimate, e.g. 1GiB");
   cmd->callback([args, &exit_code] {
+    if (!args->dry_run && (!args->target.empty() || !args->non_allocator.empty())) {
+      throw ConfigError(std::string(args->target.empty() ? "--non-allocator" : "--target") +
+                        " needs --dry-run (a compute run uses the real device)");
+    }
+    train::RunOptions options{args->run_dir, std::nullopt};
+    if (args->dry_run) {
+      options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);
+      if (!args->non_allocator.empty()) {
+        options.dry_run->non_allocator.override_total = parse_non_allocator_flag(args->non_allocator);
+      }
+    }
     // Validation happens here, before the trainer creates anything on disk.
     const train::Config config = train::load_config(args->config, args->overrides);
-    exit_code = train::run_training(config, train::RunOptions{args->run_dir});
+    exit_code = train::run_training(config, options);
   });
 }
 

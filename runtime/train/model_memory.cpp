@@ -12,6 +12,8 @@
 #include "memory/quota_resource_adaptor.hpp"
 #include "memory/quota_virtual_memory_resource.hpp"
 #include "memory/shared_ledger.hpp"
+#include "memory/simulated_resource.hpp"
+#include "memory/simulated_virtual_memory_resource.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
@@ -66,18 +68,27 @@ auto join(Make make) {
   }
 }
 
-}  // namespace
-
-std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config) {
+memory::AllocatorOptions allocator_options(const MemoryConfig& config) {
   memory::AllocatorOptions options;
   options.policy = config.policy;
   options.max_split_size = config.max_split_size;
   options.garbage_collection_threshold = config.garbage_collection_threshold;
   options.expandable_segments = config.expandable_segments;
   options.capacity = config.capacity;
+  return options;
+}
+
+bool needs_virtual_memory(const memory::AllocatorOptions& options) {
+  return options.policy == "vmm_stitch" || options.expandable_segments;
+}
+
+}  // namespace
+
+std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config) {
+  const memory::AllocatorOptions options = allocator_options(config);
   // vmm_stitch and expandable segments map pages into reserved address ranges: on the host that
   // is memfd + mmap (HostVirtualMemoryResource); every other policy takes plain aligned memory.
-  const bool needs_vmm = options.policy == "vmm_stitch" || options.expandable_segments;
+  const bool needs_vmm = needs_virtual_memory(options);
   // A job with a limit or a reservation takes its memory through the host's shared ledger, so
   // that memtrain processes on one host keep within their shares (issue 3, "Quotas, isolation
   // and a device pool"). Jobs without either do not join it: they would otherwise all have to
@@ -105,6 +116,26 @@ std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfi
         upstream = host;
       }
     }
+    return std::make_shared<memory::CachingAllocator>(std::move(upstream), options);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("memory.policy = " + config.policy + ": " + e.what());
+  }
+}
+
+std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryConfig& config,
+                                                                 std::size_t capacity_bytes,
+                                                                 const std::string& device_name) {
+  memory::AllocatorOptions options = allocator_options(config);
+  if (config.limit != 0 && (options.capacity == 0 || config.limit < options.capacity)) {
+    options.capacity = config.limit;
+  }
+  std::shared_ptr<memory::MemoryResource> upstream;
+  if (needs_virtual_memory(options)) {
+    upstream = std::make_shared<memory::SimulatedVirtualMemoryResource>(capacity_bytes, device_name);
+  } else {
+    upstream = std::make_shared<memory::SimulatedResource>(capacity_bytes, device_name);
+  }
+  try {
     return std::make_shared<memory::CachingAllocator>(std::move(upstream), options);
   } catch (const std::invalid_argument& e) {
     throw ConfigError("memory.policy = " + config.policy + ": " + e.what());

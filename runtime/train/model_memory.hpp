@@ -22,6 +22,17 @@ namespace memtrain::train {
 // when the reservation does not fit beside the other jobs' or the ledger cannot be opened.
 std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config);
 
+// The allocator of a dry run (`train --dry-run`, `plan`): the same CachingAllocator and
+// memory.* options over a simulated device of `capacity_bytes` that hands out addresses only
+// (memory::SimulatedResource; memory::SimulatedVirtualMemoryResource for vmm_stitch and
+// expandable_segments), named `device_name` in out-of-memory messages. memory.limit and
+// memory.reservation do not join the host's ledger (nothing is taken from the host); a
+// memory.limit still caps what the allocator may reserve, as memory.capacity does.
+// Throws ConfigError naming memory.policy as make_model_allocator does.
+std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryConfig& config,
+                                                                 std::size_t capacity_bytes,
+                                                                 const std::string& device_name);
+
 // " This job's memory.limit is <bytes> bytes (<size>)." when memory.limit is set, else "":
 // appended to an OutOfMemory message so that it names the key the user can change.
 std::string memory_limit_context(const MemoryConfig& config);

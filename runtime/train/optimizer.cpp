@@ -21,6 +21,8 @@ AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOp
 }
 
 double AdamW::grad_norm() const {
+  // A dry run's tensors have addresses but no bytes (design.md, "Execution modes").
+  if (!params_.empty() && params_.front().grad.dry_run()) return 0.0;
   double sum = 0.0;
   for (const auto& p : params_) sum += kernels::sum_of_squares(p.grad.data<float>(), p.grad.numel());
   return std::sqrt(sum);
@@ -41,6 +43,7 @@ double AdamW::clip_grad_norm(double max_norm) {
 
 void AdamW::step(double lr) {
   ++step_;
+  if (!params_.empty() && params_.front().value.dry_run()) return;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
     const double wd = p.weight_decay ? options_.weight_decay : 0.0;

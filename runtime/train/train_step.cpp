@@ -46,7 +46,9 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
 
   t0 = Clock::now();
   if (comm.size() > 1) {
-    for (auto& p : model.parameters()) comm.allreduce_sum(p.grad.data<float>(), p.grad.numel());
+    for (auto& p : model.parameters()) {
+      if (!p.grad.dry_run()) comm.allreduce_sum(p.grad.data<float>(), p.grad.numel());
+    }
     comm.allreduce_sum(&loss_sum, 1);
   }
   r.time_comm_s += seconds_since(t0);

@@ -87,9 +87,14 @@ int train(const Config& config, const RunOptions& options) {
   TrainingData data = load_training_data(config, *comm, out);
 
   memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
-  auto allocator = make_model_allocator(config.memory);
+  const bool dry = options.dry_run.has_value();
+  const DeviceTarget target = dry ? options.dry_run->for_world_size(comm->size()) : DeviceTarget{};
+  auto allocator = dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
+                                                "simulated " + target.describe())
+                       : make_model_allocator(config.memory);
   if (config.memory.trace) allocator->set_event_sink(trace.sink());
   core::Context ctx(allocator);
+  ctx.set_dry_run(dry);
   models::BertForMaskedLM model(config.model, ctx);
   model.init_parameters(tc.seed);
   AdamW optimizer(model.parameters(), ctx,
@@ -123,7 +128,7 @@ int train(const Config& config, const RunOptions& options) {
     // through an allocator of its own, so its three [1024, 1024] buffers stay out of the run's
     // memory statistics (peak_allocated_bytes would otherwise report them).
     double peak_flops = 0.0;
-    {
+    if (!dry) {
       core::Context probe(make_model_allocator(MemoryConfig{}));
       peak_flops = measure_sgemm_peak_flops(probe);
     }
@@ -137,12 +142,18 @@ int train(const Config& config, const RunOptions& options) {
         << comm->size() << " ranks), " << threads << " threads/rank, sgemm peak "
         << static_cast<long>(peak_flops / 1e9) << " GFLOP/s\n"
         << "memtrain: run directory " << run_path << "\n";
+    if (dry) {
+      out << "memtrain: dry run on simulated " << target.describe() << ": allocator capacity "
+          << memory::format_byte_size(target.allocator_capacity()) << " (non-allocator "
+          << memory::format_byte_size(target.non_allocator.total())
+          << "); no math runs, losses are not computed\n";
+    }
 
     ProgressLine progress(out, root && stdout_is_terminal());
 
     auto evaluate_and_log = [&](std::int64_t step) {
-      const auto e = evaluate_model(model, *data.validation, *comm, tc.micro_batch_size,
-                                    tc.eval_steps);
+      auto e = evaluate_model(model, *data.validation, *comm, tc.micro_batch_size, tc.eval_steps);
+      if (dry) e.loss = e.accuracy = e.perplexity = std::nan("");
       if (root) {
         metrics->write(to_metrics(step, e));
         progress.break_line();
@@ -181,7 +192,8 @@ int train(const Config& config, const RunOptions& options) {
                                  tc.min_lr, tc.lr_schedule),
           tc.grad_clip, tc.seed};
       const auto t0 = Clock::now();
-      const StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings);
+      StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings);
+      if (dry) r.loss = r.grad_norm = std::nan("");
       const double wall = seconds_since(t0);
       last_loss = r.loss;
       interrupted = stop_requested();
@@ -195,7 +207,7 @@ int train(const Config& config, const RunOptions& options) {
     if (last_eval_step != step) end_eval = evaluate_and_log(step);
     progress.break_line();
 
-    if (root && data.tokenizer) {
+    if (root && data.tokenizer && !dry) {
       out << "Fill-mask predictions (top 5):\n";
       out << format_fill_mask_probes(model, *data.tokenizer, fill_mask_probes(), 5,
                                      config.model.max_position_embeddings);

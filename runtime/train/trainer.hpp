@@ -1,13 +1,20 @@
 #pragma once
 // `memtrain train`: one training run of a validated Config, start to finish.
+#include <optional>
 #include <string>
 
 #include "runtime/train/config.hpp"
+#include "runtime/train/plan_target.hpp"
 
 namespace memtrain::train {
 
 struct RunOptions {
   std::string run_dir;  // empty: runs/<config name>-<timestamp> (RunDirectory::default_path)
+  // `train --dry-run`: the same loop on a simulated device (design.md, "Execution modes"):
+  // the allocator hands out addresses of dry_run->allocator_capacity() bytes only, no math runs,
+  // losses are not computed (null in metrics.jsonl), and the sgemm probe and fill-mask
+  // predictions are skipped. The allocation trace equals the compute run's, event for event.
+  std::optional<DeviceTarget> dry_run;
 };
 
 // Trains config.model on config.data for training.max_steps steps on every rank of the world

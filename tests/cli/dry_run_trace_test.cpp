@@ -1,0 +1,162 @@
+// `train --dry-run` allocates exactly what `train` does (design.md, "Execution modes"; issue 4,
+// "Dry run"): the same config trained for real and dry-run on a simulated device records the
+// same allocation trace, event for event, for every precision / recompute / attention setting
+// and allocator policy. The reference is the compute run itself, on the host's real memory.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+using testing::contains;
+using testing::Scratch;
+
+// Two accumulation steps, dropout on, an eval every step: every allocation path of the loop.
+const char* kTraceYaml =
+    "model:\n"
+    "  vocab_size: 96\n"
+    "  hidden_size: 32\n"
+    "  num_hidden_layers: 2\n"
+    "  num_attention_heads: 4\n"
+    "  intermediate_size: 64\n"
+    "  max_position_embeddings: 32\n"
+    "  hidden_dropout_prob: 0.1\n"
+    "  attention_probs_dropout_prob: 0.1\n"
+    "data:\n"
+    "  mock: true\n"
+    "  seq_length: 24\n"
+    "training:\n"
+    "  micro_batch_size: 3\n"
+    "  global_batch_size: 6\n"
+    "  max_steps: 3\n"
+    "  eval_steps: 2\n"
+    "  eval_interval: 2\n"
+    "  log_interval: 1\n"
+    "memory:\n"
+    "  trace: true\n";
+
+// One row of memory_trace.csv: op,id,bytes,stream,tag (no time, no address).
+std::vector<std::string> trace_rows(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  return rows;
+}
+
+std::string peak_line(const std::string& out) {
+  const auto at = out.find("peak memory");
+  return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+}
+
+struct Setting {
+  const char* name;
+  const char* sets;  // --set arguments
+};
+
+class DryRunTrace : public ::testing::TestWithParam<Setting> {};
+
+TEST_P(DryRunTrace, EqualsTheComputeRunEventForEvent) {
+  Scratch s;
+  s.write("exp.yaml", kTraceYaml);
+  const std::string sets = GetParam().sets;
+  const auto real = s.memtrain("train --config exp.yaml --run-dir real " + sets);
+  if (real.exit_code == 2 && real.err.find("not supported yet") != std::string::npos) {
+    GTEST_SKIP() << "setting not built yet: " << real.err;
+  }
+  ASSERT_EQ(real.exit_code, 0) << real.err;
+  const auto dry = s.memtrain("train --config exp.yaml --run-dir dry --dry-run --target 1GiB " + sets);
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+
+  const auto real_rows = trace_rows(s.path("real/memory_trace.csv"));
+  const auto dry_rows = trace_rows(s.path("dry/memory_trace.csv"));
+  ASSERT_GT(real_rows.size(), 200u);  // the loop really ran: 3 steps x 2 micro-batches + evals
+  ASSERT_EQ(real_rows.size(), dry_rows.size());
+  for (std::size_t i = 0; i < real_rows.size(); ++i) {
+    ASSERT_EQ(real_rows[i], dry_rows[i]) << "first difference at trace row " << i;
+  }
+  EXPECT_EQ(peak_line(real.out), peak_line(dry.out));
+  EXPECT_FALSE(peak_line(real.out).empty());
+}
+
+// Settings of issues 4 and 5. One the config still rejects as "not supported yet" is skipped
+// (and says so), so it joins the check as soon as it lands.
+INSTANTIATE_TEST_SUITE_P(
+    EverySetting, DryRunTrace,
+    ::testing::Values(Setting{"fp32", ""},
+                      Setting{"pytorch_policy", "--set memory.policy=pytorch"},
+                      Setting{"vmm_stitch", "--set memory.policy=vmm_stitch"},
+                      Setting{"expandable_segments", "--set memory.expandable_segments=true"},
+                      Setting{"dynamic_seq_length", "--set data.dynamic_seq_length=true"},
+                      Setting{"fp16", "--set precision.dtype=fp16"},
+                      Setting{"bf16", "--set precision.dtype=bf16"},
+                      Setting{"bf16_fp32_grads",
+                              "--set precision.dtype=bf16 --set precision.fp32_grad_accumulation=true"},
+                      Setting{"selective", "--set memory.recompute=selective"},
+                      Setting{"full", "--set memory.recompute=full"},
+                      Setting{"full_block_1",
+                              "--set memory.recompute=full --set memory.recompute_method=block "
+                              "--set memory.recompute_num_layers=1"},
+                      Setting{"flash", "--set memory.attention=flash"},
+                      Setting{"fp16_full_flash",
+                              "--set precision.dtype=fp16 --set memory.recompute=full "
+                              "--set memory.attention=flash"}),
+    [](const ::testing::TestParamInfo<Setting>& info) { return std::string(info.param.name); });
+
+TEST(DryRun, MetricsCarryNoLossAndTheRunSaysItIsDry) {
+  Scratch s;
+  s.write("exp.yaml", kTraceYaml);
+  const auto r = s.memtrain("train --config exp.yaml --run-dir dry --dry-run --target a100-40gb");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "dry run on simulated a100-40gb (40.00 GiB)"));
+  std::ifstream in(s.path("dry/metrics.jsonl"));
+  int training_lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) {
+      ++training_lines;
+      EXPECT_TRUE(j["loss"].is_null()) << line;
+      EXPECT_GT(j["peak_allocated_bytes"].get<long long>(), 0) << line;
+    }
+    if (j.contains("eval_loss")) EXPECT_TRUE(j["eval_loss"].is_null()) << line;
+  }
+  EXPECT_EQ(training_lines, 3);
+}
+
+TEST(DryRun, UnknownTargetIsAUsageErrorNamingTheTargets) {
+  Scratch s;
+  s.write("exp.yaml", kTraceYaml);
+  const auto r = s.memtrain("train --config exp.yaml --dry-run --target a100-41gb");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--target a100-41gb: unknown target; expected a100-40gb, a100-80gb"));
+}
+
+TEST(DryRun, TargetWithoutDryRunIsAUsageError) {
+  Scratch s;
+  s.write("exp.yaml", kTraceYaml);
+  const auto r = s.memtrain("train --config exp.yaml --target a100-40gb");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--target needs --dry-run"));
+}
+
+// A device smaller than the model's own states: the dry run fails as the real one would
+// (out of memory, exit 1) and still leaves the memory snapshot that explains it.
+TEST(DryRun, TooSmallTargetRunsOutOfMemoryAndKeepsTheSnapshot) {
+  Scratch s;
+  s.write("exp.yaml", kTraceYaml);
+  const auto r = s.memtrain("train --config exp.yaml --run-dir dry --dry-run --target 64KiB");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "out of memory"));
+  std::ifstream snapshot(s.path("dry/memory_snapshot.json"));
+  EXPECT_TRUE(snapshot.good());
+}
+
+}  // namespace
+}  // namespace memtrain::cli
