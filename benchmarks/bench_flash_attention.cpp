@@ -29,7 +29,15 @@ constexpr float kDropout = 0.1f;
 struct Inputs {
   explicit Inputs(int T)
       : n(static_cast<std::size_t>(B) * T * C),
-        q(n), k(n), v(n), dout(n), out(n), dq(n), dk(n), dv(n), mask(static_cast<std::size_t>(B) * T, 1.0f) {
+        q(n),
+        k(n),
+        v(n),
+        dout(n),
+        out(n),
+        dq(n),
+        dk(n),
+        dv(n),
+        mask(static_cast<std::size_t>(B) * T, 1.0f) {
     std::mt19937_64 gen(1);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     for (auto* x : {&q, &k, &v, &dout})
@@ -52,8 +60,8 @@ void BM_AttentionStandard(benchmark::State& state) {
     kernels::attention_forward(in.out.data(), probs.data(), in.q.data(), in.k.data(), in.v.data(),
                                in.mask.data(), B, T, C, NH, kDropout, key, 0);
     kernels::attention_backward(in.dq.data(), in.dk.data(), in.dv.data(), scratch.data(),
-                                in.dout.data(), probs.data(), in.q.data(), in.k.data(),
-                                in.v.data(), B, T, C, NH, kDropout, key, 0);
+                                in.dout.data(), probs.data(), in.q.data(), in.k.data(), in.v.data(),
+                                B, T, C, NH, kDropout, key, 0);
     benchmark::DoNotOptimize(in.dq.data());
   }
   state.SetItemsProcessed(state.iterations() * B * T);

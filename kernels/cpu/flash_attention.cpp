@@ -137,7 +137,7 @@ void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Sc
   for_each_head(B, T, NH, HS, workspace, [=](int b, int h, Scalar* ws) {
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
-    Scalar* P = ws;                     // [tile, tile] scores, then exp(s - m)
+    Scalar* P = ws;                    // [tile, tile] scores, then exp(s - m)
     Scalar* m = ws + 3 * tile * tile;  // [tile] running max
     Scalar* l = m + tile;              // [tile] running sum
     Scalar* lse_bh = lse + (static_cast<std::int64_t>(b) * NH + h) * T;  // [T]
@@ -154,7 +154,7 @@ void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Sc
         const int cols = std::min(tile, T - j0);
         const Scalar* kj = k + head + static_cast<std::int64_t>(j0) * C;  // [cols, HS], stride C
         const Scalar* vj = v + head + static_cast<std::int64_t>(j0) * C;  // [cols, HS], stride C
-        const Scalar* mj = mask ? mask + j0 : nullptr;                     // [cols]
+        const Scalar* mj = mask ? mask + j0 : nullptr;                    // [cols]
         // P = Q_i K_j^T / sqrt(HS)   // [rows, cols]
         tile_gemm(P, qi, kj, rows, cols, HS, false, true, C, C, tile, scale, Scalar(0));
         for (int r = 0; r < rows; ++r) {
@@ -233,7 +233,7 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
   for_each_head(B, T, NH, HS, workspace, [=](int b, int h, Scalar* ws) {
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
-    const Scalar* lse_bh = lse + (static_cast<std::int64_t>(b) * NH + h) * T;             // [T]
+    const Scalar* lse_bh = lse + (static_cast<std::int64_t>(b) * NH + h) * T;               // [T]
     Scalar* P = ws;                               // [tile, tile] probabilities
     Scalar* PZ = ws + tile * tile;                // [tile, tile] dropped probabilities
     Scalar* dS = ws + 2 * tile * tile;            // [tile, tile] dO V^T, then dS
@@ -251,12 +251,12 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
       const Scalar* vj = v + head + static_cast<std::int64_t>(j0) * C;  // [cols, HS], stride C
       Scalar* dkj = dk + head + static_cast<std::int64_t>(j0) * C;      // [cols, HS], stride C
       Scalar* dvj = dv + head + static_cast<std::int64_t>(j0) * C;      // [cols, HS], stride C
-      const Scalar* mj = mask ? mask + j0 : nullptr;                     // [cols]
+      const Scalar* mj = mask ? mask + j0 : nullptr;                    // [cols]
       for (int i0 = 0; i0 < T; i0 += tile) {
         const int rows = std::min(tile, T - i0);
-        const Scalar* qi = q + head + static_cast<std::int64_t>(i0) * C;   // [rows, HS]
+        const Scalar* qi = q + head + static_cast<std::int64_t>(i0) * C;     // [rows, HS]
         const Scalar* gi = dout + head + static_cast<std::int64_t>(i0) * C;  // [rows, HS]
-        Scalar* dqi = dq + head + static_cast<std::int64_t>(i0) * C;       // [rows, HS]
+        Scalar* dqi = dq + head + static_cast<std::int64_t>(i0) * C;         // [rows, HS]
         // P = exp(Q_i K_j^T / sqrt(HS) - lse_i), padding and all-padding rows 0   // [rows, cols]
         tile_gemm(P, qi, kj, rows, cols, HS, false, true, C, C, tile, scale, Scalar(0));
         for (int r = 0; r < rows; ++r) {
@@ -283,8 +283,7 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
           }
           dropped = PZ;
         }
-        tile_gemm(dvj, dropped, gi, cols, HS, rows, true, false, tile, C, C, Scalar(1),
-                  Scalar(1));
+        tile_gemm(dvj, dropped, gi, cols, HS, rows, true, false, tile, C, C, Scalar(1), Scalar(1));
         // dS = (P o Z) o (dO_i V_j^T) - P o D_i   // [rows, cols]
         tile_gemm(dS, gi, vj, rows, cols, HS, false, true, C, C, tile, Scalar(1), Scalar(0));
         for (int r = 0; r < rows; ++r) {
@@ -303,12 +302,12 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(S)                                                                  \
-  template void flash_attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int,  \
-                                           int, int, int, float, const RngKey&, std::uint64_t,   \
-                                           S*);                                                  \
-  template void flash_attention_backward<S>(S*, S*, S*, const S*, const S*, const S*, const S*,  \
-                                            const S*, const S*, const S*, int, int, int, int,    \
+#define MEMTRAIN_INSTANTIATE(S)                                                                 \
+  template void flash_attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, \
+                                           int, int, int, float, const RngKey&, std::uint64_t,  \
+                                           S*);                                                 \
+  template void flash_attention_backward<S>(S*, S*, S*, const S*, const S*, const S*, const S*, \
+                                            const S*, const S*, const S*, int, int, int, int,   \
                                             float, const RngKey&, std::uint64_t, S*);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
