@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/cpu/cross_entropy.hpp"
+#include "models/f32_access.hpp"
 #include "models/parameter_init.hpp"
 #include "runtime/core/errors.hpp"
 
@@ -43,14 +44,22 @@ void check_config(const BertConfig& c) {
   require(c.layer_norm_eps > 0.0f, "model.layer_norm_eps must be > 0");
 }
 
+void check_options(const ModelOptions& o) {
+  require(o.compute_dtype == core::DType::f32 || is_half(o.compute_dtype),
+          "ModelOptions::compute_dtype = " + core::dtype_name(o.compute_dtype) +
+              "; expected F32, F16 or BF16 (precision.dtype fp32, fp16 or bf16)");
+}
+
 }  // namespace
 
-BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx)
-    : config_(config), ctx_(ctx), params_(ctx) {
+BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx,
+                                 ModelOptions options)
+    : config_(config), options_(options), ctx_(ctx), params_(ctx, options_) {
   check_config(config_);
+  check_options(options_);
   embeddings_ = std::make_unique<BertEmbeddings>(params_, config_);
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
-    layers_.push_back(std::make_unique<BertLayer>(params_, l, config_));
+    layers_.push_back(std::make_unique<BertLayer>(params_, l, config_, options_));
   }
   head_ = std::make_unique<MlmHead>(params_, config_, embeddings_->word_embeddings());
 }
@@ -59,8 +68,11 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed) {
   if (ctx_.dry_run()) return;
   auto& ps = params_.parameters();
   for (std::size_t i = 0; i < ps.size(); ++i) {
-    float* v = ps[i].value.data<float>();
-    const std::int64_t n = ps[i].value.numel();
+    // In 16-bit modes the f32 master gets the exact draw and the value its rounding, so that
+    // the optimizer starts from the same weights as an fp32 run.
+    core::Tensor& target = ps[i].master.defined() ? ps[i].master : ps[i].value;
+    float* v = target.data<float>();
+    const std::int64_t n = target.numel();
     switch (params_.init_of(i)) {
       case ParameterInit::normal:
         fill_normal(v, n, config_.initializer_range, seed, ps[i].name);
@@ -72,6 +84,7 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed) {
         std::fill(v, v + n, 1.0f);
         break;
     }
+    if (ps[i].master.defined()) store_f32(ps[i].value, v, n);
   }
 }
 
@@ -140,6 +153,7 @@ PassState BertForMaskedLM::make_pass(const MlmBatch& b, bool training, std::uint
   s.seed = seed;
   s.step = step;
   s.first_sample = b.first_sample;
+  s.dtype = options_.compute_dtype;
   return s;
 }
 
@@ -200,8 +214,9 @@ StepStats BertForMaskedLM::evaluate(const MlmBatch& batch) {
   const int M = static_cast<int>(batch.masked_positions.size());
   if (s.compute()) {
     stats.loss_sum =
-        kernels::softmax_cross_entropy_forward(logits.data<float>(), batch.masked_labels.data(), M,
-                                               config_.vocab_size, &stats.num_correct);
+        kernels::softmax_cross_entropy_forward(read_f32(ctx_, logits).get(),
+                                               batch.masked_labels.data(), M, config_.vocab_size,
+                                               &stats.num_correct);
   }
   stats.num_masked = M;
   return stats;
@@ -216,7 +231,8 @@ std::vector<float> BertForMaskedLM::predict_log_probs(const MlmBatch& batch,
   PassState s = make_pass(batch, /*training=*/false, 0, 0);
   auto hidden = encode(s, batch);
   auto logits = head_->logits(s, hidden, positions);  // [P, V]
-  const float* z = logits.data<float>();
+  const auto logits_f32 = read_f32(ctx_, logits);
+  const float* z = logits_f32.get();
   for (int p = 0; p < P; ++p) {
     const float* row = z + static_cast<long>(p) * V;
     const float max = *std::max_element(row, row + V);

@@ -12,6 +12,7 @@
 #include "models/bert_layer.hpp"
 #include "models/mlm_batch.hpp"
 #include "models/mlm_head.hpp"
+#include "models/model_options.hpp"
 #include "models/parameter_set.hpp"
 #include "models/step_stats.hpp"
 #include "runtime/core/context.hpp"
@@ -23,7 +24,8 @@ class BertForMaskedLM {
   // Allocates every parameter (tag parameter) and a zeroed gradient (tag gradient) from ctx's
   // allocator; values are uninitialised until init_parameters or a checkpoint load.
   // Throws memtrain::ConfigError when hidden_size % num_attention_heads != 0 or a size is < 1.
-  BertForMaskedLM(const BertConfig& config, core::Context& ctx);
+  // options: storage dtype, activation checkpointing and attention core (model_options.hpp).
+  BertForMaskedLM(const BertConfig& config, core::Context& ctx, ModelOptions options = {});
 
   // Hugging Face init (BertPreTrainedModel._init_weights): Linear and Embedding weights
   // ~ N(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0. Each element is a pure
@@ -69,6 +71,7 @@ class BertForMaskedLM {
   void release_all();
 
   BertConfig config_;
+  ModelOptions options_;
   core::Context& ctx_;
   ParameterSet params_;
   std::unique_ptr<BertEmbeddings> embeddings_;

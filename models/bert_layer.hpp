@@ -5,24 +5,34 @@
 
 #include "models/bert_attention.hpp"
 #include "models/bert_mlp.hpp"
+#include "models/model_options.hpp"
 
 namespace memtrain::models {
 
 class BertLayer {
  public:
-  // Parameters named bert.encoder.layer.<layer>.*
-  BertLayer(ParameterSet& params, int layer, const BertConfig& config);
+  // Parameters named bert.encoder.layer.<layer>.*. options decide whether this layer is
+  // checkpointed (recomputes_layer(options, layer, config.num_hidden_layers) under
+  // Recompute::full) and which attention core it runs (attention_core_kind).
+  BertLayer(ParameterSet& params, int layer, const BertConfig& config,
+            const ModelOptions& options = {});
 
-  // x [B, T, C] -> [B, T, C] (tag activation).
+  // x [B, T, C] -> [B, T, C] (tag activation). When training keeps what backward needs: every
+  // sublayer's saved tensors, or only x when checkpointed (Note [Full recompute]).
   core::Tensor forward(PassState& s, const core::Tensor& x);
-  // dout [B, T, C] -> dx [B, T, C]; accumulates this layer's parameter gradients.
+  // dout [B, T, C] -> dx [B, T, C]; accumulates this layer's parameter gradients. A
+  // checkpointed layer first reruns its forward pass from the kept input.
   core::Tensor backward(PassState& s, const core::Tensor& dout);
   // Drops what forward kept (after an evaluation pass, or an aborted step).
   void release();
 
+  bool checkpointed() const { return checkpointed_; }
+
  private:
   BertAttention attention_;
   BertMlp mlp_;
+  bool checkpointed_;
+  core::Tensor x_;  // the layer input, kept by a checkpointed layer only
 };
 
 }  // namespace memtrain::models

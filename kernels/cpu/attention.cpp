@@ -36,7 +36,37 @@ void check_arguments(const char* fn, int T, int C, int NH, float dropout_p) {
   }
 }
 
+// P [T, T] = softmax(Q_h K_h^T / sqrt(HS) + mask) of one (b, h): the only code that computes
+// probabilities, so attention_probs reproduces attention_forward's bit for bit.
+template <class Scalar>
+void head_probs(Scalar* P, const Scalar* qb, const Scalar* kb, const Scalar* mask, int T, int C,
+                int HS, Scalar scale) {
+  matmul_strided_batched(P, qb, kb, 1, T, T, HS, false, true, 0, 0, 0, C, C, T, scale, Scalar(0));
+  for (int i = 0; i < T; ++i) {
+    detail::masked_softmax_row(P + static_cast<std::int64_t>(i) * T, P + i * T, mask, T,
+                               Scalar(1));
+  }
+}
+
 }  // namespace
+
+template <class Scalar>
+void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k,
+                     const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH) {
+  check_arguments("attention_probs", T, C, NH, 0.0f);
+  const int HS = C / NH;
+  const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
+  const std::int64_t TT = static_cast<std::int64_t>(T) * T;
+  const bool parallel = static_cast<std::int64_t>(B) * NH * TT * HS >= kParallelWork;
+  SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
+  detail::parallel_for(B * NH, parallel, [=](std::int64_t task) {
+    const int bh = static_cast<int>(task);
+    const int b = bh / NH, h = bh % NH;
+    const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
+    const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
+    head_probs(probs + bh * TT, q + head, k + head, mask, T, C, HS, scale);
+  });
+}
 
 template <class Scalar>
 void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
@@ -59,13 +89,8 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
     const Scalar* vb = v + head;  // [T, HS], row stride C
     Scalar* ob = out + head;      // [T, HS], row stride C
     Scalar* P = probs + bh * TT;  // [T, T]
-    // P = Q K^T / sqrt(HS)
-    matmul_strided_batched(P, qb, kb, 1, T, T, HS, false, true, 0, 0, 0, C, C, T, scale, Scalar(0));
     const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
-    for (int i = 0; i < T; ++i) {
-      detail::masked_softmax_row(P + static_cast<std::int64_t>(i) * T, P + i * T, mask, T,
-                                 Scalar(1));
-    }
+    head_probs(P, qb, kb, mask, T, C, HS, scale);
     if (!drop) {
       // out = P V
       matmul_strided_batched(ob, P, vb, 1, T, HS, T, false, false, 0, 0, 0, T, C, C, Scalar(1),
@@ -135,6 +160,7 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
 #define MEMTRAIN_INSTANTIATE(S)                                                                \
   template void attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, int, \
                                      int, int, float, const RngKey&, std::uint64_t);           \
+  template void attention_probs<S>(S*, const S*, const S*, const S*, int, int, int, int);       \
   template void attention_backward<S>(S*, S*, S*, S*, const S*, const S*, const S*, const S*,  \
                                       const S*, int, int, int, int, float, const RngKey&,      \
                                       std::uint64_t);

@@ -22,6 +22,16 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
                        const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
                        int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample);
 
+// The probabilities alone: probs [B, NH, T, T] = softmax(Q K^T / sqrt(HS) + mask), bitwise
+// equal to the probs attention_forward saves for the same inputs (the same per-head code runs),
+// so selective recompute (Korthikanti et al. 2022, sec. 4.2) can drop them after the forward
+// pass and rebuild them for attention_backward. Bitwise only when probs has the same address
+// modulo 64 bytes as the forward's buffer (the softmax's vectorised sums peel to alignment);
+// tensors from the allocator always do. Never allocates. Throws as attention_forward.
+template <class Scalar>
+void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k,
+                     const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH);
+
 // Accumulates (+=) into dq, dk, dv [B, T, C]. scratch [B, NH, T, T] is a workspace. dout
 // [B, T, C]; probs as saved by attention_forward; same key/first_sample as the forward pass.
 template <class Scalar>

@@ -1,0 +1,102 @@
+#include "models/attention_core.hpp"
+
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/flash_attention.hpp"
+#include "models/f32_access.hpp"
+#include "runtime/core/tags.hpp"
+
+namespace memtrain::models {
+
+using core::DType;
+using core::Tensor;
+
+AttentionCoreKind attention_core_kind(const ModelOptions& options, int layer, int num_layers) {
+  if (options.attention == AttentionImpl::flash) return AttentionCoreKind::flash;
+  if (options.recompute == Recompute::selective && recomputes_layer(options, layer, num_layers)) {
+    return AttentionCoreKind::recompute_probs;
+  }
+  return AttentionCoreKind::standard;
+}
+
+AttentionCore::AttentionCore(int layer, int C, int NH, AttentionCoreKind kind)
+    : layer_(layer), C_(C), NH_(NH), kind_(kind) {}
+
+Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int B = s.B, T = s.T, C = C_, NH = NH_;
+  const auto act = core::tags().activation;
+  const auto key = s.key(encoder_rng_layer(layer_), kAttentionProbs);
+  if (kind_ == AttentionCoreKind::flash) {
+    auto lse = Tensor::empty(s.ctx, {B, NH, T}, DType::f32, act);  // [B, NH, T]
+    auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
+    if (s.compute()) {
+      // Tiles live in the context's workspace, outside the allocator, so a dry run (which
+      // takes none) plans the same allocations (Note [Workspace outside the allocator]).
+      auto tiles = s.ctx.workspace().lease(kernels::flash_attention_workspace_elements(T, C, NH));
+      kernels::flash_attention_forward(write_f32(s.ctx, context).get(), lse.data<float>(),
+                                       read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
+                                       read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
+                                       s.attention_dropout, key, s.first_sample, tiles.data());
+    }
+    if (s.training) lse_ = std::move(lse);
+    return context;
+  }
+  // recompute_probs still needs the probabilities for the product with V, but only for this
+  // call: a temporary, so the activation tag shows what is kept between the passes.
+  const bool keeps_probs = kind_ == AttentionCoreKind::standard;
+  auto probs = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype,
+                             keeps_probs ? act : core::tags().temporary);  // [B, NH, T, T]
+  auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);           // [B, T, C]
+  if (s.compute()) {
+    kernels::attention_forward(write_f32(s.ctx, context).get(), write_f32(s.ctx, probs).get(),
+                               read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
+                               read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
+                               s.attention_dropout, key, s.first_sample);
+  }
+  if (s.training && keeps_probs) probs_ = std::move(probs);
+  return context;
+}
+
+void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
+                             const Tensor& dcontext, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& context) {
+  const int B = s.B, T = s.T, C = C_, NH = NH_;
+  const auto tmp = core::tags().temporary;
+  const auto key = s.key(encoder_rng_layer(layer_), kAttentionProbs);
+  if (kind_ == AttentionCoreKind::flash) {
+    if (s.compute()) {
+      auto tiles = s.ctx.workspace().lease(kernels::flash_attention_workspace_elements(T, C, NH));
+      kernels::flash_attention_backward(
+          update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
+          read_f32(s.ctx, dcontext).get(), read_f32(s.ctx, context).get(), lse_.data<float>(),
+          read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(), read_f32(s.ctx, v).get(),
+          s.attention_mask, B, T, C, NH, s.attention_dropout, key, s.first_sample, tiles.data());
+    }
+    lse_.reset();
+    return;
+  }
+  Tensor probs = std::move(probs_);
+  if (kind_ == AttentionCoreKind::recompute_probs) {
+    // Rebuilt exactly as the forward pass made them, and stored like them (rounded to 16 bits
+    // in 16-bit modes), so the backward pass below sees what standard would have kept.
+    probs = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype, tmp);  // [B, NH, T, T]
+    if (s.compute()) {
+      kernels::attention_probs(write_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(),
+                               read_f32(s.ctx, k).get(), s.attention_mask, B, T, C, NH);
+    }
+  }
+  auto scratch = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype, tmp);  // [B, NH, T, T]
+  if (s.compute()) {
+    kernels::attention_backward(
+        update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
+        scratch_f32(s.ctx, scratch).get(), read_f32(s.ctx, dcontext).get(),
+        read_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
+        read_f32(s.ctx, v).get(), B, T, C, NH, s.attention_dropout, key, s.first_sample);
+  }
+}
+
+void AttentionCore::release() {
+  probs_.reset();
+  lse_.reset();
+}
+
+}  // namespace memtrain::models

@@ -1,0 +1,57 @@
+#pragma once
+// The attention core of a BERT self-attention block: q, k, v -> context = dropout(softmax(
+// Q K^T / sqrt(HS) + mask)) V (Vaswani et al. 2017, eq. 1), and its backward. The projections
+// around it stay in BertAttention; what differs between the variants below is only what the
+// core keeps between forward and backward, which is the part of a layer's activations that
+// grows with the square of the sequence length.
+#include "models/model_options.hpp"
+#include "models/pass_state.hpp"
+#include "runtime/core/tensor.hpp"
+
+namespace memtrain::models {
+
+// Note [Three attention cores]
+// standard: keeps probs [B, NH, T, T] (the softmax output before dropout) for backward.
+// recompute_probs: Megatron-LM's selective recompute (Korthikanti et al. 2022, sec. 4.2) keeps
+//   nothing of its own; backward rebuilds probs from the saved q, k into a temporary with the
+//   very code the forward pass ran (kernels::attention_probs), and dropout masks are pure
+//   functions of their keys (Note [Dropout keys]), so gradients are bitwise those of standard.
+// flash: FlashAttention (Dao et al. 2022) keeps the per-row log-sum-exp [B, NH, T] (f32) and
+//   recomputes probabilities per tile in backward; equal to standard within float rounding
+//   (the softmax is summed in a different order), never bitwise.
+// flash wins over selective when both are asked for: it already stores no probabilities.
+enum class AttentionCoreKind { standard, recompute_probs, flash };
+
+// Which core encoder layer `layer` of num_layers uses under `options`.
+AttentionCoreKind attention_core_kind(const ModelOptions& options, int layer, int num_layers);
+
+class AttentionCore {
+ public:
+  // layer: encoder layer index (dropout keys); C = hidden_size, NH = num_attention_heads.
+  AttentionCore(int layer, int C, int NH, AttentionCoreKind kind);
+
+  // q, k, v [B, T, C] -> context [B, T, C] (tag activation); padding keys masked by
+  // s.attention_mask. When s.training keeps probs [B, NH, T, T] (standard) or lse [B, NH, T]
+  // f32 (flash) until backward (tag activation). Throws std::invalid_argument from the kernels
+  // for T > 16384.
+  core::Tensor forward(PassState& s, const core::Tensor& q, const core::Tensor& k,
+                       const core::Tensor& v);
+  // Accumulates (+=) into dq, dk, dv [B, T, C] from dcontext [B, T, C]; q, k, v and context
+  // are forward's inputs and output. Releases what forward kept. Temporaries (tag temporary):
+  // standard one [B, NH, T, T]; recompute_probs two; flash none (tiles live in the context's
+  // workspace).
+  void backward(PassState& s, core::Tensor& dq, core::Tensor& dk, core::Tensor& dv,
+                const core::Tensor& dcontext, const core::Tensor& q, const core::Tensor& k,
+                const core::Tensor& v, const core::Tensor& context);
+  void release();
+
+  AttentionCoreKind kind() const { return kind_; }
+
+ private:
+  int layer_, C_, NH_;
+  AttentionCoreKind kind_;
+  core::Tensor probs_;  // [B, NH, T, T], standard only
+  core::Tensor lse_;    // [B, NH, T] f32, flash only
+};
+
+}  // namespace memtrain::models

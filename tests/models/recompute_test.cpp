@@ -1,0 +1,163 @@
+// Activation checkpointing (issue 5): full and selective recompute give gradients bitwise equal
+// to a run that saves everything, and a dry run shows what each one saves.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "memory/caching_allocator.hpp"
+#include "memory/host_resource.hpp"
+#include "memory/simulated_resource.hpp"
+#include "models/bert_for_masked_lm.hpp"
+#include "runtime/core/tags.hpp"
+#include "tests/models/bert_test_util.hpp"
+
+namespace memtrain::models {
+namespace {
+
+constexpr int kB = 3, kT = 24, kV = 96;
+
+BertConfig config(int layers, float dropout) {
+  BertConfig c;
+  c.vocab_size = kV;
+  c.hidden_size = 32;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position_embeddings = 32;
+  c.hidden_dropout_prob = dropout;
+  c.attention_probs_dropout_prob = dropout;
+  return c;
+}
+
+struct StepResult {
+  double loss_sum = 0;
+  std::vector<std::vector<float>> grads;
+};
+
+// Two micro-batches accumulated (the second at another first_sample), so the recomputed
+// dropout masks must follow the global sample index too.
+StepResult train_step(const BertConfig& c, const ModelOptions& options) {
+  core::Context ctx(std::make_shared<memory::CachingAllocator>(
+      std::make_shared<memory::HostResource>()));
+  BertForMaskedLM model(c, ctx, options);
+  model.init_parameters(11);
+  StepResult r;
+  const auto batch = memtrain::testing::synthetic_batch(2 * kB, kT, kV, 40);
+  for (int m = 0; m < 2; ++m) {
+    r.loss_sum += model.forward_backward(memtrain::testing::slice_rows(batch, m * kB, kB), 0.02f,
+                                         /*seed=*/5, /*step=*/3)
+                      .loss_sum;
+  }
+  r.grads = memtrain::testing::copy_grads(model.parameters());
+  return r;
+}
+
+void expect_bitwise_equal(const StepResult& got, const StepResult& ref,
+                          const std::vector<Parameter>& names) {
+  EXPECT_EQ(std::memcmp(&got.loss_sum, &ref.loss_sum, sizeof(double)), 0)
+      << got.loss_sum << " vs " << ref.loss_sum;
+  ASSERT_EQ(got.grads.size(), ref.grads.size());
+  for (std::size_t i = 0; i < ref.grads.size(); ++i) {
+    ASSERT_EQ(got.grads[i].size(), ref.grads[i].size());
+    EXPECT_EQ(std::memcmp(got.grads[i].data(), ref.grads[i].data(),
+                          ref.grads[i].size() * sizeof(float)),
+              0)
+        << "gradient of " << names[i].name << " differs";
+  }
+}
+
+using Case = std::tuple<float /*dropout*/, Recompute, RecomputeMethod, int /*num_layers k*/>;
+
+class RecomputeIsBitwiseExact : public ::testing::TestWithParam<Case> {};
+
+// Three layers, so k = 1 and 2 under uniform (0 / 0, 2) and block (0 / 0, 1) checkpoint
+// different subsets, and k = 0 all of them.
+TEST_P(RecomputeIsBitwiseExact, LossAndEveryGradientEqualTheRunThatSavesEverything) {
+  const auto [dropout, recompute, method, k] = GetParam();
+  const auto c = config(3, dropout);
+  const auto ref = train_step(c, ModelOptions{});
+  ModelOptions o;
+  o.recompute = recompute;
+  o.recompute_method = method;
+  o.recompute_num_layers = k;
+  core::Context ctx(std::make_shared<memtrain::testing::TestAllocator>(false));
+  ctx.set_dry_run(true);
+  BertForMaskedLM names(c, ctx);
+  expect_bitwise_equal(train_step(c, o), ref, names.parameters());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    DropoutGranularityMethodLayers, RecomputeIsBitwiseExact,
+    ::testing::Combine(::testing::Values(0.1f, 0.5f),
+                       ::testing::Values(Recompute::full, Recompute::selective),
+                       ::testing::Values(RecomputeMethod::uniform, RecomputeMethod::block),
+                       ::testing::Values(0, 1, 2)));
+
+TEST(RecomputeLayers, UniformTakesEveryKthLayerAndBlockTheFirstK) {
+  ModelOptions o;
+  o.recompute = Recompute::full;
+  o.recompute_num_layers = 2;
+  std::vector<bool> uniform, block;
+  for (int l = 0; l < 5; ++l) uniform.push_back(recomputes_layer(o, l, 5));
+  o.recompute_method = RecomputeMethod::block;
+  for (int l = 0; l < 5; ++l) block.push_back(recomputes_layer(o, l, 5));
+  EXPECT_EQ(uniform, (std::vector<bool>{true, false, true, false, true}));
+  EXPECT_EQ(block, (std::vector<bool>{true, true, false, false, false}));
+}
+
+// Peak bytes of tag activation over one training step, planned by a dry run on a simulated
+// device (design.md, "Execution modes").
+std::int64_t activation_peak(const BertConfig& c, const ModelOptions& options, int B, int T) {
+  auto alloc = std::make_shared<memory::CachingAllocator>(
+      std::make_shared<memory::SimulatedResource>(std::size_t{1} << 34, "simulated 16 GiB"));
+  core::Context ctx(alloc);
+  ctx.set_dry_run(true);
+  BertForMaskedLM model(c, ctx, options);
+  model.forward_backward(memtrain::testing::synthetic_batch(B, T, kV, 0), 0.05f, 1, 1);
+  return alloc->stats().per_tag.at(core::tags().activation).requested_bytes.peak;
+}
+
+// Korthikanti et al. 2022, sec. 4.1: with full recompute a layer holds only its input
+// (s b h elements) between the passes, plus, during backward, one layer's working set. That
+// working set W is measured, not assumed: the per-layer activation bytes of a run that saves
+// everything, W = peak(2 layers) - peak(1 layer). The peak comes while the last layer reruns
+// its forward pass: the L - 1 earlier inputs, that layer's W (its own input included), the
+// rerun's output (one more s b h), and what the embeddings keep for their LayerNorm (its input
+// s b h and mean, rstd of s b floats each).
+TEST(RecomputeMemory, FullRecomputeKeepsOneInputPerLayerPlusOneLayersWorkingSet) {
+  const int B = 4, T = 32, L = 6;
+  const std::int64_t input_bytes = std::int64_t{B} * T * 32 * 4;  // [B, T, C] f32
+  const std::int64_t embeddings_bytes = input_bytes + 2 * std::int64_t{B} * T * 4;
+  ModelOptions full;
+  full.recompute = Recompute::full;
+  const auto one = activation_peak(config(1, 0.1f), {}, B, T);
+  const auto two = activation_peak(config(2, 0.1f), {}, B, T);
+  const std::int64_t W = two - one;
+  ASSERT_GT(W, 4 * input_bytes);  // q, k, v, probs, the MLP's [B, T, I]...: far beyond x
+
+  const auto none_L = activation_peak(config(L, 0.1f), {}, B, T);
+  const auto full_L = activation_peak(config(L, 0.1f), full, B, T);
+  EXPECT_EQ(none_L, one + (L - 1) * W);  // saving everything: W per layer
+  EXPECT_EQ(full_L, L * input_bytes + W + embeddings_bytes)
+      << "W = " << W << " B, layer input " << input_bytes << " B";
+  // Each further checkpointed layer costs exactly its input.
+  EXPECT_EQ(full_L - activation_peak(config(L - 1, 0.1f), full, B, T), input_bytes);
+}
+
+// Selective recompute drops exactly the [B, NH, T, T] probabilities of every layer from what is
+// kept between the passes; nothing else changes.
+TEST(RecomputeMemory, SelectiveRemovesExactlyTheProbabilitiesOfEachLayer) {
+  const int B = 4, T = 32, L = 3, NH = 4;
+  ModelOptions selective;
+  selective.recompute = Recompute::selective;
+  const auto none = activation_peak(config(L, 0.1f), {}, B, T);
+  const auto sel = activation_peak(config(L, 0.1f), selective, B, T);
+  EXPECT_EQ(none - sel, std::int64_t{L} * B * NH * T * T * 4);
+}
+
+}  // namespace
+}  // namespace memtrain::models
