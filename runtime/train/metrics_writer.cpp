@@ -26,6 +26,8 @@ void MetricsWriter::write(const TrainMetrics& m) {
   j["allocated_bytes"] = m.allocated_bytes;
   j["reserved_bytes"] = m.reserved_bytes;
   j["peak_allocated_bytes"] = m.peak_allocated_bytes;
+  j["loss_scale"] = m.loss_scale;
+  j["skipped_steps"] = m.skipped_steps;
   write_line(j.dump());
 }
 

@@ -23,6 +23,8 @@ struct TrainMetrics {
   std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;
   std::int64_t peak_allocated_bytes = 0;
+  double loss_scale = 1;             // fp16 dynamic loss scale the logged step ran with; 1 otherwise
+  std::int64_t skipped_steps = 0;    // steps skipped for inf/NaN gradients so far in the run
 };
 
 // One evaluation on the fixed validation set.

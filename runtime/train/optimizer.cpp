@@ -4,12 +4,70 @@
 #include <cmath>
 
 #include "kernels/cpu/adamw.hpp"
+#include "kernels/cpu/half_convert.hpp"
+#include "kernels/cpu/parallel.hpp"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::train {
+namespace {
+
+bool is_half(core::DType d) { return d == core::DType::f16 || d == core::DType::bf16; }
+
+kernels::HalfFormat format_of(core::DType d) {
+  return d == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
+}
+
+// Note [Master updates in stack-sized chunks]
+// A 16-bit parameter is updated chunk by chunk: its gradient chunk is converted into a float
+// array on the stack, the f32 AdamW kernel updates the master and moments of that chunk, and
+// the chunk's value is rounded from the new master. Nothing is allocated (the step's
+// allocation trace is the fp32 one minus nothing, plus nothing: dry runs stay exact), and each
+// chunk stays in cache between the three passes. 4096 floats = 16 KiB per thread.
+constexpr std::int64_t kChunk = 4096;
+
+// body(lo, hi) for the chunks of [0, n), on the kernels' thread team when there are several.
+template <class Body>
+void for_chunks(std::int64_t n, Body&& body) {
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  kernels::detail::parallel_for(chunks, chunks > 8,
+                                [&](std::int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+}
+
+// grad[lo, hi) as float into out, times multiplier (skipped when 1, so f32 stays bitwise).
+void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std::int64_t hi, float multiplier) {
+  const std::int64_t n = hi - lo;
+  if (is_half(grad.dtype())) {
+    kernels::convert_half_to_float(out, grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()));
+  } else {
+    std::copy(grad.data<float>() + lo, grad.data<float>() + hi, out);
+  }
+  if (multiplier != 1.0f) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] *= multiplier;
+  }
+}
+
+double sum_of_squares(const core::Tensor& g) {
+  if (!is_half(g.dtype())) return kernels::sum_of_squares(g.data<float>(), g.numel());
+  const std::int64_t n = g.numel();
+  double total = 0.0;
+  float buf[kChunk];
+  for (std::int64_t lo = 0; lo < n; lo += kChunk) {
+    const std::int64_t hi = std::min(n, lo + kChunk);
+    read_grad(buf, g, lo, hi, 1.0f);
+    total += kernels::sum_of_squares(buf, hi - lo);
+  }
+  return total;
+}
+
+}  // namespace
+
+double clip_factor(double norm, double max_norm) {
+  return max_norm > 0.0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
+}
 
 AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOptions options)
-    : params_(params), options_(options) {
+    : params_(params), options_(options), dry_run_(ctx.dry_run()) {
   m_.reserve(params.size());
   v_.reserve(params.size());
   for (const auto& p : params) {
@@ -21,36 +79,72 @@ AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOp
 }
 
 double AdamW::grad_norm() const {
-  // A dry run's tensors have addresses but no bytes (design.md, "Execution modes").
-  if (!params_.empty() && params_.front().grad.dry_run()) return 0.0;
+  if (dry_run_) return 0.0;
   double sum = 0.0;
-  for (const auto& p : params_) sum += kernels::sum_of_squares(p.grad.data<float>(), p.grad.numel());
+  for (const auto& p : params_) sum += sum_of_squares(p.grad);
   return std::sqrt(sum);
+}
+
+bool AdamW::grads_finite() const {
+  if (dry_run_) return true;
+  for (const auto& p : params_) {
+    const bool finite = is_half(p.grad.dtype())
+                            ? kernels::all_finite(p.grad.data<std::uint16_t>(), p.grad.numel(),
+                                                  format_of(p.grad.dtype()))
+                            : kernels::all_finite(p.grad.data<float>(), p.grad.numel());
+    if (!finite) return false;
+  }
+  return true;
 }
 
 double AdamW::clip_grad_norm(double max_norm) {
   const double norm = grad_norm();
-  if (max_norm > 0.0) {
-    const double scale = std::min(1.0, max_norm / (norm + 1e-6));
-    if (scale < 1.0) {
-      for (auto& p : params_) {
-        kernels::scale_inplace(p.grad.data<float>(), p.grad.numel(), static_cast<float>(scale));
+  if (dry_run_) return norm;
+  const double scale = clip_factor(norm, max_norm);
+  if (scale < 1.0) {
+    for (auto& p : params_) {
+      if (is_half(p.grad.dtype())) {
+        throw RuntimeError("AdamW::clip_grad_norm: gradient of " + p.name + " is " + p.grad.describe() +
+                           "; 16-bit gradients are clipped through AdamW::step's grad_multiplier");
       }
+      kernels::scale_inplace(p.grad.data<float>(), p.grad.numel(), static_cast<float>(scale));
     }
   }
   return norm;
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, double grad_multiplier) {
   ++step_;
-  if (!params_.empty() && params_.front().value.dry_run()) return;
+  if (dry_run_) return;
+  const float multiplier = static_cast<float>(grad_multiplier);
+  const auto b1 = static_cast<float>(options_.beta1);
+  const auto b2 = static_cast<float>(options_.beta2);
+  const auto eps = static_cast<float>(options_.eps);
+  const auto flr = static_cast<float>(lr);
+  const std::int64_t t = step_;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
-    const double wd = p.weight_decay ? options_.weight_decay : 0.0;
-    kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), m_[i].data<float>(),
-                          v_[i].data<float>(), p.value.numel(), static_cast<float>(lr),
-                          static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
-                          static_cast<float>(options_.eps), static_cast<float>(wd), step_);
+    const auto wd = static_cast<float>(p.weight_decay ? options_.weight_decay : 0.0);
+    float* m = m_[i].data<float>();
+    float* v = v_[i].data<float>();
+    if (!p.master.defined()) {
+      // fp32: the weights are their own master.
+      if (multiplier != 1.0f) kernels::scale_inplace(p.grad.data<float>(), p.grad.numel(), multiplier);
+      kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), m, v, p.value.numel(), flr, b1, b2,
+                            eps, wd, t);
+      continue;
+    }
+    // Note [Master updates in stack-sized chunks]
+    float* master = p.master.data<float>();
+    std::uint16_t* value = p.value.data<std::uint16_t>();
+    const kernels::HalfFormat format = format_of(p.value.dtype());
+    const core::Tensor& grad = p.grad;
+    for_chunks(p.value.numel(), [&, master, value, m, v](std::int64_t lo, std::int64_t hi) {
+      float g[kChunk];
+      read_grad(g, grad, lo, hi, multiplier);
+      kernels::adamw_update(master + lo, g, m + lo, v + lo, hi - lo, flr, b1, b2, eps, wd, t);
+      kernels::convert_float_to_half(value + lo, master + lo, hi - lo, format);
+    });
   }
 }
 

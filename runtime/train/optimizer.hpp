@@ -1,5 +1,6 @@
 #pragma once
-// AdamW over a model's parameters, with global-norm gradient clipping.
+// AdamW over a model's parameters, with global-norm gradient clipping; on fp32 master weights
+// when the parameters are stored in 16 bits.
 #include <cstdint>
 #include <vector>
 
@@ -19,22 +20,40 @@ struct AdamWOptions {
 // AdamW (Loshchilov & Hutter 2019, Algorithm 2, in torch.optim.AdamW's formulation; the update
 // itself is kernels::adamw_update). The first and second moments m, v are fp32 tensors shaped
 // like each parameter, allocated from `ctx` under the tag optimizer_state (so memory stats
-// show what the optimizer costs: 2 x the parameter bytes).
+// show what the optimizer costs: 8 bytes per parameter).
+//
+// Mixed precision (Micikevicius et al. 2018, section 3.1): a parameter whose value is f16 or
+// bf16 has an f32 `master`. Its gradient (f16, bf16, or f32 with fp32_grad_accumulation) is
+// read as float, the update runs on the master and the moments in f32, and the value is
+// rewritten from the master rounded to nearest even (kernels/cpu/half_convert.hpp). An f32
+// parameter is its own master and takes exactly the fp32 path of before (bitwise).
+//
+// In a dry run (ctx.dry_run()) the constructor allocates the same moments, and nothing else
+// reads or writes tensor memory: norms are 0, gradients count as finite, step() only counts.
 // Holds a reference to `params`: it must outlive the optimizer and keep its order and size.
 class AdamW {
  public:
   AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOptions options);
 
-  // Global L2 norm of all gradients, sqrt(sum_p sum_i g_i^2) accumulated in double.
+  // Global L2 norm of all gradients as stored (still multiplied by the loss scale, if any),
+  // sqrt(sum_p sum_i g_i^2) accumulated in double; 16-bit gradients are read as float.
   double grad_norm() const;
 
-  // torch.nn.utils.clip_grad_norm_: when max_norm > 0, scales every gradient by
+  // False when any gradient element is inf or NaN (the loss scaler's overflow check).
+  bool grads_finite() const;
+
+  // torch.nn.utils.clip_grad_norm_: when max_norm > 0, scales every gradient in place by
   // min(1, max_norm / (norm + 1e-6)). Returns the norm before clipping. max_norm <= 0 only
-  // measures the norm.
+  // measures the norm. For f32 gradients: 16-bit gradients are clipped without rounding them
+  // twice through step's grad_multiplier instead (throws memtrain::RuntimeError when a
+  // gradient to be scaled is 16-bit).
   double clip_grad_norm(double max_norm);
 
-  // One update with learning rate `lr` (bias correction uses the step count, from 1).
-  void step(double lr);
+  // One update with learning rate `lr` (bias correction uses the step count, from 1). Every
+  // gradient is used as grad * grad_multiplier (dimensionless): 1 / loss scale times the clip
+  // factor, applied in f32 when the gradient is read, so that 16-bit gradients are never
+  // rescaled in 16 bits. With grad_multiplier 1 an f32 parameter is updated exactly as before.
+  void step(double lr, double grad_multiplier = 1.0);
 
   std::int64_t step_count() const { return step_; }
   // The moments of parameter i (for checkpoints and tests): [same shape as the parameter].
@@ -44,9 +63,14 @@ class AdamW {
  private:
   std::vector<models::Parameter>& params_;
   AdamWOptions options_;
+  bool dry_run_;
   std::vector<core::Tensor> m_;
   std::vector<core::Tensor> v_;
   std::int64_t step_ = 0;
 };
+
+// min(1, max_norm / (norm + 1e-6)) when max_norm > 0, else 1: torch.nn.utils.clip_grad_norm_'s
+// factor for gradients whose global L2 norm is `norm`.
+double clip_factor(double norm, double max_norm);
 
 }  // namespace memtrain::train

@@ -19,6 +19,10 @@ struct RunSummary {
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;
   std::string run_dir;
+  std::string precision = "fp32";   // precision.dtype
+  bool loss_scaling = false;        // fp16 dynamic loss scaling was on
+  double final_loss_scale = 1;      // the scale at the end (with loss_scaling)
+  std::int64_t skipped_steps = 0;   // steps skipped for inf/NaN gradients (with loss_scaling)
 };
 
 // A block of "  key  value" lines, units spelled out (s, tokens/s, MiB).

@@ -4,6 +4,8 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/core/errors.hpp"
+
 namespace memtrain::train {
 namespace {
 
@@ -12,11 +14,36 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+bool has_half_grads(const std::vector<models::Parameter>& params) {
+  for (const auto& p : params) {
+    if (p.grad.dtype() != core::DType::f32) return true;
+  }
+  return false;
+}
+
+// The summed gradients of all ranks, on every rank.
+void sum_gradients(std::vector<models::Parameter>& params, comms::Communicator& comm,
+                   GradientAllReduce* gradient_sum) {
+  if (gradient_sum != nullptr) {
+    gradient_sum->sum(params);
+    return;
+  }
+  if (comm.size() <= 1) return;
+  if (has_half_grads(params)) {
+    throw RuntimeError("train_step: 16-bit gradients on " + std::to_string(comm.size()) +
+                       " ranks need a GradientAllReduce (its f32 staging buffer is allocated up front)");
+  }
+  for (auto& p : params) {
+    if (!p.grad.dry_run()) comm.allreduce_sum(p.grad.data<float>(), p.grad.numel());
+  }
+}
+
 }  // namespace
 
 StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
                       const BatchPlan& plan, comms::Communicator& comm, AdamW& optimizer,
-                      std::int64_t step, const StepSettings& settings) {
+                      std::int64_t step, const StepSettings& settings, LossScaler* scaler,
+                      GradientAllReduce* gradient_sum) {
   StepResult r;
   model.zero_grad();
 
@@ -34,7 +61,14 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   r.num_masked = counts[0];
   r.num_tokens = counts[1];
 
-  const float grad_scale = r.num_masked > 0 ? 1.0f / static_cast<float>(r.num_masked) : 0.0f;
+  // Loss scaling multiplies the loss (here: its gradient, the seed of the backward pass) so
+  // that small fp16 gradients do not flush to zero (Micikevicius et al. 2018, section 3.2).
+  // Without a scale the expression is the fp32 one of before, bit for bit.
+  r.loss_scale = scaler != nullptr ? scaler->scale() : 1.0;
+  float grad_scale = r.num_masked > 0 ? 1.0f / static_cast<float>(r.num_masked) : 0.0f;
+  if (r.loss_scale != 1.0 && r.num_masked > 0) {
+    grad_scale = static_cast<float>(r.loss_scale / static_cast<double>(r.num_masked));
+  }
   double loss_sum = 0.0;
   for (const auto& batch : batches) {
     const auto stats = model.forward_backward(batch, grad_scale, settings.seed,
@@ -45,23 +79,53 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   }
 
   t0 = Clock::now();
-  if (comm.size() > 1) {
-    for (auto& p : model.parameters()) {
-      if (!p.grad.dry_run()) comm.allreduce_sum(p.grad.data<float>(), p.grad.numel());
-    }
-    comm.allreduce_sum(&loss_sum, 1);
-  }
+  sum_gradients(model.parameters(), comm, gradient_sum);
+  if (comm.size() > 1) comm.allreduce_sum(&loss_sum, 1);
   r.time_comm_s += seconds_since(t0);
+  if (scaler != nullptr) r.skipped_steps = scaler->skipped_steps();
 
   if (r.num_masked == 0) {
     r.loss = std::numeric_limits<double>::quiet_NaN();
     return r;
   }
   r.loss = loss_sum / static_cast<double>(r.num_masked);
+
+  // Note [Overflowing steps are skipped on every rank]
+  // After the gradient sum every rank holds the same gradients, yet each rank checks and the
+  // flag is summed anyway: the decision must be the same everywhere by construction, not by the
+  // accident of identical floating point (a rank that stepped while another skipped would
+  // diverge for the rest of the run). A skipped step leaves parameters, moments and the
+  // optimizer's step count untouched, as torch.cuda.amp.GradScaler.step does.
+  if (scaler != nullptr && scaler->enabled()) {
+    t0 = Clock::now();
+    std::int64_t overflow = optimizer.grads_finite() ? 0 : 1;
+    r.time_optimizer_s += seconds_since(t0);
+    t0 = Clock::now();
+    if (comm.size() > 1) comm.allreduce_sum(&overflow, 1);
+    r.time_comm_s += seconds_since(t0);
+    const bool skip = scaler->update(overflow > 0);  // throws when it gives up
+    r.skipped_steps = scaler->skipped_steps();
+    if (skip) {
+      r.skipped = true;
+      r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      return r;
+    }
+  }
+
   t0 = Clock::now();
-  r.grad_norm = optimizer.clip_grad_norm(settings.grad_clip);
-  optimizer.step(settings.lr);
-  r.time_optimizer_s = seconds_since(t0);
+  if (r.loss_scale == 1.0 && !has_half_grads(model.parameters())) {
+    // fp32 gradients without a scale: clipped in place, exactly as before mixed precision.
+    r.grad_norm = optimizer.clip_grad_norm(settings.grad_clip);
+    optimizer.step(settings.lr);
+  } else {
+    // Unscale and clip in one factor applied as AdamW reads each gradient in f32: the 16-bit
+    // gradients are never rescaled (and rounded) in 16 bits. The clip threshold applies to the
+    // unscaled norm, as with GradScaler.unscale_ before clip_grad_norm_.
+    const double inv_scale = 1.0 / r.loss_scale;
+    r.grad_norm = optimizer.grad_norm() * inv_scale;
+    optimizer.step(settings.lr, inv_scale * clip_factor(r.grad_norm, settings.grad_clip));
+  }
+  r.time_optimizer_s += seconds_since(t0);
   return r;
 }
 

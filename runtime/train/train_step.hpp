@@ -1,12 +1,14 @@
 #pragma once
 // One optimizer step over a global batch: micro-batches, gradient accumulation, data-parallel
-// gradient sum, clipping, AdamW.
+// gradient sum, the fp16 overflow check, clipping, AdamW.
 #include <cstdint>
 
 #include "comms/communicator.hpp"
 #include "models/bert_for_masked_lm.hpp"
 #include "runtime/data/mlm_dataset.hpp"
 #include "runtime/train/batch_plan.hpp"
+#include "runtime/train/gradient_allreduce.hpp"
+#include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
 
 namespace memtrain::train {
@@ -21,25 +23,39 @@ struct StepResult {
   double loss = 0;              // mean cross-entropy over the masked tokens of the global batch
   std::int64_t num_masked = 0;  // masked tokens in the global batch (all ranks)
   std::int64_t num_tokens = 0;  // input tokens (B x T summed over micro-batches and ranks)
-  double grad_norm = 0;         // global norm of the summed gradients, before clipping
+  double grad_norm = 0;         // global norm of the summed, unscaled gradients, before clipping
+                                // (NaN on a skipped step)
   // Seconds on this rank. forward and backward as the model measures them inside
-  // forward_backward (StepStats); comm: the count, gradient and loss all-reduces; optimizer:
-  // clipping + AdamW.
+  // forward_backward (StepStats); comm: the count, gradient, overflow-flag and loss
+  // all-reduces; optimizer: the overflow check, clipping + AdamW.
   double time_forward_s = 0;
   double time_backward_s = 0;
   double time_comm_s = 0;
   double time_optimizer_s = 0;
+  // Dynamic loss scaling (fp16): the scale the loss gradient was multiplied by in this step
+  // (1 without a scaler), whether this step was skipped for inf/NaN gradients, and the count
+  // of skipped steps of the run so far (LossScaler::skipped_steps).
+  double loss_scale = 1;
+  bool skipped = false;
+  std::int64_t skipped_steps = 0;
 };
 
 // Runs step `step` (0-based) of `plan` on this rank: zero the gradients; build this rank's
 // micro-batches; all-reduce the count of masked tokens of the whole global batch so that
-// grad_scale = 1 / that count (Note [The global batch does not depend on how it is split]);
-// forward_backward each micro-batch (gradients accumulate); sum gradients and loss over the
-// ranks; clip to settings.grad_clip; one AdamW step with settings.lr.
-// A global batch without any masked token (possible only for tiny batches) updates nothing:
-// loss is NaN, and the optimizer step is skipped.
+// grad_scale = loss scale / that count (Note [The global batch does not depend on how it is
+// split]); forward_backward each micro-batch (gradients accumulate); sum gradients and loss
+// over the ranks (`gradient_sum`, or in place for f32 gradients when null); then
+// Note [Overflowing steps are skipped on every rank]; unscale and clip to settings.grad_clip;
+// one AdamW step with settings.lr.
+//
+// `scaler` (null: no loss scaling, as fp32 and bf16) scales the loss gradient and decides
+// skips; it throws memtrain::RuntimeError when it gives up at the minimum scale. A global
+// batch without any masked token (possible only for tiny batches) updates nothing: loss is NaN,
+// and the optimizer step is skipped. With 16-bit gradients on more than one rank,
+// `gradient_sum` is required (throws memtrain::RuntimeError when null).
 StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
                       const BatchPlan& plan, comms::Communicator& comm, AdamW& optimizer,
-                      std::int64_t step, const StepSettings& settings);
+                      std::int64_t step, const StepSettings& settings, LossScaler* scaler = nullptr,
+                      GradientAllReduce* gradient_sum = nullptr);
 
 }  // namespace memtrain::train

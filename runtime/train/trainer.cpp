@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iomanip>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "runtime/train/memory_outputs.hpp"
 #include "runtime/train/metrics_writer.hpp"
 #include "runtime/train/model_memory.hpp"
+#include "runtime/train/model_options_from_config.hpp"
 #include "runtime/train/optimizer.hpp"
 #include "runtime/train/progress_line.hpp"
 #include "runtime/train/root_only.hpp"
@@ -47,6 +49,13 @@ int compute_threads(int configured, const comms::Communicator& comm) {
   if (configured > 0) return configured;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, comm.local_size()));
+}
+
+// 65536 rather than 65536.000000 or 6.5536e+04: loss scales are powers of two in practice.
+std::string plain_number(double x) {
+  std::ostringstream os;
+  os << std::setprecision(17) << x;
+  return os.str();
 }
 
 EvalMetrics to_metrics(std::int64_t step, const EvalResult& e) {
@@ -95,10 +104,13 @@ int train(const Config& config, const RunOptions& options) {
   if (config.memory.trace) allocator->set_event_sink(trace.sink());
   core::Context ctx(allocator);
   ctx.set_dry_run(dry);
-  models::BertForMaskedLM model(config.model, ctx);
+  models::BertForMaskedLM model(config.model, ctx, model_options(config));
   model.init_parameters(tc.seed);
   AdamW optimizer(model.parameters(), ctx,
                   AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+  // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
+  LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
+  GradientAllReduce gradient_sum(model.parameters(), ctx, *comm);
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus
@@ -141,6 +153,9 @@ int train(const Config& config, const RunOptions& options) {
         << tc.micro_batch_size << " x " << plan.accumulation_steps() << " accumulation x "
         << comm->size() << " ranks), " << threads << " threads/rank, sgemm peak "
         << static_cast<long>(peak_flops / 1e9) << " GFLOP/s\n"
+        << "memtrain: precision " << config.precision.dtype
+        << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")" : "")
+        << ", recompute " << config.memory.recompute << ", attention " << config.memory.attention << "\n"
         << "memtrain: run directory " << run_path << "\n";
     if (dry) {
       out << "memtrain: dry run on simulated " << target.describe() << ": allocator capacity "
@@ -192,7 +207,14 @@ int train(const Config& config, const RunOptions& options) {
                                  tc.min_lr, tc.lr_schedule),
           tc.grad_clip, tc.seed};
       const auto t0 = Clock::now();
-      StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings);
+      StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings,
+                                &scaler, &gradient_sum);
+      if (r.skipped && root) {
+        progress.break_line();
+        out << "memtrain: step " << step << ": inf/NaN gradients at loss scale " << r.loss_scale
+            << "; step skipped (" << r.skipped_steps << " so far), loss scale now " << scaler.scale()
+            << "\n" << std::flush;
+      }
       if (dry) r.loss = r.grad_norm = std::nan("");
       const double wall = seconds_since(t0);
       last_loss = r.loss;
@@ -229,6 +251,10 @@ int train(const Config& config, const RunOptions& options) {
       summary.peak_allocated_bytes = mem.allocated_bytes.peak;
       summary.peak_reserved_bytes = mem.reserved_bytes.peak;
       summary.run_dir = run_path;
+      summary.precision = config.precision.dtype;
+      summary.loss_scaling = scaler.enabled();
+      summary.final_loss_scale = scaler.scale();
+      summary.skipped_steps = scaler.skipped_steps();
       out << format_summary(summary) << allocator->memory_summary() << std::flush;
       write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
     }

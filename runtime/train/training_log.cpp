@@ -43,6 +43,8 @@ void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, doub
   m.allocated_bytes = mem.allocated_bytes.current;
   m.reserved_bytes = mem.reserved_bytes.current;
   m.peak_allocated_bytes = mem.allocated_bytes.peak;
+  m.loss_scale = r.loss_scale;
+  m.skipped_steps = r.skipped_steps;
   metrics_.write(m);
   window_steps_ = 0;
   window_wall_s_ = window_forward_s_ = window_backward_s_ = 0;
