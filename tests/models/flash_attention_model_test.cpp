@@ -140,17 +140,29 @@ std::int64_t activation_peak(const BertConfig& c, const ModelOptions& options, i
   return alloc->stats().per_tag.at(core::tags().activation).requested_bytes.peak;
 }
 
-// What each layer keeps between the passes: probs [B, NH, T, T] f32 (standard) against
-// lse [B, NH, T] f32 (flash); every other saved tensor is the same.
-TEST(FlashAttentionModel, DryRunKeepsTheLogSumExpInsteadOfTheProbabilities) {
+// What each layer keeps between the passes: probs [B, NH, T, T] in the storage dtype
+// (standard) against lse [B, NH, T] f32 in every mode (flash); every other saved tensor is the
+// same.
+class FlashAttentionMemory : public ::testing::TestWithParam<core::DType> {};
+
+TEST_P(FlashAttentionMemory, DryRunKeepsTheLogSumExpInsteadOfTheProbabilities) {
   const int B = 4, T = 64, L = 3, NH = 4;
-  ModelOptions flash;
+  ModelOptions standard;
+  standard.compute_dtype = GetParam();
+  ModelOptions flash = standard;
   flash.attention = AttentionImpl::flash;
-  const auto standard = activation_peak(config(L, 0.1f), {}, B, T);
-  const auto tiled = activation_peak(config(L, 0.1f), flash, B, T);
-  const std::int64_t probs = std::int64_t{B} * NH * T * T * 4, lse = std::int64_t{B} * NH * T * 4;
-  EXPECT_EQ(standard - tiled, L * (probs - lse));
+  const auto with_probs = activation_peak(config(L, 0.1f), standard, B, T);
+  const auto with_lse = activation_peak(config(L, 0.1f), flash, B, T);
+  const std::int64_t probs = std::int64_t{B} * NH * T * T * core::dtype_size(GetParam());
+  const std::int64_t lse = std::int64_t{B} * NH * T * 4;
+  EXPECT_EQ(with_probs - with_lse, L * (probs - lse));
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, FlashAttentionMemory,
+                         ::testing::Values(core::DType::f32, core::DType::bf16),
+                         [](const ::testing::TestParamInfo<core::DType>& info) {
+                           return core::dtype_name(info.param);
+                         });
 
 }  // namespace
 }  // namespace memtrain::models

@@ -12,6 +12,7 @@
 #include "memory/host_resource.hpp"
 #include "memory/simulated_resource.hpp"
 #include "models/bert_for_masked_lm.hpp"
+#include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
 #include "tests/models/bert_test_util.hpp"
 
@@ -35,7 +36,7 @@ BertConfig config(int layers, float dropout) {
 
 struct StepResult {
   double loss_sum = 0;
-  std::vector<std::vector<float>> grads;
+  std::vector<std::vector<unsigned char>> grads;  // each gradient's bytes, any dtype
 };
 
 // Two micro-batches accumulated (the second at another first_sample), so the recomputed
@@ -52,7 +53,10 @@ StepResult train_step(const BertConfig& c, const ModelOptions& options) {
                                          /*seed=*/5, /*step=*/3)
                       .loss_sum;
   }
-  r.grads = memtrain::testing::copy_grads(model.parameters());
+  for (const auto& p : model.parameters()) {
+    const auto* bytes = static_cast<const unsigned char*>(raw_bytes(p.grad));
+    r.grads.emplace_back(bytes, bytes + p.grad.nbytes());
+  }
   return r;
 }
 
@@ -63,24 +67,35 @@ void expect_bitwise_equal(const StepResult& got, const StepResult& ref,
   ASSERT_EQ(got.grads.size(), ref.grads.size());
   for (std::size_t i = 0; i < ref.grads.size(); ++i) {
     ASSERT_EQ(got.grads[i].size(), ref.grads[i].size());
-    EXPECT_EQ(std::memcmp(got.grads[i].data(), ref.grads[i].data(),
-                          ref.grads[i].size() * sizeof(float)),
-              0)
+    EXPECT_EQ(std::memcmp(got.grads[i].data(), ref.grads[i].data(), ref.grads[i].size()), 0)
         << "gradient of " << names[i].name << " differs";
   }
 }
 
-using Case = std::tuple<float /*dropout*/, Recompute, RecomputeMethod, int /*num_layers k*/>;
+using Case = std::tuple<float /*dropout*/, Recompute, RecomputeMethod, int /*num_layers k*/,
+                        core::DType>;
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const auto [dropout, recompute, method, k, dtype] = info.param;
+  return std::string(recompute == Recompute::full ? "full" : "selective") +
+         (method == RecomputeMethod::uniform ? "_uniform" : "_block") + std::to_string(k) +
+         "_dropout" + std::to_string(static_cast<int>(dropout * 10 + 0.5f)) + "_" +
+         core::dtype_name(dtype);
+}
 
 class RecomputeIsBitwiseExact : public ::testing::TestWithParam<Case> {};
 
 // Three layers, so k = 1 and 2 under uniform (0 / 0, 2) and block (0 / 0, 1) checkpoint
-// different subsets, and k = 0 all of them.
+// different subsets, and k = 0 all of them. Issue 5 asks for fp32; bf16 holds too, because
+// the rerun rounds exactly as the first run did and selective stores the rebuilt
+// probabilities in 16 bits as standard keeps them.
 TEST_P(RecomputeIsBitwiseExact, LossAndEveryGradientEqualTheRunThatSavesEverything) {
-  const auto [dropout, recompute, method, k] = GetParam();
+  const auto [dropout, recompute, method, k, dtype] = GetParam();
   const auto c = config(3, dropout);
-  const auto ref = train_step(c, ModelOptions{});
-  ModelOptions o;
+  ModelOptions base;
+  base.compute_dtype = dtype;
+  const auto ref = train_step(c, base);
+  ModelOptions o = base;
   o.recompute = recompute;
   o.recompute_method = method;
   o.recompute_num_layers = k;
@@ -95,7 +110,16 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(0.1f, 0.5f),
                        ::testing::Values(Recompute::full, Recompute::selective),
                        ::testing::Values(RecomputeMethod::uniform, RecomputeMethod::block),
-                       ::testing::Values(0, 1, 2)));
+                       ::testing::Values(0, 1, 2), ::testing::Values(core::DType::f32)),
+    case_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    SixteenBit, RecomputeIsBitwiseExact,
+    ::testing::Combine(::testing::Values(0.1f),
+                       ::testing::Values(Recompute::full, Recompute::selective),
+                       ::testing::Values(RecomputeMethod::uniform), ::testing::Values(0, 2),
+                       ::testing::Values(core::DType::bf16, core::DType::f16)),
+    case_name);
 
 TEST(RecomputeLayers, UniformTakesEveryKthLayerAndBlockTheFirstK) {
   ModelOptions o;
@@ -128,18 +152,24 @@ std::int64_t activation_peak(const BertConfig& c, const ModelOptions& options, i
 // its forward pass: the L - 1 earlier inputs, that layer's W (its own input included), the
 // rerun's output (one more s b h), and what the embeddings keep for their LayerNorm (its input
 // s b h and mean, rstd of s b floats each).
-TEST(RecomputeMemory, FullRecomputeKeepsOneInputPerLayerPlusOneLayersWorkingSet) {
+class RecomputeMemory : public ::testing::TestWithParam<core::DType> {};
+
+TEST_P(RecomputeMemory, FullRecomputeKeepsOneInputPerLayerPlusOneLayersWorkingSet) {
   const int B = 4, T = 32, L = 6;
-  const std::int64_t input_bytes = std::int64_t{B} * T * 32 * 4;  // [B, T, C] f32
+  const std::int64_t elem = core::dtype_size(GetParam());
+  const std::int64_t input_bytes = std::int64_t{B} * T * 32 * elem;  // [B, T, C]
+  // LayerNorm statistics stay f32 in every mode (models/layer_norm.cpp).
   const std::int64_t embeddings_bytes = input_bytes + 2 * std::int64_t{B} * T * 4;
-  ModelOptions full;
+  ModelOptions none;
+  none.compute_dtype = GetParam();
+  ModelOptions full = none;
   full.recompute = Recompute::full;
-  const auto one = activation_peak(config(1, 0.1f), {}, B, T);
-  const auto two = activation_peak(config(2, 0.1f), {}, B, T);
+  const auto one = activation_peak(config(1, 0.1f), none, B, T);
+  const auto two = activation_peak(config(2, 0.1f), none, B, T);
   const std::int64_t W = two - one;
   ASSERT_GT(W, 4 * input_bytes);  // q, k, v, probs, the MLP's [B, T, I]...: far beyond x
 
-  const auto none_L = activation_peak(config(L, 0.1f), {}, B, T);
+  const auto none_L = activation_peak(config(L, 0.1f), none, B, T);
   const auto full_L = activation_peak(config(L, 0.1f), full, B, T);
   EXPECT_EQ(none_L, one + (L - 1) * W);  // saving everything: W per layer
   EXPECT_EQ(full_L, L * input_bytes + W + embeddings_bytes)
@@ -150,14 +180,23 @@ TEST(RecomputeMemory, FullRecomputeKeepsOneInputPerLayerPlusOneLayersWorkingSet)
 
 // Selective recompute drops exactly the [B, NH, T, T] probabilities of every layer from what is
 // kept between the passes; nothing else changes.
-TEST(RecomputeMemory, SelectiveRemovesExactlyTheProbabilitiesOfEachLayer) {
+TEST_P(RecomputeMemory, SelectiveRemovesExactlyTheProbabilitiesOfEachLayer) {
   const int B = 4, T = 32, L = 3, NH = 4;
-  ModelOptions selective;
+  ModelOptions none;
+  none.compute_dtype = GetParam();
+  ModelOptions selective = none;
   selective.recompute = Recompute::selective;
-  const auto none = activation_peak(config(L, 0.1f), {}, B, T);
-  const auto sel = activation_peak(config(L, 0.1f), selective, B, T);
-  EXPECT_EQ(none - sel, std::int64_t{L} * B * NH * T * T * 4);
+  const auto with_probs = activation_peak(config(L, 0.1f), none, B, T);
+  const auto without = activation_peak(config(L, 0.1f), selective, B, T);
+  EXPECT_EQ(with_probs - without,
+            std::int64_t{L} * B * NH * T * T * core::dtype_size(GetParam()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, RecomputeMemory,
+                         ::testing::Values(core::DType::f32, core::DType::bf16),
+                         [](const ::testing::TestParamInfo<core::DType>& info) {
+                           return core::dtype_name(info.param);
+                         });
 
 }  // namespace
 }  // namespace memtrain::models
