@@ -89,6 +89,7 @@ TEST(Kernels, NeverAllocateOnceWarm) {
                       NH, 0.1f, key, 0);
     attention_backward(dx.data(), dx.data(), dx.data(), scratch.data(), o.data(), probs.data(),
                        q.data(), q.data(), q.data(), B, T, C, NH, 0.1f, key, 0);
+    attention_probs(probs.data(), q.data(), q.data(), mask.data(), B, T, C, NH);
     flash_attention_forward(o.data(), lse.data(), q.data(), q.data(), q.data(), mask.data(), B, T,
                             C, NH, 0.1f, key, 0, flash_ws.data());
     flash_attention_backward(dx.data(), dx.data(), dx.data(), o.data(), o.data(), lse.data(),

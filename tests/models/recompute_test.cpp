@@ -11,6 +11,7 @@
 #include "memory/caching_allocator.hpp"
 #include "memory/host_resource.hpp"
 #include "memory/simulated_resource.hpp"
+#include "memory/trace_recorder.hpp"
 #include "models/bert_for_masked_lm.hpp"
 #include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
@@ -190,6 +191,55 @@ TEST_P(RecomputeMemory, SelectiveRemovesExactlyTheProbabilitiesOfEachLayer) {
   const auto without = activation_peak(config(L, 0.1f), selective, B, T);
   EXPECT_EQ(with_probs - without,
             std::int64_t{L} * B * NH * T * T * core::dtype_size(GetParam()));
+}
+
+// Every allocator event of a step, with or without math (design.md, "Execution modes"): the
+// rerun of a checkpointed layer and the rebuilt probabilities allocate the same in both modes,
+// and the flash tiles come from the context's workspace, which a dry run never touches.
+std::vector<memory::TraceEvent> step_events(const ModelOptions& options, bool dry_run) {
+  std::shared_ptr<memory::MemoryResource> upstream;
+  if (dry_run) {
+    upstream = std::make_shared<memory::SimulatedResource>(std::size_t{1} << 32, "simulated");
+  } else {
+    upstream = std::make_shared<memory::HostResource>();
+  }
+  auto alloc = std::make_shared<memory::CachingAllocator>(upstream);
+  memory::TraceRecorder recorder;
+  alloc->set_event_sink(recorder.sink());
+  {
+    core::Context ctx(alloc);
+    ctx.set_dry_run(dry_run);
+    BertForMaskedLM model(config(3, 0.1f), ctx, options);
+    model.init_parameters(5);
+    model.forward_backward(memtrain::testing::synthetic_batch(kB, kT, kV, 0), 0.05f, 1, 1);
+  }
+  alloc->set_event_sink(nullptr);
+  return recorder.events();
+}
+
+TEST_P(RecomputeMemory, DryRunTraceEqualsTheComputeTrace) {
+  for (auto [recompute, attention] :
+       {std::pair{Recompute::full, AttentionImpl::standard},
+        std::pair{Recompute::selective, AttentionImpl::standard},
+        std::pair{Recompute::full, AttentionImpl::flash}}) {
+    ModelOptions o;
+    o.compute_dtype = GetParam();
+    o.recompute = recompute;
+    o.recompute_num_layers = 2;
+    o.attention = attention;
+    const auto real = step_events(o, false);
+    const auto dry = step_events(o, true);
+    ASSERT_EQ(real.size(), dry.size());
+    ASSERT_GT(real.size(), 0u);
+    for (std::size_t i = 0; i < real.size(); ++i) {
+      const auto& a = real[i];
+      const auto& b = dry[i];
+      ASSERT_TRUE(a.kind == b.kind && a.bytes == b.bytes && a.tag == b.tag &&
+                  a.allocation_id == b.allocation_id)
+          << "event " << i << ": " << memory::to_string(a.kind) << " " << a.bytes << " B vs "
+          << memory::to_string(b.kind) << " " << b.bytes << " B";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, RecomputeMemory,
