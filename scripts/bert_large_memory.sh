@@ -22,5 +22,8 @@ while (($#)); do
   esac
 done
 /usr/bin/python3 scripts/experiments/run_grid.py --binary "$BUILD_DIR/memtrain" --out "$OUT" "${ARGS[@]}"
-/usr/bin/python3 scripts/experiments/report.py "$OUT"
+# report.py exits 1 when a setting's recording failed; the plots are still drawn.
+status=0
+/usr/bin/python3 scripts/experiments/report.py "$OUT" || status=$?
 /usr/bin/python3 scripts/experiments/plots.py "$OUT"
+exit "$status"

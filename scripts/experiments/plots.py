@@ -31,7 +31,7 @@ def label(key):
 
 def measured(cells, layout=MAIN_LAYOUT):
     return [(k, c) for k, c in cells.items()
-            if k[0] == layout and c.get("best_fit", {}).get("status") not in (None, "not_available")]
+            if k[0] == layout and c.get("best_fit", {}).get("status") not in (None, "not_available", "failed")]
 
 
 def utilization_plot(cells, out):

@@ -42,7 +42,7 @@ def gib(x):
 
 
 def util(r):
-    if r["status"] == "not_available":
+    if r["status"] in ("not_available", "failed"):
         return "n/a"
     u = f"{float(r['utilization']):.3f}"
     return u if r["status"] == "ok" else f"{u} (OOM)"
@@ -87,13 +87,14 @@ def table(cells, layout, kind="fixed", reasons=None):
         if key[0] != layout or key[1] != kind:
             continue
         bf = c.get("best_fit", {})
-        if bf.get("status") == "not_available":
+        if bf.get("status") in ("not_available", "failed"):
             if bf["reason"] not in reasons:
                 reasons.append(bf["reason"])
             note = reasons.index(bf["reason"]) + 1
+            what = "not available yet" if bf["status"] == "not_available" else "FAILED"
             out.append(f"| {key[2]} | {key[3]} | {key[4]} | {key[5]} | " +
                        " | ".join("n/a" for _ in grid.POLICIES) +
-                       f" | not available yet [{note}] | | | |")
+                       f" | {what} [{note}] | | | |")
             continue
         out.append(
             f"| {key[2]} | {key[3]} | {key[4]} | {key[5]} | " +
@@ -109,7 +110,7 @@ def tag_table(cells, layout):
            "|" + " --- |" * 4 + " ---: |" * (len(cols) + 1)]
     for key, c in cells.items():
         r = c.get("best_fit", {})
-        if key[0] != layout or key[1] != "fixed" or r.get("status") == "not_available":
+        if key[0] != layout or key[1] != "fixed" or r.get("status") in ("not_available", "failed"):
             continue
         out.append(f"| {key[2]} | {key[3]} | {key[4]} | {key[5]} | " +
                    " | ".join(gib(r[f"at_peak_{t}_bytes"]) for t in cols) +
@@ -130,7 +131,7 @@ def markdown(cells, rows, target_lines):
         md.append(f"## {label} (`{name}`)")
         md.append("")
         sample = cells_of(cells, name)
-        if all(c.get("best_fit", {}).get("status") == "not_available" for c in sample):
+        if all(c.get("best_fit", {}).get("status") in ("not_available", "failed") for c in sample):
             reasons = sorted({c["best_fit"]["reason"] for c in sample})
             md += [f"Not available yet: {'; '.join(reasons)}.", ""]
             continue
@@ -161,9 +162,14 @@ def main():
     for line in target_lines:
         print("  " + line)
     na = sum(1 for c in cells.values() if c.get("best_fit", {}).get("status") == "not_available")
-    print(f"cells: {len(cells)} ({na} not available yet); {failures} below target; "
-          f"wrote {out / 'table.md'}")
+    failed = [(k, c["best_fit"]["reason"]) for k, c in cells.items()
+              if c.get("best_fit", {}).get("status") == "failed"]
+    print(f"cells: {len(cells)} ({na} not available yet, {len(failed)} failed); {failures} below "
+          f"target; wrote {out / 'table.md'}")
+    for key, reason in failed:
+        print(f"FAILED {'/'.join(map(str, key))}: {reason}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

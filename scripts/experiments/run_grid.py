@@ -67,8 +67,12 @@ class Grid:
         why = r.not_available_reason()
         if why:
             rec.update(status="not_available", reason=why)
+        elif r.returncode != 0:
+            # A crash of one setting is reported in its cells (and makes the script fail at the
+            # end), not allowed to hide the rest of the grid.
+            lines = r.stderr.strip().splitlines() or [f"exit {r.returncode}"]
+            rec.update(status="failed", reason=f"exit {r.returncode}: {lines[-1]}")
         else:
-            memtrain_cli.check(r)
             rec["trace"] = run_dir / "memory_trace.csv"
             rec["stats"] = read_trace_stats(rec["trace"])
             why = self.feature_missing(setting, rec["stats"])
