@@ -248,5 +248,40 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, RecomputeMemory,
                            return core::dtype_name(info.param);
                          });
 
+// Issue 5's statement at full scale: BERT-Large (Devlin et al. 2019: h = 1024, 24 layers,
+// 16 heads, I = 4096), bf16, micro-batch b = 8, s = 512, planned by a dry run. With full
+// recompute of every layer the activation peak is 2 s b h bytes per layer plus one layer's
+// working set W (measured from 1- and 2-layer runs that save everything), to within the
+// embeddings' saved LayerNorm input (one more 2 s b h and its f32 statistics).
+TEST(RecomputeMemory, BertLargeFullRecomputePeakIsTwoSbhPerLayerPlusOneWorkingSet) {
+  BertConfig c;
+  c.vocab_size = 30522;
+  c.hidden_size = 1024;
+  c.num_attention_heads = 16;
+  c.intermediate_size = 4096;
+  c.max_position_embeddings = 512;
+  c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.1f;
+  const int b = 8, s = 512, L = 24;
+  auto layers = [&](int n) {
+    BertConfig k = c;
+    k.num_hidden_layers = n;
+    return k;
+  };
+  ModelOptions none;
+  none.compute_dtype = core::DType::bf16;
+  ModelOptions full = none;
+  full.recompute = Recompute::full;
+  const std::int64_t W =
+      activation_peak(layers(2), none, b, s) - activation_peak(layers(1), none, b, s);
+  const std::int64_t sbh2 = 2LL * s * b * c.hidden_size;
+  const auto peak = activation_peak(layers(L), full, b, s);
+  const double model = static_cast<double>(L * sbh2 + W);
+  EXPECT_NEAR(static_cast<double>(peak), model, 0.03 * model);
+  EXPECT_EQ(peak, L * sbh2 + W + sbh2 + 2LL * s * b * 4);
+  RecordProperty("full_recompute_peak_bytes", std::to_string(peak));
+  RecordProperty("layer_working_set_bytes", std::to_string(W));
+  RecordProperty("no_recompute_peak_bytes", std::to_string(activation_peak(layers(L), none, b, s)));
+}
+
 }  // namespace
 }  // namespace memtrain::models
