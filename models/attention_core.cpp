@@ -45,7 +45,7 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
   const bool keeps_probs = kind_ == AttentionCoreKind::standard;
   auto probs = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype,
                              keeps_probs ? act : core::tags().temporary);  // [B, NH, T, T]
-  auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);           // [B, T, C]
+  auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);            // [B, T, C]
   if (s.compute()) {
     kernels::attention_forward(write_f32(s.ctx, context).get(), write_f32(s.ctx, probs).get(),
                                read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),

@@ -43,8 +43,7 @@ void head_probs(Scalar* P, const Scalar* qb, const Scalar* kb, const Scalar* mas
                 int HS, Scalar scale) {
   matmul_strided_batched(P, qb, kb, 1, T, T, HS, false, true, 0, 0, 0, C, C, T, scale, Scalar(0));
   for (int i = 0; i < T; ++i) {
-    detail::masked_softmax_row(P + static_cast<std::int64_t>(i) * T, P + i * T, mask, T,
-                               Scalar(1));
+    detail::masked_softmax_row(P + static_cast<std::int64_t>(i) * T, P + i * T, mask, T, Scalar(1));
   }
 }
 
@@ -160,7 +159,7 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
 #define MEMTRAIN_INSTANTIATE(S)                                                                \
   template void attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, int, \
                                      int, int, float, const RngKey&, std::uint64_t);           \
-  template void attention_probs<S>(S*, const S*, const S*, const S*, int, int, int, int);       \
+  template void attention_probs<S>(S*, const S*, const S*, const S*, int, int, int, int);      \
   template void attention_backward<S>(S*, S*, S*, S*, const S*, const S*, const S*, const S*,  \
                                       const S*, int, int, int, int, float, const RngKey&,      \
                                       std::uint64_t);

@@ -41,13 +41,14 @@ struct StepResult {
 };
 
 StepResult train_step(const BertConfig& c, const ModelOptions& options, int B, int T) {
-  core::Context ctx(std::make_shared<memory::CachingAllocator>(
-      std::make_shared<memory::HostResource>()));
+  core::Context ctx(
+      std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
   BertForMaskedLM model(c, ctx, options);
   model.init_parameters(17);
   StepResult r;
-  r.loss_sum = model.forward_backward(memtrain::testing::synthetic_batch(B, T, kV, 8, /*pad=*/5),
-                                      0.05f, /*seed=*/9, /*step=*/2)
+  r.loss_sum = model
+                   .forward_backward(memtrain::testing::synthetic_batch(B, T, kV, 8, /*pad=*/5),
+                                     0.05f, /*seed=*/9, /*step=*/2)
                    .loss_sum;
   r.grads = memtrain::testing::copy_grads(model.parameters());
   for (const auto& p : model.parameters()) r.names.push_back(p.name);

@@ -43,15 +43,16 @@ struct StepResult {
 // Two micro-batches accumulated (the second at another first_sample), so the recomputed
 // dropout masks must follow the global sample index too.
 StepResult train_step(const BertConfig& c, const ModelOptions& options) {
-  core::Context ctx(std::make_shared<memory::CachingAllocator>(
-      std::make_shared<memory::HostResource>()));
+  core::Context ctx(
+      std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
   BertForMaskedLM model(c, ctx, options);
   model.init_parameters(11);
   StepResult r;
   const auto batch = memtrain::testing::synthetic_batch(2 * kB, kT, kV, 40);
   for (int m = 0; m < 2; ++m) {
-    r.loss_sum += model.forward_backward(memtrain::testing::slice_rows(batch, m * kB, kB), 0.02f,
-                                         /*seed=*/5, /*step=*/3)
+    r.loss_sum += model
+                      .forward_backward(memtrain::testing::slice_rows(batch, m * kB, kB), 0.02f,
+                                        /*seed=*/5, /*step=*/3)
                       .loss_sum;
   }
   for (const auto& p : model.parameters()) {
@@ -73,8 +74,8 @@ void expect_bitwise_equal(const StepResult& got, const StepResult& ref,
   }
 }
 
-using Case = std::tuple<float /*dropout*/, Recompute, RecomputeMethod, int /*num_layers k*/,
-                        core::DType>;
+using Case =
+    std::tuple<float /*dropout*/, Recompute, RecomputeMethod, int /*num_layers k*/, core::DType>;
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const auto [dropout, recompute, method, k, dtype] = info.param;
@@ -189,8 +190,7 @@ TEST_P(RecomputeMemory, SelectiveRemovesExactlyTheProbabilitiesOfEachLayer) {
   selective.recompute = Recompute::selective;
   const auto with_probs = activation_peak(config(L, 0.1f), none, B, T);
   const auto without = activation_peak(config(L, 0.1f), selective, B, T);
-  EXPECT_EQ(with_probs - without,
-            std::int64_t{L} * B * NH * T * T * core::dtype_size(GetParam()));
+  EXPECT_EQ(with_probs - without, std::int64_t{L} * B * NH * T * T * core::dtype_size(GetParam()));
 }
 
 // Every allocator event of a step, with or without math (design.md, "Execution modes"): the
@@ -218,10 +218,9 @@ std::vector<memory::TraceEvent> step_events(const ModelOptions& options, bool dr
 }
 
 TEST_P(RecomputeMemory, DryRunTraceEqualsTheComputeTrace) {
-  for (auto [recompute, attention] :
-       {std::pair{Recompute::full, AttentionImpl::standard},
-        std::pair{Recompute::selective, AttentionImpl::standard},
-        std::pair{Recompute::full, AttentionImpl::flash}}) {
+  for (auto [recompute, attention] : {std::pair{Recompute::full, AttentionImpl::standard},
+                                      std::pair{Recompute::selective, AttentionImpl::standard},
+                                      std::pair{Recompute::full, AttentionImpl::flash}}) {
     ModelOptions o;
     o.compute_dtype = GetParam();
     o.recompute = recompute;
