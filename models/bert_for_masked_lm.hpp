@@ -22,15 +22,22 @@ namespace memtrain::models {
 class BertForMaskedLM {
  public:
   // Allocates every parameter (tag parameter) and a zeroed gradient (tag gradient) from ctx's
-  // allocator; values are uninitialised until init_parameters or a checkpoint load.
-  // Throws memtrain::ConfigError when hidden_size % num_attention_heads != 0 or a size is < 1.
+  // allocator, plus an f32 master (tag master_weight) of each 16-bit parameter; values are
+  // uninitialised until init_parameters or a checkpoint load.
   // options: storage dtype, activation checkpointing and attention core (model_options.hpp).
+  // With compute_dtype f16/bf16, weights, activations and gradients are stored in 16 bits and
+  // computed on in float (Note [fp32 arithmetic on 16-bit storage], f32_access.hpp); the loss
+  // and LayerNorm statistics stay f32.
+  // Throws memtrain::ConfigError when hidden_size % num_attention_heads != 0, a size is < 1, or
+  // compute_dtype is not f32, f16 or bf16.
   BertForMaskedLM(const BertConfig& config, core::Context& ctx, ModelOptions options = {});
 
   // Hugging Face init (BertPreTrainedModel._init_weights): Linear and Embedding weights
   // ~ N(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0. Each element is a pure
   // function of (seed, parameter name, element index) through Philox + Box-Muller, so it does
-  // not depend on thread count or on which other parameters exist.
+  // not depend on thread count or on which other parameters exist. A 16-bit parameter's master
+  // gets the float draw and its value the rounding to nearest even, so fp32 and 16-bit runs
+  // start from the same master weights.
   void init_parameters(std::uint64_t seed);
 
   // Forward, masked-LM loss and backward on one micro-batch. Parameter gradients ACCUMULATE.

@@ -12,9 +12,11 @@ class LayerNorm {
  public:
   LayerNorm(ParameterSet& params, const std::string& name, int C, float eps);
 
-  // Returns LayerNorm(x) [N, C] (tag activation). Keeps x, mean, rstd [N] when training.
+  // Returns LayerNorm(x) [N, C] (tag activation, s.dtype). Keeps x, and mean, rstd [N] (f32 in
+  // every mode), when training.
   core::Tensor forward(PassState& s, const core::Tensor& x, int N);
-  // dx [N, C] (+=) from dout [N, C]; accumulates dgamma, dbeta; releases what forward kept.
+  // dx [N, C] (+=) from dout [N, C], both float views (f32_access.hpp); accumulates dgamma,
+  // dbeta; releases what forward kept.
   void backward(PassState& s, float* dx, const float* dout, int N);
   void release();
 

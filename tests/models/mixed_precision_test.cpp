@@ -163,6 +163,23 @@ TEST(SixteenBitStorage, Fp16GradientsOfALargeBatchNeedLossScalingAndBf16DoNot) {
   EXPECT_LT(worst_gradient_error(run_fixture(bf16, 1.0, share)), 32 * unit_roundoff(DType::bf16));
 }
 
+// evaluate and predict_log_probs read 16-bit logits through float views: same loss and
+// log-probabilities as the reference, within the bounds of the file comment.
+TEST(SixteenBitStorage, EvaluateAndPredictLogProbsReadSixteenBitLogits) {
+  const auto& f = BertFixture::get();
+  core::Context ctx(std::make_shared<memtrain::testing::TestAllocator>());
+  ModelOptions o;
+  o.compute_dtype = DType::bf16;
+  BertForMaskedLM model(f.config, ctx, o);
+  load_parameters(model.parameters(), fixture_weights(model.parameters()), "the fixture");
+  const double u = unit_roundoff(DType::bf16);
+  const double ref_loss = f.doubles("model.loss_sum")[0];
+  EXPECT_NEAR(model.evaluate(f.batch).loss_sum, ref_loss, u * std::abs(ref_loss));
+  const auto lp = model.predict_log_probs(f.batch, f.batch.masked_positions);
+  EXPECT_LT(memtrain::testing::scaled_max_error(lp.data(), f.doubles("model.log_probs")), 32 * u);
+  EXPECT_EQ(ctx.workspace().slots_in_use(), 0);
+}
+
 TEST(SixteenBitStorage, InitWritesTheFloatDrawToTheMasterAndItsRoundingToTheValue) {
   core::Context ctx(std::make_shared<memtrain::testing::TestAllocator>());
   const auto& f = BertFixture::get();
