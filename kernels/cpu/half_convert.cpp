@@ -134,9 +134,13 @@ std::int64_t chunks_with_all_ones_exponent(const T* x, std::int64_t n, Bits mask
   const auto sums = detail::parallel_sums(chunks, n >= kParallelFrom,
                                           [=](std::int64_t c, detail::Sums& s) {
     const std::int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-    bool bad = false;
-    for (std::int64_t i = begin; i < end; ++i) bad |= (std::bit_cast<Bits>(x[i]) & mask) == mask;
-    s.count += bad ? 1 : 0;
+    // (bits & mask) <= mask always, so the largest exponent field equals mask exactly when
+    // some element is inf or NaN; a max reduction vectorises where a flag would not.
+    Bits largest = 0;
+    for (std::int64_t i = begin; i < end; ++i) {
+      largest = std::max<Bits>(largest, std::bit_cast<Bits>(x[i]) & mask);
+    }
+    s.count += largest == mask ? 1 : 0;
   });
   return sums.count;
 }
