@@ -16,9 +16,11 @@ namespace memtrain::models {
 //   nothing of its own; backward rebuilds probs from the saved q, k into a temporary with the
 //   very code the forward pass ran (kernels::attention_probs), and dropout masks are pure
 //   functions of their keys (Note [Dropout keys]), so gradients are bitwise those of standard.
+//   probs x V itself is not rerun: its output, the context, is kept anyway as the output
+//   projection's input, and its backward needs only probs, V and the regenerated mask.
 // flash: FlashAttention (Dao et al. 2022) keeps the per-row log-sum-exp [B, NH, T] (f32) and
 //   recomputes probabilities per tile in backward; equal to standard within float rounding
-//   (the softmax is summed in a different order), never bitwise.
+//   (the softmax is summed in a different order), in general not bitwise.
 // flash wins over selective when both are asked for: it already stores no probabilities.
 enum class AttentionCoreKind { standard, recompute_probs, flash };
 
@@ -33,7 +35,7 @@ class AttentionCore {
   // q, k, v [B, T, C] -> context [B, T, C] (tag activation); padding keys masked by
   // s.attention_mask. When s.training keeps probs [B, NH, T, T] (standard) or lse [B, NH, T]
   // f32 (flash) until backward (tag activation). Throws std::invalid_argument from the kernels
-  // for T > 16384.
+  // for T > 16384 (standard and recompute_probs).
   core::Tensor forward(PassState& s, const core::Tensor& q, const core::Tensor& k,
                        const core::Tensor& v);
   // Accumulates (+=) into dq, dk, dv [B, T, C] from dcontext [B, T, C]; q, k, v and context

@@ -27,7 +27,8 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
 // so selective recompute (Korthikanti et al. 2022, sec. 4.2) can drop them after the forward
 // pass and rebuild them for attention_backward. Bitwise only when probs has the same address
 // modulo 64 bytes as the forward's buffer (the softmax's vectorised sums peel to alignment);
-// tensors from the allocator always do. Never allocates. Throws as attention_forward.
+// tensors from the allocator (256-byte multiples) always do. Never allocates. Throws as
+// attention_forward.
 template <class Scalar>
 void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k,
                      const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH);
