@@ -26,11 +26,10 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   auto sum = core::Tensor::empty(s.ctx, {s.B, s.T, C_}, s.dtype,
                                  core::tags().activation);  // [B, T, C]
   if (s.compute()) {
-    kernels::bert_embeddings_forward(write_f32(s.ctx, sum).get(), ids, type_ids,
-                                     read_f32(s.ctx, word_.value).get(),
-                                     read_f32(s.ctx, position_.value).get(),
-                                     read_f32(s.ctx, token_type_.value).get(), s.B, s.T, C_, V_,
-                                     TV_);
+    kernels::bert_embeddings_forward(
+        write_f32(s.ctx, sum).get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
+        read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
+        C_, V_, TV_);
   }
   auto out = layer_norm_.forward(s, sum, N);  // [B*T, C]
   sum.reset();
@@ -57,14 +56,14 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
   }
   auto dsum = core::Tensor::zeros(s.ctx, {s.B, s.T, C_}, s.dtype,
                                   core::tags().temporary);  // [B, T, C]
-  auto dsum_f = update_f32(s.ctx, dsum);  // [B, T, C]
+  auto dsum_f = update_f32(s.ctx, dsum);                    // [B, T, C]
   layer_norm_.backward(s, dsum_f.get(), dout_f.get(), N);
   if (s.compute()) {
     auto dword = update_f32(s.ctx, word_.grad);              // [V, C]
     auto dposition = update_f32(s.ctx, position_.grad);      // [P, C]
     auto dtoken_type = update_f32(s.ctx, token_type_.grad);  // [TV, C]
-    kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(),
-                                      dsum_f.get(), ids_, type_ids_, s.B, s.T, C_);
+    kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(), dsum_f.get(),
+                                      ids_, type_ids_, s.B, s.T, C_);
   }
   ids_ = type_ids_ = nullptr;
 }

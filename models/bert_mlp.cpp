@@ -26,7 +26,7 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
   // The bias of the first projection is added inside the GELU kernel (one pass fewer), so
   // pre_gelu holds a W_1^T without b_1.
   auto pre_gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I]
-  const auto a_f = read_f32(s.ctx, a);                                // [B, T, C]
+  const auto a_f = read_f32(s.ctx, a);                            // [B, T, C]
   intermediate_.forward(s, write_f32(s.ctx, pre_gelu).get(), a_f.get(), N, /*with_bias=*/false);
   auto gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I]
   if (s.compute()) {
@@ -62,7 +62,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   const auto tmp = core::tags().temporary;
   // da starts as the residual branch's gradient; the first projection adds to it below.
   auto da = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-  auto da_f = update_f32(s.ctx, da);                               // [B, T, C]
+  auto da_f = update_f32(s.ctx, da);                        // [B, T, C]
   layer_norm_.backward(s, da_f.get(), read_f32(s.ctx, dout).get(), N);
 
   auto dproj = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
@@ -77,8 +77,8 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
         std::memcpy(dproj_f.get(), da_f.get(), sizeof(float) * N * C);
       }
     }
-    output_.backward(s, update_f32(s.ctx, dgelu).get(), dproj_f.get(),
-                     read_f32(s.ctx, gelu_).get(), N);
+    output_.backward(s, update_f32(s.ctx, dgelu).get(), dproj_f.get(), read_f32(s.ctx, gelu_).get(),
+                     N);
   }
   dproj.reset();
   gelu_.reset();
@@ -93,8 +93,8 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   dgelu.reset();
   pre_gelu_.reset();
 
-  intermediate_.backward(s, da_f.get(), read_f32(s.ctx, dpre).get(), read_f32(s.ctx, a_).get(),
-                         N, /*with_bias=*/false);
+  intermediate_.backward(s, da_f.get(), read_f32(s.ctx, dpre).get(), read_f32(s.ctx, a_).get(), N,
+                         /*with_bias=*/false);
   a_.reset();
   da_f.commit();
   return da;

@@ -18,8 +18,7 @@ kernels::HalfFormat half_format(DType dtype) {
   throw RuntimeError("half_format: " + core::dtype_name(dtype) + " is not a 16-bit float dtype");
 }
 
-F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access)
-    : access_(access) {
+F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : access_(access) {
   if (!t.defined()) return;
   if (t.dtype() == DType::f32) {
     // Own memory: no copy, so the fp32 path is unchanged (Note [fp32 arithmetic on 16-bit
@@ -78,8 +77,7 @@ void F32View::commit() {
 
 void store_f32(core::Tensor& dst, const float* src, std::int64_t n) {
   if (dst.numel() != n) {
-    throw RuntimeError("store_f32: " + std::to_string(n) + " values for tensor " +
-                       dst.describe());
+    throw RuntimeError("store_f32: " + std::to_string(n) + " values for tensor " + dst.describe());
   }
   if (dst.dry_run()) return;
   if (dst.dtype() == DType::f32) {

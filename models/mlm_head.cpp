@@ -74,8 +74,8 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
     // The loss and its gradient in float (double sums inside the kernel) whatever the logits'
     // storage, as Megatron-LM computes cross-entropy in fp32.
     auto z = update_f32(s.ctx, dlogits);  // [M, V]
-    loss = kernels::softmax_cross_entropy_forward_backward(z.get(), z.get(), labels.data(), M,
-                                                           V_, grad_scale, &correct);
+    loss = kernels::softmax_cross_entropy_forward_backward(z.get(), z.get(), labels.data(), M, V_,
+                                                           grad_scale, &correct);
   }
   stats->loss_sum += loss;
   stats->num_masked += M;
@@ -98,8 +98,7 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   dlogits.reset();
   transformed_.reset();
   auto dgelu = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
-  layer_norm_.backward(s, update_f32(s.ctx, dgelu).get(), read_f32(s.ctx, dtransformed).get(),
-                       M);
+  layer_norm_.backward(s, update_f32(s.ctx, dgelu).get(), read_f32(s.ctx, dtransformed).get(), M);
   dtransformed.reset();
   auto dpre = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
@@ -118,8 +117,8 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
 
   auto dhidden = Tensor::zeros(s.ctx, {s.B, s.T, C}, s.dtype, tmp);  // [B, T, C]
   if (s.compute()) {
-    auto dh_f = update_f32(s.ctx, dhidden);          // [B, T, C]
-    const auto dg_f = read_f32(s.ctx, dgathered);    // [M, C]
+    auto dh_f = update_f32(s.ctx, dhidden);        // [B, T, C]
+    const auto dg_f = read_f32(s.ctx, dgathered);  // [M, C]
     float* dh = dh_f.get();
     const float* dg = dg_f.get();
     for (int m = 0; m < M; ++m) {

@@ -52,7 +52,8 @@ class Workspace {
    public:
     Lease() = default;
     // Acquires a slot of ws and sizes it to n floats.
-    Lease(Workspace& ws, std::size_t n) : ws_(&ws), slot_(ws.acquire()), data_(ws.floats(slot_, n)) {}
+    Lease(Workspace& ws, std::size_t n)
+        : ws_(&ws), slot_(ws.acquire()), data_(ws.floats(slot_, n)) {}
     Lease(Lease&& o) noexcept : ws_(o.ws_), slot_(o.slot_), data_(o.data_) { o.ws_ = nullptr; }
     Lease& operator=(Lease&& o) noexcept;
     Lease(const Lease&) = delete;

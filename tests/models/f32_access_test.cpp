@@ -69,7 +69,7 @@ TEST(F32View, WriteRoundsToNearestEvenWhenCommitted) {
     auto w = write_f32(f.ctx, h);
     w.get()[0] = 1.0f + 0x1p-11f;
     w.get()[1] = 1.0f + 3 * 0x1p-11f;
-    w.get()[2] = 70000.0f;  // beyond 65520: overflows to inf
+    w.get()[2] = 70000.0f;                      // beyond 65520: overflows to inf
     EXPECT_EQ(h.data<std::uint16_t>()[0], 0u);  // nothing written before commit
   }
   EXPECT_EQ(h.data<std::uint16_t>()[0], 0x3C00);

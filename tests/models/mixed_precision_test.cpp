@@ -33,7 +33,9 @@ namespace {
 using core::DType;
 using memtrain::testing::BertFixture;
 
-double unit_roundoff(DType d) { return d == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
+double unit_roundoff(DType d) {
+  return d == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+}
 
 // The fixture's weights (only the arrays that name a parameter).
 std::map<std::string, core::HostArray> fixture_weights(const std::vector<Parameter>& ps) {
@@ -64,8 +66,8 @@ StepResult run_fixture(ModelOptions options, double loss_scale, double share = 1
   BertForMaskedLM model(f.config, ctx, options);
   load_parameters(model.parameters(), fixture_weights(model.parameters()), "the fixture");
   const int M = static_cast<int>(f.batch.masked_positions.size());
-  const auto st = model.forward_backward(
-      f.batch, static_cast<float>(loss_scale * share / M), /*seed=*/1, /*step=*/1);
+  const auto st = model.forward_backward(f.batch, static_cast<float>(loss_scale * share / M),
+                                         /*seed=*/1, /*step=*/1);
   EXPECT_EQ(ctx.workspace().slots_in_use(), 0) << "a float view was not returned";
   StepResult r;
   r.loss = st.loss_sum;
