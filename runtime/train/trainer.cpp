@@ -27,6 +27,7 @@
 #include "runtime/train/model_options_from_config.hpp"
 #include "runtime/train/optimizer.hpp"
 #include "runtime/train/progress_line.hpp"
+#include "runtime/train/recompute_auto.hpp"
 #include "runtime/train/root_only.hpp"
 #include "runtime/train/run_directory.hpp"
 #include "runtime/train/run_summary.hpp"
@@ -95,6 +96,8 @@ int train(const Config& config, const RunOptions& options) {
 
   TrainingData data = load_training_data(config, *comm, out);
 
+  // memory.recompute: auto becomes the least recomputation that fits memory.budget.
+  const Config resolved = resolve_recompute(config, comm->size(), out);
   memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
   const bool dry = options.dry_run.has_value();
   const DeviceTarget target = dry ? options.dry_run->for_world_size(comm->size()) : DeviceTarget{};
@@ -104,7 +107,7 @@ int train(const Config& config, const RunOptions& options) {
   if (config.memory.trace) allocator->set_event_sink(trace.sink());
   core::Context ctx(allocator);
   ctx.set_dry_run(dry);
-  models::BertForMaskedLM model(config.model, ctx, model_options(config));
+  models::BertForMaskedLM model(config.model, ctx, model_options(resolved));
   model.init_parameters(tc.seed);
   AdamW optimizer(model.parameters(), ctx,
                   AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});

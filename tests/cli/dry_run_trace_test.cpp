@@ -146,16 +146,30 @@ TEST(DryRun, TargetWithoutDryRunIsAUsageError) {
   EXPECT_TRUE(contains(r.err, "--target needs --dry-run"));
 }
 
-// A device smaller than the model's own states: the dry run fails as the real one would
-// (out of memory, exit 1) and still leaves the memory snapshot that explains it.
-TEST(DryRun, TooSmallTargetRunsOutOfMemoryAndKeepsTheSnapshot) {
+// A device too small for the model's states fails while the model is built, before the run
+// directory exists (Note [No half-written run directory] in trainer.cpp): out of memory, exit 1,
+// naming the simulated target.
+TEST(DryRun, TargetTooSmallForTheModelIsOutOfMemoryBeforeTheRunDirectory) {
   Scratch s;
   s.write("exp.yaml", kTraceYaml);
   const auto r = s.memtrain("train --config exp.yaml --run-dir dry --dry-run --target 64KiB");
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_TRUE(contains(r.err, "out of memory"));
-  std::ifstream snapshot(s.path("dry/memory_snapshot.json"));
-  EXPECT_TRUE(snapshot.good());
+  EXPECT_TRUE(contains(r.err, "out of memory on simulated 64KiB (64.00 KiB)"));
+  EXPECT_FALSE(std::ifstream(s.path("dry/config.yaml")).good());
+}
+
+// One that holds the model but not a step's activations fails in the step, as the real device
+// would, and leaves the memory snapshot and trace that explain it.
+TEST(DryRun, StepTooLargeForTheTargetKeepsTheSnapshot) {
+  Scratch s;
+  s.write("exp.yaml", kTraceYaml);
+  const auto r = s.memtrain(
+      "train --config exp.yaml --run-dir dry --dry-run --target 4MiB --set training.micro_batch_size=64 "
+      "--set training.global_batch_size=64");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "out of memory on simulated 4MiB"));
+  EXPECT_TRUE(std::ifstream(s.path("dry/memory_snapshot.json")).good());
+  EXPECT_TRUE(std::ifstream(s.path("dry/memory_trace.csv")).good());
 }
 
 }  // namespace

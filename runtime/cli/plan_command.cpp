@@ -1,0 +1,79 @@
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/cli/commands.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/train/config_loader.hpp"
+#include "runtime/train/plan_report.hpp"
+#include "runtime/train/plan_target.hpp"
+
+namespace memtrain::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string config;
+  std::string target;
+  std::vector<std::string> policies;
+  int world_size = 1;
+  std::vector<std::string> overrides;
+  std::string non_allocator;
+  bool json = false;
+};
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Dry-run one optimizer step of a config on a simulated device: does it fit, where does the memory go");
+  cmd->add_option("--config", args->config, "Experiment YAML file, e.g. configs/bert-large.yaml")->required();
+  cmd->add_option("--target", args->target, "Device: " + train::device_target_names())->required();
+  cmd->add_option("--policy", args->policies,
+                  "Allocator policy (repeatable): no_cache, pytorch, best_fit, vmm_stitch, planned "
+                  "(default memory.policy)")
+      ->allow_extra_args(false);
+  cmd->add_option("--world-size", args->world_size, "Data-parallel ranks (the plan is one rank's)");
+  cmd->add_option("--set", args->overrides, "Override one key: section.key=value (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  cmd->add_option("--non-allocator", args->non_allocator,
+                  "Device bytes outside the allocator, replacing the target's estimate, e.g. 1GiB");
+  cmd->add_flag("--json", args->json, "One JSON document: an object for one policy, an array for several");
+  cmd->callback([args, &exit_code] {
+    if (args->world_size < 1) {
+      throw ConfigError("--world-size " + std::to_string(args->world_size) + ": expected at least 1");
+    }
+    train::DeviceTarget target = train::parse_device_target(args->target, args->world_size);
+    if (!args->non_allocator.empty()) {
+      target.non_allocator.override_total = parse_non_allocator_flag(args->non_allocator);
+    }
+    const train::Config config = train::load_config(args->config, args->overrides);
+    std::vector<std::string> policies = args->policies;
+    if (policies.empty()) policies.push_back(config.memory.policy);
+    // The recompute: auto choice is logged to stderr so that --json keeps stdout one document.
+    const auto reports = train::make_plan(config, target, policies, args->world_size,
+                                          args->json ? std::cerr : std::cout);
+    bool all_fit = true;
+    if (args->json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& r : reports) out.push_back(r.to_json());
+      std::cout << (reports.size() == 1 ? out[0] : out).dump(2) << "\n";
+    } else {
+      for (const auto& r : reports) std::cout << r.to_text();
+    }
+    for (const auto& r : reports) {
+      if (r.fits) continue;
+      all_fit = false;
+      std::cerr << "memtrain: plan: " << r.policy << ": " << r.does_not_fit_line()
+                << "; largest micro-batch that fits: " << r.max_micro_batch_size << "\n";
+    }
+    exit_code = all_fit ? 0 : kExitDoesNotFit;
+  });
+}
+
+}  // namespace memtrain::cli

@@ -1,0 +1,66 @@
+#pragma once
+// `memtrain plan`: will a configuration fit a device, and where does the memory go
+// (issue 4, "memtrain plan")?
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/train/config.hpp"
+#include "runtime/train/plan_analytic.hpp"
+#include "runtime/train/plan_step.hpp"
+#include "runtime/train/plan_target.hpp"
+
+namespace memtrain::train {
+
+// The answer for one allocator policy. Bytes are bytes; ratios in [0, 1].
+struct PlanReport {
+  std::string policy;
+  DeviceTarget target;  // for the world size of the plan
+  int world_size = 1;
+  Config config;        // as planned (memory.recompute resolved)
+  StepMeasurement step; // its trace is dropped once replayed (it can be large)
+  std::int64_t activation_bytes_per_layer = 0;  // measured (plan_step.hpp); 0 for 1 layer
+  std::int64_t peak_allocated_bytes = 0;
+  std::int64_t peak_reserved_bytes = 0;
+  double utilization = 0;         // peak allocated / peak reserved
+  double device_utilization = 0;  // peak allocated / target capacity
+  double fragmentation = 0;       // at the moment of peak reserved
+  std::int64_t needed_bytes = 0;  // peak reserved with no limit + non-allocator bytes
+  bool fits = false;
+  int max_micro_batch_size = 0;   // largest that fits this target (0 if none)
+
+  // The JSON object `memtrain plan --json` prints (keys in docs/memory-plan.md).
+  nlohmann::json to_json() const;
+  // The text report.
+  std::string to_text() const;
+  // "does not fit: needs 41.20 GiB, has 40.00 GiB" (only meaningful when !fits).
+  std::string does_not_fit_line() const;
+};
+
+// Note [Largest micro-batch]
+// Doubling then bisection over dry runs: micro-batch 1, 2, 4, ... until one does not fit,
+// then bisection between the last that fit and the first that did not. Each probe is one
+// optimizer step with one micro-batch per rank (global_batch_size = micro x world_size): the
+// peak does not depend on how many micro-batches accumulate, since the gradients already
+// exist. Memory grows with the micro-batch, so the first failure bounds the answer. Probes stop
+// at kMaxMicroBatchSearch.
+inline constexpr int kMaxMicroBatchSearch = 1 << 16;
+
+// Does `config` with micro-batch `micro_batch_size` (one micro-batch per rank) fit `target`
+// under `policy`? The predicate the search uses, public so tests can check its answer.
+bool micro_batch_fits(const Config& config, int micro_batch_size, const std::string& policy,
+                      const DeviceTarget& target, int world_size);
+
+// Plans `config` for one rank of `world_size` data-parallel ranks on `target`, once per policy
+// (every name of memory::replay_policies(): the caching policies or "planned"). `auto`
+// recompute is resolved first (recompute_auto.hpp, logging to `log`). Throws ConfigError for an
+// unknown policy (naming --policy and the accepted names) or a config the trainer would refuse.
+std::vector<PlanReport> make_plan(const Config& config, const DeviceTarget& target,
+                                  const std::vector<std::string>& policies, int world_size,
+                                  std::ostream& log);
+
+}  // namespace memtrain::train

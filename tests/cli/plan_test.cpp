@@ -1,0 +1,181 @@
+// `memtrain plan` as a user runs it (issue 4, "memtrain plan"): exit codes, the JSON contract,
+// model states against the ZeRO paper's closed form, and the largest micro-batch against the
+// plan's own fits answer one micro-batch further.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+using testing::contains;
+using testing::Scratch;
+
+// hidden 64, 2 layers, intermediate 128, vocab 100, 32 positions, 2 token types.
+const char* kPlanYaml =
+    "model:\n"
+    "  vocab_size: 100\n"
+    "  hidden_size: 64\n"
+    "  num_hidden_layers: 2\n"
+    "  num_attention_heads: 4\n"
+    "  intermediate_size: 128\n"
+    "  max_position_embeddings: 32\n"
+    "data:\n"
+    "  seq_length: 32\n"
+    "training:\n"
+    "  micro_batch_size: 4\n"
+    "  global_batch_size: 8\n";
+
+// BERT's trainable scalars by hand (Devlin et al. 2019; Hugging Face BertForMaskedLM, decoder
+// tied to the word embeddings): embeddings V*h + P*h + 2*h + LayerNorm 2h; per layer QKV and
+// output 4h^2 + 4h, two LayerNorms 4h, MLP 2*h*I + I + h; head transform h^2 + h, LayerNorm 2h,
+// decoder bias V.
+std::int64_t bert_parameters(std::int64_t V, std::int64_t h, std::int64_t L, std::int64_t I,
+                             std::int64_t P) {
+  const std::int64_t embeddings = V * h + P * h + 2 * h + 2 * h;
+  const std::int64_t layer = 4 * h * h + 4 * h + 4 * h + 2 * h * I + I + h;
+  const std::int64_t head = h * h + h + 2 * h + V;
+  return embeddings + L * layer + head;
+}
+
+nlohmann::json plan_json(const Scratch& s, const std::string& args, int expected_exit) {
+  const auto r = s.memtrain("plan --config exp.yaml --json " + args);
+  EXPECT_EQ(r.exit_code, expected_exit) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(Plan, FittingConfigExitsZeroWithEveryDocumentedKey) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto j = plan_json(s, "--target a100-40gb", 0);
+  ASSERT_TRUE(j.is_object());
+  for (const char* key :
+       {"policy", "parameters", "model_state_bytes", "activation_peak_bytes", "peak_allocated_bytes",
+        "peak_reserved_bytes", "non_allocator_bytes", "utilization", "fragmentation", "fits",
+        "max_micro_batch_size", "per_tag_peak_bytes"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["policy"], "best_fit");  // memory.policy's default
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_GE(j["peak_reserved_bytes"].get<std::int64_t>(), j["peak_allocated_bytes"].get<std::int64_t>());
+  EXPECT_GT(j["per_tag_peak_bytes"]["activation"].get<std::int64_t>(), 0);
+  // nvidia-smi's memory.total of an A100-SXM4-40GB: 40960 MiB.
+  EXPECT_EQ(j["capacity_bytes"].get<std::int64_t>(), 40960LL << 20);
+  EXPECT_TRUE(j["analytic"]["korthikanti_tensor_parallel_bytes_per_layer"].is_null());
+}
+
+TEST(Plan, TextReportNamesEveryFigure) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto r = s.memtrain("plan --config exp.yaml --target h100-80gb");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"parameters", "model states", "ZeRO (16 B/param)", "Korthikanti", "peak allocated",
+                           "peak reserved", "non-allocator", "utilization", "fragmentation",
+                           "largest micro-batch that fits", "fits"}) {
+    EXPECT_TRUE(contains(r.out, line));
+  }
+}
+
+// ZeRO (Rajbhandari et al. 2020, section 3.1): 16 bytes per parameter for Adam in fp32
+// (4 + 4 + 8) and in mixed precision (2 + 2 + 4 + 8); 18 with fp32 gradient accumulation.
+class ZeroAccounting : public ::testing::TestWithParam<std::pair<const char*, int>> {};
+
+TEST_P(ZeroAccounting, ModelStatesWithinOnePercentOfTheClosedForm) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto j = plan_json(s, std::string("--target 1GiB ") + GetParam().first, 0);
+  const std::int64_t n = bert_parameters(100, 64, 2, 128, 32);
+  EXPECT_EQ(j["parameters"].get<std::int64_t>(), n);
+  const double expected = static_cast<double>(n) * GetParam().second;
+  EXPECT_NEAR(j["model_state_bytes"].get<double>() / expected, 1.0, 0.01);
+  EXPECT_EQ(j["analytic"]["zero_bytes_per_parameter"].get<int>(), GetParam().second);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Precisions, ZeroAccounting,
+    ::testing::Values(std::make_pair("", 16), std::make_pair("--set precision.dtype=fp16", 16),
+                      std::make_pair("--set precision.dtype=bf16", 16),
+                      std::make_pair("--set precision.dtype=bf16 --set precision.fp32_grad_accumulation=true", 18)));
+
+TEST(Plan, UnknownTargetIsExitTwoWithTheNames) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto r = s.memtrain("plan --config exp.yaml --target v100");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--target v100: unknown target; expected a100-40gb, a100-80gb, h100-80gb, h200-141gb"));
+}
+
+TEST(Plan, UnknownPolicyIsExitTwoWithTheNames) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto r = s.memtrain("plan --config exp.yaml --target a100-40gb --policy first_fit");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--policy first_fit: unknown policy; expected one of"));
+  EXPECT_TRUE(contains(r.err, "vmm_stitch"));
+}
+
+// Too small for the model states alone: an answer, not an error.
+TEST(Plan, TinyCapacityIsExitThreeNeedsXHasY) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto r = s.memtrain("plan --config exp.yaml --target 64KiB");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(contains(r.out, "does not fit: needs"));
+  EXPECT_TRUE(contains(r.err, "does not fit: needs"));
+  EXPECT_TRUE(contains(r.err, "has 64.00 KiB; largest micro-batch that fits: 0"));
+  const auto j = plan_json(s, "--target 64KiB", 3);
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_EQ(j["max_micro_batch_size"].get<int>(), 0);
+  EXPECT_GT(j["needed_bytes"].get<std::int64_t>(), 64 << 10);
+}
+
+TEST(Plan, SeveralPoliciesGiveAnArrayInTheirOrder) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto j = plan_json(
+      s, "--target a100-40gb --policy pytorch --policy best_fit --policy vmm_stitch --policy planned", 0);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_EQ(j[0]["policy"], "pytorch");
+  EXPECT_EQ(j[3]["policy"], "planned");
+  // Every policy serves the same requests: the same live bytes at the peak of the same step.
+  for (const auto& p : j) EXPECT_EQ(p["activation_peak_bytes"], j[0]["activation_peak_bytes"]);
+}
+
+TEST(Plan, NcclBuffersAreChargedOnlyWithSeveralRanks) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto one = plan_json(s, "--target a100-40gb", 0);
+  const auto two = plan_json(s, "--target a100-40gb --world-size 2", 0);
+  EXPECT_EQ(one["non_allocator_breakdown"]["nccl_buffers"].get<std::int64_t>(), 0);
+  EXPECT_GT(two["non_allocator_breakdown"]["nccl_buffers"].get<std::int64_t>(), 0);
+  EXPECT_EQ(one["accumulation_steps"].get<int>(), 2);  // 8 sequences, micro-batch 4, one rank
+  EXPECT_EQ(two["accumulation_steps"].get<int>(), 1);  // this rank's 4 of the 8
+  const auto override = plan_json(s, "--target a100-40gb --non-allocator 1GiB", 0);
+  EXPECT_EQ(override["non_allocator_bytes"].get<std::int64_t>(), 1LL << 30);
+}
+
+// The search's answer N agrees with plain plans: micro-batch N fits, N + 1 does not.
+TEST(Plan, LargestMicroBatchFitsAndOneMoreDoesNot) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto j = plan_json(s, "--target 6MiB", 0);
+  const int n = j["max_micro_batch_size"].get<int>();
+  ASSERT_GE(n, 4);
+  ASSERT_LT(n, 1000);
+  const std::string at = "--target 6MiB --set training.micro_batch_size=" + std::to_string(n) +
+                         " --set training.global_batch_size=" + std::to_string(n);
+  EXPECT_TRUE(plan_json(s, at, 0)["fits"].get<bool>());
+  const std::string above = "--target 6MiB --set training.micro_batch_size=" + std::to_string(n + 1) +
+                            " --set training.global_batch_size=" + std::to_string(n + 1);
+  EXPECT_FALSE(plan_json(s, above, 3)["fits"].get<bool>());
+}
+
+}  // namespace
+}  // namespace memtrain::cli
