@@ -27,15 +27,17 @@ class Layout:
 
 
 # Note [Layouts and the per-rank view]
-# Every rank of a data-parallel layout allocates alike, and memtrain all-reduces the gradients in
-# place (runtime/train/plan_target.hpp), so rank 0's allocator sees exactly what one process sees
-# with one micro-batch per step: with 4 ranks, global batch = 4 x micro-batch. One trace is
-# therefore recorded per setting and replayed on every data-parallel layout; what differs between
-# layouts is the device (capacity) and the memory outside the allocator (NCCL buffers with more
-# than one rank), both taken from `memtrain plan --target T --world-size N`. Tensor parallelism is tried through its config key so
-# that the cell fills in by itself the day the key is accepted; ZeRO-1 has no config key at all
-# and sequence parallelism is a key the loader names as not built, so those rows are written as
-# not available without running anything.
+# Every rank of a data-parallel layout allocates alike, so the trace of rank 0 is the per-rank
+# view. It is recorded by the real thing: `mpirun -np 4 memtrain train --dry-run` with global
+# batch = 4 x micro-batch (one micro-batch per rank and step). A single process would not do:
+# with 16-bit gradients and more than one rank the gradient all-reduce keeps an f32 staging
+# buffer (tag communication, runtime/train/gradient_allreduce.hpp) that one process never
+# allocates. The memory outside the allocator (CUDA context, cuBLAS workspace, NCCL buffers with
+# more than one rank) and the device's capacity come from `memtrain plan --target T
+# --world-size N` (runtime/train/plan_target.hpp). Tensor parallelism is tried through its
+# config key so that the cell fills in by itself the day the key is accepted; ZeRO-1 has no
+# config key at all and sequence parallelism is a key the loader names as not built, so those
+# rows are written as not available without running anything.
 LAYOUTS = [
     Layout("dp4_40gb", "data parallel 4 x 40 GB (per rank)", 4, "a100-40gb"),
     Layout("tp2_dp2_40gb", "tensor parallel 2 x data parallel 2, 40 GB", 4, "a100-40gb",
@@ -56,6 +58,7 @@ class Setting:
     recompute: str
     seq_length: int
     micro_batch_size: int
+    world_size: int = 1
     dynamic: bool = False
     steps: int = 1
     extra_sets: tuple = ()
@@ -66,7 +69,7 @@ class Setting:
         extra = "".join("-" + s.split("=")[0].split(".")[-1] + "_" + s.split("=")[1]
                         for s in self.extra_sets)
         return (f"{self.precision}-{self.recompute}-s{self.seq_length}-b{self.micro_batch_size}"
-                f"{d}{extra}")
+                f"-w{self.world_size}{d}{extra}")
 
     def config_sets(self):
         """--set arguments for this setting (the base config is configs/experiments/...)."""
@@ -76,7 +79,7 @@ class Setting:
             f"data.seq_length={self.seq_length}",
             f"data.dynamic_seq_length={'true' if self.dynamic else 'false'}",
             f"training.micro_batch_size={self.micro_batch_size}",
-            f"training.global_batch_size={self.micro_batch_size}",
+            f"training.global_batch_size={self.micro_batch_size * self.world_size}",
             f"training.max_steps={self.steps}",
             *self.extra_sets,
         ]
@@ -96,7 +99,7 @@ def fixed_cells(layouts=LAYOUTS, precisions=PRECISIONS, recomputes=RECOMPUTES, s
         for precision in precisions:
             for recompute in recomputes:
                 for seq, mb in shapes:
-                    s = Setting(precision, recompute, seq, mb, extra_sets=layout.sets)
+                    s = Setting(precision, recompute, seq, mb, layout.world_size, extra_sets=layout.sets)
                     yield Cell(layout, s)
 
 
@@ -108,5 +111,5 @@ def fixed_cells(layouts=LAYOUTS, precisions=PRECISIONS, recomputes=RECOMPUTES, s
 # data-parallel 40 GB layout, fp32, no recompute: the fixed-shape fp32 cells are its comparison.
 def dynamic_cell():
     layout = LAYOUTS[0]
-    s = Setting("fp32", "none", 512, 4, dynamic=True, steps=16)
+    s = Setting("fp32", "none", 512, 4, layout.world_size, dynamic=True, steps=16)
     return Cell(layout, s, kind="dynamic")

@@ -36,9 +36,15 @@ class CommandFailed(RuntimeError):
     pass
 
 
-def run(binary, args, timeout_s=900):
-    """Runs `binary args...`; returns a Result whatever the exit code (timeouts raise)."""
-    argv = [binary, *args]
+# Open MPI refuses root without --allow-run-as-root, and more ranks than cores without
+# --oversubscribe; a dry run computes nothing, so 4 ranks on 2 cores are fine.
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np"]
+
+
+def run(binary, args, timeout_s=900, ranks=1):
+    """Runs `binary args...` (under mpirun with `ranks` > 1); returns a Result whatever the exit
+    code (timeouts raise)."""
+    argv = [binary, *args] if ranks == 1 else [*MPIRUN, str(ranks), binary, *args]
     start = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     return Result(shlex.join(argv), proc.returncode, proc.stdout, proc.stderr,

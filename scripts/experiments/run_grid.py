@@ -11,6 +11,7 @@ docs/memory-experiments.md can be reproduced on its own.
     /usr/bin/python3 scripts/experiments/run_grid.py --binary build/memtrain --out results/bert_large_memory
 """
 import argparse
+import dataclasses
 import csv
 import json
 import shutil
@@ -62,7 +63,7 @@ class Grid:
             args += ["--dry-run", "--target", RECORD_TARGET]
         for s in setting.config_sets():
             args += ["--set", s]
-        r = memtrain_cli.run(self.args.binary, args)
+        r = memtrain_cli.run(self.args.binary, args, ranks=setting.world_size)
         rec = {"command": r.command, "seconds": r.seconds, "status": "ok", "reason": ""}
         why = r.not_available_reason()
         if why:
@@ -96,9 +97,7 @@ class Grid:
             return (f"precision.dtype={setting.precision} is accepted but the trace holds no "
                     "master_weight allocation: 16-bit storage has not landed")
         if setting.recompute != "none":
-            base = grid.Setting(setting.precision, "none", setting.seq_length,
-                                setting.micro_batch_size, setting.dynamic, setting.steps,
-                                setting.extra_sets)
+            base = dataclasses.replace(setting, recompute="none")
             ref = self.record(base)
             if ref["status"] == "ok":
                 a = stats.at_peak_by_tag.get("activation", 0)
@@ -197,9 +196,7 @@ class Grid:
         """Chrome-trace counters of one step recorded under each policy (for the timeline plot)."""
         out = {}
         for policy in policies:
-            s = grid.Setting(setting.precision, setting.recompute, setting.seq_length,
-                             setting.micro_batch_size,
-                             extra_sets=(f"memory.policy={policy}",))
+            s = dataclasses.replace(setting, extra_sets=(f"memory.policy={policy}",))
             self.record(s)
             out[policy] = str(self.runs / s.name / "memory_trace.json")
         return out
@@ -223,7 +220,7 @@ def main():
         cells = list(grid.fixed_cells(layouts=grid.LAYOUTS, precisions=["fp32", "bf16"],
                                       recomputes=["none", "full"], shapes=[(128, 8), (128, 16)]))
         dyn = grid.dynamic_cell()
-        dyn.setting = grid.Setting("fp32", "none", 128, 4, dynamic=True, steps=8)
+        dyn.setting = grid.Setting("fp32", "none", 128, 4, 4, dynamic=True, steps=8)
     else:
         cells = list(grid.fixed_cells())
         dyn = grid.dynamic_cell()
@@ -234,7 +231,7 @@ def main():
     for i, cell in enumerate(cells):
         print(f"[{i + 1}/{len(cells)}] {cell.layout.name} {cell.setting.name}", flush=True)
         rows.extend(g.rows_for(cell))
-    timeline_setting = cells[0].setting if args.quick else grid.Setting("fp32", "none", 512, 8)
+    timeline_setting = cells[0].setting if args.quick else grid.Setting("fp32", "none", 512, 8, 4)
     timeline = g.timeline(timeline_setting)
     elapsed = time.monotonic() - start
 

@@ -61,9 +61,9 @@ class GridTest(unittest.TestCase):
         self.assertEqual(set(grid.POLICIES), {"no_cache", "pytorch", "best_fit", "vmm_stitch", "planned"})
 
     def test_one_micro_batch_per_step_and_rank(self):
-        sets = grid.Setting("bf16", "full", 512, 16).config_sets()
+        sets = grid.Setting("bf16", "full", 512, 16, world_size=4).config_sets()
         self.assertIn("training.micro_batch_size=16", sets)
-        self.assertIn("training.global_batch_size=16", sets)
+        self.assertIn("training.global_batch_size=64", sets)
         self.assertIn("precision.dtype=bf16", sets)
         self.assertIn("memory.recompute=full", sets)
 
