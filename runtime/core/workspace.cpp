@@ -1,6 +1,7 @@
 #include "runtime/core/workspace.hpp"
 
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -19,6 +20,9 @@ float* Workspace::floats(int slot, std::size_t n) {
   if (static_cast<std::size_t>(slot) >= slots_.size()) slots_.resize(slot + 1);
   Slot& s = slots_[slot];
   if (n > s.capacity) {
+    if (n > (std::numeric_limits<std::size_t>::max() - kAlignment) / sizeof(float)) {
+      throw std::bad_alloc();
+    }
     const std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
     auto* p = static_cast<float*>(std::aligned_alloc(kAlignment, bytes));
     if (p == nullptr) throw std::bad_alloc();
@@ -53,6 +57,15 @@ int Workspace::slots_in_use() const {
   int n = 0;
   for (const auto& s : slots_) n += s.in_use ? 1 : 0;
   return n;
+}
+
+Workspace::Lease::Lease(Workspace& ws, std::size_t n) : ws_(&ws), slot_(ws.acquire()) {
+  try {
+    data_ = ws.floats(slot_, n);
+  } catch (...) {
+    ws.release(slot_);
+    throw;
+  }
 }
 
 Workspace::Lease& Workspace::Lease::operator=(Lease&& o) noexcept {

@@ -51,9 +51,8 @@ class Workspace {
   class Lease {
    public:
     Lease() = default;
-    // Acquires a slot of ws and sizes it to n floats.
-    Lease(Workspace& ws, std::size_t n)
-        : ws_(&ws), slot_(ws.acquire()), data_(ws.floats(slot_, n)) {}
+    // Acquires a slot of ws and sizes it to n floats; on std::bad_alloc the slot is returned.
+    Lease(Workspace& ws, std::size_t n);
     Lease(Lease&& o) noexcept : ws_(o.ws_), slot_(o.slot_), data_(o.data_) { o.ws_ = nullptr; }
     Lease& operator=(Lease&& o) noexcept;
     Lease(const Lease&) = delete;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <new>
 
 #include "runtime/core/errors.hpp"
 
@@ -44,6 +45,14 @@ TEST(Workspace, LeasesTakeDistinctSlotsAndReturnThem) {
   const int s = ws.acquire();
   EXPECT_EQ(s, 0);  // the lowest free slot is reused
   ws.release(s);
+}
+
+TEST(Workspace, AFailedGrowthThrowsBadAllocAndReturnsTheSlot) {
+  Workspace ws;
+  EXPECT_THROW(ws.lease(std::size_t{1} << 60), std::bad_alloc);  // 4 EiB
+  EXPECT_THROW(ws.lease(~std::size_t{0}), std::bad_alloc);       // bytes overflow size_t
+  EXPECT_EQ(ws.slots_in_use(), 0);
+  EXPECT_EQ(ws.reserved_bytes(), 0u);
 }
 
 TEST(Workspace, BadSlotsAreRuntimeErrors) {
