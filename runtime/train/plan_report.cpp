@@ -57,9 +57,15 @@ Fit fit(const StepMeasurement& step, const std::string& policy, const DeviceTarg
   return f;
 }
 
-int largest_micro_batch(const Config& config, const std::string& policy, const DeviceTarget& target,
-                        int world_size) {
-  auto fits = [&](int mb) { return micro_batch_fits(config, mb, policy, target, world_size); };
+bool fits_at_capacity(const StepMeasurement& step, const std::string& policy,
+                      const DeviceTarget& target) {
+  const std::size_t capacity = target.allocator_capacity();
+  return capacity > 0 && replay_step(step, policy, capacity).num_ooms == 0;
+}
+
+// Note [Largest micro-batch]; `fits(mb)` answers for micro-batch mb.
+template <class Fits>
+int largest_micro_batch(Fits fits) {
   if (!fits(1)) return 0;
   int good = 1, bad = 0;
   while (good < kMaxMicroBatchSearch) {
@@ -96,8 +102,7 @@ std::string ratio(double measured, double reference) {
 bool micro_batch_fits(const Config& config, int micro_batch_size, const std::string& policy,
                       const DeviceTarget& target, int world_size) {
   const auto step = measure_step(with_micro_batch(config, micro_batch_size, world_size), world_size);
-  const std::size_t capacity = target.allocator_capacity();
-  return capacity > 0 && replay_step(step, policy, capacity).num_ooms == 0;
+  return fits_at_capacity(step, policy, target);
 }
 
 std::vector<PlanReport> make_plan(const Config& config_in, const DeviceTarget& target_in,
@@ -108,8 +113,19 @@ std::vector<PlanReport> make_plan(const Config& config_in, const DeviceTarget& t
   const DeviceTarget target = target_in.for_world_size(world_size);
   const Config config = resolve_recompute(config_in, world_size, log);
   StepMeasurement step = measure_step(config, world_size);
-  const std::int64_t per_layer = measure_activation_bytes_per_layer(config, world_size);
+  const std::int64_t per_layer = measure_activation_bytes_per_layer(config, world_size, step);
   const auto non_allocator = static_cast<std::int64_t>(target.non_allocator.total());
+  // The search's dry runs, shared by the policies: a trace does not depend on the policy.
+  std::map<int, StepMeasurement> probes;
+  auto probe = [&](int micro_batch_size) -> const StepMeasurement& {
+    auto it = probes.find(micro_batch_size);
+    if (it == probes.end()) {
+      it = probes.emplace(micro_batch_size,
+                          measure_step(with_micro_batch(config, micro_batch_size, world_size), world_size))
+               .first;
+    }
+    return it->second;
+  };
 
   std::vector<PlanReport> reports;
   for (const auto& policy : policies) {
@@ -130,7 +146,8 @@ std::vector<PlanReport> make_plan(const Config& config_in, const DeviceTarget& t
                                ? static_cast<double>(r.peak_allocated_bytes) / static_cast<double>(target.capacity_bytes)
                                : 0.0;
     r.needed_bytes = static_cast<std::int64_t>(f.unlimited.peak_reserved_bytes) + non_allocator;
-    r.max_micro_batch_size = largest_micro_batch(config, policy, target, world_size);
+    r.max_micro_batch_size =
+        largest_micro_batch([&](int mb) { return fits_at_capacity(probe(mb), policy, target); });
     reports.push_back(std::move(r));
   }
   step.trace.clear();

@@ -1,26 +1,50 @@
 #include "runtime/train/plan_step.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <string>
 
+#include "comms/communicator.hpp"
 #include "memory/tag_registry.hpp"
 #include "memory/trace_recorder.hpp"
 #include "models/bert_for_masked_lm.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tags.hpp"
-#include "runtime/data/special_tokens.hpp"
+#include "runtime/data/mlm_dataset.hpp"
 #include "runtime/train/batch_plan.hpp"
+#include "runtime/train/gradient_allreduce.hpp"
+#include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "runtime/train/model_options_from_config.hpp"
 #include "runtime/train/optimizer.hpp"
+#include "runtime/train/train_step.hpp"
 
 namespace memtrain::train {
 namespace {
 
 // Simulated devices hand out addresses only, so "no limit" costs nothing: 1 PiB.
 constexpr std::size_t kUnlimitedBytes = std::size_t{1} << 50;
+
+// Rank 0 of `size` simulated ranks: what a rank allocates depends on the world size (the
+// batch share, the staging buffer), never on the other ranks' data, so the collectives leave
+// this rank's values as they are.
+class SimulatedWorld final : public comms::Communicator {
+ public:
+  explicit SimulatedWorld(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  void allreduce_sum(float*, std::int64_t) override {}
+  void allreduce_sum(double*, std::int64_t) override {}
+  void allreduce_sum(std::int64_t*, std::int64_t) override {}
+  void broadcast(void*, std::int64_t, int) override {}
+  void barrier() override {}
+  std::string backend() const override { return "simulated"; }
+
+ private:
+  int size_;
+};
 
 std::int64_t current_bytes(const memory::MemoryStats& stats, memory::TagId tag) {
   const auto it = stats.per_tag.find(tag);
@@ -48,35 +72,6 @@ std::vector<memory::TraceOp> to_trace_ops(const std::vector<memory::TraceEvent>&
 
 }  // namespace
 
-models::MlmBatch synthetic_batch(const Config& config, int batch_size, int index) {
-  const int T = config.data.seq_length;
-  const int V = config.model.vocab_size;
-  const int masked_per_row =
-      std::clamp(static_cast<int>(std::lround(config.data.mlm_probability * T)), 1, T);
-  models::MlmBatch b;
-  b.batch_size = batch_size;
-  b.seq_length = T;
-  b.first_sample = static_cast<std::uint64_t>(index) * static_cast<std::uint64_t>(batch_size);
-  const auto n = static_cast<std::size_t>(batch_size) * static_cast<std::size_t>(T);
-  b.input_ids.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    b.input_ids[i] = data::kFirstOrdinaryId +
-                     static_cast<std::int32_t>(i % static_cast<std::size_t>(std::max(1, V - data::kFirstOrdinaryId)));
-  }
-  b.token_type_ids.assign(n, 0);
-  b.attention_mask.assign(n, 1.0f);
-  for (int row = 0; row < batch_size; ++row) {
-    for (int j = 0; j < masked_per_row; ++j) {
-      const int t = static_cast<int>((static_cast<long long>(2 * j + 1) * T) / (2LL * masked_per_row));
-      const int flat = row * T + t;
-      b.masked_positions.push_back(flat);
-      b.masked_labels.push_back(b.input_ids[static_cast<std::size_t>(flat)]);
-      b.input_ids[static_cast<std::size_t>(flat)] = data::kSpecialTokens.mask;
-    }
-  }
-  return b;
-}
-
 StepMeasurement measure_step(const Config& config, int world_size) {
   const auto& tc = config.training;
   const BatchPlan plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, world_size, 0);
@@ -84,6 +79,10 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   memory_config.capacity = 0;  // the whole demand; capacities are applied by replay
   memory_config.limit = 0;
   memory_config.reservation = 0;
+  data::DataConfig data_config = config.data;
+  data_config.dynamic_seq_length = false;  // every row full length
+  const auto data = data::MlmDataset::mock(data_config, config.model.vocab_size, tc.seed);
+  SimulatedWorld world(world_size);
 
   memory::TraceRecorder trace;  // outlives the allocator's sink
   auto allocator = make_dry_run_allocator(memory_config, kUnlimitedBytes, "simulated plan device");
@@ -92,22 +91,17 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   {
     core::Context ctx(allocator);
     ctx.set_dry_run(true);
+    // The trainer's order: model, optimizer, scaler, gradient all-reduce (trainer.cpp).
     models::BertForMaskedLM model(config.model, ctx, model_options(config));
     AdamW optimizer(model.parameters(), ctx,
                     AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+    LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
+    GradientAllReduce gradient_sum(model.parameters(), ctx, world);
     m.parameters = model.num_parameters();
     m.micro_batch_size = plan.micro_batch_size;
     m.accumulation_steps = plan.accumulation_steps();
-    model.zero_grad();
-    const auto batch = synthetic_batch(config, plan.micro_batch_size, 0);
-    const int masked = static_cast<int>(batch.masked_positions.size()) * plan.accumulation_steps();
-    for (int a = 0; a < plan.accumulation_steps(); ++a) {
-      models::MlmBatch micro = batch;
-      micro.first_sample = plan.first_sample(0, a);
-      model.forward_backward(micro, 1.0f / static_cast<float>(masked), tc.seed, 0);
-    }
-    optimizer.clip_grad_norm(tc.grad_clip);
-    optimizer.step(tc.lr);
+    train_step(model, data, plan, world, optimizer, 0, StepSettings{tc.lr, tc.grad_clip, tc.seed},
+               &scaler, &gradient_sum);
 
     m.stats = allocator->stats();
     const auto& tags = core::tags();
@@ -126,15 +120,15 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   return m;
 }
 
-std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size) {
+std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size,
+                                                const StepMeasurement& full) {
   if (config.model.num_hidden_layers < 2) return 0;
   Config fewer = config;
   fewer.model.num_hidden_layers -= 1;
   // recompute_num_layers must stay a valid count for the smaller model.
   fewer.memory.recompute_num_layers =
       std::min(fewer.memory.recompute_num_layers, fewer.model.num_hidden_layers);
-  return measure_step(config, world_size).activation_peak_bytes -
-         measure_step(fewer, world_size).activation_peak_bytes;
+  return full.activation_peak_bytes - measure_step(fewer, world_size).activation_peak_bytes;
 }
 
 memory::ReplayReport replay_step(const StepMeasurement& step, const std::string& policy,

@@ -9,7 +9,6 @@
 
 #include "memory/memory_stats.hpp"
 #include "memory/replay.hpp"
-#include "models/mlm_batch.hpp"
 #include "runtime/train/config.hpp"
 
 namespace memtrain::train {
@@ -36,18 +35,16 @@ struct StepMeasurement {
 };
 
 // Note [What a plan measures]
-// One optimizer step of one rank: the model and AdamW built as the trainer builds them, then
-// every micro-batch of this rank's share of the global batch (global_batch_size / world_size
-// sequences, micro_batch_size at a time) through forward_backward, then the optimizer's first
-// step, which allocates its state. It runs as a dry run (no math) on a simulated device with no
-// limit, so the trace is the step's full demand; the policies and the capacity are applied
-// afterwards by replaying the trace. The batches are synthetic (synthetic_batch), so no corpus
-// is needed and BERT-Large plans in seconds.
-
-// Micro-batch `index` of a step: B x seq_length ordinary tokens, every row full length, and
-// round(mlm_probability x seq_length) (at least 1) masked positions per row, evenly spaced.
-// Deterministic: the allocations a batch causes depend only on B, T and the masked count.
-models::MlmBatch synthetic_batch(const Config& config, int batch_size, int index);
+// One optimizer step of one rank, as the trainer runs it: the model, AdamW, the loss scaler
+// (fp16) and the gradient all-reduce (its up-front staging buffer with 16-bit gradients on
+// several ranks) built as the trainer builds them, then train_step over this rank's share of
+// the global batch (global_batch_size / world_size sequences, micro_batch_size at a time),
+// whose optimizer step allocates the AdamW state's first use. The ranks are simulated (this
+// process is rank 0 of world_size; every rank allocates alike), the batches come from
+// data::MlmDataset::mock with full-length rows (masking at data.mlm_probability, keyed by
+// training.seed: deterministic), so no corpus is needed and BERT-Large plans in under a second.
+// It runs as a dry run on a simulated device with no limit, so the trace is the step's whole
+// demand; the policies and the capacity are applied afterwards by replaying the trace.
 
 // Measures one step of `config` on one rank of `world_size` data-parallel ranks.
 // config.memory.recompute must not be "auto" (resolve it first: recompute_auto.hpp).
@@ -58,8 +55,9 @@ StepMeasurement measure_step(const Config& config, int world_size);
 // Activation bytes one encoder layer keeps for its backward pass: the activation-tag peak of
 // `config` minus that of the same config with one layer fewer (the rest of the step, the
 // embeddings, head and the working set of one layer's backward, is the same in both).
-// 0 for a one-layer model (nothing to subtract from).
-std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size);
+// 0 for a one-layer model (nothing to subtract from). `full` is measure_step(config, ...).
+std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size,
+                                                const StepMeasurement& full);
 
 // A dry-run peak under `policy` on a device of `capacity_bytes`: the trace replayed (the
 // caching policies, or "planned"). num_ooms > 0 means it does not fit.
