@@ -161,6 +161,29 @@ TEST(Plan, NcclBuffersAreChargedOnlyWithSeveralRanks) {
   EXPECT_EQ(override["non_allocator_bytes"].get<std::int64_t>(), 1LL << 30);
 }
 
+// 16-bit gradients on several ranks are summed through the all-reduce's f32 staging buffer,
+// allocated up front (tag communication): the plan of one rank of two holds it, of one rank not.
+TEST(Plan, SixteenBitDataParallelPlanHoldsTheStagingBuffer) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto one = plan_json(s, "--target 1GiB --set precision.dtype=bf16", 0);
+  const auto two = plan_json(s, "--target 1GiB --set precision.dtype=bf16 --world-size 2", 0);
+  EXPECT_FALSE(one["per_tag_peak_bytes"].contains("communication") &&
+               one["per_tag_peak_bytes"]["communication"].get<std::int64_t>() > 0);
+  // The largest 16-bit gradient is an MLP weight, intermediate 128 x hidden 64 (more than the
+  // 100 x 64 word embeddings), staged as f32.
+  EXPECT_EQ(two["per_tag_peak_bytes"]["communication"].get<std::int64_t>(), 128 * 64 * 4);
+}
+
+TEST(Plan, TargetsHaveTheirNvidiaSmiCapacities) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  EXPECT_EQ(plan_json(s, "--target a100-80gb", 0)["capacity_bytes"].get<std::int64_t>(), 81920LL << 20);
+  EXPECT_EQ(plan_json(s, "--target h100-80gb", 0)["capacity_bytes"].get<std::int64_t>(), 81559LL << 20);
+  EXPECT_EQ(plan_json(s, "--target h200-141gb", 0)["capacity_bytes"].get<std::int64_t>(), 143771LL << 20);
+  EXPECT_EQ(plan_json(s, "--target 3GiB", 0)["capacity_bytes"].get<std::int64_t>(), 3LL << 30);
+}
+
 // The search's answer N agrees with plain plans: micro-batch N fits, N + 1 does not.
 TEST(Plan, LargestMicroBatchFitsAndOneMoreDoesNot) {
   Scratch s;
