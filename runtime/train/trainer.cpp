@@ -155,7 +155,9 @@ int train(const Config& config, const RunOptions& options) {
         << " sequences x " << config.data.seq_length << " tokens (micro-batch "
         << tc.micro_batch_size << " x " << plan.accumulation_steps() << " accumulation x "
         << comm->size() << " ranks), " << threads << " threads/rank, sgemm peak "
-        << static_cast<long>(peak_flops / 1e9) << " GFLOP/s\n"
+        << (dry ? std::string("not measured (dry run)")
+                : std::to_string(static_cast<long>(peak_flops / 1e9)) + " GFLOP/s")
+        << "\n"
         << "memtrain: precision " << config.precision.dtype
         << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")" : "")
         << ", recompute " << config.memory.recompute << ", attention " << config.memory.attention << "\n"
