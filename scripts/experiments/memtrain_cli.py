@@ -6,7 +6,9 @@ and that rejection is what marks the cell. Any other exit 2 is a bug in the grid
 experiment instead of being recorded.
 """
 import json
+import os
 import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -23,8 +25,10 @@ class Result:
     def not_available_reason(self):
         """The config loader's one-line reason when the command names a feature not built yet."""
         if self.returncode == 2 and "not supported yet" in self.stderr:
-            lines = [l for l in self.stderr.splitlines() if "not supported yet" in l]
-            return lines[0].removeprefix("memtrain: config error: ").strip()
+            # Under mpirun every rank prints the same line, sometimes run together: keep the
+            # text after the last "config error: " of the first such line.
+            line = next(l for l in self.stderr.splitlines() if "not supported yet" in l)
+            return line.rsplit("config error: ", 1)[-1].strip()
         return None
 
     def json(self):
@@ -41,14 +45,26 @@ class CommandFailed(RuntimeError):
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np"]
 
 
-def run(binary, args, timeout_s=900, ranks=1):
+TIMEOUT = 124  # returncode of a command that ran past its timeout (as timeout(1) reports)
+
+
+def run(binary, args, timeout_s=300, ranks=1):
     """Runs `binary args...` (under mpirun with `ranks` > 1); returns a Result whatever the exit
-    code (timeouts raise)."""
+    code. A command still running after `timeout_s` is killed with its whole process group
+    (mpirun's ranks included) and reported with returncode TIMEOUT."""
     argv = [binary, *args] if ranks == 1 else [*MPIRUN, str(ranks), binary, *args]
     start = time.monotonic()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-    return Result(shlex.join(argv), proc.returncode, proc.stdout, proc.stderr,
-                  time.monotonic() - start)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        code = TIMEOUT
+        err += f"\n(killed after {timeout_s} s)"
+    return Result(shlex.join(argv), code, out, err, time.monotonic() - start)
 
 
 def check(result, allowed=(0,)):

@@ -35,7 +35,7 @@ COLUMNS = [
     "policy", "status", "reason", "capacity_bytes", "non_allocator_bytes",
     "allocator_capacity_bytes", "trace_events", "peak_live_bytes", "peak_allocated_bytes",
     "peak_reserved_bytes", "utilization", "device_utilization", "fragmentation", "num_ooms",
-    "max_micro_batch_size", "model_state_bytes",
+    "max_micro_batch_size", "max_micro_batch_check", "model_state_bytes",
     *[f"at_peak_{t}_bytes" for t in grid.TAGS], "at_peak_other_bytes",
     "record_command", "replay_command", "plan_command",
 ]
@@ -132,6 +132,9 @@ class Grid:
                 j = r.json()
                 result = j[0] if isinstance(j, list) else j
                 result["command"] = r.command
+                result["max_micro_batch_check"] = self.check_max_micro_batch(
+                    layout, setting, int(result["max_micro_batch_size"]),
+                    int(result["non_allocator_bytes"]))
                 self.commands.append(f"# plan {layout.name} {setting.name} ({r.seconds:.1f} s)\n"
                                      f"{r.command}")
                 print(f"  planned {layout.name} {setting.precision}/{setting.recompute}/"
@@ -142,6 +145,38 @@ class Grid:
                       "max_micro_batch_size": "", "model_state_bytes": "", "command": ""}
         self.plans[key] = result
         return result
+
+    # Note [Largest micro-batch, checked by training]
+    # plan's answer n is checked against the training loop itself: `train --dry-run` on the
+    # layout's device must finish one step with micro-batch n and run out of memory (exit 1)
+    # with n + 1. The two share the allocator and the model, not the search, so a search that
+    # stopped early or a plan that measured a different step shows up here. The check runs one
+    # process with the layout's memory outside the allocator (--non-allocator, from plan): a
+    # multi-rank dry run whose rank 0 runs out of memory leaves the other ranks waiting in the
+    # gradient all-reduce (seen 2026-11-29; docs/memory-experiments.md), and one process differs
+    # from rank 0 of 4 only by the 4 MiB f32 staging buffer of 16-bit gradients.
+    def check_max_micro_batch(self, layout, setting, n, non_allocator_bytes):
+        if self.args.compute:
+            return ""
+        outcome = {}
+        for mb in ([n] if n > 0 else []) + [n + 1]:
+            s = dataclasses.replace(setting, micro_batch_size=mb, world_size=1, dynamic=False,
+                                    steps=1)
+            run_dir = self.runs / f"check-{layout.name}-{s.name}"
+            args = ["train", "--config", self.args.config, "--dry-run", "--target", layout.target,
+                    "--non-allocator", str(non_allocator_bytes), "--run-dir", str(run_dir),
+                    "--set", "memory.trace=false"]
+            for kv in s.config_sets():
+                args += ["--set", kv]
+            r = memtrain_cli.run(self.args.binary, args, timeout_s=120)
+            self.commands.append(f"# max micro-batch check ({r.seconds:.1f} s, exit "
+                                 f"{r.returncode})\n{r.command}")
+            outcome[mb] = r.returncode
+            shutil.rmtree(run_dir, ignore_errors=True)
+        ok = outcome.get(n, 0) == 0 and outcome[n + 1] == 1
+        return ("consistent" if ok else
+                f"MISMATCH: train --dry-run exit {outcome.get(n, '-')} at {n}, "
+                f"{outcome[n + 1]} at {n + 1}")
 
     # --- cells ---------------------------------------------------------------------------------
     def rows_for(self, cell):
@@ -186,6 +221,7 @@ class Grid:
                 device_utilization=f"{j['peak_allocated_bytes'] / capacity:.6f}",
                 fragmentation=f"{j['fragmentation']:.6f}", num_ooms=ooms,
                 max_micro_batch_size=plan.get("max_micro_batch_size", ""),
+                max_micro_batch_check=plan.get("max_micro_batch_check", ""),
                 model_state_bytes=plan.get("model_state_bytes", ""),
                 **at_peak, at_peak_other_bytes=other,
                 record_command=rec["command"], replay_command=r.command,
