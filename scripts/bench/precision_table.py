@@ -40,7 +40,7 @@ def main():
         print(f"| {dtype} | {recompute} | {seq} | {tps:.0f} | {rt} | {peak / 2**20:.1f} MiB | {rp} |")
     steps = sorted({r[5] for r in rows if r[3] is not None})
     print()
-    print("bert-base (configs/bert-base.yaml), mock data, micro-batch 8; tokens/s = median over "
+    print("bert-base (configs/bert-base.yaml, with the extra arguments below if any), mock data, micro-batch 8; tokens/s = median over "
           f"{'/'.join(map(str, steps))} timed steps after the first; peak allocated = the caching "
           "allocator's peak allocated bytes over the run (parameters, gradients, masters, "
           "optimizer state, activations, temporaries).")
