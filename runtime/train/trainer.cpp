@@ -160,7 +160,12 @@ int train(const Config& config, const RunOptions& options) {
         << "\n"
         << "memtrain: precision " << config.precision.dtype
         << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")" : "")
-        << ", recompute " << config.memory.recompute << ", attention " << config.memory.attention << "\n"
+        << ", recompute " << resolved.memory.recompute
+        << (resolved.memory.recompute_num_layers > 0
+                ? " (" + std::to_string(resolved.memory.recompute_num_layers) + " layers, " +
+                      resolved.memory.recompute_method + ")"
+                : "")
+        << ", attention " << config.memory.attention << "\n"
         << "memtrain: run directory " << run_path << "\n";
     if (dry) {
       out << "memtrain: dry run on simulated " << target.describe() << ": allocator capacity "
