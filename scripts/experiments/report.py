@@ -100,7 +100,8 @@ def table(cells, layout, kind="fixed", reasons=None):
             f"| {key[2]} | {key[3]} | {key[4]} | {key[5]} | " +
             " | ".join(util(c[p]) for p in grid.POLICIES) +
             f" | {gib(bf['peak_allocated_bytes'])} | {float(bf['device_utilization']):.3f}"
-            f" | {float(bf['fragmentation']):.3f} | {bf['max_micro_batch_size']} |")
+            f" | {float(bf['fragmentation']):.3f} | {bf['max_micro_batch_size']}"
+            f"{' (!)' if bf.get('max_micro_batch_check', '').startswith('MISMATCH') else ''} |")
     return out
 
 
@@ -125,7 +126,9 @@ def markdown(cells, rows, target_lines):
           "per policy, replayed from one dry-run trace per setting. Device util. = best_fit's peak "
           "allocated / the device's capacity. Largest micro-batch: `memtrain plan` (best_fit) on "
           "the layout's device. GiB = 2^30 bytes. (OOM): the policy could not serve every "
-          "request on the device (capacity minus the memory outside the allocator).", ""]
+          "request on the device (capacity minus the memory outside the allocator). (!) after "
+          "the largest micro-batch: `train --dry-run` on the same device disagrees with plan "
+          "(cells.csv, max_micro_batch_check).", ""]
     md += ["## Targets", "", "```", *target_lines, "```", ""]
     for name, (label, r) in layouts.items():
         md.append(f"## {label} (`{name}`)")
@@ -162,6 +165,14 @@ def main():
     for line in target_lines:
         print("  " + line)
     na = sum(1 for c in cells.values() if c.get("best_fit", {}).get("status") == "not_available")
+    checks = {(k[0], k[2], k[3], k[4]): c["best_fit"].get("max_micro_batch_check", "")
+              for k, c in cells.items() if k[1] == "fixed" and "best_fit" in c}
+    checks = {k: v for k, v in checks.items() if v}
+    bad = {k: v for k, v in checks.items() if v.startswith("MISMATCH")}
+    print(f"largest micro-batch (plan) against train --dry-run at n and n+1: "
+          f"{len(checks) - len(bad)} of {len(checks)} settings consistent")
+    for k, v in bad.items():
+        print(f"  {'/'.join(map(str, k))}: {v}")
     failed = [(k, c["best_fit"]["reason"]) for k, c in cells.items()
               if c.get("best_fit", {}).get("status") == "failed"]
     print(f"cells: {len(cells)} ({na} not available yet, {len(failed)} failed); {failures} below "
