@@ -150,7 +150,7 @@ def timeline_plot(run, out):
                      f"utilization {peak_a / peak_r:.3f}", fontsize=9)
         ax.set_ylabel("GiB")
         ax.legend(fontsize=8, loc="upper left")
-    axes[-1].set_xlabel("allocator event (in order: model build, forward, backward, optimizer step)")
+    axes[-1].set_xlabel("allocator event, in the order of the run (model build, step-0 evaluation, step, final evaluation)")
     fig.suptitle(f"One training step of {Path(run['config']).stem} ({tl.get('setting')}), "
                  f"{'compute run' if run.get('compute') else 'dry run'}", fontsize=10)
     fig.tight_layout()
