@@ -48,7 +48,7 @@ def utilization_plot(cells, out):
     ax.axhline(0.95, color="grey", linestyle=":", linewidth=0.8)
     ax.set_xticks(list(xs), [label(k) for k, _ in items], rotation=90, fontsize=7)
     ax.set_ylabel("peak allocated / peak reserved")
-    ax.set_ylim(0, 1.02)
+    ax.set_ylim(0.6, 1.01)
     ax.set_title("BERT-Large, one training step per configuration, data parallel 4 x 40 GB (per rank);"
                  "\ndashed: 0.97 target (fixed shapes), dotted: 0.95 (dynamic lengths); OOM cells omitted",
                  fontsize=9)
@@ -104,7 +104,8 @@ def micro_batch_plot(cells, out):
         ax.bar([x + (i - 0.5) * width for x in range(len(settings))], ys, width, label=name)
     ax.set_xticks(range(len(settings)), [f"{p}/{r}/seq {s}" for p, r, s in settings],
                   rotation=90, fontsize=7)
-    ax.set_ylabel("largest micro-batch that fits (memtrain plan, best_fit)")
+    ax.set_yscale("log")
+    ax.set_ylabel("largest micro-batch that fits (memtrain plan, best_fit; log scale)")
     ax.set_title("Largest micro-batch per setting (0: does not fit; missing: not available yet)",
                  fontsize=9)
     ax.legend(fontsize=8)
