@@ -167,7 +167,7 @@ def main():
     na = sum(1 for c in cells.values() if c.get("best_fit", {}).get("status") == "not_available")
     checks = {(k[0], k[2], k[3], k[4]): c["best_fit"].get("max_micro_batch_check", "")
               for k, c in cells.items() if k[1] == "fixed" and "best_fit" in c}
-    checks = {k: v for k, v in checks.items() if v}
+    checks = {k: v for k, v in checks.items() if v}  # empty: no plan, or a --compute run
     bad = {k: v for k, v in checks.items() if v.startswith("MISMATCH")}
     print(f"largest micro-batch (plan) against train --dry-run at n and n+1: "
           f"{len(checks) - len(bad)} of {len(checks)} settings consistent")

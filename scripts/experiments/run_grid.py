@@ -27,6 +27,8 @@ from trace_stats import read_trace_stats  # noqa: E402
 # A device no setting of the grid outgrows, so that every trace is recorded whole; fitting is
 # judged by replaying it on each layout's device.
 RECORD_TARGET = "4096GiB"
+# plan's search stops at this micro-batch (kMaxMicroBatchSearch, runtime/train/plan_report.hpp).
+PLAN_SEARCH_LIMIT = 1 << 16
 # nvidia-smi's memory.total (runtime/train/plan_target.hpp); used only when `plan` is missing.
 FALLBACK_CAPACITY = {"a100-40gb": 40960 << 20, "a100-80gb": 81920 << 20}
 
@@ -173,6 +175,8 @@ class Grid:
                                  f"{r.returncode})\n{r.command}")
             outcome[mb] = r.returncode
             shutil.rmtree(run_dir, ignore_errors=True)
+        if n >= PLAN_SEARCH_LIMIT and outcome.get(n, 0) == 0:
+            return f"consistent (plan stops searching at {PLAN_SEARCH_LIMIT})"
         ok = outcome.get(n, 0) == 0 and outcome[n + 1] == 1
         return ("consistent" if ok else
                 f"MISMATCH: train --dry-run exit {outcome.get(n, '-')} at {n}, "
