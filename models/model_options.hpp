@@ -27,7 +27,7 @@ struct ModelOptions {
 };
 
 // True when encoder layer `layer` (0-based, of num_layers) is checkpointed under `options`.
-inline bool recomputes_layer(const ModelOptions& options, int layer, int num_layers) {
+inline bool recomputes_layer(const ModelOptions& options, int layer, int /*num_layers*/) {
   if (options.recompute == Recompute::none) return false;
   const int k = options.recompute_num_layers;
   if (k <= 0) return true;
