@@ -38,4 +38,16 @@ std::unique_ptr<Communicator> make_world_communicator();
 // True when this process was started by an MPI launcher (see make_world_communicator).
 bool launched_by_mpi();
 
+// Note [One rank's failure ends the job]
+// A rank that leaves with an error while the others wait in a collective would leave them
+// waiting forever: MPI has no timeout on MPI_Allreduce. So a process that is one of several
+// ranks of an initialised MPI world ends the whole job with MPI_Abort, after its error message
+// is printed, as a Megatron-LM or DeepSpeed job dies when one of its ranks dies. mpirun then
+// kills the other ranks and exits non-zero (Open MPI passes `exit_code` on).
+//
+// Ends every rank of the job with `exit_code` (MPI_Abort on MPI_COMM_WORLD) when this process
+// is one of several ranks of an initialised, not yet finalised MPI world; flushes stdout and
+// stderr first. Returns (doing nothing) in a single process or before MPI is initialised.
+void abort_job_if_multi_rank(int exit_code);
+
 }  // namespace memtrain::comms

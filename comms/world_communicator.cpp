@@ -1,4 +1,8 @@
+#include <mpi.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
 
 #include "comms/communicator.hpp"
 #include "comms/mpi_communicator.hpp"
@@ -20,6 +24,21 @@ std::unique_ptr<Communicator> make_world_communicator() {
   // exports its rank variables, so their absence means "one process".
   if (launched_by_mpi()) return std::make_unique<MpiCommunicator>();
   return std::make_unique<SingleRankCommunicator>();
+}
+
+void abort_job_if_multi_rank(int exit_code) {
+  if (!launched_by_mpi()) return;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size <= 1) return;
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
 }
 
 }  // namespace memtrain::comms

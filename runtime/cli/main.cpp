@@ -6,6 +6,7 @@
 #include <iostream>
 #include <string>
 
+#include "comms/communicator.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/error_report.hpp"
 #include "runtime/cli/process_environment.hpp"
@@ -55,7 +56,10 @@ int main(int argc, char** argv) {
     std::cerr << "memtrain: usage error: " << e.what() << "\nRun `memtrain --help` (or `memtrain <verb> --help`) for usage.\n";
     return memtrain::cli::kExitUsage;
   } catch (...) {
-    return memtrain::cli::exit_status(std::current_exception(), std::cerr);
+    // The message first, then the job ends (Note [One rank's failure ends the job]).
+    const int code = memtrain::cli::exit_status(std::current_exception(), std::cerr);
+    memtrain::comms::abort_job_if_multi_rank(code);
+    return code;
   }
   return exit_code;
 }

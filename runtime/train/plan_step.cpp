@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "comms/communicator.hpp"
 #include "memory/tag_registry.hpp"
@@ -12,12 +14,14 @@
 #include "runtime/core/tags.hpp"
 #include "runtime/data/mlm_dataset.hpp"
 #include "runtime/train/batch_plan.hpp"
+#include "runtime/train/evaluator.hpp"
 #include "runtime/train/gradient_allreduce.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "runtime/train/model_options_from_config.hpp"
 #include "runtime/train/optimizer.hpp"
 #include "runtime/train/train_step.hpp"
+#include "runtime/train/training_data.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -70,7 +74,36 @@ std::vector<memory::TraceOp> to_trace_ops(const std::vector<memory::TraceEvent>&
   return ops;
 }
 
+// Peak requested bytes of `tag` live at an event inside one of `windows` (event index ranges
+// [first, last)); blocks allocated outside the windows count while they live.
+std::int64_t tag_peak_within(const std::vector<memory::TraceEvent>& events, memory::TagId tag,
+                             const std::vector<std::pair<std::size_t, std::size_t>>& windows) {
+  std::unordered_map<std::uint64_t, std::int64_t> live;  // allocation id -> bytes
+  std::int64_t current = 0, peak = 0;
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    if (e.kind == memory::TraceEventKind::alloc && e.tag == tag) {
+      live[e.allocation_id] = static_cast<std::int64_t>(e.bytes);
+      current += static_cast<std::int64_t>(e.bytes);
+    } else if (e.kind == memory::TraceEventKind::free) {
+      const auto it = live.find(e.allocation_id);
+      if (it != live.end()) {
+        current -= it->second;
+        live.erase(it);
+      }
+    }
+    while (w < windows.size() && i >= windows[w].second) ++w;
+    if (w < windows.size() && i >= windows[w].first) peak = std::max(peak, current);
+  }
+  return peak;
+}
+
 }  // namespace
+
+std::int64_t measured_steps(std::int64_t max_steps) {
+  return std::clamp<std::int64_t>(max_steps, 1, kMaxMeasuredSteps);
+}
 
 StepMeasurement measure_step(const Config& config, int world_size) {
   const auto& tc = config.training;
@@ -82,12 +115,15 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   data::DataConfig data_config = config.data;
   data_config.dynamic_seq_length = false;  // every row full length
   const auto data = data::MlmDataset::mock(data_config, config.model.vocab_size, tc.seed);
+  const auto validation =
+      data::MlmDataset::mock(data_config, config.model.vocab_size, validation_seed(tc.seed));
   SimulatedWorld world(world_size);
 
   memory::TraceRecorder trace;  // outlives the allocator's sink
   auto allocator = make_dry_run_allocator(memory_config, kUnlimitedBytes, "simulated plan device");
   allocator->set_event_sink(trace.sink());
   StepMeasurement m;
+  std::vector<std::pair<std::size_t, std::size_t>> training_windows;  // event index ranges
   {
     core::Context ctx(allocator);
     ctx.set_dry_run(true);
@@ -100,8 +136,20 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     m.parameters = model.num_parameters();
     m.micro_batch_size = plan.micro_batch_size;
     m.accumulation_steps = plan.accumulation_steps();
-    train_step(model, data, plan, world, optimizer, 0, StepSettings{tc.lr, tc.grad_clip, tc.seed},
-               &scaler, &gradient_sum);
+    // Note [A plan measures the trainer's first steps and evaluations]
+    const auto evaluate = [&] {
+      evaluate_model(model, validation, world, tc.micro_batch_size, tc.eval_steps);
+    };
+    evaluate();  // the trainer evaluates before the first step
+    const std::int64_t steps = measured_steps(tc.max_steps);
+    for (std::int64_t step = 1; step <= steps; ++step) {
+      const std::size_t first_event = trace.size();
+      train_step(model, data, plan, world, optimizer, step - 1,
+                 StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler, &gradient_sum);
+      training_windows.emplace_back(first_event, trace.size());
+      if (step % tc.eval_interval == 0 || step == steps) evaluate();
+    }
+    m.steps = steps;
 
     m.stats = allocator->stats();
     const auto& tags = core::tags();
@@ -115,7 +163,8 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     m.per_tag_peak_bytes[tag == memory::kUntagged ? "untagged" : registry.name(tag)] =
         s.requested_bytes.peak;
   }
-  m.activation_peak_bytes = m.per_tag_peak_bytes["activation"];
+  m.activation_peak_bytes =
+      tag_peak_within(trace.events(), core::tags().activation, training_windows);
   m.trace = to_trace_ops(trace.events());
   return m;
 }

@@ -19,9 +19,15 @@ std::string format_summary(const RunSummary& s) {
   std::snprintf(buf, sizeof buf, "  time             %.1f s (%.1f s in training steps, %s)\n",
                 s.wall_s, s.train_s, format_duration(s.wall_s).c_str());
   os << buf;
-  std::snprintf(buf, sizeof buf, "  tokens/s         %.0f (%lld tokens)\n",
-                s.train_s > 0 ? static_cast<double>(s.tokens) / s.train_s : 0.0,
-                static_cast<long long>(s.tokens));
+  if (s.dry_run) {
+    // A dry run's steps only infer shapes: tokens per second of that would be a bogus speed.
+    std::snprintf(buf, sizeof buf, "  tokens/s         dry run (%lld tokens)\n",
+                  static_cast<long long>(s.tokens));
+  } else {
+    std::snprintf(buf, sizeof buf, "  tokens/s         %.0f (%lld tokens)\n",
+                  s.train_s > 0 ? static_cast<double>(s.tokens) / s.train_s : 0.0,
+                  static_cast<long long>(s.tokens));
+  }
   os << buf;
   std::snprintf(buf, sizeof buf, "  train loss       %.4f (last step)\n", s.final_train_loss);
   os << buf;

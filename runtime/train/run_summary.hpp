@@ -23,9 +23,11 @@ struct RunSummary {
   bool loss_scaling = false;        // fp16 dynamic loss scaling was on
   double final_loss_scale = 1;      // the scale at the end (with loss_scaling)
   std::int64_t skipped_steps = 0;   // steps skipped for inf/NaN gradients (with loss_scaling)
+  bool dry_run = false;             // no math ran: a throughput figure would mean nothing
 };
 
-// A block of "  key  value" lines, units spelled out (s, tokens/s, MiB).
+// A block of "  key  value" lines, units spelled out (s, tokens/s, MiB). A dry run's tokens/s
+// line says "dry run" instead of a number.
 std::string format_summary(const RunSummary& s);
 
 }  // namespace memtrain::train

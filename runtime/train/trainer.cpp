@@ -204,7 +204,7 @@ int train(const Config& config, const RunOptions& options) {
     std::optional<TrainingLog> log;
     if (root) {
       log.emplace(*metrics, progress,
-                  TrainingLogSettings{tc.max_steps, tc.log_interval, flops_per_token, peak_flops});
+                  TrainingLogSettings{tc.max_steps, tc.log_interval, flops_per_token, peak_flops, dry});
     }
     double last_loss = std::nan("");
     std::int64_t step = 0;
@@ -265,6 +265,7 @@ int train(const Config& config, const RunOptions& options) {
       summary.loss_scaling = scaler.enabled();
       summary.final_loss_scale = scaler.scale();
       summary.skipped_steps = scaler.skipped_steps();
+      summary.dry_run = dry;
       out << format_summary(summary) << allocator->memory_summary() << std::flush;
       write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
     }

@@ -12,6 +12,8 @@ namespace {
 constexpr std::uint64_t kValidationSeedOffset = 0x9e3779b97f4a7c15ULL;
 }  // namespace
 
+std::uint64_t validation_seed(std::uint64_t seed) { return seed + kValidationSeedOffset; }
+
 TrainingData load_training_data(const Config& config, comms::Communicator& comm,
                                 std::ostream& log) {
   const std::uint64_t seed = config.training.seed;
@@ -20,7 +22,7 @@ TrainingData load_training_data(const Config& config, comms::Communicator& comm,
     out.train = std::make_unique<data::MlmDataset>(
         data::MlmDataset::mock(config.data, config.model.vocab_size, seed));
     out.validation = std::make_unique<data::MlmDataset>(
-        data::MlmDataset::mock(config.data, config.model.vocab_size, seed + kValidationSeedOffset));
+        data::MlmDataset::mock(config.data, config.model.vocab_size, validation_seed(seed)));
     return out;
   }
   data::PreparedData prepared;
@@ -32,7 +34,7 @@ TrainingData load_training_data(const Config& config, comms::Communicator& comm,
   }
   out.train = std::make_unique<data::MlmDataset>(prepared, /*validation=*/false, config.data, seed);
   out.validation = std::make_unique<data::MlmDataset>(prepared, /*validation=*/true, config.data,
-                                                      seed + kValidationSeedOffset);
+                                                      validation_seed(seed));
   out.tokenizer.emplace(prepared.tokenizer_model);
   return out;
 }

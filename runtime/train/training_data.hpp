@@ -1,6 +1,7 @@
 #pragma once
 // The datasets of a run: training and validation streams, and the tokenizer for fill-mask
 // predictions (absent with data.mock).
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -24,5 +25,10 @@ struct TrainingData {
 // corpus, RuntimeError for I/O), raised on rank 0 and reported on every rank (run_on_root).
 TrainingData load_training_data(const Config& config, comms::Communicator& comm,
                                 std::ostream& log);
+
+// The masking key of the validation stream of a run keyed by training.seed `seed`: it differs
+// from the training stream's, so validation never repeats the training masking. `memtrain plan`
+// uses it to evaluate on the same mock batches as the trainer.
+std::uint64_t validation_seed(std::uint64_t seed);
 
 }  // namespace memtrain::train

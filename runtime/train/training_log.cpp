@@ -1,5 +1,7 @@
 #include "runtime/train/training_log.hpp"
 
+#include <limits>
+
 namespace memtrain::train {
 
 TrainingLog::TrainingLog(MetricsWriter& metrics, ProgressLine& progress,
@@ -34,8 +36,13 @@ void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, doub
   m.loss = r.loss;
   m.lr = lr;
   m.grad_norm = r.grad_norm;
-  m.tokens_per_s = static_cast<double>(window_tokens_) / window_wall_s_;
-  m.mfu = settings_.flops_per_token * m.tokens_per_s / settings_.peak_flops;
+  if (settings_.dry_run) {
+    // NaN is written as null: a dry run's wall time measures shape logic, not training.
+    m.tokens_per_s = m.mfu = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    m.tokens_per_s = static_cast<double>(window_tokens_) / window_wall_s_;
+    m.mfu = settings_.flops_per_token * m.tokens_per_s / settings_.peak_flops;
+  }
   m.time_forward_s = window_forward_s_ / n;
   m.time_backward_s = window_backward_s_ / n;
   m.time_optimizer_s = window_optimizer_s_ / n;

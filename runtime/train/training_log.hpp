@@ -14,6 +14,7 @@ struct TrainingLogSettings {
   int log_interval = 1;
   double flops_per_token = 0;  // model training FLOPs per input token (fwd + bwd)
   double peak_flops = 0;       // measured sgemm FLOP/s of all ranks together (MFU denominator)
+  bool dry_run = false;        // tokens_per_s and mfu are NaN (null in metrics.jsonl): no math ran
 };
 
 // A training line every log_interval steps (and on demand: the last step), whose times,
