@@ -1,3 +1,4 @@
+#include <charconv>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -19,11 +20,22 @@ struct PlanArgs {
   std::string config;
   std::string target;
   std::vector<std::string> policies;
-  int world_size = 1;
+  std::string world_size = "1";  // parsed by parse_world_size: CLI11's message names no expectation
   std::vector<std::string> overrides;
   std::string non_allocator;
   bool json = false;
 };
+
+// --world-size N: a positive integer (data-parallel ranks). Throws ConfigError naming the flag.
+int parse_world_size(const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < 1) {
+    throw ConfigError("--world-size " + text + ": expected a positive integer (data-parallel ranks)");
+  }
+  return value;
+}
 
 }  // namespace
 
@@ -37,7 +49,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "Allocator policy (repeatable): no_cache, pytorch, best_fit, vmm_stitch, planned "
                   "(default memory.policy)")
       ->allow_extra_args(false);
-  cmd->add_option("--world-size", args->world_size, "Data-parallel ranks (the plan is one rank's)");
+  cmd->add_option("--world-size", args->world_size, "Data-parallel ranks (the plan is one rank's)")->type_name("N");
   cmd->add_option("--set", args->overrides, "Override one key: section.key=value (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
@@ -45,18 +57,21 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "Device bytes outside the allocator, replacing the target's estimate, e.g. 1GiB");
   cmd->add_flag("--json", args->json, "One JSON document: an object for one policy, an array for several");
   cmd->callback([args, &exit_code] {
-    if (args->world_size < 1) {
-      throw ConfigError("--world-size " + std::to_string(args->world_size) + ": expected at least 1");
-    }
-    train::DeviceTarget target = train::parse_device_target(args->target, args->world_size);
+    const int world_size = parse_world_size(args->world_size);
+    train::DeviceTarget target = train::parse_device_target(args->target, world_size);
     if (!args->non_allocator.empty()) {
-      target.non_allocator.override_total = parse_non_allocator_flag(args->non_allocator);
+      target.override_non_allocator(parse_non_allocator_flag(args->non_allocator));
     }
     const train::Config config = train::load_config(args->config, args->overrides);
+    try {
+      train::check_data_parallel_size(config, world_size);
+    } catch (const ConfigError& e) {
+      throw ConfigError("--world-size " + std::to_string(world_size) + ": " + e.what());
+    }
     std::vector<std::string> policies = args->policies;
     if (policies.empty()) policies.push_back(config.memory.policy);
     // The recompute: auto choice is logged to stderr so that --json keeps stdout one document.
-    const auto reports = train::make_plan(config, target, policies, args->world_size,
+    const auto reports = train::make_plan(config, target, policies, world_size,
                                           args->json ? std::cerr : std::cout);
     bool all_fit = true;
     if (args->json) {

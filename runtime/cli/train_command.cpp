@@ -60,7 +60,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     if (args->dry_run) {
       options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);
       if (!args->non_allocator.empty()) {
-        options.dry_run->non_allocator.override_total = parse_non_allocator_flag(args->non_allocator);
+        options.dry_run->override_non_allocator(parse_non_allocator_flag(args->non_allocator));
       }
     }
     // Validation happens here, before the trainer creates anything on disk.

@@ -148,7 +148,14 @@ void check_precision(const Config& c) {
 // Note [Recompute options that do nothing]
 // As with the allocator options: a budget that no policy reads, or a layer count for a
 // recompute that is off, would let an experiment report "with checkpointing" numbers that are
-// the baseline's. Both are refused with the key that would make them act.
+// the baseline's. Such settings are refused with the key that would make them act:
+// - recompute_num_layers or recompute_method block with recompute none (no layer is
+//   checkpointed, so which layers would be is moot);
+// - recompute_num_layers with recompute auto (auto chooses the layers itself: it would be
+//   overwritten);
+// - recompute selective with attention flash: selective recomputes the attention core so as
+//   not to keep the [B, NH, T, T] probabilities, and flash keeps none to begin with, so the
+//   layers store exactly what they store without recompute.
 void check_recompute(const Config& c) {
   const auto& m = c.memory;
   if (m.recompute_num_layers > c.model.num_hidden_layers) {
@@ -163,6 +170,23 @@ void check_recompute(const Config& c) {
   if (m.recompute_num_layers > 0 && m.recompute == "none") {
     fail(c, "memory.recompute_num_layers", "has no effect with memory.recompute = none",
          "0, or memory.recompute selective or full");
+  }
+  if (m.recompute_method == "block" && m.recompute == "none") {
+    fail(c, "memory.recompute_method", "has no effect with " + other(c, "memory.recompute"),
+         "uniform (the default), or memory.recompute selective or full");
+  }
+  if (m.recompute_num_layers > 0 && m.recompute == "auto") {
+    fail(c, "memory.recompute_num_layers",
+         "has no effect with " + other(c, "memory.recompute") + " (auto chooses the layers itself)",
+         "0, or memory.recompute selective or full");
+  }
+  if (m.recompute == "selective" && m.attention == "flash") {
+    const std::string key = blamed(c, "memory.recompute", "memory.attention");
+    fail(c, key,
+         "has no effect with " + other(c, key == "memory.recompute" ? "memory.attention" : "memory.recompute") +
+             " (flash attention keeps no [B, NH, T, T] probabilities for selective recompute to drop)",
+         key == "memory.recompute" ? "none or full with memory.attention = flash"
+                                   : "standard with memory.recompute = selective");
   }
   if (m.recompute == "auto" && m.budget == 0) {
     fail(c, "memory.recompute", "needs memory.budget (the peak the choice must fit)",

@@ -11,6 +11,7 @@
 
 #include "runtime/train/config.hpp"
 #include "runtime/train/plan_analytic.hpp"
+#include "runtime/train/plan_layer_activation.hpp"
 #include "runtime/train/plan_step.hpp"
 #include "runtime/train/plan_target.hpp"
 
@@ -24,14 +25,22 @@ struct PlanReport {
   Config config;        // as planned (memory.recompute resolved)
   StepMeasurement step; // its trace is dropped once replayed (it can be large)
   std::int64_t activation_bytes_per_layer = 0;  // measured (plan_step.hpp); 0 for 1 layer
+  // Checkpointed and stored layers apart (Note [Per-layer activations under partial recompute]).
+  LayerActivationBytes layer_activation;
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;
   double utilization = 0;         // peak allocated / peak reserved
-  double device_utilization = 0;  // peak allocated / target capacity
-  double fragmentation = 0;       // at the moment of peak reserved
+  // peak allocated / target capacity; NaN (reported as n/a, JSON null) when the step does not
+  // fit: the unlimited replay's peak is not on this device.
+  double device_utilization = 0;
+  // 1 - largest free block / free bytes in reserved segments, at peak reserved (memory_stats.hpp)
+  double fragmentation = 0;
   std::int64_t needed_bytes = 0;  // peak reserved with no limit + non-allocator bytes
   bool fits = false;
   int max_micro_batch_size = 0;   // largest that fits this target (0 if none)
+  // The search stopped at kMaxMicroBatchSearch while still fitting: the true largest is at least
+  // max_micro_batch_size.
+  bool max_micro_batch_size_is_lower_bound = false;
 
   // The JSON object `memtrain plan --json` prints (keys in docs/memory-plan.md).
   nlohmann::json to_json() const;
@@ -51,11 +60,13 @@ struct PlanReport {
 inline constexpr int kMaxMicroBatchSearch = 1 << 16;
 
 // Does `config` with micro-batch `micro_batch_size` (one micro-batch per rank) fit `target`
+// (capped by the config's memory.limit and memory.capacity, as the dry run's allocator is)
 // under `policy`? The predicate the search uses, public so tests can check its answer.
 bool micro_batch_fits(const Config& config, int micro_batch_size, const std::string& policy,
                       const DeviceTarget& target, int world_size);
 
-// Plans `config` for one rank of `world_size` data-parallel ranks on `target`, once per policy
+// Plans `config` for one rank of `world_size` data-parallel ranks on `target` (the allocator
+// capped by memory.limit and memory.capacity when set: DeviceTarget::limited_by), once per policy
 // (every name of memory::replay_policies(): the caching policies or "planned"). `auto`
 // recompute is resolved first (recompute_auto.hpp, logging to `log`). Throws ConfigError for an
 // unknown policy (naming --policy and the accepted names) or a config the trainer would refuse.

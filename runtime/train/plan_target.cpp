@@ -2,6 +2,7 @@
 
 #include <array>
 #include <stdexcept>
+#include <utility>
 
 #include "memory/byte_size.hpp"
 #include "runtime/core/errors.hpp"
@@ -38,6 +39,29 @@ DeviceTarget DeviceTarget::for_world_size(int world_size) const {
   return t;
 }
 
+DeviceTarget DeviceTarget::limited_by(const MemoryConfig& memory) const {
+  DeviceTarget t = *this;
+  t.allocator_limit = 0;
+  t.allocator_limit_key.clear();
+  for (const auto& [bytes, key] : {std::pair{memory.limit, "memory.limit"},
+                                   std::pair{memory.capacity, "memory.capacity"}}) {
+    if (bytes != 0 && (t.allocator_limit == 0 || bytes < t.allocator_limit)) {
+      t.allocator_limit = bytes;
+      t.allocator_limit_key = key;
+    }
+  }
+  return t;
+}
+
+void DeviceTarget::override_non_allocator(std::size_t bytes, const std::string& option) {
+  if (bytes >= capacity_bytes) {
+    throw ConfigError(option + " " + memory::format_byte_size(bytes) + " is not smaller than the target's " +
+                      memory::format_byte_size(capacity_bytes) + " (" + name +
+                      "); expected a size below the device's capacity, leaving room for the allocator");
+  }
+  non_allocator.override_total = bytes;
+}
+
 std::string device_target_names() {
   std::string s;
   for (const auto& t : kTargets) s += std::string(t.name) + ", ";
@@ -58,7 +82,12 @@ DeviceTarget parse_device_target(const std::string& text, int world_size,
   }
   try {
     target.capacity_bytes = memory::parse_byte_size(text);
-  } catch (const std::invalid_argument&) {
+  } catch (const std::invalid_argument& e) {
+    // A leading digit means a size was meant: its own reason ("does not fit in 64 bits") says
+    // more than "unknown target".
+    if (!text.empty() && text.front() >= '0' && text.front() <= '9') {
+      throw ConfigError(option + " " + text + ": not a usable size: " + e.what());
+    }
     throw ConfigError(option + " " + text + ": unknown target; expected " + device_target_names());
   }
   if (target.capacity_bytes == 0) {

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "runtime/train/config.hpp"
+
 namespace memtrain::train {
 
 // Memory a process holds on the device outside the caching allocator, in bytes.
@@ -31,8 +33,19 @@ struct DeviceTarget {
   // Bytes the allocator may reserve: capacity minus the non-allocator memory (0 when that
   // alone does not fit).
   std::size_t allocator_capacity() const {
-    return capacity_bytes > non_allocator.total() ? capacity_bytes - non_allocator.total() : 0;
+    const std::size_t device =
+        capacity_bytes > non_allocator.total() ? capacity_bytes - non_allocator.total() : 0;
+    return allocator_limit != 0 && allocator_limit < device ? allocator_limit : device;
   }
+  // memory.limit / memory.capacity of the config planned (the smaller set one; 0 = none): the
+  // allocator never reserves past it, on any device (the dry run's allocator obeys the same).
+  std::size_t allocator_limit = 0;
+  std::string allocator_limit_key;  // "memory.limit" or "memory.capacity", for reports
+  // This target with the allocator capped by `memory` (its limit and capacity, as above).
+  DeviceTarget limited_by(const MemoryConfig& memory) const;
+  // Sets --non-allocator: `bytes` replace the estimate. Throws ConfigError naming `option`
+  // when they are not smaller than the device (nothing would be left for the allocator).
+  void override_non_allocator(std::size_t bytes, const std::string& option = "--non-allocator");
   // "a100-40gb (40.00 GiB)" for messages.
   std::string describe() const;
   // NCCL's buffers exist only with more than one rank: this target for a world of `world_size`.
@@ -61,7 +74,8 @@ struct DeviceTarget {
 
 // Parses --target: a100-40gb | a100-80gb | h100-80gb | h200-141gb | a size ("24GiB", "512MiB",
 // bytes). world_size > 1 adds the NCCL buffers to a GPU target. Throws ConfigError naming
-// `option` ("--target") and the accepted names for an unknown name or a zero size.
+// `option` ("--target") and the accepted names for an unknown name or a zero size, and the
+// size parser's reason for a size it rejects (too large for 64 bits, an unknown unit).
 DeviceTarget parse_device_target(const std::string& text, int world_size = 1,
                                  const std::string& option = "--target");
 

@@ -69,11 +69,14 @@ TEST(ConfigHash, ChangesWhenAnyKeyChanges) {
       "precision.loss_scale.growth_factor=4", "precision.loss_scale.backoff_factor=0.25",
       "precision.loss_scale.growth_interval=100", "precision.loss_scale.hysteresis=2",
       "precision.loss_scale.min_loss_scale=0.5", "precision.loss_scale.max_skipped_steps_at_min=3",
-      "memory.recompute=full", "memory.recompute_method=block", "memory.attention=flash"};
+      "memory.recompute=full", "memory.attention=flash"};
   for (const auto& change : changes) {
     // data.corpus is hashed but not checked when mock: true.
     EXPECT_NE(config_hash(load_config(path, {change})), base) << change;
   }
+  // recompute_method acts (and loads) only with a recompute on.
+  EXPECT_NE(config_hash(load_config(path, {"memory.recompute=full", "memory.recompute_method=block"})),
+            config_hash(load_config(path, {"memory.recompute=full"})));
 }
 
 TEST(ConfigHash, CanonicalTextLoadsBackToTheSameConfig) {
