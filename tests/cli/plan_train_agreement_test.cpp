@@ -63,7 +63,8 @@ TEST_P(PlanTrainAgreement, TrainFitsPlansLargestMicroBatchAndNotOneMore) {
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 3) << r.err;
   const int n = nlohmann::json::parse(r.out)["max_micro_batch_size"].get<int>();
   ASSERT_GT(n, 1) << "the device must hold a few sequences for the check to mean anything";
-  EXPECT_EQ(train_exit(s, recompute, n), 0) << "train --dry-run ran out of memory at plan's n = " << n;
+  EXPECT_EQ(train_exit(s, recompute, n), 0)
+      << "train --dry-run ran out of memory at plan's n = " << n;
   EXPECT_EQ(train_exit(s, recompute, n + 1), 1) << "train --dry-run fitted n + 1 = " << n + 1;
 }
 
