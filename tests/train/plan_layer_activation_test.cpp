@@ -2,11 +2,12 @@
 // partial recompute]): a checkpointed and a stored layer are measured apart, each equal to the
 // per-tensor account of docs/memory-plan.md (fp32, e = 4: the layer input 4·sbh when
 // checkpointed by full recompute; 4·(16·sbh + as²b) + 16·sb when stored).
+#include "runtime/train/plan_layer_activation.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "runtime/train/plan_layer_activation.hpp"
 #include "runtime/train/plan_step.hpp"
 #include "tests/train/tiny_config.hpp"
 
