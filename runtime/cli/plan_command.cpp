@@ -42,7 +42,7 @@ int parse_world_size(const std::string& text) {
 void add_plan_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Dry-run one optimizer step of a config on a simulated device: does it fit, where does the memory go");
+      "plan", "Dry-run a config's first steps and evaluations on a simulated device: does it fit, where does the memory go");
   cmd->add_option("--config", args->config, "Experiment YAML file, e.g. configs/bert-large.yaml")->required();
   cmd->add_option("--target", args->target, "Device: " + train::device_target_names())->required();
   cmd->add_option("--policy", args->policies,

@@ -52,8 +52,8 @@ struct PlanReport {
 
 // Note [Largest micro-batch]
 // Doubling then bisection over dry runs: micro-batch 1, 2, 4, ... until one does not fit,
-// then bisection between the last that fit and the first that did not. Each probe is one
-// optimizer step with one micro-batch per rank (global_batch_size = micro x world_size): the
+// then bisection between the last that fit and the first that did not. Each probe is the
+// trainer's first steps and evaluations (measure_step) with one micro-batch per rank (global_batch_size = micro x world_size): the
 // peak does not depend on how many micro-batches accumulate, since the gradients already
 // exist. Memory grows with the micro-batch, so the first failure bounds the answer. Probes stop
 // at kMaxMicroBatchSearch.

@@ -27,8 +27,8 @@ struct RecomputeChoice {
 // (plan_step.hpp), a fraction of a second even for BERT-Large.
 std::vector<RecomputeChoice> recompute_candidates(int num_hidden_layers);
 
-// When config.memory.recompute is "auto": dry-runs the candidates in order, one optimizer step
-// of one rank of `world_size` (peak reserved bytes under memory.policy, with no device limit),
+// When config.memory.recompute is "auto": dry-runs the candidates in order (the trainer's
+// first steps and evaluations, measure_step) on one rank of `world_size` (peak reserved bytes under memory.policy, with no device limit),
 // and returns a copy of `config` with memory.recompute, recompute_method and
 // recompute_num_layers set to the first candidate whose peak is at most memory.budget, after
 // logging the choice to `log`. Any other value: returns `config` unchanged.
