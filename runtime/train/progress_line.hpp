@@ -11,7 +11,7 @@ struct Progress {
   std::int64_t step = 0;
   std::int64_t total_steps = 0;
   double loss = 0;
-  double tokens_per_s = 0;
+  double tokens_per_s = 0;          // NaN in a dry run: printed as "dry run"
   double eta_s = 0;                 // seconds left at the current rate
   std::size_t allocated_bytes = 0;  // memory in use by the model's allocator
 };

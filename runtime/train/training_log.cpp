@@ -24,7 +24,8 @@ void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, doub
   if (progress_.live() || log_now) {
     const double seconds_per_step = train_s_ / static_cast<double>(step);
     progress_.update(Progress{step, settings_.max_steps, r.loss,
-                              static_cast<double>(tokens_) / train_s_,
+                              settings_.dry_run ? std::numeric_limits<double>::quiet_NaN()
+                                                : static_cast<double>(tokens_) / train_s_,
                               static_cast<double>(settings_.max_steps - step) * seconds_per_step,
                               static_cast<std::size_t>(mem.allocated_bytes.current)});
   }

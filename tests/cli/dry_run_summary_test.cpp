@@ -53,6 +53,7 @@ TEST(DryRunSummary, SaysDryRunInsteadOfTokensPerSecondAndWritesNullSpeeds) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // 2 steps x 2 sequences x 16 tokens.
   EXPECT_TRUE(contains(r.out, "tokens/s         dry run (64 tokens)"));
+  EXPECT_TRUE(contains(r.out, "step 2/2 | loss nan | dry run | ETA"));
   const auto lines = training_lines(s.path("run/metrics.jsonl"));
   ASSERT_EQ(lines.size(), 2u);
   for (const auto& j : lines) {
