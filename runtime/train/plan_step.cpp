@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "comms/communicator.hpp"
+#include "comms/simulated_world_communicator.hpp"
 #include "memory/tag_registry.hpp"
 #include "memory/trace_recorder.hpp"
 #include "models/bert_for_masked_lm.hpp"
@@ -28,27 +29,6 @@ namespace {
 
 // Simulated devices hand out addresses only, so "no limit" costs nothing: 1 PiB.
 constexpr std::size_t kUnlimitedBytes = std::size_t{1} << 50;
-
-// Rank 0 of `size` simulated ranks: what a rank allocates depends on the world size (the
-// batch share, the staging buffer), never on the other ranks' data, so the collectives leave
-// this rank's values as they are.
-class SimulatedWorld final : public comms::Communicator {
- public:
-  explicit SimulatedWorld(int size) : size_(size) {}
-  int rank() const override { return 0; }
-  int size() const override { return size_; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return 1; }
-  void allreduce_sum(float*, std::int64_t) override {}
-  void allreduce_sum(double*, std::int64_t) override {}
-  void allreduce_sum(std::int64_t*, std::int64_t) override {}
-  void broadcast(void*, std::int64_t, int) override {}
-  void barrier() override {}
-  std::string backend() const override { return "simulated"; }
-
- private:
-  int size_;
-};
 
 std::int64_t current_bytes(const memory::MemoryStats& stats, memory::TagId tag) {
   const auto it = stats.per_tag.find(tag);
@@ -117,7 +97,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   const auto data = data::MlmDataset::mock(data_config, config.model.vocab_size, tc.seed);
   const auto validation =
       data::MlmDataset::mock(data_config, config.model.vocab_size, validation_seed(tc.seed));
-  SimulatedWorld world(world_size);
+  comms::SimulatedWorldCommunicator world(world_size);
 
   memory::TraceRecorder trace;  // outlives the allocator's sink
   auto allocator = make_dry_run_allocator(memory_config, kUnlimitedBytes, "simulated plan device");
