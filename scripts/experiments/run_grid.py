@@ -153,10 +153,10 @@ class Grid:
     # layout's device must finish one step with micro-batch n and run out of memory (exit 1)
     # with n + 1. The two share the allocator and the model, not the search, so a search that
     # stopped early or a plan that measured a different step shows up here. The check runs one
-    # process with the layout's memory outside the allocator (--non-allocator, from plan): a
-    # multi-rank dry run whose rank 0 runs out of memory leaves the other ranks waiting in the
-    # gradient all-reduce (seen 2026-11-29; docs/memory-experiments.md), and one process differs
-    # from rank 0 of 4 only by the 4 MiB f32 staging buffer of 16-bit gradients.
+    # process with the layout's memory outside the allocator (--non-allocator, from plan): it
+    # needs no mpirun per probe, and one process differs from rank 0 of 4 only by the 4 MiB f32
+    # staging buffer of 16-bit gradients. (A multi-rank dry run whose rank fails no longer hangs:
+    # the failing rank ends the job with MPI_Abort, comms/communicator.hpp.)
     def check_max_micro_batch(self, layout, setting, n, non_allocator_bytes):
         if self.args.compute:
             return ""
