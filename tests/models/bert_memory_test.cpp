@@ -16,14 +16,7 @@ namespace memtrain::models {
 namespace {
 
 BertConfig small_config() {
-  BertConfig c;
-  c.vocab_size = 96;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 32;
-  return c;
+  return testing::small_bert_config(/*layers=*/2, /*dropout=*/0.1f, /*max_positions=*/32);
 }
 
 memory::MemoryStats run_one_step(std::shared_ptr<memory::MemoryResource> upstream, bool dry_run,

@@ -16,6 +16,22 @@
 
 namespace memtrain::testing {
 
+// A BERT small enough for exact (bitwise, memcmp) comparisons in milliseconds: hidden 32, 4 heads,
+// FFN 64; layers, vocabulary, positions and dropout as the test needs.
+inline models::BertConfig small_bert_config(int layers, float dropout, int max_positions,
+                                            int vocab_size = 96) {
+  models::BertConfig c;
+  c.vocab_size = vocab_size;
+  c.hidden_size = 32;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position_embeddings = max_positions;
+  c.hidden_dropout_prob = dropout;
+  c.attention_probs_dropout_prob = dropout;
+  return c;
+}
+
 inline const std::string kBertFixture =
     std::string(MEMTRAIN_SOURCE_DIR) + "/tests/fixtures/bert_tiny.safetensors";
 

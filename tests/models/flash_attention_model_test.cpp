@@ -22,16 +22,7 @@ namespace {
 constexpr int kV = 96;
 
 BertConfig config(int layers, float dropout) {
-  BertConfig c;
-  c.vocab_size = kV;
-  c.hidden_size = 32;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 80;
-  c.hidden_dropout_prob = dropout;
-  c.attention_probs_dropout_prob = dropout;
-  return c;
+  return testing::small_bert_config(layers, dropout, /*max_positions=*/80, kV);
 }
 
 struct StepResult {

@@ -25,16 +25,7 @@ namespace {
 constexpr int kB = 3, kT = 24, kV = 96;
 
 BertConfig config(int layers, float dropout) {
-  BertConfig c;
-  c.vocab_size = kV;
-  c.hidden_size = 32;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 32;
-  c.hidden_dropout_prob = dropout;
-  c.attention_probs_dropout_prob = dropout;
-  return c;
+  return testing::small_bert_config(layers, dropout, /*max_positions=*/32, kV);
 }
 
 struct StepResult {
