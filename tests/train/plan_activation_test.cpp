@@ -12,20 +12,11 @@
 namespace memtrain::train {
 namespace {
 
-constexpr std::int64_t s = 32, b = 4, h = 64, a = 4;  // I = 4h, as BERT
+constexpr std::int64_t s = testing::kActS, b = testing::kActB, h = testing::kActH,
+                        a = testing::kActA;
 
 Config layer_config(const std::string& dtype, const std::string& recompute, const std::string& attention) {
-  Config c = testing::tiny_mock_config();
-  c.model.hidden_size = h;
-  c.model.num_attention_heads = a;
-  c.model.intermediate_size = 4 * h;
-  c.model.num_hidden_layers = 3;
-  c.model.max_position_embeddings = s;
-  c.model.hidden_dropout_prob = 0.1f;
-  c.model.attention_probs_dropout_prob = 0.1f;
-  c.data.seq_length = s;
-  c.training.micro_batch_size = b;
-  c.training.global_batch_size = b;
+  Config c = testing::activation_layer_config(3);
   c.precision.dtype = dtype;
   c.memory.recompute = recompute;
   c.memory.attention = attention;

@@ -14,23 +14,14 @@
 namespace memtrain::train {
 namespace {
 
-constexpr std::int64_t s = 32, b = 4, h = 64, a = 4;  // I = 4h, as BERT
+constexpr std::int64_t s = testing::kActS, b = testing::kActB, h = testing::kActH,
+                        a = testing::kActA;
 constexpr std::int64_t sbh = s * b * h, as2b = a * s * s * b, stats = 16 * s * b;
 constexpr std::int64_t kStoredFp32 = 4 * (16 * sbh + as2b) + stats;
 constexpr std::int64_t kFullCheckpointedFp32 = 4 * sbh;
 
 Config four_layers(const std::string& recompute, const std::string& method, int num_layers) {
-  Config c = testing::tiny_mock_config();
-  c.model.hidden_size = h;
-  c.model.num_attention_heads = a;
-  c.model.intermediate_size = 4 * h;
-  c.model.num_hidden_layers = 4;
-  c.model.max_position_embeddings = s;
-  c.model.hidden_dropout_prob = 0.1f;
-  c.model.attention_probs_dropout_prob = 0.1f;
-  c.data.seq_length = s;
-  c.training.micro_batch_size = b;
-  c.training.global_batch_size = b;
+  Config c = testing::activation_layer_config(4);
   c.training.max_steps = 1;
   c.memory.recompute = recompute;
   c.memory.recompute_method = method;
