@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "runtime/cli/commands.hpp"
+#include "runtime/config/config_loader.hpp"
 #include "runtime/data/prepare_data.hpp"
-#include "runtime/train/config_loader.hpp"
 
 namespace memtrain::cli {
 

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.hpp"
+#include "runtime/config/config_loader.hpp"
+#include "runtime/config/device_target.hpp"
 #include "runtime/core/errors.hpp"
-#include "runtime/train/config_loader.hpp"
-#include "runtime/train/plan_report.hpp"
-#include "runtime/train/plan_target.hpp"
+#include "runtime/plan/plan_report.hpp"
 
 namespace memtrain::cli {
 

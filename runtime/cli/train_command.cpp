@@ -4,9 +4,10 @@
 
 #include "memory/byte_size.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/config/config_loader.hpp"
+#include "runtime/config/device_target.hpp"
 #include "runtime/core/errors.hpp"
-#include "runtime/train/config_loader.hpp"
-#include "runtime/train/plan_target.hpp"
+#include "runtime/plan/recompute_auto.hpp"
 #include "runtime/train/trainer.hpp"
 
 namespace memtrain::cli {
@@ -56,7 +57,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
       throw ConfigError(std::string(args->target.empty() ? "--non-allocator" : "--target") +
                         " needs --dry-run (a compute run uses the real device)");
     }
-    train::RunOptions options{args->run_dir, std::nullopt};
+    train::RunOptions options{args->run_dir, std::nullopt,
+                              train::resolve_recompute};
     if (args->dry_run) {
       options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);
       if (!args->non_allocator.empty()) {

@@ -6,9 +6,9 @@
 
 namespace memtrain::data {
 
-models::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view text,
-                                  int max_length) {
-  const SpecialTokens& special = tokenizer.special();
+core::MlmBatch fill_mask_prompt(const Tokenizer &tokenizer,
+                                std::string_view text, int max_length) {
+  const SpecialTokens &special = tokenizer.special();
   std::vector<std::int32_t> row{special.cls};
   // Note [Space before a written mask]
   // SentencePiece encodes "be [MASK]" as "▁be", "▁", "[MASK]": the user-defined symbol takes no
@@ -27,7 +27,7 @@ models::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view t
                       std::to_string(row.size()) + " tokens with [CLS]/[SEP]; expected at most " +
                       std::to_string(max_length));
   }
-  models::MlmBatch batch;
+  core::MlmBatch batch;
   batch.batch_size = 1;
   batch.seq_length = static_cast<int>(row.size());
   for (std::size_t t = 0; t < row.size(); ++t) {

@@ -105,7 +105,8 @@ void MlmDataset::append_row(std::uint64_t sample, std::vector<std::int32_t>& row
   row.push_back(kSpecialTokens.sep);
 }
 
-models::MlmBatch MlmDataset::batch(std::uint64_t first_sample, int batch_size) const {
+core::MlmBatch MlmDataset::batch(std::uint64_t first_sample,
+                                 int batch_size) const {
   if (batch_size < 1) {
     throw ConfigError("batch size " + std::to_string(batch_size) + "; expected >= 1");
   }
@@ -116,7 +117,7 @@ models::MlmBatch MlmDataset::batch(std::uint64_t first_sample, int batch_size) c
     append_row(first_sample + static_cast<std::uint64_t>(b), rows[b]);
     T = std::max(T, static_cast<int>(rows[b].size()));
   }
-  models::MlmBatch batch;
+  core::MlmBatch batch;
   batch.batch_size = batch_size;
   batch.seq_length = T;
   batch.first_sample = first_sample;

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "models/mlm_batch.hpp"
+#include "runtime/core/mlm_batch.hpp"
 #include "runtime/data/data_config.hpp"
 #include "runtime/data/mlm_masking.hpp"
 #include "runtime/data/prepare_data.hpp"
@@ -37,15 +37,16 @@ class MlmDataset {
   std::uint64_t num_sequences() const;
   int vocab_size() const { return vocab_size_; }
 
-  // Rows first_sample .. first_sample + batch_size - 1 of the sample stream. Sample i is
-  // sequence order[i mod num_sequences()] (order: a seeded permutation for training, identity
-  // for validation and mock) masked with (seed, i) (Note [Counter-based masking]), so a row
-  // depends on (seed, i) only: batch(0, 4) rows == batch(0, 2) rows then batch(2, 2) rows
-  // (with dynamic padding each batch is padded to its own longest row).
-  // Shapes: input_ids, token_type_ids (all 0), attention_mask [B, T]; T = seq_length, or the
-  // longest row with dynamic_seq_length. Padding is [PAD] with attention_mask 0.
-  // Throws ConfigError when batch_size < 1.
-  models::MlmBatch batch(std::uint64_t first_sample, int batch_size) const;
+  // Rows first_sample .. first_sample + batch_size - 1 of the sample stream.
+  // Sample i is sequence order[i mod num_sequences()] (order: a seeded
+  // permutation for training, identity for validation and mock) masked with
+  // (seed, i) (Note [Counter-based masking]), so a row depends on (seed, i)
+  // only: batch(0, 4) rows == batch(0, 2) rows then batch(2, 2) rows (with
+  // dynamic padding each batch is padded to its own longest row). Shapes:
+  // input_ids, token_type_ids (all 0), attention_mask [B, T]; T = seq_length,
+  // or the longest row with dynamic_seq_length. Padding is [PAD] with
+  // attention_mask 0. Throws ConfigError when batch_size < 1.
+  core::MlmBatch batch(std::uint64_t first_sample, int batch_size) const;
 
  private:
   struct Piece {

@@ -2,7 +2,7 @@
 // Dynamic loss scaling for fp16 training: a pure state machine fed one bit per optimizer step.
 #include <cstdint>
 
-#include "runtime/train/config.hpp"
+#include "runtime/config/config.hpp"
 
 namespace memtrain::train {
 

@@ -19,6 +19,10 @@ void MetricsWriter::write(const TrainMetrics& m) {
   j["grad_norm"] = m.grad_norm;
   j["tokens_per_s"] = m.tokens_per_s;
   j["mfu"] = m.mfu;
+  j["sgemm_fraction"] = m.sgemm_fraction;
+  j["model_flops_per_s"] = m.model_flops_per_s;
+  j["peak_flops"] = m.peak_flops;
+  j["sgemm_flops"] = m.sgemm_flops;
   j["time_forward_s"] = m.time_forward_s;
   j["time_backward_s"] = m.time_backward_s;
   j["time_optimizer_s"] = m.time_optimizer_s;

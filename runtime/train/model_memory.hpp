@@ -4,7 +4,7 @@
 #include <string>
 
 #include "memory/caching_allocator.hpp"
-#include "runtime/train/config.hpp"
+#include "runtime/config/config.hpp"
 
 namespace memtrain::train {
 

@@ -1,5 +1,6 @@
 #include "runtime/train/run_summary.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <sstream>
 
@@ -14,7 +15,10 @@ std::string format_summary(const RunSummary& s) {
   os << "Summary\n";
   std::snprintf(buf, sizeof buf, "  steps            %lld/%lld%s\n",
                 static_cast<long long>(s.steps_done), static_cast<long long>(s.max_steps),
-                s.interrupted ? " (stopped by SIGINT)" : "");
+                !s.interrupted                  ? ""
+                : s.stop_signal == SIGTERM      ? " (stopped by SIGTERM)"
+                : s.stop_signal == SIGUSR1      ? " (stopped by SIGUSR1)"
+                                                : " (stopped by SIGINT)");
   os << buf;
   std::snprintf(buf, sizeof buf, "  time             %.1f s (%.1f s in training steps, %s)\n",
                 s.wall_s, s.train_s, format_duration(s.wall_s).c_str());

@@ -8,7 +8,8 @@ namespace memtrain::train {
 struct RunSummary {
   std::int64_t steps_done = 0;
   std::int64_t max_steps = 0;
-  bool interrupted = false;         // stopped by SIGINT
+  bool interrupted = false;         // stopped by SIGINT, SIGTERM or SIGUSR1
+  int stop_signal = 0;              // which, when interrupted
   double wall_s = 0;                // whole run, setup included
   double train_s = 0;               // inside training steps
   std::int64_t tokens = 0;          // input tokens trained on (all ranks)

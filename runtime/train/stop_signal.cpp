@@ -6,24 +6,36 @@ namespace memtrain::train {
 namespace {
 
 // Lock-free atomics are async-signal-safe (C++17 [support.signal]).
-std::atomic<bool> g_stop_requested{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
+// The first stop signal's number; 0 = none yet.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
-extern "C" void on_sigint(int) { g_stop_requested.store(true); }
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, sig);
+}
 
 }  // namespace
 
 StopSignal::StopSignal() {
-  g_stop_requested.store(false);
+  g_stop_signal.store(0);
   struct sigaction action {};
-  action.sa_handler = on_sigint;
+  action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // a read() in the data pipeline must not fail with EINTR
-  sigaction(SIGINT, &action, &previous_);
+  sigaction(SIGINT, &action, &previous_int_);
+  sigaction(SIGTERM, &action, &previous_term_);
+  sigaction(SIGUSR1, &action, &previous_usr1_);
 }
 
-StopSignal::~StopSignal() { sigaction(SIGINT, &previous_, nullptr); }
+StopSignal::~StopSignal() {
+  sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGTERM, &previous_term_, nullptr);
+  sigaction(SIGUSR1, &previous_usr1_, nullptr);
+}
 
-bool StopSignal::requested() const { return g_stop_requested.load(); }
+bool StopSignal::requested() const { return g_stop_signal.load() != 0; }
+
+int StopSignal::signal() const { return g_stop_signal.load(); }
 
 }  // namespace memtrain::train

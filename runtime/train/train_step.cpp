@@ -47,7 +47,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   StepResult r;
   model.zero_grad();
 
-  std::vector<models::MlmBatch> batches;
+  std::vector<core::MlmBatch> batches;
   batches.reserve(plan.accumulation_steps());
   std::int64_t counts[2] = {0, 0};  // masked tokens, input tokens
   for (int a = 0; a < plan.accumulation_steps(); ++a) {

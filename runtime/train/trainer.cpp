@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -15,19 +16,19 @@
 #include "memory/byte_size.hpp"
 #include "memory/out_of_memory.hpp"
 #include "models/bert_for_masked_lm.hpp"
+#include "runtime/config/config_hash.hpp"
+#include "runtime/config/config_loader.hpp"
+#include "runtime/config/model_options_from_config.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/train/batch_plan.hpp"
-#include "runtime/train/config_hash.hpp"
-#include "runtime/train/config_loader.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/fill_mask.hpp"
+#include "runtime/train/hardware_peak.hpp"
 #include "runtime/train/memory_outputs.hpp"
 #include "runtime/train/metrics_writer.hpp"
 #include "runtime/train/model_memory.hpp"
-#include "runtime/train/model_options_from_config.hpp"
 #include "runtime/train/optimizer.hpp"
 #include "runtime/train/progress_line.hpp"
-#include "runtime/train/recompute_auto.hpp"
 #include "runtime/train/root_only.hpp"
 #include "runtime/train/run_directory.hpp"
 #include "runtime/train/run_summary.hpp"
@@ -96,9 +97,18 @@ int train(const Config& config, const RunOptions& options) {
 
   TrainingData data = load_training_data(config, *comm, out);
 
-  // memory.recompute: auto becomes the least recomputation that fits memory.budget.
-  const Config resolved = resolve_recompute(config, comm->size(), out);
-  memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
+  // memory.recompute: auto becomes the least recomputation that fits
+  // memory.budget.
+  if (config.memory.recompute == "auto" && !options.resolve_recompute) {
+    throw ConfigError("memory.recompute: auto needs a planner to resolve it "
+                      "(RunOptions::resolve_recompute)");
+  }
+  const Config resolved =
+      config.memory.recompute == "auto"
+          ? options.resolve_recompute(config, comm->size(), out)
+          : config;
+  memory::TraceRecorder
+      trace; // declared before the allocator: it must outlive the sink
   const bool dry = options.dry_run.has_value();
   const DeviceTarget target = dry ? options.dry_run->for_world_size(comm->size()) : DeviceTarget{};
   auto allocator = dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
@@ -139,24 +149,41 @@ int train(const Config& config, const RunOptions& options) {
   // memory_snapshot.json (and the trace) and prints the memory summary before it propagates
   // (exit 1). A failure to write them is reported but does not hide the OutOfMemory.
   try {
-    // MFU's denominator: the machine's sgemm peak = the sum of what each rank reaches. Measured
-    // through an allocator of its own, so its three [1024, 1024] buffers stay out of the run's
-    // memory statistics (peak_allocated_bytes would otherwise report them).
-    double peak_flops = 0.0;
+    // MFU's denominator is the hardware's peak (Note [Which clock the peak
+    // uses]); the sgemm speed measured here is sgemm_fraction's. Both are sums
+    // over the ranks. The sgemm runs through an allocator of its own, so its
+    // three [1024, 1024] buffers stay out of the run's memory statistics
+    // (peak_allocated_bytes would otherwise report them).
+    double sgemm_flops = 0.0;
+    const HardwarePeak hw = hardware_peak(threads);
+    double peak_flops = hw.flops();
     if (!dry) {
       core::Context probe(make_model_allocator(MemoryConfig{}));
-      peak_flops = measure_sgemm_peak_flops(probe);
+      sgemm_flops = measure_sgemm_peak_flops(probe);
     }
+    comm->allreduce_sum(&sgemm_flops, 1);
+    // One rank with an unknown peak makes the sum unknown: count the ranks that
+    // know none.
+    double peak_known = peak_flops > 0 ? 0.0 : 1.0;
+    comm->allreduce_sum(&peak_known, 1);
     comm->allreduce_sum(&peak_flops, 1);
-    const double flops_per_token = model.flops_per_step_token(config.data.seq_length);
+    if (peak_known > 0)
+      peak_flops = 0.0;
+    const double flops_per_token =
+        model.flops_per_step_token(config.data.seq_length);
 
-    out << "memtrain: training " << config.name << ": " << model.num_parameters()
-        << " parameters, " << tc.max_steps << " steps of " << tc.global_batch_size
-        << " sequences x " << config.data.seq_length << " tokens (micro-batch "
-        << tc.micro_batch_size << " x " << plan.accumulation_steps() << " accumulation x "
-        << comm->size() << " ranks), " << threads << " threads/rank, sgemm peak "
+    out << "memtrain: training " << config.name << ": "
+        << model.num_parameters() << " parameters, " << tc.max_steps
+        << " steps of " << tc.global_batch_size << " sequences x "
+        << config.data.seq_length << " tokens (micro-batch "
+        << tc.micro_batch_size << " x " << plan.accumulation_steps()
+        << " accumulation x " << comm->size() << " ranks), " << threads
+        << " threads/rank\n"
+        << "memtrain: hardware peak " << hw.describe()
+        << (comm->size() > 1 ? " per rank" : "") << "; sgemm measured "
         << (dry ? std::string("not measured (dry run)")
-                : std::to_string(static_cast<long>(peak_flops / 1e9)) + " GFLOP/s")
+                : std::to_string(static_cast<long>(sgemm_flops / 1e9)) +
+                      " GFLOP/s")
         << "\n"
         << "memtrain: precision " << config.precision.dtype
         << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")" : "")
@@ -196,15 +223,24 @@ int train(const Config& config, const RunOptions& options) {
     std::int64_t last_eval_step = 0;
 
     // All ranks must agree to stop, or the others would wait in the next all-reduce forever.
+    // Every rank stops at the same step: the ranks vote on the stop signals after every step.
+    // Mixed signals (mpirun sent SIGTERM to one rank while a user sent another SIGUSR1) resolve
+    // to the most final: SIGTERM, then SIGUSR1, then SIGINT.
+    int stop_signal = 0;
     auto stop_requested = [&] {
-      std::int64_t votes = stop.requested() ? 1 : 0;
-      if (comm->size() > 1) comm->allreduce_sum(&votes, 1);
-      return votes > 0;
+      const int local = stop.signal();
+      std::int64_t votes[3] = {local == SIGTERM ? 1 : 0, local == SIGUSR1 ? 1 : 0,
+                               local == SIGINT ? 1 : 0};
+      if (comm->size() > 1) comm->allreduce_sum(votes, 3);
+      stop_signal = votes[0] > 0 ? SIGTERM : votes[1] > 0 ? SIGUSR1 : votes[2] > 0 ? SIGINT : 0;
+      return stop_signal != 0;
     };
     std::optional<TrainingLog> log;
     if (root) {
       log.emplace(*metrics, progress,
-                  TrainingLogSettings{tc.max_steps, tc.log_interval, flops_per_token, peak_flops, dry});
+                  TrainingLogSettings{tc.max_steps, tc.log_interval,
+                                      flops_per_token, peak_flops, sgemm_flops,
+                                      dry});
     }
     double last_loss = std::nan("");
     std::int64_t step = 0;
@@ -228,9 +264,12 @@ int train(const Config& config, const RunOptions& options) {
       if (dry) r.loss = r.grad_norm = std::nan("");
       const double wall = seconds_since(t0);
       last_loss = r.loss;
+      // The step's line is written before the vote on a stop signal, so a signal that lands
+      // during step k stops the run after step k with step k - 1 already on disk.
+      if (log) log->record(step, r, settings.lr, wall, allocator->stats(), step == tc.max_steps);
       interrupted = stop_requested();
+      if (interrupted && log) log->flush(step, r, settings.lr, allocator->stats());
       const bool last = step == tc.max_steps || interrupted;
-      if (log) log->record(step, r, settings.lr, wall, allocator->stats(), last);
       if (step % tc.eval_interval == 0 || last) {
         end_eval = evaluate_and_log(step);
         last_eval_step = step;
@@ -251,6 +290,7 @@ int train(const Config& config, const RunOptions& options) {
       summary.steps_done = step;
       summary.max_steps = tc.max_steps;
       summary.interrupted = interrupted;
+      summary.stop_signal = stop_signal;
       summary.wall_s = seconds_since(start);
       summary.train_s = log->train_s();
       summary.tokens = log->tokens();
@@ -269,7 +309,7 @@ int train(const Config& config, const RunOptions& options) {
       out << format_summary(summary) << allocator->memory_summary() << std::flush;
       write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
     }
-    return interrupted ? kInterruptedExitCode : 0;
+    return interrupted ? stopped_exit_code(stop_signal) : 0;
   } catch (const OutOfMemory&) {
     if (root && run_dir) {
       out << "\nmemtrain: out of memory; the allocator at the failure:\n"

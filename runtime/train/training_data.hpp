@@ -7,9 +7,9 @@
 #include <ostream>
 
 #include "comms/communicator.hpp"
+#include "runtime/config/config.hpp"
 #include "runtime/data/mlm_dataset.hpp"
 #include "runtime/data/tokenizer.hpp"
-#include "runtime/train/config.hpp"
 
 namespace memtrain::train {
 

@@ -29,8 +29,16 @@ void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, doub
                               static_cast<double>(settings_.max_steps - step) * seconds_per_step,
                               static_cast<std::size_t>(mem.allocated_bytes.current)});
   }
-  if (!log_now) return;
+  if (log_now) write(step, r, lr, mem);
+}
 
+void TrainingLog::flush(std::int64_t step, const StepResult& r, double lr,
+                        const memory::MemoryStats& mem) {
+  if (window_steps_ > 0) write(step, r, lr, mem);
+}
+
+void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
+                        const memory::MemoryStats& mem) {
   const double n = window_steps_;
   TrainMetrics m;
   m.step = step;
@@ -38,11 +46,18 @@ void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, doub
   m.lr = lr;
   m.grad_norm = r.grad_norm;
   if (settings_.dry_run) {
-    // NaN is written as null: a dry run's wall time measures shape logic, not training.
-    m.tokens_per_s = m.mfu = std::numeric_limits<double>::quiet_NaN();
+    // NaN is written as null: a dry run's wall time measures shape logic, not
+    // training.
+    m.tokens_per_s = m.mfu = m.sgemm_fraction = m.model_flops_per_s =
+        m.peak_flops = m.sgemm_flops = std::numeric_limits<double>::quiet_NaN();
   } else {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     m.tokens_per_s = static_cast<double>(window_tokens_) / window_wall_s_;
-    m.mfu = settings_.flops_per_token * m.tokens_per_s / settings_.peak_flops;
+    m.model_flops_per_s = settings_.flops_per_token * m.tokens_per_s;
+    m.peak_flops = settings_.peak_flops > 0 ? settings_.peak_flops : nan;
+    m.sgemm_flops = settings_.sgemm_flops > 0 ? settings_.sgemm_flops : nan;
+    m.mfu = m.model_flops_per_s / m.peak_flops;
+    m.sgemm_fraction = m.model_flops_per_s / m.sgemm_flops;
   }
   m.time_forward_s = window_forward_s_ / n;
   m.time_backward_s = window_backward_s_ / n;

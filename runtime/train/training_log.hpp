@@ -12,9 +12,14 @@ namespace memtrain::train {
 struct TrainingLogSettings {
   std::int64_t max_steps = 0;
   int log_interval = 1;
-  double flops_per_token = 0;  // model training FLOPs per input token (fwd + bwd)
-  double peak_flops = 0;       // measured sgemm FLOP/s of all ranks together (MFU denominator)
-  bool dry_run = false;        // tokens_per_s and mfu are NaN (null in metrics.jsonl): no math ran
+  double flops_per_token =
+      0; // model training FLOPs per input token (fwd + bwd)
+  double peak_flops =
+      0; // hardware peak FLOP/s of all ranks (MFU's denominator); 0 = unknown
+  double sgemm_flops =
+      0; // sgemm FLOP/s measured at start, all ranks (sgemm_fraction's)
+  bool dry_run =
+      false; // speeds, mfu and sgemm_fraction are NaN (null): no math ran
 };
 
 // A training line every log_interval steps (and on demand: the last step), whose times,
@@ -29,11 +34,15 @@ class TrainingLog {
   // interval. Throws RuntimeError when metrics.jsonl cannot be written.
   void record(std::int64_t step, const StepResult& r, double lr, double wall_s,
               const memory::MemoryStats& mem, bool force);
+  // Writes the training line of the steps recorded since the previous line, if any (a run that
+  // stops between log intervals still logs its last step). Throws as record.
+  void flush(std::int64_t step, const StepResult& r, double lr, const memory::MemoryStats& mem);
 
   double train_s() const { return train_s_; }        // seconds in steps so far
   std::int64_t tokens() const { return tokens_; }    // input tokens so far (all ranks)
 
  private:
+  void write(std::int64_t step, const StepResult& r, double lr, const memory::MemoryStats& mem);
   MetricsWriter& metrics_;
   ProgressLine& progress_;
   TrainingLogSettings settings_;

@@ -34,7 +34,7 @@ class Layout:
 # buffer (tag communication, runtime/train/gradient_allreduce.hpp) that one process never
 # allocates. The memory outside the allocator (CUDA context, cuBLAS workspace, NCCL buffers with
 # more than one rank) and the device's capacity come from `memtrain plan --target T
-# --world-size N` (runtime/train/plan_target.hpp). Tensor parallelism is tried through its
+# --world-size N` (runtime/config/device_target.hpp). Tensor parallelism is tried through its
 # config key so that the cell fills in by itself the day the key is accepted; ZeRO-1 has no
 # config key at all and sequence parallelism is a key the loader names as not built, so those
 # rows are written as not available without running anything.

@@ -27,9 +27,9 @@ from trace_stats import read_trace_stats  # noqa: E402
 # A device no setting of the grid outgrows, so that every trace is recorded whole; fitting is
 # judged by replaying it on each layout's device.
 RECORD_TARGET = "4096GiB"
-# plan's search stops at this micro-batch (kMaxMicroBatchSearch, runtime/train/plan_report.hpp).
+# plan's search stops at this micro-batch (kMaxMicroBatchSearch, runtime/plan/plan_report.hpp).
 PLAN_SEARCH_LIMIT = 1 << 16
-# nvidia-smi's memory.total (runtime/train/plan_target.hpp); used only when `plan` is missing.
+# nvidia-smi's memory.total (runtime/config/device_target.hpp); used only when `plan` is missing.
 FALLBACK_CAPACITY = {"a100-40gb": 40960 << 20, "a100-80gb": 81920 << 20}
 
 COLUMNS = [

@@ -3,7 +3,6 @@
 // all-reduce exits non-zero within seconds, after rank 1's message, instead of hanging.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -56,26 +55,27 @@ testing::Run run_shell(const Scratch& s, const std::string& command) {
   return run;
 }
 
-TEST(RankFailure, OutOfMemoryOnOneRankEndsTheJobNonZeroWithinSeconds) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";
+TEST(RankFailure, OutOfMemoryOnOneRankEndsTheJobNonZeroWithoutHanging) {
+  ASSERT_TRUE(have_mpirun())
+      << "mpirun not found (openmpi-bin, scripts/install_deps.sh)";
   Scratch s;
   s.write("exp.yaml", kYaml);
   const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
-  const std::string common = "train --config exp.yaml --dry-run --non-allocator 0 ";
-  // Open MPI's MPMD form: rank 0 gets a device that holds the run, rank 1 one that cannot hold
-  // even the model (an out-of-memory on rank 1 alone). `timeout` bounds a regression (a hang)
-  // to 60 s, reported as exit 124.
-  const std::string mpirun = "timeout -s KILL 60 mpirun --oversubscribe --allow-run-as-root ";
-  const std::string args = "-np 1 '" + binary + "' " + common + "--target 1GiB --run-dir run0 : " +
-                           "-np 1 '" + binary + "' " + common + "--target 1KiB --run-dir run1";
-  const auto t0 = std::chrono::steady_clock::now();
+  const std::string common =
+      "train --config exp.yaml --dry-run --non-allocator 0 ";
+  // Open MPI's MPMD form: rank 0 gets a device that holds the run, rank 1 one
+  // that cannot hold even the model (an out-of-memory on rank 1 alone).
+  // `timeout` bounds a regression (a hang) to 60 s, reported as exit 124.
+  const std::string mpirun =
+      "timeout -s KILL 60 mpirun --oversubscribe --allow-run-as-root ";
+  const std::string args = "-np 1 '" + binary + "' " + common +
+                           "--target 1GiB --run-dir run0 : " + "-np 1 '" +
+                           binary + "' " + common +
+                           "--target 1KiB --run-dir run1";
   const auto r = run_shell(s, mpirun + args);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";
   EXPECT_NE(r.exit_code, 137) << "the job hung until timeout killed it";
-  EXPECT_LT(seconds, 30.0);
   EXPECT_TRUE(contains(r.err, "out of memory")) << r.err;
 }
 

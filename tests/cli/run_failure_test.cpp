@@ -1,7 +1,11 @@
 // Failures of a run that was set up correctly: exit 1 with one message, never an abort.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "memory/shared_ledger.hpp"
 #include "tests/cli/run_memtrain.hpp"
+#include "tests/memory/ledger_test_util.hpp"
 
 namespace memtrain::cli {
 namespace {
@@ -25,12 +29,51 @@ TEST(RunFailure, OutOfMemoryExitsOneWithTheAllocatorsMessage) {
 // fails with the allocator's out-of-memory message, which names the limit and the key.
 TEST(RunFailure, LimitBelowWhatTheModelNeedsExitsOneNamingTheLimit) {
   Scratch s;
+  const memory::testing::ScopedDevice
+      ledger; // never the host's memtrain-ledger-cpu
   s.write("exp.yaml", kTinyMockYaml);
-  const auto r = s.memtrain("train --config exp.yaml --run-dir run --set memory.limit=1MiB");
+  const auto r = s.memtrain(
+      "train --config exp.yaml --run-dir run --set memory.limit=1MiB "
+      "--set memory.ledger=" +
+      ledger.name);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain: out of memory")) << r.err;
   EXPECT_TRUE(contains(r.err, "capacity 1.00 MiB")) << r.err;
   EXPECT_TRUE(contains(r.err, "memory.limit is 1048576 bytes (1.00 MiB)")) << r.err;
+}
+
+// A ledger left behind by a crashed job with another capacity is that ledger's
+// problem only: a job naming its own ledger never reads it.
+TEST(RunFailure,
+     StaleLedgerOfAnotherCapacityDoesNotAffectAJobWithItsOwnLedger) {
+  Scratch s;
+  const memory::testing::ScopedDevice stale, own;
+  memory::SharedLedger left_behind(stale.name,
+                                   std::size_t{3} << 20); // 3 MiB: fits nothing
+  s.write("exp.yaml", kTinyMockYaml);
+  const auto clash = s.memtrain(
+      "train --config exp.yaml --run-dir clash --set memory.limit=64MiB "
+      "--set memory.capacity=1GiB --set memory.ledger=" +
+      stale.name);
+  EXPECT_EQ(clash.exit_code, 2)
+      << clash.err; // another capacity: a config error naming the key
+  EXPECT_TRUE(contains(clash.err, "memory.capacity")) << clash.err;
+  const auto r = s.memtrain(
+      "train --config exp.yaml --run-dir run --set memory.limit=64MiB "
+      "--set memory.capacity=1GiB --set memory.ledger=" +
+      own.name);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(RunFailure, LedgerNameOutsideItsAlphabetExitsTwoNamingTheKey) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  const auto r = s.memtrain(
+      "train --config exp.yaml --run-dir run --set 'memory.ledger=a/b'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memory.ledger")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[A-Za-z0-9._-]")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("run")));
 }
 
 TEST(RunFailure, UncreatableRunDirectoryExitsOne) {

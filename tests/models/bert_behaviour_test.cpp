@@ -237,7 +237,8 @@ TEST(BertForMaskedLM, MicroBatchWithoutMaskedTokensContributesNothing) {
   }
 }
 
-void expect_batch_error(const MlmBatch& batch, const std::string& needle) {
+void expect_batch_error(const core::MlmBatch &batch,
+                        const std::string &needle) {
   const BertConfig c = tiny_config();
   Model m(c);
   try {
@@ -252,7 +253,9 @@ void expect_batch_error(const MlmBatch& batch, const std::string& needle) {
   EXPECT_EQ(m.alloc->live_bytes(core::tags().activation), 0);
 }
 
-MlmBatch good_batch() { return memtrain::testing::synthetic_batch(2, 12, 64, 0); }
+core::MlmBatch good_batch() {
+  return memtrain::testing::synthetic_batch(2, 12, 64, 0);
+}
 
 TEST(BertForMaskedLMBadInput, TokenIdOutsideTheVocabulary) {
   auto b = good_batch();

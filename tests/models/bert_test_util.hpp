@@ -39,7 +39,7 @@ struct BertFixture {
   std::map<std::string, core::HostArray> arrays;
   std::map<std::string, std::string> meta;
   models::BertConfig config;
-  models::MlmBatch batch;
+  core::MlmBatch batch;
 
   static const BertFixture& get() {
     static const BertFixture f = load();
@@ -98,11 +98,12 @@ inline double scaled_max_error(const float* got, const std::vector<double>& ref)
   return scale > 0.0 ? err / scale : err;
 }
 
-// A deterministic synthetic batch (no reference values needed): B sequences of length T, the
-// last `pad` tokens of odd rows padded, every 5th real token masked.
-inline models::MlmBatch synthetic_batch(int B, int T, int V, std::uint64_t first_sample,
-                                        int pad = 2) {
-  models::MlmBatch b;
+// A deterministic synthetic batch (no reference values needed): B sequences of
+// length T, the last `pad` tokens of odd rows padded, every 5th real token
+// masked.
+inline core::MlmBatch synthetic_batch(int B, int T, int V,
+                                      std::uint64_t first_sample, int pad = 2) {
+  core::MlmBatch b;
   b.batch_size = B;
   b.seq_length = T;
   b.first_sample = first_sample;
@@ -123,9 +124,11 @@ inline models::MlmBatch synthetic_batch(int B, int T, int V, std::uint64_t first
   return b;
 }
 
-// Rows [first, first + count) of a batch, as the data pipeline would cut a micro-batch.
-inline models::MlmBatch slice_rows(const models::MlmBatch& b, int first, int count) {
-  models::MlmBatch s;
+// Rows [first, first + count) of a batch, as the data pipeline would cut a
+// micro-batch.
+inline core::MlmBatch slice_rows(const core::MlmBatch &b, int first,
+                                 int count) {
+  core::MlmBatch s;
   s.batch_size = count;
   s.seq_length = b.seq_length;
   s.first_sample = b.first_sample + first;

@@ -103,7 +103,10 @@ TEST_P(FlashMatchesStandard, LossAndGradientsWithinFloatRounding) {
   RecordProperty("worst_scaled_gradient_error", std::to_string(worst));
 }
 
-INSTANTIATE_TEST_SUITE_P(Dropout, FlashMatchesStandard, ::testing::Values(0.0f, 0.1f, 0.5f));
+INSTANTIATE_TEST_SUITE_P(Dropout, FlashMatchesStandard, ::testing::Values(0.0f, 0.1f, 0.5f),
+    [](const ::testing::TestParamInfo<float>& info) {
+      return "dropout_" + std::to_string(static_cast<int>(info.param * 100 + 0.5f)) + "_percent";
+    });
 
 // Flash also composes with full recompute: the rerun uses the flash core too, and recompute
 // stays bitwise (the flash kernels are as deterministic as the standard ones).

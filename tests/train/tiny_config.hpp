@@ -2,7 +2,7 @@
 // A Config small enough for unit tests: a 2-layer BERT with hidden 32 on mock data.
 #include <cstdint>
 
-#include "runtime/train/config.hpp"
+#include "runtime/config/config.hpp"
 
 namespace memtrain::train::testing {
 

@@ -10,9 +10,9 @@
 #include <optional>
 
 #include "comms/single_rank_communicator.hpp"
+#include "runtime/config/model_options_from_config.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/train/model_memory.hpp"
-#include "runtime/train/model_options_from_config.hpp"
 #include "runtime/train/train_step.hpp"
 #include "tests/train/tiny_config.hpp"
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/train/plan_target.hpp"
+#include "runtime/config/device_target.hpp"
 #include "runtime/train/trainer.hpp"
 #include "tests/train/temp_dir.hpp"
 

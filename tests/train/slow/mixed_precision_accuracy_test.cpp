@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "runtime/train/config_loader.hpp"
-#include "runtime/train/config_validate.hpp"
+#include "runtime/config/config_loader.hpp"
+#include "runtime/config/config_validate.hpp"
 #include "runtime/train/trainer.hpp"
 #include "tests/train/temp_dir.hpp"
 

@@ -1,0 +1,70 @@
+# Fails when a source file includes a header from a layer above its own (docs/architecture.md,
+# "Layers"). Static libraries do not stop a header-only include from crossing a layer, so this
+# check is what makes a wrong include fail: it runs at every configure (included from the top
+# CMakeLists.txt) and as the CTest test `layering` (cmake -DMEMTRAIN_SOURCE_DIR=... -P).
+#
+# Each layer may include itself and the layers listed for it (written out transitively, so the
+# table is the whole rule). tests/ and benchmarks/ may include anything.
+if(CMAKE_SCRIPT_MODE_FILE)
+  cmake_minimum_required(VERSION 3.25)  # policies of the script mode (IN_LIST)
+endif()
+if(NOT DEFINED MEMTRAIN_SOURCE_DIR)
+  set(MEMTRAIN_SOURCE_DIR ${PROJECT_SOURCE_DIR})
+endif()
+
+set(_below_memory "")
+set(_below_kernels memory)
+set(_below_runtime/core kernels memory)
+set(_below_comms runtime/core kernels memory)
+set(_below_models comms runtime/core kernels memory)
+set(_below_runtime/data runtime/core kernels memory)
+set(_below_runtime/config runtime/data models comms runtime/core kernels memory)
+set(_below_runtime/checkpoint runtime/config runtime/data models comms runtime/core kernels memory)
+set(_below_runtime/train runtime/checkpoint runtime/config runtime/data models comms runtime/core
+    kernels memory)
+set(_below_runtime/plan runtime/train runtime/checkpoint runtime/config runtime/data models comms
+    runtime/core kernels memory)
+set(_below_runtime/cli runtime/plan runtime/train runtime/checkpoint runtime/config runtime/data
+    models comms runtime/core kernels memory)
+set(_layers memory kernels runtime/core comms models runtime/data runtime/config
+    runtime/checkpoint runtime/train runtime/plan runtime/cli)
+
+# The layer a project path belongs to ("runtime/train/x.hpp" -> runtime/train, "kernels/cpu/x"
+# -> kernels), or "" when it is not in a layer (a system or library header).
+function(_memtrain_layer_of path out)
+  set(layer "")
+  if(path MATCHES "^runtime/([a-z_]+)/")
+    set(layer "runtime/${CMAKE_MATCH_1}")
+  elseif(path MATCHES "^([a-z_]+)/")
+    set(layer "${CMAKE_MATCH_1}")
+  endif()
+  if(NOT layer IN_LIST _layers)
+    set(layer "")
+  endif()
+  set(${out} "${layer}" PARENT_SCOPE)
+endfunction()
+
+set(_violations "")
+foreach(layer IN LISTS _layers)
+  file(GLOB_RECURSE _files LIST_DIRECTORIES false
+       ${MEMTRAIN_SOURCE_DIR}/${layer}/*.cpp ${MEMTRAIN_SOURCE_DIR}/${layer}/*.hpp
+       ${MEMTRAIN_SOURCE_DIR}/${layer}/*.h ${MEMTRAIN_SOURCE_DIR}/${layer}/*.cu
+       ${MEMTRAIN_SOURCE_DIR}/${layer}/*.cuh)
+  foreach(f IN LISTS _files)
+    file(STRINGS ${f} _includes REGEX "^[ \t]*#[ \t]*include[ \t]+\"")
+    foreach(line IN LISTS _includes)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"([^\"]+)\".*" "\\1" inc "${line}")
+      _memtrain_layer_of("${inc}" target_layer)
+      if(target_layer STREQUAL "" OR target_layer STREQUAL layer)
+        continue()
+      endif()
+      if(NOT target_layer IN_LIST _below_${layer})
+        file(RELATIVE_PATH rel ${MEMTRAIN_SOURCE_DIR} ${f})
+        string(APPEND _violations "\n  ${rel}: #include \"${inc}\" (${layer} may include only: ${_below_${layer}})")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(_violations)
+  message(FATAL_ERROR "memtrain: includes that run against the layers (docs/architecture.md):${_violations}")
+endif()

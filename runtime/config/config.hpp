@@ -1,0 +1,113 @@
+#pragma once
+// The whole experiment configuration: one YAML file (configs/*.yaml), loaded and validated by
+// load_config (config_loader.hpp). Every key is documented in docs/config.md.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "models/bert_config.hpp"
+#include "runtime/data/data_config.hpp"
+
+namespace memtrain::train {
+
+struct TrainingConfig {
+  int micro_batch_size = 8;
+  int global_batch_size = 8;  // = micro_batch_size * accumulation steps * data-parallel size
+  int max_steps = 100;
+  double lr = 1e-4;
+  double min_lr = 0.0;
+  int warmup_steps = 0;
+  std::string lr_schedule = "linear";  // cosine | linear | constant
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double grad_clip = 1.0;  // max global norm; 0 disables
+  std::uint64_t seed = 1234;
+  int log_interval = 10;
+  int eval_interval = 50;
+  int eval_steps = 10;
+  int num_threads = 0;  // 0 = cores on this node / ranks on this node
+  std::string optimizer = "adamw";
+};
+
+// Dynamic loss scaling for fp16 (PyTorch torch.cuda.amp.GradScaler semantics; hysteresis as
+// Megatron-LM's DynamicGradScaler). Unused for fp32 and bf16.
+struct LossScaleConfig {
+  double initial_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int growth_interval = 2000;    // clean steps before the scale grows
+  int hysteresis = 1;            // overflowing steps tolerated before backing off (1 = PyTorch)
+  double min_loss_scale = 1.0;
+  // Consecutive skipped steps at min_loss_scale after which the run stops with an error.
+  int max_skipped_steps_at_min = 10;
+};
+
+struct PrecisionConfig {
+  std::string dtype = "fp32";  // fp32 | fp16 | bf16
+  bool fp32_grad_accumulation = false;
+  LossScaleConfig loss_scale;
+};
+
+struct MemoryConfig {
+  std::string policy = "best_fit";  // no_cache | pytorch | best_fit | vmm_stitch
+  bool trace = false;               // record the allocation trace (run_dir/memory_trace.csv)
+  // Allocator options (memory::AllocatorOptions; PYTORCH_CUDA_ALLOC_CONF meanings).
+  std::size_t max_split_size = SIZE_MAX;    // bytes; SIZE_MAX = unset (blocks of any size split)
+  double garbage_collection_threshold = 0.0;  // fraction of the limit; 0 = off
+  bool expandable_segments = false;
+  std::size_t capacity = 0;  // bytes the allocator may reserve; 0 = the device's capacity
+  // Per-job share of the device in the host's shared ledger (memory::SharedLedger, device
+  // "cpu"), so that memtrain processes on one host share it (issue 3, "Quotas, isolation and
+  // a device pool"). Bytes; 0 = unset. limit: this job is never charged past it; reservation:
+  // guaranteed to this job, no other job can take it (needs capacity). See docs/config.md.
+  std::size_t limit = 0;
+  std::size_t reservation = 0;
+  // Which shared ledger limit and reservation go through: /dev/shm/memtrain-ledger-<ledger>.
+  // Jobs that divide one host's memory give the same name; a test gives its own, so it never
+  // meets a real job's ledger or a stale one a crashed job left behind.
+  std::string ledger = "cpu";
+  // Activation checkpointing (Megatron-LM's recompute_granularity/method/num_layers).
+  std::string recompute = "none";           // none | selective | full | auto
+  std::string recompute_method = "uniform";  // uniform (every k-th layer) | block (first k)
+  int recompute_num_layers = 0;              // k; 0 = every layer
+  std::size_t budget = 0;                    // bytes; recompute: auto picks to fit it
+  std::string attention = "standard";        // standard | flash
+};
+
+struct ParallelConfig {
+  int tensor_model_parallel_size = 1;
+};
+
+struct CompressionConfig {
+  std::string method = "none";
+};
+
+// Checkpoints are not built yet (a later issue): interval must stay 0 and keep_last at its
+// default; load_config rejects anything else with "not supported yet".
+struct CheckpointConfig {
+  int interval = 0;  // steps between checkpoints; 0 = none
+  int keep_last = 2;
+};
+
+struct Config {
+  std::string path;  // the YAML file it was loaded from
+  std::string name;  // file stem, e.g. "tiny"
+  std::string device = "cpu";
+  models::BertConfig model;
+  data::DataConfig data;
+  TrainingConfig training;
+  PrecisionConfig precision;
+  MemoryConfig memory;
+  ParallelConfig parallel;
+  CompressionConfig compression;
+  CheckpointConfig checkpoint;
+  // Where each key was last set: "configs/x.yaml:12", "--set model.hidden_size=256" or
+  // "MEMTRAIN_ALLOC_CONF=...". Keys left at their default are absent. Used by validation
+  // messages (also the ones raised after loading); not part of config_hash.
+  std::map<std::string, std::string> origin;
+};
+
+}  // namespace memtrain::train

@@ -1,0 +1,256 @@
+#include "runtime/config/config_validate.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "memory/allocator_options.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/config/config_alloc_conf.hpp"
+#include "runtime/config/config_schema.hpp"
+
+namespace memtrain::train {
+
+namespace {
+
+// The key's value as the user would write it (canonical text from the key table).
+std::string value_of(const Config& c, const std::string& key) {
+  if (const KeySpec* spec = find_key(key)) return spec->get(c);
+  return "?";
+}
+
+[[noreturn]] void fail(const Config& c, const std::string& key, const std::string& what,
+                       const std::string& expected) {
+  throw ConfigError(where_set(c, key) + ": " + key + " = " + value_of(c, key) + ": " + what + "; expected " +
+                    expected);
+}
+
+// "model.hidden_size = 100 (line 3)": another key named in a message, with where it was set.
+std::string other(const Config& c, const std::string& key) {
+  const auto it = c.origin.find(key);
+  return key + " = " + value_of(c, key) + (it == c.origin.end() ? " (default)" : " (" + it->second + ")");
+}
+
+// Of two keys in one rule, the one the user set last is the likelier mistake; name it.
+std::string blamed(const Config& c, const std::string& a, const std::string& b) {
+  return c.origin.count(a) || !c.origin.count(b) ? a : b;
+}
+
+void check_model(const Config& c) {
+  const auto& m = c.model;
+  if (m.hidden_size % m.num_attention_heads != 0) {
+    fail(c, "model.num_attention_heads", "does not divide " + other(c, "model.hidden_size"),
+         "a divisor of " + std::to_string(m.hidden_size) + " (head size = hidden_size / num_attention_heads)");
+  }
+  if (c.data.seq_length > m.max_position_embeddings) {
+    const std::string key = blamed(c, "data.seq_length", "model.max_position_embeddings");
+    if (key == "data.seq_length") {
+      fail(c, key, "exceeds " + other(c, "model.max_position_embeddings"),
+           "at most " + std::to_string(m.max_position_embeddings));
+    }
+    fail(c, key, "is below " + other(c, "data.seq_length"), "at least " + std::to_string(c.data.seq_length));
+  }
+}
+
+void check_training(const Config& c) {
+  const auto& t = c.training;
+  if (t.global_batch_size % t.micro_batch_size != 0) {
+    fail(c, "training.global_batch_size", "not a multiple of " + other(c, "training.micro_batch_size"),
+         "a multiple of " + std::to_string(t.micro_batch_size) +
+             " (global = micro x accumulation steps x data-parallel ranks)");
+  }
+  if (t.min_lr > t.lr) {
+    fail(c, "training.min_lr", "above " + other(c, "training.lr"), "at most training.lr");
+  }
+}
+
+// Note [A reservation needs a capacity]
+// A reservation is a promise that no other job can take those bytes; the shared ledger keeps
+// the sum of all jobs' holdings under the device's capacity to keep it. On the host there is
+// no device whose memory memtrain controls: other programs take RAM without asking the ledger,
+// so a reservation counted against the machine's RAM would promise what nobody can guarantee.
+// memory.capacity names the part of the host the memtrain jobs divide among themselves; every
+// job sharing the ledger gives the same one. A limit needs no capacity: it only caps this job
+// (the ledger is then sized to the host's physical memory).
+void check_quota(const Config& c) {
+  const auto& m = c.memory;
+  if (m.reservation > 0 && m.limit > 0 && m.reservation > m.limit) {
+    const std::string key = blamed(c, "memory.reservation", "memory.limit");
+    if (key == "memory.reservation") {
+      fail(c, key, "exceeds " + other(c, "memory.limit"), "at most memory.limit (" + std::to_string(m.limit) + " bytes)");
+    }
+    fail(c, key, "is below " + other(c, "memory.reservation"),
+         "at least memory.reservation (" + std::to_string(m.reservation) + " bytes), or 0 for no limit");
+  }
+  if (m.reservation > 0 && m.capacity == 0) {
+    fail(c, "memory.reservation",
+         "needs memory.capacity (device cpu has no capacity of its own to reserve from: other programs use the "
+         "host's memory without the ledger)",
+         "memory.capacity set as well (the same on every job sharing the host), or 0");
+  }
+  if (m.reservation > 0 && m.reservation > m.capacity) {
+    fail(c, "memory.reservation", "exceeds " + other(c, "memory.capacity"),
+         "at most memory.capacity (" + std::to_string(m.capacity) + " bytes)");
+  }
+  if (m.limit > 0 && m.capacity > 0 && m.limit > m.capacity) {
+    fail(c, "memory.limit", "exceeds " + other(c, "memory.capacity") + " and would have no effect",
+         "at most memory.capacity (" + std::to_string(m.capacity) + " bytes), or 0");
+  }
+}
+
+// Note [Allocator options that do nothing]
+// An option that cannot act under the chosen policy would let an experiment report "with
+// max_split_size" results that are identical to the baseline. no_cache never caches, splits or
+// grows a segment; a collection threshold is a fraction of a limit, and on the host there is no
+// limit unless memory.capacity or memory.limit gives one. memory::validate_options holds the full rule set; the
+// common cases are checked here first so that the message can name the line.
+void check_memory(const Config& c) {
+  const auto& m = c.memory;
+  if (m.policy == "no_cache") {
+    const char* why = "has no effect with memory.policy = no_cache (nothing is cached, split or grown)";
+    if (m.max_split_size != memory::kMaxSplitSizeUnset) {
+      fail(c, "memory.max_split_size", why, "unset, or a caching memory.policy");
+    }
+    if (m.garbage_collection_threshold > 0) {
+      fail(c, "memory.garbage_collection_threshold", why, "0, or a caching memory.policy");
+    }
+    if (m.expandable_segments) fail(c, "memory.expandable_segments", why, "false, or a caching memory.policy");
+  }
+  if (m.garbage_collection_threshold > 0 && m.capacity == 0 && m.limit == 0) {
+    fail(c, "memory.garbage_collection_threshold",
+         "has no effect without memory.capacity or memory.limit (no limit to measure the threshold against)",
+         "memory.capacity or memory.limit set as well, or 0");
+  }
+  check_quota(c);
+  try {
+    memory::validate_options(allocator_options(m), m.limit);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(where_set(c, "memory.policy") + ": memory: " + e.what());
+  }
+}
+
+void check_precision(const Config& c) {
+  const auto& ls = c.precision.loss_scale;
+  if (ls.min_loss_scale > ls.initial_scale) {
+    const std::string key = blamed(c, "precision.loss_scale.min_loss_scale", "precision.loss_scale.initial_scale");
+    if (key == "precision.loss_scale.min_loss_scale") {
+      fail(c, key, "exceeds " + other(c, "precision.loss_scale.initial_scale"),
+           "at most precision.loss_scale.initial_scale (the scale starts there and only backs off towards the minimum)");
+    }
+    fail(c, key, "is below " + other(c, "precision.loss_scale.min_loss_scale"),
+         "at least precision.loss_scale.min_loss_scale");
+  }
+}
+
+// Note [Recompute options that do nothing]
+// As with the allocator options: a budget that no policy reads, or a layer count for a
+// recompute that is off, would let an experiment report "with checkpointing" numbers that are
+// the baseline's. Such settings are refused with the key that would make them act:
+// - recompute_num_layers or recompute_method block with recompute none (no layer is
+//   checkpointed, so which layers would be is moot);
+// - recompute_num_layers with recompute auto (auto chooses the layers itself: it would be
+//   overwritten);
+// - recompute selective with attention flash: selective recomputes the attention core so as
+//   not to keep the [B, NH, T, T] probabilities, and flash keeps none to begin with, so the
+//   layers store exactly what they store without recompute.
+void check_recompute(const Config& c) {
+  const auto& m = c.memory;
+  if (m.recompute_num_layers > c.model.num_hidden_layers) {
+    const std::string key = blamed(c, "memory.recompute_num_layers", "model.num_hidden_layers");
+    if (key == "memory.recompute_num_layers") {
+      fail(c, key, "exceeds " + other(c, "model.num_hidden_layers"),
+           "an integer in [0, " + std::to_string(c.model.num_hidden_layers) + "] (0 = every layer)");
+    }
+    fail(c, key, "is below " + other(c, "memory.recompute_num_layers"),
+         "at least " + std::to_string(m.recompute_num_layers));
+  }
+  if (m.recompute_num_layers > 0 && m.recompute == "none") {
+    fail(c, "memory.recompute_num_layers", "has no effect with memory.recompute = none",
+         "0, or memory.recompute selective or full");
+  }
+  if (m.recompute_method == "block" && m.recompute == "none") {
+    fail(c, "memory.recompute_method", "has no effect with " + other(c, "memory.recompute"),
+         "uniform (the default), or memory.recompute selective or full");
+  }
+  if (m.recompute_num_layers > 0 && m.recompute == "auto") {
+    fail(c, "memory.recompute_num_layers",
+         "has no effect with " + other(c, "memory.recompute") + " (auto chooses the layers itself)",
+         "0, or memory.recompute selective or full");
+  }
+  if (m.recompute == "selective" && m.attention == "flash") {
+    const std::string key = blamed(c, "memory.recompute", "memory.attention");
+    fail(c, key,
+         "has no effect with " + other(c, key == "memory.recompute" ? "memory.attention" : "memory.recompute") +
+             " (flash attention keeps no [B, NH, T, T] probabilities for selective recompute to drop)",
+         key == "memory.recompute" ? "none or full with memory.attention = flash"
+                                   : "standard with memory.recompute = selective");
+  }
+  if (m.recompute == "auto" && m.budget == 0) {
+    fail(c, "memory.recompute", "needs memory.budget (the peak the choice must fit)",
+         "memory.budget set (e.g. 30GiB), or none, selective or full");
+  }
+  if (m.budget > 0 && m.recompute != "auto") {
+    fail(c, "memory.budget", "has no effect with " + other(c, "memory.recompute"),
+         "0, or memory.recompute = auto");
+  }
+}
+
+void check_corpus(const Config& c) {
+  if (c.data.mock) return;  // mock data reads no corpus
+  const std::string& corpus = c.data.corpus;
+  if (corpus == "kjv") {
+    if (find_program("bible").empty()) {
+      fail(c, "data.corpus", "the `bible` program (Debian package bible-kjv) is not in PATH",
+           "bible-kjv installed (scripts/install_deps.sh), a text file or directory, or data.mock: true");
+    }
+    return;
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(corpus, ec);
+  if (!fs::exists(status)) {
+    fail(c, "data.corpus", "no such file or directory (relative paths are from the working directory)",
+         "kjv, a UTF-8 text file or a directory of .txt files");
+  }
+  if (fs::is_regular_file(status) && !std::ifstream(corpus)) {
+    fail(c, "data.corpus", "cannot be read", "a readable UTF-8 text file");
+  }
+  if (!fs::is_regular_file(status) && !fs::is_directory(status)) {
+    fail(c, "data.corpus", "is neither a file nor a directory", "a UTF-8 text file or a directory of .txt files");
+  }
+}
+
+}  // namespace
+
+std::string where_set(const Config& c, const std::string& key) {
+  const auto it = c.origin.find(key);
+  return it == c.origin.end() ? c.path + " (default)" : it->second;
+}
+
+std::string find_program(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path ? path : "";
+  while (true) {
+    const auto colon = rest.find(':');
+    const std::string_view dir = rest.substr(0, colon);
+    const std::string candidate = (std::filesystem::path(dir.empty() ? "." : dir) / program).string();
+    if (::access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate)) return candidate;
+    if (colon == std::string_view::npos) break;
+    rest = rest.substr(colon + 1);
+  }
+  return {};
+}
+
+void validate_config(const Config& c) {
+  check_model(c);
+  check_training(c);
+  check_precision(c);
+  check_memory(c);
+  check_recompute(c);
+  check_corpus(c);
+}
+
+}  // namespace memtrain::train

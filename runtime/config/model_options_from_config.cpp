@@ -1,0 +1,64 @@
+#include "runtime/config/model_options_from_config.hpp"
+
+#include "runtime/core/errors.hpp"
+
+namespace memtrain::train {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& key, const std::string& value, const std::string& expected) {
+  throw ConfigError(key + " = " + value + ": not a model option; expected " + expected);
+}
+
+}  // namespace
+
+core::DType compute_dtype(const std::string& precision_dtype) {
+  if (precision_dtype == "fp32") return core::DType::f32;
+  if (precision_dtype == "fp16") return core::DType::f16;
+  if (precision_dtype == "bf16") return core::DType::bf16;
+  bad("precision.dtype", precision_dtype, "one of fp32, fp16, bf16");
+}
+
+models::ModelOptions model_options(const Config& config) {
+  models::ModelOptions o;
+  o.compute_dtype = compute_dtype(config.precision.dtype);
+  o.fp32_grad_accumulation = config.precision.fp32_grad_accumulation;
+
+  const auto& m = config.memory;
+  if (m.recompute == "none") {
+    o.recompute = models::Recompute::none;
+  } else if (m.recompute == "selective") {
+    o.recompute = models::Recompute::selective;
+  } else if (m.recompute == "full") {
+    o.recompute = models::Recompute::full;
+  } else if (m.recompute == "auto") {
+    bad("memory.recompute", m.recompute,
+        "none, selective or full: auto is resolved by a dry-run search (recompute_auto.hpp) before the model "
+        "is built");
+  } else {
+    bad("memory.recompute", m.recompute, "one of none, selective, full");
+  }
+
+  if (m.recompute_method == "uniform") {
+    o.recompute_method = models::RecomputeMethod::uniform;
+  } else if (m.recompute_method == "block") {
+    o.recompute_method = models::RecomputeMethod::block;
+  } else {
+    bad("memory.recompute_method", m.recompute_method, "uniform or block");
+  }
+  if (m.recompute_num_layers < 0) {
+    bad("memory.recompute_num_layers", std::to_string(m.recompute_num_layers), "an integer >= 0");
+  }
+  o.recompute_num_layers = m.recompute_num_layers;
+
+  if (m.attention == "standard") {
+    o.attention = models::AttentionImpl::standard;
+  } else if (m.attention == "flash") {
+    o.attention = models::AttentionImpl::flash;
+  } else {
+    bad("memory.attention", m.attention, "standard or flash");
+  }
+  return o;
+}
+
+}  // namespace memtrain::train

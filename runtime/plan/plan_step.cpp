@@ -1,0 +1,169 @@
+#include "runtime/plan/plan_step.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "comms/communicator.hpp"
+#include "comms/simulated_world_communicator.hpp"
+#include "memory/tag_registry.hpp"
+#include "memory/trace_recorder.hpp"
+#include "models/bert_for_masked_lm.hpp"
+#include "runtime/core/context.hpp"
+#include "runtime/core/tags.hpp"
+#include "runtime/data/mlm_dataset.hpp"
+#include "runtime/train/batch_plan.hpp"
+#include "runtime/train/evaluator.hpp"
+#include "runtime/train/gradient_allreduce.hpp"
+#include "runtime/train/loss_scaler.hpp"
+#include "runtime/train/model_memory.hpp"
+#include "runtime/config/model_options_from_config.hpp"
+#include "runtime/train/optimizer.hpp"
+#include "runtime/train/train_step.hpp"
+#include "runtime/train/training_data.hpp"
+
+namespace memtrain::train {
+namespace {
+
+// Simulated devices hand out addresses only, so "no limit" costs nothing: 1 PiB.
+constexpr std::size_t kUnlimitedBytes = std::size_t{1} << 50;
+
+std::int64_t current_bytes(const memory::MemoryStats& stats, memory::TagId tag) {
+  const auto it = stats.per_tag.find(tag);
+  return it == stats.per_tag.end() ? 0 : it->second.requested_bytes.current;
+}
+
+std::vector<memory::TraceOp> to_trace_ops(const std::vector<memory::TraceEvent>& events) {
+  std::vector<memory::TraceOp> ops;
+  ops.reserve(events.size());
+  const auto& registry = memory::tag_registry();
+  for (const auto& e : events) {
+    if (e.kind != memory::TraceEventKind::alloc && e.kind != memory::TraceEventKind::free) continue;
+    memory::TraceOp op;
+    op.kind = e.kind == memory::TraceEventKind::alloc ? memory::TraceOp::Kind::alloc
+                                                      : memory::TraceOp::Kind::free;
+    op.id = std::to_string(e.allocation_id);
+    op.bytes = static_cast<std::size_t>(e.bytes);
+    op.stream = e.stream;
+    if (e.kind == memory::TraceEventKind::alloc && e.tag != memory::kUntagged) op.tag = registry.name(e.tag);
+    op.line = ops.size() + 1;
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+// Peak requested bytes of `tag` live at an event inside one of `windows` (event index ranges
+// [first, last)); blocks allocated outside the windows count while they live.
+std::int64_t tag_peak_within(const std::vector<memory::TraceEvent>& events, memory::TagId tag,
+                             const std::vector<std::pair<std::size_t, std::size_t>>& windows) {
+  std::unordered_map<std::uint64_t, std::int64_t> live;  // allocation id -> bytes
+  std::int64_t current = 0, peak = 0;
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    if (e.kind == memory::TraceEventKind::alloc && e.tag == tag) {
+      live[e.allocation_id] = static_cast<std::int64_t>(e.bytes);
+      current += static_cast<std::int64_t>(e.bytes);
+    } else if (e.kind == memory::TraceEventKind::free) {
+      const auto it = live.find(e.allocation_id);
+      if (it != live.end()) {
+        current -= it->second;
+        live.erase(it);
+      }
+    }
+    while (w < windows.size() && i >= windows[w].second) ++w;
+    if (w < windows.size() && i >= windows[w].first) peak = std::max(peak, current);
+  }
+  return peak;
+}
+
+}  // namespace
+
+std::int64_t measured_steps(std::int64_t max_steps) {
+  return std::clamp<std::int64_t>(max_steps, 1, kMaxMeasuredSteps);
+}
+
+StepMeasurement measure_step(const Config& config, int world_size) {
+  const auto& tc = config.training;
+  const BatchPlan plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, world_size, 0);
+  MemoryConfig memory_config = config.memory;
+  memory_config.capacity = 0;  // the whole demand; capacities are applied by replay
+  memory_config.limit = 0;
+  memory_config.reservation = 0;
+  data::DataConfig data_config = config.data;
+  data_config.dynamic_seq_length = false;  // every row full length
+  const auto data = data::MlmDataset::mock(data_config, config.model.vocab_size, tc.seed);
+  const auto validation =
+      data::MlmDataset::mock(data_config, config.model.vocab_size, validation_seed(tc.seed));
+  comms::SimulatedWorldCommunicator world(world_size);
+
+  memory::TraceRecorder trace;  // outlives the allocator's sink
+  auto allocator = make_dry_run_allocator(memory_config, kUnlimitedBytes, "simulated plan device");
+  allocator->set_event_sink(trace.sink());
+  StepMeasurement m;
+  std::vector<std::pair<std::size_t, std::size_t>> training_windows;  // event index ranges
+  {
+    core::Context ctx(allocator);
+    ctx.set_dry_run(true);
+    // The trainer's order: model, optimizer, scaler, gradient all-reduce (trainer.cpp).
+    models::BertForMaskedLM model(config.model, ctx, model_options(config));
+    AdamW optimizer(model.parameters(), ctx,
+                    AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+    LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
+    GradientAllReduce gradient_sum(model.parameters(), ctx, world);
+    m.parameters = model.num_parameters();
+    m.micro_batch_size = plan.micro_batch_size;
+    m.accumulation_steps = plan.accumulation_steps();
+    // Note [A plan measures the trainer's first steps and evaluations]
+    const auto evaluate = [&] {
+      evaluate_model(model, validation, world, tc.micro_batch_size, tc.eval_steps);
+    };
+    evaluate();  // the trainer evaluates before the first step
+    const std::int64_t steps = measured_steps(tc.max_steps);
+    for (std::int64_t step = 1; step <= steps; ++step) {
+      const std::size_t first_event = trace.size();
+      train_step(model, data, plan, world, optimizer, step - 1,
+                 StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler, &gradient_sum);
+      training_windows.emplace_back(first_event, trace.size());
+      if (step % tc.eval_interval == 0 || step == steps) evaluate();
+    }
+    m.steps = steps;
+
+    m.stats = allocator->stats();
+    const auto& tags = core::tags();
+    m.model_state.parameter = current_bytes(m.stats, tags.parameter);
+    m.model_state.gradient = current_bytes(m.stats, tags.gradient);
+    m.model_state.master_weight = current_bytes(m.stats, tags.master_weight);
+    m.model_state.optimizer_state = current_bytes(m.stats, tags.optimizer_state);
+  }
+  const auto& registry = memory::tag_registry();
+  for (const auto& [tag, s] : m.stats.per_tag) {
+    m.per_tag_peak_bytes[tag == memory::kUntagged ? "untagged" : registry.name(tag)] =
+        s.requested_bytes.peak;
+  }
+  m.activation_peak_bytes =
+      tag_peak_within(trace.events(), core::tags().activation, training_windows);
+  m.trace = to_trace_ops(trace.events());
+  return m;
+}
+
+std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size,
+                                                const StepMeasurement& full) {
+  if (config.model.num_hidden_layers < 2) return 0;
+  Config fewer = config;
+  fewer.model.num_hidden_layers -= 1;
+  // recompute_num_layers must stay a valid count for the smaller model.
+  fewer.memory.recompute_num_layers =
+      std::min(fewer.memory.recompute_num_layers, fewer.model.num_hidden_layers);
+  return full.activation_peak_bytes - measure_step(fewer, world_size).activation_peak_bytes;
+}
+
+memory::ReplayReport replay_step(const StepMeasurement& step, const std::string& policy,
+                                 std::size_t capacity_bytes) {
+  return memory::replay_trace(step.trace, policy, std::max<std::size_t>(capacity_bytes, 1),
+                              "plan step");
+}
+
+}  // namespace memtrain::train

@@ -1,0 +1,65 @@
+// Per-layer activation bytes of a dry-run step against closed forms: Korthikanti et al. 2022,
+// Table 2, and the per-tensor account of docs/memory-plan.md (what each encoder layer keeps,
+// e bytes per element: 16·e·sbh + e·as²b + 16·sb for the standard core).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/plan/plan_analytic.hpp"
+#include "runtime/plan/plan_step.hpp"
+#include "tests/train/tiny_config.hpp"
+
+namespace memtrain::train {
+namespace {
+
+constexpr std::int64_t s = testing::kActS, b = testing::kActB, h = testing::kActH,
+                        a = testing::kActA;
+
+Config layer_config(const std::string& dtype, const std::string& recompute, const std::string& attention) {
+  Config c = testing::activation_layer_config(3);
+  c.precision.dtype = dtype;
+  c.memory.recompute = recompute;
+  c.memory.attention = attention;
+  return c;
+}
+
+std::int64_t per_layer(const Config& c) {
+  return measure_activation_bytes_per_layer(c, 1, measure_step(c, 1));
+}
+
+TEST(PlanActivation, KorthikantiTable2ForBertLarge) {
+  Config c = layer_config("bf16", "none", "standard");
+  c.data.seq_length = 512;
+  c.training.micro_batch_size = 8;
+  c.model.hidden_size = 1024;
+  c.model.num_attention_heads = 16;
+  const auto k = korthikanti_activation_bytes(c);
+  // 512*8*1024 = 4,194,304; x34 = 142,606,336; 5*16*512^2*8 = 167,772,160.
+  EXPECT_DOUBLE_EQ(k.no_recompute, 142'606'336.0 + 167'772'160.0);
+  EXPECT_DOUBLE_EQ(k.selective_recompute, 142'606'336.0);
+  EXPECT_DOUBLE_EQ(k.full_recompute, 2.0 * 4'194'304);
+  EXPECT_FALSE(k.tensor_parallel.has_value());
+}
+
+TEST(PlanActivation, StandardLayerKeepsSixteenHiddenSizedTensorsAndTheProbabilities) {
+  const std::int64_t sbh = s * b * h, as2b = a * s * s * b, stats = 16 * s * b;
+  EXPECT_EQ(per_layer(layer_config("fp32", "none", "standard")), 4 * (16 * sbh + as2b) + stats);
+  EXPECT_EQ(per_layer(layer_config("bf16", "none", "standard")), 2 * (16 * sbh + as2b) + stats);
+  EXPECT_EQ(per_layer(layer_config("fp16", "none", "standard")), 2 * (16 * sbh + as2b) + stats);
+}
+
+TEST(PlanActivation, SelectiveAndFlashDropTheProbabilities) {
+  const std::int64_t sbh = s * b * h, stats = 16 * s * b, lse = 4 * a * s * b;
+  EXPECT_EQ(per_layer(layer_config("bf16", "selective", "standard")), 2 * 16 * sbh + stats);
+  EXPECT_EQ(per_layer(layer_config("bf16", "none", "flash")), 2 * 16 * sbh + stats + lse);
+}
+
+// Korthikanti's full-recompute row: the layer input only, 2sbh at 16 bits.
+TEST(PlanActivation, FullRecomputeKeepsTheLayerInputOnly) {
+  const Config c = layer_config("bf16", "full", "standard");
+  EXPECT_EQ(per_layer(c), static_cast<std::int64_t>(korthikanti_activation_bytes(c).full_recompute));
+  EXPECT_EQ(per_layer(layer_config("fp32", "full", "standard")), 4 * s * b * h);
+}
+
+}  // namespace
+}  // namespace memtrain::train
