@@ -2,10 +2,15 @@
 """The PyTorch side of scripts/bench_vs_pytorch.sh: BERT masked-LM training steps on mock data.
 
 A standard nn.Module BERT as Hugging Face's modeling_bert builds it (post-LN encoder layers,
-separate Q/K/V projections, erf GELU, MLM head with a decoder tied to the word embeddings),
-computing logits at EVERY position as Hugging Face does, with torch.optim.AdamW.
+separate Q/K/V projections, erf GELU, MLM head with a decoder tied to the word embeddings,
+N(0, 0.02) weights), with torch.optim.AdamW. The loss is the mean cross-entropy over the masked
+tokens. --head all computes logits at EVERY position as Hugging Face does; --head masked gathers
+the masked rows of the final hidden states first and runs the MLM head (transform + decoder) on
+those only, as NVIDIA's BERT and memtrain do. --dtype bf16 runs forward and loss under
+torch.autocast("cpu", dtype=torch.bfloat16) (fp32 weights, optimizer and gradients).
 Run with Debian's /usr/bin/python3 (python3-torch 1.13; needs libopenblas0-pthread).
-Prints one JSON object: tokens_per_s (median over the timed steps), step times, peak RSS.
+Prints one JSON object: tokens_per_s (median over the timed steps), step times, peak RSS, and
+the model training FLOPs per token that this head computes (scripts/bench/bert_flops.py).
 """
 import argparse
 import json
@@ -16,6 +21,8 @@ import time
 
 import torch
 from torch import nn
+
+from bert_flops import train_flops_per_token
 
 
 class SelfAttention(nn.Module):
@@ -60,15 +67,20 @@ class BertForMaskedLM(nn.Module):
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, ids, attention_mask):  # ids [B, T]
+    def forward(self, ids, attention_mask, positions=None):  # ids [B, T]; positions [M] flat b*T+t
         B, T = ids.shape
         pos = torch.arange(T).unsqueeze(0)
         x = self.dropout(self.emb_ln(self.word(ids) + self.pos(pos) + self.token_type(torch.zeros_like(ids))))
         mask_bias = (1.0 - attention_mask[:, None, None, :]) * torch.finfo(torch.float32).min
         for layer in self.layers:
             x = layer(x, mask_bias)
-        h = self.head_ln(nn.functional.gelu(self.transform(x)))
-        return h @ self.word.weight.t() + self.bias  # [B, T, V] logits at every position
+        if positions is not None:  # the masked rows only: [M, C]
+            x = x.reshape(B * T, -1).index_select(0, positions)
+        # .float(): a no-op in fp32; under bf16 autocast PyTorch 1.13's CPU layer_norm rejects a
+        # bf16 input with fp32 weights (the encoder's LayerNorms get fp32 sums with the residual).
+        h = self.head_ln(nn.functional.gelu(self.transform(x)).float())
+        # logits: [B, T, V] at every position, or [M, V] at the masked positions only
+        return h @ self.word.weight.t() + self.bias
 
 
 def main():
@@ -83,20 +95,32 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--mlm-probability", type=float, default=0.15)
+    ap.add_argument("--head", choices=["all", "masked"], default="all",
+                    help="MLM head at every position (Hugging Face) or at the masked ones only")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
     model = BertForMaskedLM(a.vocab, a.hidden, a.layers, a.heads, a.ffn)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-    loss_fn = nn.CrossEntropyLoss(ignore_index=-100)
-    times = []
+    loss_fn = nn.CrossEntropyLoss(ignore_index=-100)  # mean over the labelled (masked) tokens
+    times, masked = [], []
     for step in range(a.warmup + a.steps):
         ids = torch.randint(0, a.vocab, (a.batch, a.seq))
-        labels = torch.where(torch.rand(a.batch, a.seq) < 0.15, ids, torch.full_like(ids, -100))
+        labels = torch.where(torch.rand(a.batch, a.seq) < a.mlm_probability, ids,
+                             torch.full_like(ids, -100)).view(-1)
         mask = torch.ones(a.batch, a.seq)
         t0 = time.perf_counter()
-        logits = model(ids, mask)
-        loss = loss_fn(logits.view(-1, a.vocab), labels.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            if a.head == "masked":
+                positions = (labels != -100).nonzero().squeeze(1)
+                labels = labels.index_select(0, positions)
+                logits = model(ids, mask, positions)  # [M, V]
+            else:
+                logits = model(ids, mask).view(-1, a.vocab)  # [B * T, V]
+            loss = loss_fn(logits.float(), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -104,11 +128,20 @@ def main():
         dt = time.perf_counter() - t0
         if step >= a.warmup:
             times.append(dt)
+            masked.append(int((labels != -100).sum()) / (a.batch * a.seq))
     median = statistics.median(times)
+    head_fraction = 1.0 if a.head == "all" else a.mlm_probability
     print(json.dumps({
         "framework": "pytorch " + torch.__version__,
+        "head": a.head,
+        "dtype": a.dtype,
+        "flops_per_token": train_flops_per_token(a.vocab, a.hidden, a.layers, a.ffn, a.seq,
+                                                 head_fraction),
+        "masked_fraction": statistics.mean(masked),
+        "loss": float(loss),
         "tokens_per_s": a.batch * a.seq / median,
         "median_step_s": median,
+        "step_s": times,
         "steps_timed": len(times),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "threads": torch.get_num_threads(),
