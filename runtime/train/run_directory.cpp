@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
@@ -14,19 +15,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Written to a temporary name and renamed, so a crash never leaves a half-written run.json.
+// Written to a temporary name and renamed (core::write_file_atomically), so a crash never
+// leaves a half-written run.json.
 void write_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw RuntimeError("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw RuntimeError("cannot rename " + tmp.string() + " to " + path.string() + ": " +
-                             ec.message());
+  core::write_file_atomically(path.string(), [&](std::ostream& out) { out << text; });
 }
 
 std::string iso_time(std::chrono::system_clock::time_point t) {

@@ -1,8 +1,11 @@
-// MEMTRAIN_ALLOC_CONF parsing (PYTORCH_CUDA_ALLOC_CONF syntax) and the rejection of option
-// combinations that would do nothing. Expected values come from the documented syntax.
+// MEMTRAIN_ALLOC_CONF parsing (PYTORCH_CUDA_ALLOC_CONF syntax) and the
+// rejection of option combinations that would do nothing. Expected values come
+// from the documented syntax.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "memory/allocator_options.hpp"
@@ -33,7 +36,8 @@ TEST(AllocConf, EmptyStringGivesDefaults) {
 
 TEST(AllocConf, ParsesEveryKey) {
   const AllocatorOptions o = parse_alloc_conf(
-      "policy:vmm_stitch, max_split_size_mb:128 ,garbage_collection_threshold:0.6,"
+      "policy:vmm_stitch, max_split_size_mb:128 "
+      ",garbage_collection_threshold:0.6,"
       "expandable_segments:True,capacity:40GiB");
   EXPECT_EQ(o.policy, "vmm_stitch");
   EXPECT_EQ(o.max_split_size, 128 * MiB);
@@ -59,9 +63,21 @@ TEST(AllocConf, RoundTripsThroughText) {
 
 // Each bad input is rejected with a message naming what was wrong.
 struct BadConf {
-  const char* text;
-  const char* must_mention;
+  const char *text;
+  const char *must_mention;
 };
+
+void PrintTo(const BadConf &c, std::ostream *os) { *os << "'" << c.text << "'"; }
+
+// The input itself, as a test name: "policy:pytorch,,capacity:1GiB" ->
+// policy_pytorch__capacity_1GiB.
+std::string bad_conf_name(const ::testing::TestParamInfo<BadConf> &info) {
+  std::string name = info.param.text;
+  for (char &c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
 
 class AllocConfRejects : public ::testing::TestWithParam<BadConf> {};
 
@@ -69,7 +85,7 @@ TEST_P(AllocConfRejects, WithAMessageNamingTheProblem) {
   try {
     parse_alloc_conf(GetParam().text);
     FAIL() << "accepted '" << GetParam().text << "'";
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::invalid_argument &e) {
     EXPECT_NE(std::string(e.what()).find(GetParam().must_mention), std::string::npos) << e.what();
   }
 }
@@ -92,29 +108,31 @@ INSTANTIATE_TEST_SUITE_P(
                       BadConf{"capacity:0", "greater than 0"},
                       BadConf{"policy:no_cache,max_split_size_mb:64", "never splits"},
                       BadConf{"policy:no_cache,garbage_collection_threshold:0.5", "caches nothing"},
-                      BadConf{"policy:no_cache,expandable_segments:True", "expandable_segments"}));
+                      BadConf{"policy:no_cache,expandable_segments:True", "expandable_segments"}),
+    bad_conf_name);
 
-// A collection threshold with nothing to measure it against is inert: rejected once the device
-// is known to be unbounded, accepted with a capacity.
+// A collection threshold with nothing to measure it against is inert: rejected
+// once the device is known to be unbounded, accepted with a capacity.
 TEST(AllocConf, ThresholdWithoutCapacityIsRejectedOnUnboundedUpstream) {
   const AllocatorOptions o = parse_alloc_conf("garbage_collection_threshold:0.5");
   try {
     CachingAllocator a(std::make_shared<HostResource>(), o);
     FAIL() << "accepted a threshold with no limit";
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::invalid_argument &e) {
     EXPECT_NE(std::string(e.what()).find("no limit to measure against"), std::string::npos);
   }
   EXPECT_NO_THROW(CachingAllocator(std::make_shared<SimulatedResource>(MiB * 64), o));
-  EXPECT_NO_THROW(CachingAllocator(std::make_shared<HostResource>(),
-                                   parse_alloc_conf("garbage_collection_threshold:0.5,capacity:1GiB")));
+  EXPECT_NO_THROW(
+      CachingAllocator(std::make_shared<HostResource>(),
+                       parse_alloc_conf("garbage_collection_threshold:0.5,capacity:1GiB")));
 }
 
 TEST(AllocConf, VirtualMemoryOptionsNeedAVirtualMemoryUpstream) {
-  for (const char* conf : {"policy:vmm_stitch", "expandable_segments:True"}) {
+  for (const char *conf : {"policy:vmm_stitch", "expandable_segments:True"}) {
     try {
       CachingAllocator a(std::make_shared<HostResource>(), parse_alloc_conf(conf));
       FAIL() << conf;
-    } catch (const std::invalid_argument& e) {
+    } catch (const std::invalid_argument &e) {
       EXPECT_NE(std::string(e.what()).find("needs a virtual-memory upstream"), std::string::npos)
           << e.what();
     }

@@ -1,6 +1,7 @@
-// The policies' documented rules, value by value. The pytorch numbers are those of PyTorch's
-// CUDA caching allocator documentation (512 B rounding, 2 MiB small segments, 20 MiB segments
-// for 1-10 MiB requests, 2 MiB rounding above, split thresholds, max_split_size).
+// The policies' documented rules, value by value. The pytorch numbers are those
+// of PyTorch's CUDA caching allocator documentation (512 B rounding, 2 MiB
+// small segments, 20 MiB segments for 1-10 MiB requests, 2 MiB rounding above,
+// split thresholds, max_split_size).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -56,7 +57,8 @@ TEST(PytorchPolicyRules, MaxSplitSizeKeepsOversizeBlocksWhole) {
   EXPECT_FALSE(p->should_split(Pool::large, 100 * MiB, 70 * MiB));
 }
 
-// Through the allocator: a 1 MiB and a 1.5 MiB request reserve a 2 MiB and a 20 MiB segment.
+// Through the allocator: a 1 MiB and a 1.5 MiB request reserve a 2 MiB and a 20
+// MiB segment.
 TEST(PytorchPolicyRules, AllocatorReservesDocumentedSegments) {
   Harness h = make_harness({"pytorch", Upstream::simulated}, GiB);
   Block a = h.allocator->allocate(MiB);
@@ -67,7 +69,8 @@ TEST(PytorchPolicyRules, AllocatorReservesDocumentedSegments) {
   h.allocator->deallocate(b);
 }
 
-// best_fit reserves only the request rounded to 2 MiB, and keeps small requests in small segments.
+// best_fit reserves only the request rounded to 2 MiB, and keeps small requests
+// in small segments.
 TEST(BestFitPolicyRules, ReservesRequestRoundedTo2MiBAndSeparatesSmallRequests) {
   Harness h = make_harness({"best_fit", Upstream::simulated}, GiB);
   // A 200 MiB peak first, so that nothing below is released to hold the peak.
@@ -77,7 +80,8 @@ TEST(BestFitPolicyRules, ReservesRequestRoundedTo2MiBAndSeparatesSmallRequests) 
   h.allocator->deallocate(big);
   Block small = h.allocator->allocate(10 * KiB);
   EXPECT_EQ(h.allocator->stats().reserved_bytes.current, static_cast<std::int64_t>(102 * MiB))
-      << "the 10 KiB tensor gets its own 2 MiB segment instead of pinning the 100 MiB one";
+      << "the 10 KiB tensor gets its own 2 MiB segment instead of pinning the "
+         "100 MiB one";
   Block again = h.allocator->allocate(100 * MiB);
   EXPECT_EQ(again.ptr, big.ptr);
   h.allocator->deallocate(small);
@@ -109,12 +113,13 @@ TEST(NoCachePolicyRules, EveryFreeGoesUpstream) {
   EXPECT_EQ(h.allocator->stats().num_device_free, 1);
 }
 
-// Note [Garbage collection threshold]: a new segment that would take reserved memory past
-// threshold x capacity first releases cached segments.
+// Note [Garbage collection threshold]: a new segment that would take reserved
+// memory past threshold x capacity first releases cached segments.
 TEST(GarbageCollectionThreshold, ReleasesCacheBeforeCrossingTheThreshold) {
   AllocatorOptions o;
   o.garbage_collection_threshold = 0.5;
-  // pytorch: best_fit's own peak holding would release the cache here without any threshold.
+  // pytorch: best_fit's own peak holding would release the cache here without
+  // any threshold.
   Harness h = make_harness({"pytorch", Upstream::simulated}, GiB, o);
   h.allocator->deallocate(h.allocator->allocate(400 * MiB));
   EXPECT_EQ(h.simulated->used_bytes(), 400 * MiB) << "cached below the threshold";
@@ -130,9 +135,10 @@ TEST(GarbageCollectionThreshold, ReleasesCacheBeforeCrossingTheThreshold) {
   off.allocator->deallocate(c);
 }
 
-// Note [Expandable segments]: a growing request reuses the space of the previous smaller one.
+// Note [Expandable segments]: a growing request reuses the space of the
+// previous smaller one.
 TEST(ExpandableSegments, GrowInPlaceAfterAFreedSmallerBlock) {
-  Harness h = make_harness({"best_fit", Upstream::simulated_vmm, true}, GiB);
+  Harness h = make_harness({"best_fit", Upstream::simulated_vm, true}, GiB);
   Block a = h.allocator->allocate(100 * MiB);
   h.allocator->deallocate(a);
   Block b = h.allocator->allocate(150 * MiB);
@@ -152,8 +158,9 @@ TEST(ExpandableSegments, GrowInPlaceAfterAFreedSmallerBlock) {
   plain.allocator->deallocate(c);
 }
 
-// Note [Holding the peak] (best_fit_policy.cpp): a larger request releases the cached smaller
-// segment before reserving, so the peak is the larger request alone; pytorch keeps both.
+// Note [Holding the peak] (best_fit_policy.cpp): a larger request releases the
+// cached smaller segment before reserving, so the peak is the larger request
+// alone; pytorch keeps both.
 TEST(BestFitPolicyRules, NewSegmentAboveThePeakReleasesCachedSegmentsFirst) {
   Harness h = make_harness({"best_fit", Upstream::simulated}, GiB);
   h.allocator->deallocate(h.allocator->allocate(100 * MiB));
@@ -161,7 +168,8 @@ TEST(BestFitPolicyRules, NewSegmentAboveThePeakReleasesCachedSegmentsFirst) {
   EXPECT_EQ(h.allocator->stats().reserved_bytes.peak, static_cast<std::int64_t>(150 * MiB));
   EXPECT_EQ(h.simulated->used_bytes(), 150 * MiB);
   h.allocator->deallocate(b);
-  // Below the peak the cache is kept: 100 MiB is carved from the cached 150 MiB block.
+  // Below the peak the cache is kept: 100 MiB is carved from the cached 150 MiB
+  // block.
   Block c = h.allocator->allocate(100 * MiB);
   EXPECT_EQ(h.allocator->stats().num_device_alloc, 2);
   h.allocator->deallocate(c);

@@ -1,10 +1,10 @@
 #include "memory/replay.hpp"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
@@ -18,18 +18,20 @@ namespace {
 
 constexpr std::size_t kMiB = 1 << 20;
 
-std::vector<TraceOp> ops_of(const std::string& csv) {
+std::vector<TraceOp> ops_of(const std::string &csv) {
   std::istringstream in("op,id,bytes,stream,tag\n" + csv);
   return parse_trace_csv(in, "test.csv");
 }
 
 class EveryReplayPolicy : public ::testing::TestWithParam<std::string> {};
 
-// Hand-computed: a and b live together (2 MiB), then b and c (2 MiB): the peak live set is 2 MiB,
-// and sizes that are multiples of 2 MiB are rounded by no policy, so every policy reaches it.
+// Hand-computed: a and b live together (2 MiB), then b and c (2 MiB): the peak
+// live set is 2 MiB, and sizes that are multiples of 2 MiB are rounded by no
+// policy, so every policy reaches it.
 TEST_P(EveryReplayPolicy, PeakAllocatedMatchesTheHandComputedLiveSet) {
-  const auto ops = ops_of("alloc,a,2097152,0,activation\nalloc,b,2097152,0,\nfree,a\n"
-                          "alloc,c,2097152,0,activation\nfree,b\nfree,c\n");
+  const auto ops = ops_of(
+      "alloc,a,2097152,0,activation\nalloc,b,2097152,0,\nfree,a\n"
+      "alloc,c,2097152,0,activation\nfree,b\nfree,c\n");
   const ReplayReport r = replay_trace(ops, GetParam(), 1024 * kMiB);
   EXPECT_EQ(r.policy, GetParam());
   EXPECT_EQ(r.events, 6u);
@@ -40,14 +42,17 @@ TEST_P(EveryReplayPolicy, PeakAllocatedMatchesTheHandComputedLiveSet) {
   EXPECT_GE(r.peak_reserved_bytes, r.peak_allocated_bytes);
   EXPECT_EQ(r.num_ooms, 0u);
   EXPECT_FALSE(r.first_oom_event.has_value());
-  EXPECT_DOUBLE_EQ(r.utilization, static_cast<double>(r.peak_allocated_bytes) / r.peak_reserved_bytes);
+  EXPECT_DOUBLE_EQ(r.utilization,
+                   static_cast<double>(r.peak_allocated_bytes) / r.peak_reserved_bytes);
 }
 
-// 40 MiB twice on a 64 MiB device: the second alloc (event 1, line 3 of the file) fails on every
-// policy; its free is ignored and the third alloc reuses the first one's memory.
+// 40 MiB twice on a 64 MiB device: the second alloc (event 1, line 3 of the
+// file) fails on every policy; its free is ignored and the third alloc reuses
+// the first one's memory.
 TEST_P(EveryReplayPolicy, AFailedAllocIsCountedAndReplayContinues) {
-  const auto ops = ops_of("alloc,a,41943040,0,\nalloc,b,41943040,0,\nfree,b\nfree,a\n"
-                          "alloc,c,41943040,0,\nfree,c\n");
+  const auto ops = ops_of(
+      "alloc,a,41943040,0,\nalloc,b,41943040,0,\nfree,b\nfree,a\n"
+      "alloc,c,41943040,0,\nfree,c\n");
   const ReplayReport r = replay_trace(ops, GetParam(), 64 * kMiB);
   EXPECT_EQ(r.num_ooms, 1u);
   ASSERT_TRUE(r.first_oom_event.has_value());
@@ -57,10 +62,12 @@ TEST_P(EveryReplayPolicy, AFailedAllocIsCountedAndReplayContinues) {
   EXPECT_LE(r.peak_reserved_bytes, 64 * kMiB);
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, EveryReplayPolicy, ::testing::ValuesIn(replay_policies()));
+INSTANTIATE_TEST_SUITE_P(Policies, EveryReplayPolicy, ::testing::ValuesIn(replay_policies()),
+                         [](const auto &info) { return std::string(info.param); });
 
 TEST(Replay, PlannedReachesTheLowerBoundWhereGreedyIsOptimal) {
-  // Equal sizes: the planner's arena equals the largest live set (interval-graph colouring).
+  // Equal sizes: the planner's arena equals the largest live set
+  // (interval-graph colouring).
   std::mt19937_64 rng(3);
   std::ostringstream csv;
   std::vector<int> live;
@@ -83,9 +90,10 @@ TEST(Replay, PlannedReachesTheLowerBoundWhereGreedyIsOptimal) {
   EXPECT_GE(best_fit.peak_reserved_bytes, planned.peak_reserved_bytes);
 }
 
-// Issue 3, case 1 as a trace: 800 MiB freed, forty 20 MiB blocks carved from it, every other one
-// freed, then 300 MiB on a 1 GiB device. 400 MiB are free but in 20 MiB holes: only stitching
-// (or never caching, or planning ahead) serves it.
+// Issue 3, case 1 as a trace: 800 MiB freed, forty 20 MiB blocks carved from
+// it, every other one freed, then 300 MiB on a 1 GiB device. 400 MiB are free
+// but in 20 MiB holes: only stitching (or never caching, or planning ahead)
+// serves it.
 TEST(Replay, FragmentedHolesAreServedOnlyByStitchingPolicies) {
   std::ostringstream csv;
   csv << "alloc,big,838860800,0,\nfree,big\n";
@@ -104,20 +112,23 @@ TEST(Replay, FragmentedHolesAreServedOnlyByStitchingPolicies) {
 }
 
 TEST(Replay, InconsistentTracesNameTheLine) {
-  auto error_of = [](const std::string& csv) -> std::string {
+  auto error_of = [](const std::string &csv) -> std::string {
     try {
       replay_trace(ops_of(csv), "best_fit", 64 * kMiB, "test.csv");
-    } catch (const TraceFormatError& e) {
+    } catch (const TraceFormatError &e) {
       return e.what();
     }
     return "";
   };
-  EXPECT_NE(error_of("alloc,a,10,0,\nfree,b\n").find("test.csv:3: free of id 'b' which is not live"),
+  EXPECT_NE(
+      error_of("alloc,a,10,0,\nfree,b\n").find("test.csv:3: free of id 'b' which is not live"),
+      std::string::npos);
+  EXPECT_NE(error_of("alloc,a,10,0,\nalloc,a,10,0,\n")
+                .find("test.csv:3: alloc of id 'a' which is still live"),
             std::string::npos);
-  EXPECT_NE(error_of("alloc,a,10,0,\nalloc,a,10,0,\n").find("test.csv:3: alloc of id 'a' which is still live"),
-            std::string::npos);
-  EXPECT_NE(error_of("alloc,a,10,0,\nfree,a,11,0,\n").find("test.csv:3: free of id 'a' with 11 bytes"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("alloc,a,10,0,\nfree,a,11,0,\n").find("test.csv:3: free of id 'a' with 11 bytes"),
+      std::string::npos);
   EXPECT_THROW(replay_trace({}, "first_fit", kMiB), std::invalid_argument);
   EXPECT_THROW(replay_trace({}, "best_fit", 0), std::invalid_argument);
 }
@@ -125,21 +136,24 @@ TEST(Replay, InconsistentTracesNameTheLine) {
 TEST(Replay, ReportJsonHasTheDocumentedFields) {
   const auto ops = ops_of("alloc,a,41943040,0,\nalloc,b,41943040,0,\n");
   const auto j = nlohmann::json::parse(replay_trace(ops, "best_fit", 64 * kMiB).to_json());
-  for (const char* key : {"policy", "capacity_bytes", "events", "peak_allocated_bytes",
-                          "peak_reserved_bytes", "utilization", "fragmentation", "num_ooms",
-                          "first_oom_event", "num_alloc_retries"}) {
+  for (const char *key :
+       {"policy", "capacity_bytes", "events", "peak_allocated_bytes", "peak_reserved_bytes",
+        "utilization", "fragmentation", "num_ooms", "first_oom_event", "num_alloc_retries"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["first_oom_event"], 1);
   EXPECT_EQ(j["capacity_bytes"], 64 * kMiB);
-  const auto none = nlohmann::json::parse(replay_trace(ops_of("alloc,a,1,0,\n"), "best_fit", 64 * kMiB).to_json());
+  const auto none = nlohmann::json::parse(
+      replay_trace(ops_of("alloc,a,1,0,\n"), "best_fit", 64 * kMiB).to_json());
   EXPECT_TRUE(none["first_oom_event"].is_null());
   const std::string text = replay_trace(ops, "best_fit", 64 * kMiB).to_text();
-  EXPECT_NE(text.find("out-of-memory errors     1 (first at event 1, line 3)"), std::string::npos) << text;
+  EXPECT_NE(text.find("out-of-memory errors     1 (first at event 1, line 3)"), std::string::npos)
+      << text;
 }
 
-// A trace recorded from a live allocator, written as CSV, read back and replayed under the same
-// policy and capacity, must reach the peak the live allocator reported.
+// A trace recorded from a live allocator, written as CSV, read back and
+// replayed under the same policy and capacity, must reach the peak the live
+// allocator reported.
 TEST(Replay, RecordedTraceReplaysToTheSamePeak) {
   TraceRecorder recorder;
   MemoryStats live_stats;
@@ -154,12 +168,13 @@ TEST(Replay, RecordedTraceReplaysToTheSamePeak) {
         allocator.deallocate(blocks[k]);
         blocks.erase(blocks.begin() + static_cast<long>(k));
       } else {
-        blocks.push_back(allocator.allocate(1 + rng() % (2 * kMiB), static_cast<StreamId>(rng() % 2)));
+        blocks.push_back(
+            allocator.allocate(1 + rng() % (2 * kMiB), static_cast<StreamId>(rng() % 2)));
       }
     }
     live_stats = allocator.stats();
     allocator.set_event_sink(nullptr);
-    for (const Block& b : blocks) allocator.deallocate(b);
+    for (const Block &b : blocks) allocator.deallocate(b);
   }
   const std::string path = ::testing::TempDir() + "/recorded_trace.csv";
   {
