@@ -15,10 +15,10 @@ std::string format_summary(const RunSummary& s) {
   os << "Summary\n";
   std::snprintf(buf, sizeof buf, "  steps            %lld/%lld%s\n",
                 static_cast<long long>(s.steps_done), static_cast<long long>(s.max_steps),
-                !s.interrupted                  ? ""
-                : s.stop_signal == SIGTERM      ? " (stopped by SIGTERM)"
-                : s.stop_signal == SIGUSR1      ? " (stopped by SIGUSR1)"
-                                                : " (stopped by SIGINT)");
+                !s.interrupted             ? ""
+                : s.stop_signal == SIGTERM ? " (stopped by SIGTERM)"
+                : s.stop_signal == SIGUSR1 ? " (stopped by SIGUSR1)"
+                                           : " (stopped by SIGINT)");
   os << buf;
   std::snprintf(buf, sizeof buf, "  time             %.1f s (%.1f s in training steps, %s)\n",
                 s.wall_s, s.train_s, format_duration(s.wall_s).c_str());
@@ -41,14 +41,15 @@ std::string format_summary(const RunSummary& s) {
   std::snprintf(buf, sizeof buf, "  masked accuracy  %.2f %%\n", 100.0 * s.end_eval_accuracy);
   os << buf;
   if (s.loss_scaling) {
-    std::snprintf(buf, sizeof buf, "  precision        %s (loss scale %.17g at the end, %lld steps skipped)\n",
+    std::snprintf(buf, sizeof buf,
+                  "  precision        %s (loss scale %.17g at the end, %lld steps skipped)\n",
                   s.precision.c_str(), s.final_loss_scale, static_cast<long long>(s.skipped_steps));
   } else {
     std::snprintf(buf, sizeof buf, "  precision        %s\n", s.precision.c_str());
   }
   os << buf;
-  os << "  peak memory      " << memory::format_byte_size(s.peak_allocated_bytes)
-     << " allocated, " << memory::format_byte_size(s.peak_reserved_bytes) << " reserved\n";
+  os << "  peak memory      " << memory::format_byte_size(s.peak_allocated_bytes) << " allocated, "
+     << memory::format_byte_size(s.peak_reserved_bytes) << " reserved\n";
   if (!s.run_dir.empty()) os << "  run directory    " << s.run_dir << '\n';
   return os.str();
 }

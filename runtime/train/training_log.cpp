@@ -48,8 +48,8 @@ void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
   if (settings_.dry_run) {
     // NaN is written as null: a dry run's wall time measures shape logic, not
     // training.
-    m.tokens_per_s = m.mfu = m.sgemm_fraction = m.model_flops_per_s =
-        m.peak_flops = m.sgemm_flops = std::numeric_limits<double>::quiet_NaN();
+    m.tokens_per_s = m.mfu = m.sgemm_fraction = m.model_flops_per_s = m.peak_flops = m.sgemm_flops =
+        std::numeric_limits<double>::quiet_NaN();
   } else {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     m.tokens_per_s = static_cast<double>(window_tokens_) / window_wall_s_;

@@ -10,8 +10,8 @@
 // the ranks return (a rank script that exits 130 on SIGTERM gives 1 too). So that case checks
 // what memtrain controls: the job ends, no rank is left running, and every line of
 // metrics.jsonl is whole, its steps contiguous.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -148,9 +148,12 @@ void expect_clean_stop(const Scratch& s, const Interrupted& r, const std::string
 }
 
 std::vector<std::string> train_args(const std::string& binary) {
-  return {binary, "train", "--config", "exp.yaml", "--run-dir", "run", "--set",
-          "training.max_steps=1000000", "--set", "training.log_interval=1", "--set",
-          "training.eval_interval=1000000"};
+  return {binary,      "train",
+          "--config",  "exp.yaml",
+          "--run-dir", "run",
+          "--set",     "training.max_steps=1000000",
+          "--set",     "training.log_interval=1",
+          "--set",     "training.eval_interval=1000000"};
 }
 
 const std::string kBinary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
@@ -195,7 +198,8 @@ std::vector<std::string> mpirun_args(const std::string& binary) {
 }
 
 TEST(Interrupt, SigusrOneToMpirunStopsBothRanksAfterTheSameStepWithExit138) {
-  ASSERT_EQ(std::system("command -v mpirun >/dev/null 2>&1"), 0) << "mpirun not found (openmpi-bin)";
+  ASSERT_EQ(std::system("command -v mpirun >/dev/null 2>&1"), 0)
+      << "mpirun not found (openmpi-bin)";
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
   const auto r = interrupt_run(s, mpirun_args(kBinary), SIGUSR1, /*group=*/false);
@@ -205,7 +209,8 @@ TEST(Interrupt, SigusrOneToMpirunStopsBothRanksAfterTheSameStepWithExit138) {
 }
 
 TEST(Interrupt, CtrlCToMpirunEndsTheJobWithWholeMetrics) {
-  ASSERT_EQ(std::system("command -v mpirun >/dev/null 2>&1"), 0) << "mpirun not found (openmpi-bin)";
+  ASSERT_EQ(std::system("command -v mpirun >/dev/null 2>&1"), 0)
+      << "mpirun not found (openmpi-bin)";
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
   const auto r = interrupt_run(s, mpirun_args(kBinary), SIGINT, /*group=*/true);
