@@ -89,37 +89,28 @@ struct ReplayReport {
   std::string to_text() const;
 };
 
-// Policies replay_trace accepts: the CachingAllocator's ("no_cache", "pytorch",
-// "best_fit", "vmm_stitch") and "planned" (the activation planner sees the
-// whole trace: a greedy offline layout, Note [The planned policy is a greedy
-// offline bound, not the optimum] in replay.cpp).
-const std::vector<std::string> &replay_policies();
+// Policies replay_trace accepts: the CachingAllocator's ("no_cache", "pytorch", "best_fit",
+// "vmm_stitch") and "planned" (the activation planner sees the whole trace: a greedy offline
+// layout, Note [The planned policy is a greedy offline bound, not the optimum] in replay.cpp).
+const std::vector<std::string>& replay_policies();
 
-// Replays `trace` on a simulated device of `capacity_bytes` (vmm_stitch: a
-// simulated virtual-memory device). A failed alloc is counted in num_ooms and
-// replay continues; its later free is ignored. Cost: linear in the trace for
-// the allocator policies; "planned" lays out the whole trace at once, O(n log n
-// + overlapping pairs) (about a minute for 10^6 events with thousands of
-// tensors live at once). Throws std::invalid_argument for an unknown policy or
-// capacity 0, and TraceFormatError for a trace that frees an unknown id or
-// allocates a live id twice (or, when built by hand, names an id or tag index
-// past its tables), std::invalid_argument for one whose lines or tags tables do
-// not fit its ops.
-ReplayReport replay_interned_trace(const InternedTrace &trace,
-                                   const std::string &policy,
-                                   std::size_t capacity_bytes,
-                                   const std::string &source = "trace");
+// Replays `trace` on a simulated device of `capacity_bytes` (vmm_stitch: a simulated
+// virtual-memory device). A failed alloc is counted in num_ooms and replay continues; its later
+// free is ignored. Cost: linear in the trace for the allocator policies; "planned" lays out
+// the whole trace at once, O(n log n + overlapping pairs) (about a minute for 10^6 events with
+// thousands of tensors live at once). Throws std::invalid_argument for an unknown policy or capacity 0, and
+// TraceFormatError for a trace that frees an unknown id or allocates a live id twice (or, when
+// built by hand, names an id or tag index past its tables), std::invalid_argument for one whose
+// lines or tags tables do not fit its ops.
+ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string& policy,
+                                   std::size_t capacity_bytes, const std::string& source = "trace");
 
-// intern_trace + replay_interned_trace (a separate name: `{}` would fit either
-// overload).
-ReplayReport replay_trace(const std::vector<TraceOp> &ops,
-                          const std::string &policy, std::size_t capacity_bytes,
-                          const std::string &source = "trace");
+// intern_trace + replay_interned_trace (a separate name: `{}` would fit either overload).
+ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy,
+                          std::size_t capacity_bytes, const std::string& source = "trace");
 
-// read_trace_file + intern_trace + replay_interned_trace: what `memtrain
-// replay` calls.
-ReplayReport replay_trace_file(const std::string &path,
-                               const std::string &policy,
+// read_trace_file + intern_trace + replay_interned_trace: what `memtrain replay` calls.
+ReplayReport replay_trace_file(const std::string& path, const std::string& policy,
                                std::size_t capacity_bytes);
 
 }  // namespace memtrain::memory

@@ -88,12 +88,9 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed) {
   }
 }
 
-void BertForMaskedLM::validate(const core::MlmBatch &b,
-                               const std::vector<std::int32_t> &positions,
-                               const std::vector<std::int32_t> *labels) const {
-  auto fail = [](const std::string &what) {
-    throw RuntimeError("invalid MLM batch: " + what);
-  };
+void BertForMaskedLM::validate(const core::MlmBatch& b, const std::vector<std::int32_t>& positions,
+                               const std::vector<std::int32_t>* labels) const {
+  auto fail = [](const std::string& what) { throw RuntimeError("invalid MLM batch: " + what); };
   if (b.batch_size < 1 || b.seq_length < 1) {
     fail("batch_size = " + std::to_string(b.batch_size) +
          ", seq_length = " + std::to_string(b.seq_length) + "; both must be >= 1");
@@ -144,8 +141,8 @@ void BertForMaskedLM::validate(const core::MlmBatch &b,
   }
 }
 
-PassState BertForMaskedLM::make_pass(const core::MlmBatch &b, bool training,
-                                     std::uint64_t seed, std::uint64_t step) {
+PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std::uint64_t seed,
+                                     std::uint64_t step) {
   PassState s{ctx_};
   s.B = b.batch_size;
   s.T = b.seq_length;
@@ -160,12 +157,10 @@ PassState BertForMaskedLM::make_pass(const core::MlmBatch &b, bool training,
   return s;
 }
 
-core::Tensor BertForMaskedLM::encode(PassState &s, const core::MlmBatch &b) {
-  auto x = embeddings_->forward(
-      s, b.input_ids.data(),
-      b.token_type_ids.empty() ? nullptr : b.token_type_ids.data());
-  for (auto &layer : layers_)
-    x = layer->forward(s, x);
+core::Tensor BertForMaskedLM::encode(PassState& s, const core::MlmBatch& b) {
+  auto x = embeddings_->forward(s, b.input_ids.data(),
+                                b.token_type_ids.empty() ? nullptr : b.token_type_ids.data());
+  for (auto& layer : layers_) x = layer->forward(s, x);
   return x;
 }
 
@@ -174,10 +169,8 @@ void BertForMaskedLM::release_all() {
   head_->release();
 }
 
-StepStats BertForMaskedLM::forward_backward(const core::MlmBatch &batch,
-                                            float grad_scale,
-                                            std::uint64_t seed,
-                                            std::uint64_t step) {
+StepStats BertForMaskedLM::forward_backward(const core::MlmBatch& batch, float grad_scale,
+                                            std::uint64_t seed, std::uint64_t step) {
   validate(batch, batch.masked_positions, &batch.masked_labels);
   StepStats stats;
   if (batch.masked_positions.empty()) return stats;
@@ -210,7 +203,7 @@ StepStats BertForMaskedLM::forward_backward(const core::MlmBatch &batch,
   return stats;
 }
 
-StepStats BertForMaskedLM::evaluate(const core::MlmBatch &batch) {
+StepStats BertForMaskedLM::evaluate(const core::MlmBatch& batch) {
   validate(batch, batch.masked_positions, &batch.masked_labels);
   StepStats stats;
   if (batch.masked_positions.empty()) return stats;
@@ -229,9 +222,8 @@ StepStats BertForMaskedLM::evaluate(const core::MlmBatch &batch) {
   return stats;
 }
 
-std::vector<float>
-BertForMaskedLM::predict_log_probs(const core::MlmBatch &batch,
-                                   const std::vector<std::int32_t> &positions) {
+std::vector<float> BertForMaskedLM::predict_log_probs(const core::MlmBatch& batch,
+                                                      const std::vector<std::int32_t>& positions) {
   validate(batch, positions, nullptr);
   const int P = static_cast<int>(positions.size()), V = config_.vocab_size;
   std::vector<float> out(static_cast<std::size_t>(P) * V);

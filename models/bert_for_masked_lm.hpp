@@ -40,25 +40,20 @@ class BertForMaskedLM {
   // start from the same master weights.
   void init_parameters(std::uint64_t seed);
 
-  // Forward, masked-LM loss and backward on one micro-batch. Parameter
-  // gradients ACCUMULATE. The loss gradient is multiplied by grad_scale (= 1 /
-  // masked tokens of the global batch). Dropout keyed by (seed, step, layer,
-  // site, batch.first_sample + b, element): Note [Dropout keys]. A micro-batch
-  // without masked tokens contributes nothing and runs nothing. Throws
-  // memtrain::RuntimeError for a malformed batch (sizes, ids out of range,
-  // positions not ascending in [0, B*T), labels out of range), before touching
-  // any gradient.
-  StepStats forward_backward(const core::MlmBatch &batch, float grad_scale,
-                             std::uint64_t seed, std::uint64_t step);
-  // Loss and accuracy at the masked positions with dropout off; no gradients,
-  // and each layer's activations are freed as soon as the next layer has
-  // consumed them.
-  StepStats evaluate(const core::MlmBatch &batch);
-  // log-softmax over the vocabulary at flat positions (b * T + t): [P, V]
-  // row-major.
-  std::vector<float>
-  predict_log_probs(const core::MlmBatch &batch,
-                    const std::vector<std::int32_t> &positions);
+  // Forward, masked-LM loss and backward on one micro-batch. Parameter gradients ACCUMULATE.
+  // The loss gradient is multiplied by grad_scale (= 1 / masked tokens of the global batch).
+  // Dropout keyed by (seed, step, layer, site, batch.first_sample + b, element): Note
+  // [Dropout keys]. A micro-batch without masked tokens contributes nothing and runs nothing.
+  // Throws memtrain::RuntimeError for a malformed batch (sizes, ids out of range, positions
+  // not ascending in [0, B*T), labels out of range), before touching any gradient.
+  StepStats forward_backward(const core::MlmBatch& batch, float grad_scale, std::uint64_t seed,
+                             std::uint64_t step);
+  // Loss and accuracy at the masked positions with dropout off; no gradients, and each layer's
+  // activations are freed as soon as the next layer has consumed them.
+  StepStats evaluate(const core::MlmBatch& batch);
+  // log-softmax over the vocabulary at flat positions (b * T + t): [P, V] row-major.
+  std::vector<float> predict_log_probs(const core::MlmBatch& batch,
+                                       const std::vector<std::int32_t>& positions);
 
   // Hugging Face names, in Hugging Face's order (named_parameters()).
   std::vector<Parameter>& parameters() { return params_.parameters(); }
@@ -74,14 +69,12 @@ class BertForMaskedLM {
 
   const BertConfig& config() const { return config_; }
 
-private:
-  PassState make_pass(const core::MlmBatch &batch, bool training,
-                      std::uint64_t seed, std::uint64_t step);
+ private:
+  PassState make_pass(const core::MlmBatch& batch, bool training, std::uint64_t seed, std::uint64_t step);
   // Embeddings and every encoder layer: hidden [B, T, C].
-  core::Tensor encode(PassState &s, const core::MlmBatch &batch);
-  void validate(const core::MlmBatch &batch,
-                const std::vector<std::int32_t> &positions,
-                const std::vector<std::int32_t> *labels) const;
+  core::Tensor encode(PassState& s, const core::MlmBatch& batch);
+  void validate(const core::MlmBatch& batch, const std::vector<std::int32_t>& positions,
+                const std::vector<std::int32_t>* labels) const;
   void release_all();
 
   BertConfig config_;

@@ -57,8 +57,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
       throw ConfigError(std::string(args->target.empty() ? "--non-allocator" : "--target") +
                         " needs --dry-run (a compute run uses the real device)");
     }
-    train::RunOptions options{args->run_dir, std::nullopt,
-                              train::resolve_recompute};
+    train::RunOptions options{args->run_dir, std::nullopt, train::resolve_recompute};
     if (args->dry_run) {
       options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);
       if (!args->non_allocator.empty()) {

@@ -6,9 +6,9 @@
 
 namespace memtrain::data {
 
-core::MlmBatch fill_mask_prompt(const Tokenizer &tokenizer,
-                                std::string_view text, int max_length) {
-  const SpecialTokens &special = tokenizer.special();
+core::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view text,
+                                  int max_length) {
+  const SpecialTokens& special = tokenizer.special();
   std::vector<std::int32_t> row{special.cls};
   // Note [Space before a written mask]
   // SentencePiece encodes "be [MASK]" as "▁be", "▁", "[MASK]": the user-defined symbol takes no

@@ -105,8 +105,7 @@ void MlmDataset::append_row(std::uint64_t sample, std::vector<std::int32_t>& row
   row.push_back(kSpecialTokens.sep);
 }
 
-core::MlmBatch MlmDataset::batch(std::uint64_t first_sample,
-                                 int batch_size) const {
+core::MlmBatch MlmDataset::batch(std::uint64_t first_sample, int batch_size) const {
   if (batch_size < 1) {
     throw ConfigError("batch size " + std::to_string(batch_size) + "; expected >= 1");
   }

@@ -37,15 +37,14 @@ class MlmDataset {
   std::uint64_t num_sequences() const;
   int vocab_size() const { return vocab_size_; }
 
-  // Rows first_sample .. first_sample + batch_size - 1 of the sample stream.
-  // Sample i is sequence order[i mod num_sequences()] (order: a seeded
-  // permutation for training, identity for validation and mock) masked with
-  // (seed, i) (Note [Counter-based masking]), so a row depends on (seed, i)
-  // only: batch(0, 4) rows == batch(0, 2) rows then batch(2, 2) rows (with
-  // dynamic padding each batch is padded to its own longest row). Shapes:
-  // input_ids, token_type_ids (all 0), attention_mask [B, T]; T = seq_length,
-  // or the longest row with dynamic_seq_length. Padding is [PAD] with
-  // attention_mask 0. Throws ConfigError when batch_size < 1.
+  // Rows first_sample .. first_sample + batch_size - 1 of the sample stream. Sample i is
+  // sequence order[i mod num_sequences()] (order: a seeded permutation for training, identity
+  // for validation and mock) masked with (seed, i) (Note [Counter-based masking]), so a row
+  // depends on (seed, i) only: batch(0, 4) rows == batch(0, 2) rows then batch(2, 2) rows
+  // (with dynamic padding each batch is padded to its own longest row).
+  // Shapes: input_ids, token_type_ids (all 0), attention_mask [B, T]; T = seq_length, or the
+  // longest row with dynamic_seq_length. Padding is [PAD] with attention_mask 0.
+  // Throws ConfigError when batch_size < 1.
   core::MlmBatch batch(std::uint64_t first_sample, int batch_size) const;
 
  private:

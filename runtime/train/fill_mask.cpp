@@ -25,14 +25,10 @@ std::string readable_piece(std::string piece) {
 
 }  // namespace
 
-FillMaskResult fill_mask(models::BertForMaskedLM &model,
-                         const data::Tokenizer &tokenizer,
-                         const std::string &text, int top_k,
-                         int max_positions) {
-  const core::MlmBatch batch =
-      data::fill_mask_prompt(tokenizer, text, max_positions);
-  const auto log_probs =
-      model.predict_log_probs(batch, batch.masked_positions); // [P, V]
+FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
+                         const std::string& text, int top_k, int max_positions) {
+  const core::MlmBatch batch = data::fill_mask_prompt(tokenizer, text, max_positions);
+  const auto log_probs = model.predict_log_probs(batch, batch.masked_positions);  // [P, V]
   const std::size_t V = log_probs.size() / batch.masked_positions.size();
   // See Note [Fill-mask candidates].
   const std::int32_t first = data::kFirstOrdinaryId;

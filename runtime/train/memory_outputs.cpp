@@ -6,22 +6,21 @@
 #include "memory/chrome_trace_json.hpp"
 #include "memory/memory_snapshot_json.hpp"
 #include "memory/trace_csv_writer.hpp"
-#include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/atomic_file.hpp"
 
 namespace memtrain::train {
 namespace {
 
-void write_json(const std::string &path, const nlohmann::json &j) {
-  core::write_file_atomically(
-      path, [&](std::ostream &out) { out << j.dump() << '\n'; });
+void write_json(const std::string& path, const nlohmann::json& j) {
+  core::write_file_atomically(path, [&](std::ostream& out) { out << j.dump() << '\n'; });
 }
 
 void write_trace_csv_file(const std::string& path, const std::vector<memory::TraceEvent>& events) {
   try {
-    core::write_file_atomically(
-        path, [&](std::ostream &out) { memory::write_trace_csv(out, events); });
-  } catch (const std::invalid_argument &e) {
+    core::write_file_atomically(path,
+                                [&](std::ostream& out) { memory::write_trace_csv(out, events); });
+  } catch (const std::invalid_argument& e) {
     throw RuntimeError("cannot write " + path + ": " + e.what());
   }
 }

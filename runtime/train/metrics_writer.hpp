@@ -13,19 +13,18 @@ struct TrainMetrics {
   std::int64_t step = 0;
   double loss = 0;            // mean over the masked tokens of the global batch
   double lr = 0;
-  double grad_norm = 0;    // global L2 norm before clipping
-  double tokens_per_s = 0; // global (all ranks) input tokens per second
-  // Model FLOPs utilization: model_flops_per_s / peak_flops, the hardware's
-  // peak (hardware_peak.hpp); NaN (null) when the peak is unknown.
+  double grad_norm = 0;     // global L2 norm before clipping
+  double tokens_per_s = 0;  // global (all ranks) input tokens per second
+  // Model FLOPs utilization: model_flops_per_s / peak_flops, the hardware's peak
+  // (hardware_peak.hpp); NaN (null) when the peak is unknown.
   double mfu = 0;
-  // model_flops_per_s / sgemm_flops, the sgemm speed this run measured at start
-  // (sgemm_peak.hpp): how much of the GEMM speed reachable here a step uses.
-  // Moves with load.
+  // model_flops_per_s / sgemm_flops, the sgemm speed this run measured at start (sgemm_peak.hpp):
+  // how much of the GEMM speed reachable here a step uses. Moves with load.
   double sgemm_fraction = 0;
-  double model_flops_per_s =
-      0; // model FLOPs of the steps (masked-only head) per second, all ranks
-  double peak_flops = 0; // hardware peak FLOP/s of all ranks (NaN when unknown)
-  double sgemm_flops = 0; // measured sgemm FLOP/s of all ranks
+  // Model FLOPs of the steps (masked-only head) per second, all ranks.
+  double model_flops_per_s = 0;
+  double peak_flops = 0;   // hardware peak FLOP/s of all ranks (NaN when unknown)
+  double sgemm_flops = 0;  // measured sgemm FLOP/s of all ranks
   double time_forward_s = 0;
   double time_backward_s = 0;
   double time_optimizer_s = 0;

@@ -34,18 +34,13 @@ std::shared_ptr<memory::SharedLedger> open_ledger(const MemoryConfig& config) {
   const std::size_t capacity = config.capacity != 0 ? config.capacity : physical_memory_bytes();
   try {
     return std::make_shared<memory::SharedLedger>(config.ledger, capacity);
-  } catch (const std::invalid_argument &e) {
-    throw ConfigError("memory.capacity = " + std::to_string(config.capacity) +
-                      ": " + e.what() +
-                      "; expected the memory.capacity of the other memtrain "
-                      "jobs with a memory.limit or "
-                      "memory.reservation on this host (0 = physical memory), "
-                      "or remove /dev/shm" +
-                      memory::SharedLedger::shm_name(config.ledger) +
-                      " when none runs");
-  } catch (const std::runtime_error &e) {
-    throw RuntimeError(std::string("memory.limit/memory.reservation: ") +
-                       e.what());
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("memory.capacity = " + std::to_string(config.capacity) + ": " + e.what() +
+                      "; expected the memory.capacity of the other memtrain jobs with a memory.limit or "
+                      "memory.reservation on this host (0 = physical memory), or remove /dev/shm" +
+                      memory::SharedLedger::shm_name(config.ledger) + " when none runs");
+  } catch (const std::runtime_error& e) {
+    throw RuntimeError(std::string("memory.limit/memory.reservation: ") + e.what());
   }
 }
 

@@ -15,8 +15,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Written to a temporary name and renamed (core::write_file_atomically), so a crash never
-// leaves a half-written run.json.
+// Written to a temporary name and renamed (core::write_file_atomically), so a crash never leaves a
+// half-written run.json.
 void write_file_atomically(const fs::path& path, const std::string& text) {
   core::write_file_atomically(path.string(), [&](std::ostream& out) { out << text; });
 }

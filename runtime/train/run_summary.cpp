@@ -41,15 +41,14 @@ std::string format_summary(const RunSummary& s) {
   std::snprintf(buf, sizeof buf, "  masked accuracy  %.2f %%\n", 100.0 * s.end_eval_accuracy);
   os << buf;
   if (s.loss_scaling) {
-    std::snprintf(buf, sizeof buf,
-                  "  precision        %s (loss scale %.17g at the end, %lld steps skipped)\n",
+    std::snprintf(buf, sizeof buf, "  precision        %s (loss scale %.17g at the end, %lld steps skipped)\n",
                   s.precision.c_str(), s.final_loss_scale, static_cast<long long>(s.skipped_steps));
   } else {
     std::snprintf(buf, sizeof buf, "  precision        %s\n", s.precision.c_str());
   }
   os << buf;
-  os << "  peak memory      " << memory::format_byte_size(s.peak_allocated_bytes) << " allocated, "
-     << memory::format_byte_size(s.peak_reserved_bytes) << " reserved\n";
+  os << "  peak memory      " << memory::format_byte_size(s.peak_allocated_bytes)
+     << " allocated, " << memory::format_byte_size(s.peak_reserved_bytes) << " reserved\n";
   if (!s.run_dir.empty()) os << "  run directory    " << s.run_dir << '\n';
   return os.str();
 }

@@ -1,10 +1,8 @@
 #pragma once
-// The denominator of sgemm_fraction in metrics.jsonl: the sgemm throughput this
-// process measures at startup with its own thread count, so the fraction says
-// how much of the GEMM speed reachable here a step uses. It moves with the
-// machine's load (a busy neighbour during the probe makes it small and the
-// fraction large), which is why MFU uses the hardware's peak instead
-// (hardware_peak.hpp).
+// The denominator of sgemm_fraction in metrics.jsonl: the sgemm throughput this process measures at
+// startup with its own thread count, so the fraction says how much of the GEMM speed reachable here
+// a step uses. It moves with the machine's load (a busy neighbour during the probe makes it small
+// and the fraction large), which is why MFU uses the hardware's peak instead (hardware_peak.hpp).
 #include "runtime/core/context.hpp"
 
 namespace memtrain::train {

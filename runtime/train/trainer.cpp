@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -97,18 +97,14 @@ int train(const Config& config, const RunOptions& options) {
 
   TrainingData data = load_training_data(config, *comm, out);
 
-  // memory.recompute: auto becomes the least recomputation that fits
-  // memory.budget.
+  // memory.recompute: auto becomes the least recomputation that fits memory.budget.
   if (config.memory.recompute == "auto" && !options.resolve_recompute) {
-    throw ConfigError("memory.recompute: auto needs a planner to resolve it "
-                      "(RunOptions::resolve_recompute)");
+    throw ConfigError("memory.recompute: auto needs a planner (RunOptions::resolve_recompute)");
   }
-  const Config resolved =
-      config.memory.recompute == "auto"
-          ? options.resolve_recompute(config, comm->size(), out)
-          : config;
-  memory::TraceRecorder
-      trace; // declared before the allocator: it must outlive the sink
+  const Config resolved = config.memory.recompute == "auto"
+                              ? options.resolve_recompute(config, comm->size(), out)
+                              : config;
+  memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
   const bool dry = options.dry_run.has_value();
   const DeviceTarget target = dry ? options.dry_run->for_world_size(comm->size()) : DeviceTarget{};
   auto allocator = dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
@@ -149,11 +145,10 @@ int train(const Config& config, const RunOptions& options) {
   // memory_snapshot.json (and the trace) and prints the memory summary before it propagates
   // (exit 1). A failure to write them is reported but does not hide the OutOfMemory.
   try {
-    // MFU's denominator is the hardware's peak (Note [Which clock the peak
-    // uses]); the sgemm speed measured here is sgemm_fraction's. Both are sums
-    // over the ranks. The sgemm runs through an allocator of its own, so its
-    // three [1024, 1024] buffers stay out of the run's memory statistics
-    // (peak_allocated_bytes would otherwise report them).
+    // MFU's denominator is the hardware's peak (Note [Which clock the peak uses]); the sgemm
+    // speed measured here is sgemm_fraction's. Both are sums over the ranks. The sgemm runs
+    // through an allocator of its own, so its three [1024, 1024] buffers stay out of the run's
+    // memory statistics (peak_allocated_bytes would otherwise report them).
     double sgemm_flops = 0.0;
     const HardwarePeak hw = hardware_peak(threads);
     double peak_flops = hw.flops();
@@ -162,28 +157,22 @@ int train(const Config& config, const RunOptions& options) {
       sgemm_flops = measure_sgemm_peak_flops(probe);
     }
     comm->allreduce_sum(&sgemm_flops, 1);
-    // One rank with an unknown peak makes the sum unknown: count the ranks that
-    // know none.
+    // One rank with an unknown peak makes the sum unknown: count the ranks that know none.
     double peak_known = peak_flops > 0 ? 0.0 : 1.0;
     comm->allreduce_sum(&peak_known, 1);
     comm->allreduce_sum(&peak_flops, 1);
-    if (peak_known > 0)
-      peak_flops = 0.0;
-    const double flops_per_token =
-        model.flops_per_step_token(config.data.seq_length);
+    if (peak_known > 0) peak_flops = 0.0;
+    const double flops_per_token = model.flops_per_step_token(config.data.seq_length);
 
-    out << "memtrain: training " << config.name << ": "
-        << model.num_parameters() << " parameters, " << tc.max_steps
-        << " steps of " << tc.global_batch_size << " sequences x "
-        << config.data.seq_length << " tokens (micro-batch "
-        << tc.micro_batch_size << " x " << plan.accumulation_steps()
-        << " accumulation x " << comm->size() << " ranks), " << threads
+    out << "memtrain: training " << config.name << ": " << model.num_parameters() << " parameters, "
+        << tc.max_steps << " steps of " << tc.global_batch_size << " sequences x "
+        << config.data.seq_length << " tokens (micro-batch " << tc.micro_batch_size << " x "
+        << plan.accumulation_steps() << " accumulation x " << comm->size() << " ranks), " << threads
         << " threads/rank\n"
-        << "memtrain: hardware peak " << hw.describe()
-        << (comm->size() > 1 ? " per rank" : "") << "; sgemm measured "
+        << "memtrain: hardware peak " << hw.describe() << (comm->size() > 1 ? " per rank" : "")
+        << "; sgemm measured "
         << (dry ? std::string("not measured (dry run)")
-                : std::to_string(static_cast<long>(sgemm_flops / 1e9)) +
-                      " GFLOP/s")
+                : std::to_string(static_cast<long>(sgemm_flops / 1e9)) + " GFLOP/s")
         << "\n"
         << "memtrain: precision " << config.precision.dtype
         << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")" : "")
@@ -238,9 +227,8 @@ int train(const Config& config, const RunOptions& options) {
     std::optional<TrainingLog> log;
     if (root) {
       log.emplace(*metrics, progress,
-                  TrainingLogSettings{tc.max_steps, tc.log_interval,
-                                      flops_per_token, peak_flops, sgemm_flops,
-                                      dry});
+                  TrainingLogSettings{tc.max_steps, tc.log_interval, flops_per_token, peak_flops,
+                                      sgemm_flops, dry});
     }
     double last_loss = std::nan("");
     std::int64_t step = 0;

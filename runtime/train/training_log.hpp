@@ -12,14 +12,10 @@ namespace memtrain::train {
 struct TrainingLogSettings {
   std::int64_t max_steps = 0;
   int log_interval = 1;
-  double flops_per_token =
-      0; // model training FLOPs per input token (fwd + bwd)
-  double peak_flops =
-      0; // hardware peak FLOP/s of all ranks (MFU's denominator); 0 = unknown
-  double sgemm_flops =
-      0; // sgemm FLOP/s measured at start, all ranks (sgemm_fraction's)
-  bool dry_run =
-      false; // speeds, mfu and sgemm_fraction are NaN (null): no math ran
+  double flops_per_token = 0;  // model training FLOPs per input token (fwd + bwd)
+  double peak_flops = 0;       // hardware peak FLOP/s of all ranks (MFU's denominator); 0 = unknown
+  double sgemm_flops = 0;      // sgemm FLOP/s measured at start, all ranks (sgemm_fraction's)
+  bool dry_run = false;        // speeds, mfu and sgemm_fraction are NaN (null): no math ran
 };
 
 // A training line every log_interval steps (and on demand: the last step), whose times,

@@ -67,14 +67,11 @@ TEST_P(DryRunTrace, EqualsTheComputeRunEventForEvent) {
   Scratch s;
   s.write("exp.yaml", kTraceYaml);
   const std::string sets = GetParam().sets;
-  const auto real =
-      s.memtrain("train --config exp.yaml --run-dir real " + sets);
-  // Every setting listed is built: one the config rejects is a regression, not
-  // a skip.
-  ASSERT_EQ(real.exit_code, 0)
-      << "setting '" << GetParam().name << "' rejected: " << real.err;
-  const auto dry = s.memtrain(
-      "train --config exp.yaml --run-dir dry --dry-run --target 1GiB " + sets);
+  const auto real = s.memtrain("train --config exp.yaml --run-dir real " + sets);
+  // Every setting listed is built: one the config rejects is a regression, not a skip.
+  ASSERT_EQ(real.exit_code, 0) << "setting '" << GetParam().name << "' rejected: " << real.err;
+  const auto dry =
+      s.memtrain("train --config exp.yaml --run-dir dry --dry-run --target 1GiB " + sets);
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
 
   const auto real_rows = trace_rows(s.path("real/memory_trace.csv"));
@@ -88,8 +85,8 @@ TEST_P(DryRunTrace, EqualsTheComputeRunEventForEvent) {
   EXPECT_FALSE(peak_line(real.out).empty());
 }
 
-// Settings of issues 4 and 5; a setting joins the list when it lands (tensor
-// parallelism, ZeRO-1, compression), never before.
+// Settings of issues 4 and 5; a setting joins the list when it lands (tensor parallelism, ZeRO-1,
+// compression), never before.
 INSTANTIATE_TEST_SUITE_P(
     EverySetting, DryRunTrace,
     ::testing::Values(Setting{"fp32", ""},

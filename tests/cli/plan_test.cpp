@@ -82,15 +82,13 @@ TEST(Plan, TextReportNamesEveryFigure) {
   }
 }
 
-// ZeRO (Rajbhandari et al. 2020, section 3.1): 16 bytes per parameter for Adam
-// in fp32 (4 + 4 + 8) and in mixed precision (2 + 2 + 4 + 8); 18 with fp32
-// gradient accumulation. The plan counts requested bytes per tag, so each part
-// is the closed form to the byte.
+// ZeRO (Rajbhandari et al. 2020, section 3.1): 16 bytes per parameter for Adam in fp32
+// (4 + 4 + 8) and in mixed precision (2 + 2 + 4 + 8); 18 with fp32 gradient accumulation. The
+// plan counts requested bytes per tag, so each part is the closed form to the byte.
 struct ZeroCase {
-  const char *name;
-  const char *sets;
-  int parameter, gradient,
-      master_weight; // bytes per parameter; Adam's two moments add 8
+  const char* name;
+  const char* sets;
+  int parameter, gradient, master_weight;  // bytes per parameter; Adam's two moments add 8
 };
 
 class ZeroAccounting : public ::testing::TestWithParam<ZeroCase> {};
@@ -98,20 +96,18 @@ class ZeroAccounting : public ::testing::TestWithParam<ZeroCase> {};
 TEST_P(ZeroAccounting, ModelStatesEqualTheClosedFormToTheByte) {
   Scratch s;
   s.write("exp.yaml", kPlanYaml);
-  const auto j =
-      plan_json(s, std::string("--target 1GiB ") + GetParam().sets, 0);
+  const auto j = plan_json(s, std::string("--target 1GiB ") + GetParam().sets, 0);
   const std::int64_t n = bert_parameters(100, 64, 2, 128, 32);
   EXPECT_EQ(j["parameters"].get<std::int64_t>(), n);
-  const ZeroCase &c = GetParam();
-  const auto &parts = j["model_state_breakdown"];
+  const ZeroCase& c = GetParam();
+  const auto& parts = j["model_state_breakdown"];
   EXPECT_EQ(parts["parameter"].get<std::int64_t>(), n * c.parameter);
   EXPECT_EQ(parts["gradient"].get<std::int64_t>(), n * c.gradient);
   EXPECT_EQ(parts["master_weight"].get<std::int64_t>(), n * c.master_weight);
   EXPECT_EQ(parts["optimizer_state"].get<std::int64_t>(), n * 8);
   const int per_parameter = c.parameter + c.gradient + c.master_weight + 8;
   EXPECT_EQ(j["model_state_bytes"].get<std::int64_t>(), n * per_parameter);
-  EXPECT_EQ(j["analytic"]["zero_bytes_per_parameter"].get<int>(),
-            per_parameter);
+  EXPECT_EQ(j["analytic"]["zero_bytes_per_parameter"].get<int>(), per_parameter);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -119,13 +115,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ZeroCase{"fp32", "", 4, 4, 0},
                       ZeroCase{"fp16", "--set precision.dtype=fp16", 2, 2, 4},
                       ZeroCase{"bf16", "--set precision.dtype=bf16", 2, 2, 4},
-                      ZeroCase{"bf16_fp32_grads",
-                               "--set precision.dtype=bf16 --set "
-                               "precision.fp32_grad_accumulation=true",
-                               2, 4, 4}),
-    [](const ::testing::TestParamInfo<ZeroCase> &info) {
-      return std::string(info.param.name);
-    });
+                      ZeroCase{
+                          "bf16_fp32_grads",
+                          "--set precision.dtype=bf16 --set precision.fp32_grad_accumulation=true",
+                          2, 4, 4}),
+    [](const ::testing::TestParamInfo<ZeroCase>& info) { return std::string(info.param.name); });
 
 TEST(Plan, UnknownTargetIsExitTwoWithTheNames) {
   Scratch s;

@@ -70,7 +70,9 @@ TEST_P(PlanTrainAgreement, TrainFitsPlansLargestMicroBatchAndNotOneMore) {
 
 INSTANTIATE_TEST_SUITE_P(Recompute, PlanTrainAgreement,
                          ::testing::Values("none", "selective", "full"),
-    [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace
 }  // namespace memtrain::cli

@@ -56,22 +56,17 @@ testing::Run run_shell(const Scratch& s, const std::string& command) {
 }
 
 TEST(RankFailure, OutOfMemoryOnOneRankEndsTheJobNonZeroWithoutHanging) {
-  ASSERT_TRUE(have_mpirun())
-      << "mpirun not found (openmpi-bin, scripts/install_deps.sh)";
+  ASSERT_TRUE(have_mpirun()) << "mpirun not found (openmpi-bin, scripts/install_deps.sh)";
   Scratch s;
   s.write("exp.yaml", kYaml);
   const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
-  const std::string common =
-      "train --config exp.yaml --dry-run --non-allocator 0 ";
-  // Open MPI's MPMD form: rank 0 gets a device that holds the run, rank 1 one
-  // that cannot hold even the model (an out-of-memory on rank 1 alone).
-  // `timeout` bounds a regression (a hang) to 60 s, reported as exit 124.
-  const std::string mpirun =
-      "timeout -s KILL 60 mpirun --oversubscribe --allow-run-as-root ";
-  const std::string args = "-np 1 '" + binary + "' " + common +
-                           "--target 1GiB --run-dir run0 : " + "-np 1 '" +
-                           binary + "' " + common +
-                           "--target 1KiB --run-dir run1";
+  const std::string common = "train --config exp.yaml --dry-run --non-allocator 0 ";
+  // Open MPI's MPMD form: rank 0 gets a device that holds the run, rank 1 one that cannot hold
+  // even the model (an out-of-memory on rank 1 alone). `timeout` bounds a regression (a hang)
+  // to 60 s, reported as exit 124.
+  const std::string mpirun = "timeout -s KILL 60 mpirun --oversubscribe --allow-run-as-root ";
+  const std::string args = "-np 1 '" + binary + "' " + common + "--target 1GiB --run-dir run0 : " +
+                           "-np 1 '" + binary + "' " + common + "--target 1KiB --run-dir run1";
   const auto r = run_shell(s, mpirun + args);
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";

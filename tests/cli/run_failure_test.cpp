@@ -29,8 +29,7 @@ TEST(RunFailure, OutOfMemoryExitsOneWithTheAllocatorsMessage) {
 // fails with the allocator's out-of-memory message, which names the limit and the key.
 TEST(RunFailure, LimitBelowWhatTheModelNeedsExitsOneNamingTheLimit) {
   Scratch s;
-  const memory::testing::ScopedDevice
-      ledger; // never the host's memtrain-ledger-cpu
+  const memory::testing::ScopedDevice ledger;  // never the host's memtrain-ledger-cpu
   s.write("exp.yaml", kTinyMockYaml);
   const auto r = s.memtrain(
       "train --config exp.yaml --run-dir run --set memory.limit=1MiB "
@@ -42,21 +41,18 @@ TEST(RunFailure, LimitBelowWhatTheModelNeedsExitsOneNamingTheLimit) {
   EXPECT_TRUE(contains(r.err, "memory.limit is 1048576 bytes (1.00 MiB)")) << r.err;
 }
 
-// A ledger left behind by a crashed job with another capacity is that ledger's
-// problem only: a job naming its own ledger never reads it.
-TEST(RunFailure,
-     StaleLedgerOfAnotherCapacityDoesNotAffectAJobWithItsOwnLedger) {
+// A ledger left behind by a crashed job with another capacity is that ledger's problem only: a job
+// naming its own ledger never reads it.
+TEST(RunFailure, StaleLedgerOfAnotherCapacityDoesNotAffectAJobWithItsOwnLedger) {
   Scratch s;
   const memory::testing::ScopedDevice stale, own;
-  memory::SharedLedger left_behind(stale.name,
-                                   std::size_t{3} << 20); // 3 MiB: fits nothing
+  memory::SharedLedger left_behind(stale.name, std::size_t{3} << 20);  // 3 MiB: fits nothing
   s.write("exp.yaml", kTinyMockYaml);
   const auto clash = s.memtrain(
       "train --config exp.yaml --run-dir clash --set memory.limit=64MiB "
       "--set memory.capacity=1GiB --set memory.ledger=" +
       stale.name);
-  EXPECT_EQ(clash.exit_code, 2)
-      << clash.err; // another capacity: a config error naming the key
+  EXPECT_EQ(clash.exit_code, 2) << clash.err;  // another capacity: a config error naming the key
   EXPECT_TRUE(contains(clash.err, "memory.capacity")) << clash.err;
   const auto r = s.memtrain(
       "train --config exp.yaml --run-dir run --set memory.limit=64MiB "
@@ -68,8 +64,7 @@ TEST(RunFailure,
 TEST(RunFailure, LedgerNameOutsideItsAlphabetExitsTwoNamingTheKey) {
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
-  const auto r = s.memtrain(
-      "train --config exp.yaml --run-dir run --set 'memory.ledger=a/b'");
+  const auto r = s.memtrain("train --config exp.yaml --run-dir run --set 'memory.ledger=a/b'");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "memory.ledger")) << r.err;
   EXPECT_TRUE(contains(r.err, "[A-Za-z0-9._-]")) << r.err;

@@ -15,9 +15,8 @@ namespace {
 
 using testing::small_prepared;
 
-// Row b of a batch with the masked labels put back: the sequence before
-// masking.
-std::vector<std::int32_t> restored_row(const core::MlmBatch &batch, int b) {
+// Row b of a batch with the masked labels put back: the sequence before masking.
+std::vector<std::int32_t> restored_row(const core::MlmBatch& batch, int b) {
   const int T = batch.seq_length;
   std::vector<std::int32_t> row(batch.input_ids.begin() + b * T,
                                 batch.input_ids.begin() + (b + 1) * T);
@@ -86,8 +85,7 @@ TEST(MlmDataset, TrainingEpochVisitsEverySequenceOnceInShuffledOrder) {
   EXPECT_NE(first.masked_positions, again.masked_positions);
 }
 
-void expect_same_rows(const core::MlmBatch &whole, int offset,
-                      const core::MlmBatch &part) {
+void expect_same_rows(const core::MlmBatch& whole, int offset, const core::MlmBatch& part) {
   const int T = whole.seq_length;
   ASSERT_EQ(part.seq_length, T);
   for (int b = 0; b < part.batch_size; ++b) {

@@ -56,9 +56,10 @@ TEST_P(MatmulTransposes, MatchesNaiveTripleLoop) {
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, MatmulTransposes,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
-      return std::string(std::get<0>(info.param) ? "At" : "A") + (std::get<1>(info.param) ? "_Bt" : "_B");
-    });
+                         [](const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
+                           return std::string(std::get<0>(info.param) ? "At" : "A") +
+                                  (std::get<1>(info.param) ? "_Bt" : "_B");
+                         });
 
 // Large GEMMs are split into slabs over OpenMP threads (along M when M >= N, else along N);
 // every slab must land where the triple loop puts it, for every transpose combination.

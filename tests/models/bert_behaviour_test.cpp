@@ -237,8 +237,7 @@ TEST(BertForMaskedLM, MicroBatchWithoutMaskedTokensContributesNothing) {
   }
 }
 
-void expect_batch_error(const core::MlmBatch &batch,
-                        const std::string &needle) {
+void expect_batch_error(const core::MlmBatch& batch, const std::string& needle) {
   const BertConfig c = tiny_config();
   Model m(c);
   try {
@@ -253,9 +252,7 @@ void expect_batch_error(const core::MlmBatch &batch,
   EXPECT_EQ(m.alloc->live_bytes(core::tags().activation), 0);
 }
 
-core::MlmBatch good_batch() {
-  return memtrain::testing::synthetic_batch(2, 12, 64, 0);
-}
+core::MlmBatch good_batch() { return memtrain::testing::synthetic_batch(2, 12, 64, 0); }
 
 TEST(BertForMaskedLMBadInput, TokenIdOutsideTheVocabulary) {
   auto b = good_batch();

@@ -98,11 +98,10 @@ inline double scaled_max_error(const float* got, const std::vector<double>& ref)
   return scale > 0.0 ? err / scale : err;
 }
 
-// A deterministic synthetic batch (no reference values needed): B sequences of
-// length T, the last `pad` tokens of odd rows padded, every 5th real token
-// masked.
-inline core::MlmBatch synthetic_batch(int B, int T, int V,
-                                      std::uint64_t first_sample, int pad = 2) {
+// A deterministic synthetic batch (no reference values needed): B sequences of length T, the
+// last `pad` tokens of odd rows padded, every 5th real token masked.
+inline core::MlmBatch synthetic_batch(int B, int T, int V, std::uint64_t first_sample,
+                                        int pad = 2) {
   core::MlmBatch b;
   b.batch_size = B;
   b.seq_length = T;
@@ -124,10 +123,8 @@ inline core::MlmBatch synthetic_batch(int B, int T, int V,
   return b;
 }
 
-// Rows [first, first + count) of a batch, as the data pipeline would cut a
-// micro-batch.
-inline core::MlmBatch slice_rows(const core::MlmBatch &b, int first,
-                                 int count) {
+// Rows [first, first + count) of a batch, as the data pipeline would cut a micro-batch.
+inline core::MlmBatch slice_rows(const core::MlmBatch& b, int first, int count) {
   core::MlmBatch s;
   s.batch_size = count;
   s.seq_length = b.seq_length;

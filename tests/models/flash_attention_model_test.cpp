@@ -104,9 +104,11 @@ TEST_P(FlashMatchesStandard, LossAndGradientsWithinFloatRounding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dropout, FlashMatchesStandard, ::testing::Values(0.0f, 0.1f, 0.5f),
-    [](const ::testing::TestParamInfo<float>& info) {
-      return "dropout_" + std::to_string(static_cast<int>(info.param * 100 + 0.5f)) + "_percent";
-    });
+                         [](const ::testing::TestParamInfo<float>& info) {
+                           return "dropout_" +
+                                  std::to_string(static_cast<int>(info.param * 100 + 0.5f)) +
+                                  "_percent";
+                         });
 
 // Flash also composes with full recompute: the rerun uses the flash core too, and recompute
 // stays bitwise (the flash kernels are as deterministic as the standard ones).

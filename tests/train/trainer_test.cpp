@@ -38,7 +38,7 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
 
 using testing::slurp;
 
-const char *const kTrainKeys[] = {"step",
+const char* const kTrainKeys[] = {"step",
                                   "loss",
                                   "lr",
                                   "grad_norm",
@@ -55,16 +55,14 @@ const char *const kTrainKeys[] = {"step",
                                   "allocated_bytes",
                                   "reserved_bytes",
                                   "peak_allocated_bytes"};
-const char *const kEvalKeys[] = {"step", "eval_loss", "eval_accuracy",
-                                 "eval_perplexity"};
+const char* const kEvalKeys[] = {"step", "eval_loss", "eval_accuracy", "eval_perplexity"};
 
-// About two seconds on 2 cores: 2 layers, hidden 32, 120 steps of 16 x 16
-// tokens. Why the loss must fall by 0.2: mock labels are uniform over the V - 5
-// ordinary ids, never the 5 special ids, so a model that has learned only that
-// reaches ln(V - 5) from about ln(V) at initialisation: ln(16) - ln(11) = 0.37
-// nats with V = 16 (copying the 10% kept tokens would take it lower still). The
-// evaluation set (8 batches, ~150 masked tokens) keeps the noise of the mean
-// well below that margin.
+// About two seconds on 2 cores: 2 layers, hidden 32, 120 steps of 16 x 16 tokens.
+// Why the loss must fall by 0.2: mock labels are uniform over the V - 5 ordinary ids, never the
+// 5 special ids, so a model that has learned only that reaches ln(V - 5) from about ln(V) at
+// initialisation: ln(16) - ln(11) = 0.37 nats with V = 16 (copying the 10% kept tokens would
+// take it lower still). The evaluation set (8 batches, ~150 masked tokens) keeps the noise of
+// the mean well below that margin.
 TEST(RunTraining, MockRunLossFallsAndEveryOutputIsWritten) {
   testing::TempDir tmp;
   Config c = testing::tiny_mock_config();
@@ -88,34 +86,25 @@ TEST(RunTraining, MockRunLossFallsAndEveryOutputIsWritten) {
   const double start = eval.front()["eval_loss"], end = eval.back()["eval_loss"];
   EXPECT_NEAR(start, std::log(16.0), 0.1);  // near-uniform predictions at initialisation
   EXPECT_LT(end, start - 0.2) << "eval loss " << start << " -> " << end;
-  EXPECT_NEAR(eval.back()["eval_perplexity"].get<double>(), std::exp(end),
-              1e-6 * std::exp(end));
-  // Speeds depend on the machine and its load, so they are checked for their
-  // meaning, never against a bound: present, finite, positive, and each ratio
-  // computed from its own figures.
+  EXPECT_NEAR(eval.back()["eval_perplexity"].get<double>(), std::exp(end), 1e-6 * std::exp(end));
+  // Speeds depend on the machine and its load, so they are checked for their meaning, never
+  // against a bound: present, finite, positive, and each ratio computed from its own figures.
   const HardwarePeak hw = hardware_peak(kernels::num_threads());
-  const double flops_per_token =
-      train.front()["model_flops_per_s"].get<double>() /
-      train.front()["tokens_per_s"].get<double>();
-  for (const auto &l : train) {
-    const double tokens_per_s = l["tokens_per_s"],
-                 model = l["model_flops_per_s"];
+  const double flops_per_token = train.front()["model_flops_per_s"].get<double>() /
+                                 train.front()["tokens_per_s"].get<double>();
+  for (const auto& l : train) {
+    const double tokens_per_s = l["tokens_per_s"], model = l["model_flops_per_s"];
     EXPECT_TRUE(std::isfinite(tokens_per_s) && tokens_per_s > 0) << l.dump();
-    // FLOPs per token are a property of the model and sequence length, the same
-    // every line.
-    EXPECT_NEAR(model / tokens_per_s, flops_per_token, 1e-9 * flops_per_token)
-        << l.dump();
+    // FLOPs per token are a property of the model and sequence length, the same every line.
+    EXPECT_NEAR(model / tokens_per_s, flops_per_token, 1e-9 * flops_per_token) << l.dump();
     const double sgemm = l["sgemm_flops"];
     EXPECT_TRUE(std::isfinite(sgemm) && sgemm > 0) << l.dump();
-    EXPECT_NEAR(l["sgemm_fraction"].get<double>(), model / sgemm,
-                1e-12 * model / sgemm);
+    EXPECT_NEAR(l["sgemm_fraction"].get<double>(), model / sgemm, 1e-12 * model / sgemm);
     if (hw.flops() > 0) {
       EXPECT_DOUBLE_EQ(l["peak_flops"].get<double>(), hw.flops());
-      EXPECT_NEAR(l["mfu"].get<double>(), model / hw.flops(),
-                  1e-12 * model / hw.flops());
+      EXPECT_NEAR(l["mfu"].get<double>(), model / hw.flops(), 1e-12 * model / hw.flops());
     } else {
-      EXPECT_TRUE(l["mfu"].is_null())
-          << l.dump(); // unknown peak: no made-up ratio
+      EXPECT_TRUE(l["mfu"].is_null()) << l.dump();  // unknown peak: no made-up ratio
     }
   }
   EXPECT_GT(train.back()["peak_allocated_bytes"].get<double>(), 0.0);
@@ -184,8 +173,7 @@ TEST(RunTraining, MemoryTraceCsvReplaysToTheRunsPeakAllocatedBytes) {
 // and activations of 16 x 16 tokens at hidden 32), so 64 MiB cannot be what fails.
 TEST(RunTraining, MemoryLimitIsEnforcedThroughTheSharedLedger) {
   testing::TempDir tmp;
-  const memory::testing::ScopedDevice
-      ledger; // this test's own ledger, removed at the end
+  const memory::testing::ScopedDevice ledger;  // this test's own ledger, removed at the end
   Config c = testing::tiny_mock_config();
   c.memory.ledger = ledger.name;
   c.training.max_steps = 2;

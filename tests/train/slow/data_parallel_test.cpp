@@ -66,19 +66,19 @@ OneAndTwo train_one_and_two(const testing::TempDir& tmp, const std::string& extr
   std::ofstream(yaml) << kConfig << extra;
   const std::string log = " > " + tmp.sub("log.txt") + " 2>&1";
   EXPECT_EQ(std::system((memtrain + " train --config " + yaml + " --run-dir " + tmp.sub("one") + log).c_str()), 0);
-  EXPECT_EQ(std::system(("timeout -s KILL 600 mpirun --oversubscribe --allow-run-as-root -np 2 " + memtrain +
-                         " train --config " + yaml + " --run-dir " + tmp.sub("two") + log).c_str()),
-            0);
+  EXPECT_EQ(
+      std::system(("timeout -s KILL 600 mpirun --oversubscribe --allow-run-as-root -np 2 " +
+                   memtrain + " train --config " + yaml + " --run-dir " + tmp.sub("two") + log)
+                      .c_str()),
+      0);
   return {read_metrics(tmp.sub("one/metrics.jsonl")), read_metrics(tmp.sub("two/metrics.jsonl"))};
 }
 
-// The binary is a build dependency of this test (tests/CMakeLists.txt) and
-// mpirun an installed package (scripts/install_deps.sh): missing either is a
-// failure, never a skip.
+// The binary is a build dependency of this test (tests/CMakeLists.txt) and mpirun an installed
+// package (scripts/install_deps.sh): missing either is a failure, never a skip.
 ::testing::AssertionResult can_launch() {
   if (!fs::exists(std::string(MEMTRAIN_BINARY_DIR) + "/memtrain")) {
-    return ::testing::AssertionFailure()
-           << "memtrain is not built in " << MEMTRAIN_BINARY_DIR;
+    return ::testing::AssertionFailure() << "memtrain is not built in " << MEMTRAIN_BINARY_DIR;
   }
   if (std::system("command -v mpirun > /dev/null") != 0) {
     return ::testing::AssertionFailure() << "mpirun not found (openmpi-bin)";
