@@ -207,6 +207,8 @@ TEST(RunTraining, OutOfMemoryDuringTrainingStillWritesTheMemorySnapshot) {
   c.training.micro_batch_size = 64;
   c.training.global_batch_size = 64;
   c.training.max_steps = 2;
+  const memory::testing::ScopedDevice ledger;  // this test's own ledger, removed at the end
+  c.memory.ledger = ledger.name;
   c.memory.limit = std::size_t{4} << 20;
   EXPECT_THROW(run_training(c, RunOptions{tmp.sub("run")}), OutOfMemory);
   ASSERT_TRUE(fs::exists(tmp.sub("run/config.yaml"))) << "the OOM came before the run directory";
