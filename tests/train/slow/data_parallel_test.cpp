@@ -67,7 +67,7 @@ OneAndTwo train_one_and_two(const testing::TempDir& tmp, const std::string& extr
   const std::string log = " > " + tmp.sub("log.txt") + " 2>&1";
   EXPECT_EQ(std::system((memtrain + " train --config " + yaml + " --run-dir " + tmp.sub("one") + log).c_str()), 0);
   EXPECT_EQ(
-      std::system(("timeout -s KILL 600 mpirun --oversubscribe --allow-run-as-root -np 2 " +
+      std::system(("timeout -k 10 600 mpirun --oversubscribe --allow-run-as-root -np 2 " +
                    memtrain + " train --config " + yaml + " --run-dir " + tmp.sub("two") + log)
                       .c_str()),
       0);
