@@ -51,10 +51,19 @@ foreach(layer IN LISTS _layers)
        ${MEMTRAIN_SOURCE_DIR}/${layer}/*.h ${MEMTRAIN_SOURCE_DIR}/${layer}/*.cu
        ${MEMTRAIN_SOURCE_DIR}/${layer}/*.cuh)
   foreach(f IN LISTS _files)
-    file(STRINGS ${f} _includes REGEX "^[ \t]*#[ \t]*include[ \t]+\"")
+    # Both "..." and <...> includes: a project header reached as <models/x.hpp> or through
+    # "../../models/x.hpp" is still a project header. A relative path is resolved against the
+    # including file's folder first (as the preprocessor does for "..."), then the source root.
+    file(STRINGS ${f} _includes REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]")
+    get_filename_component(_dir ${f} DIRECTORY)
     foreach(line IN LISTS _includes)
-      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"([^\"]+)\".*" "\\1" inc "${line}")
-      _memtrain_layer_of("${inc}" target_layer)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[\"<]([^\">]+)[\">].*" "\\1" inc "${line}")
+      set(_path "${inc}")
+      if(EXISTS ${_dir}/${inc} AND NOT EXISTS ${MEMTRAIN_SOURCE_DIR}/${inc})
+        get_filename_component(_abs ${_dir}/${inc} ABSOLUTE)
+        file(RELATIVE_PATH _path ${MEMTRAIN_SOURCE_DIR} ${_abs})
+      endif()
+      _memtrain_layer_of("${_path}" target_layer)
       if(target_layer STREQUAL "" OR target_layer STREQUAL layer)
         continue()
       endif()

@@ -263,4 +263,14 @@ double BertForMaskedLM::flops_per_step_token(int seq_length, double masked_fract
   return 3.0 * (L * layer + masked_fraction * head);
 }
 
+double BertForMaskedLM::step_flops(std::int64_t tokens, std::int64_t token_pairs,
+                                   std::int64_t masked) const {
+  const double C = config_.hidden_size, I = config_.intermediate_size, V = config_.vocab_size;
+  const double L = config_.num_hidden_layers;
+  const double dense = 2.0 * (4.0 * C * C + 2.0 * C * I) * static_cast<double>(tokens);
+  const double attention = 2.0 * 2.0 * C * static_cast<double>(token_pairs);
+  const double head = 2.0 * (C * C + C * V) * static_cast<double>(masked);
+  return 3.0 * (L * (dense + attention) + head);
+}
+
 }  // namespace memtrain::models

@@ -66,6 +66,11 @@ class BertForMaskedLM {
   // scores and context (Narayanan et al. 2021, eq. 3, which has FFN 4C and logits everywhere), plus
   // the MLM head 2 x (C^2 + C V) at the masked fraction of tokens (the head runs there only).
   double flops_per_step_token(int seq_length, double masked_fraction = 0.15) const;
+  // Training FLOPs of micro-batches as they ran, by the same count: `tokens` = sum of B x T,
+  // `token_pairs` = sum of B x T^2 (the attention scores and context grow with T per token),
+  // `masked` = masked positions (the head runs there only). Exact for dynamic sequence
+  // lengths and any masking probability, where flops_per_step_token is the nominal figure.
+  double step_flops(std::int64_t tokens, std::int64_t token_pairs, std::int64_t masked) const;
 
   const BertConfig& config() const { return config_; }
 

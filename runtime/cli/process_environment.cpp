@@ -41,6 +41,14 @@ void ensure_process_environment(char** argv) {
     changed = true;
   }
   if (!changed) return;
+  // Exec the binary's own path, not the /proc/self/exe link: the process would otherwise be
+  // named "exe" (ps, pgrep -x memtrain, pidof).
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    execv(self, argv);
+  }
   execv("/proc/self/exe", argv);
   std::fprintf(stderr, "memtrain: warning: could not re-execute with OPENBLAS_CORETYPE set; "
                        "GEMMs may run on OpenBLAS's generic kernels\n");

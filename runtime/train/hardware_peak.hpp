@@ -11,7 +11,7 @@ namespace memtrain::train {
 // of the instruction set the GEMM kernels use (kernels::fp32_flops_per_cycle of
 // kernels::blas_core_name()) x clock.
 struct HardwarePeak {
-  int cores = 0;             // the rank's compute threads (kernels::num_threads)
+  int cores = 0;             // the rank's compute threads, at most its share of the cores
   std::string core_name;     // OpenBLAS's kernels, e.g. "SkylakeX"
   int flops_per_cycle = 0;   // fp32, per core; 0 = unknown instruction set
   double clock_hz = 0;       // 0 = could not be read

@@ -24,8 +24,17 @@ StopSignal::StopSignal() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // a read() in the data pipeline must not fail with EINTR
   sigaction(SIGINT, &action, &previous_int_);
-  sigaction(SIGTERM, &action, &previous_term_);
   sigaction(SIGUSR1, &action, &previous_usr1_);
+  // Note [SIGTERM interrupts a blocked write]
+  // After a Ctrl-C, mpirun sends the ranks SIGTERM and stops reading their output. Rank 0's
+  // next progress line then blocks in write(2) on a full pseudo-terminal, never reaches the
+  // stop vote, and the other ranks wait for it in the all-reduce until mpirun kills the job:
+  // the last steps' metrics and the final evaluation are lost. Without SA_RESTART the blocked
+  // write returns EINTR instead, std::cout goes bad and stays silent, and the rank stops after
+  // the step like the others. The price: a SIGTERM during data preparation can fail a read
+  // with EINTR (exit 1 with the I/O error) instead of stopping after it.
+  action.sa_flags = 0;
+  sigaction(SIGTERM, &action, &previous_term_);
 }
 
 StopSignal::~StopSignal() {

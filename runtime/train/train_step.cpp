@@ -49,17 +49,20 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
 
   std::vector<core::MlmBatch> batches;
   batches.reserve(plan.accumulation_steps());
-  std::int64_t counts[2] = {0, 0};  // masked tokens, input tokens
+  std::int64_t counts[3] = {0, 0, 0};  // masked tokens, input tokens, sum of B x T^2
   for (int a = 0; a < plan.accumulation_steps(); ++a) {
     batches.push_back(data.batch(plan.first_sample(step, a), plan.micro_batch_size));
-    counts[0] += static_cast<std::int64_t>(batches.back().masked_positions.size());
-    counts[1] += static_cast<std::int64_t>(batches.back().batch_size) * batches.back().seq_length;
+    const auto& b = batches.back();
+    counts[0] += static_cast<std::int64_t>(b.masked_positions.size());
+    counts[1] += static_cast<std::int64_t>(b.batch_size) * b.seq_length;
+    counts[2] += static_cast<std::int64_t>(b.batch_size) * b.seq_length * b.seq_length;
   }
   auto t0 = Clock::now();
-  comm.allreduce_sum(counts, 2);
+  comm.allreduce_sum(counts, 3);
   r.time_comm_s += seconds_since(t0);
   r.num_masked = counts[0];
   r.num_tokens = counts[1];
+  r.model_flops = model.step_flops(counts[1], counts[2], counts[0]);
 
   // Loss scaling multiplies the loss (here: its gradient, the seed of the backward pass) so
   // that small fp16 gradients do not flush to zero (Micikevicius et al. 2018, section 3.2).

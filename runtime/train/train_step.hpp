@@ -23,6 +23,8 @@ struct StepResult {
   double loss = 0;              // mean cross-entropy over the masked tokens of the global batch
   std::int64_t num_masked = 0;  // masked tokens in the global batch (all ranks)
   std::int64_t num_tokens = 0;  // input tokens (B x T summed over micro-batches and ranks)
+  // Model FLOPs of the step (BertForMaskedLM::step_flops of its micro-batches on every rank).
+  double model_flops = 0;
   double grad_norm = 0;         // global norm of the summed, unscaled gradients, before clipping
                                 // (NaN on a skipped step)
   // Seconds on this rank. forward and backward as the model measures them inside

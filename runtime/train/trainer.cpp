@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -126,10 +127,14 @@ int train(const Config& config, const RunOptions& options) {
   // had a bad byte or the allocator refused memory.policy would look like a run that died.
   // It is therefore created only here, after everything that can reject the config for this
   // world (batch split, data preparation, allocator options, model shapes) has passed.
-  const std::string run_path = options.run_dir.empty()
-                                   ? RunDirectory::default_path(config.name,
-                                                                std::chrono::system_clock::now())
-                                   : options.run_dir;
+  // The default name has a one-second resolution: a second run started in the same second
+  // gets "-2" (and so on) rather than appending to, or being refused by, the first one's.
+  std::string run_path = options.run_dir;
+  if (run_path.empty()) {
+    const std::string base = RunDirectory::default_path(config.name, std::chrono::system_clock::now());
+    run_path = base;
+    for (int n = 2; std::filesystem::exists(run_path); ++n) run_path = base + "-" + std::to_string(n);
+  }
   std::optional<RunDirectory> run_dir;
   std::optional<MetricsWriter> metrics;
   run_on_root(*comm, "creating the run directory", [&] {
@@ -150,7 +155,10 @@ int train(const Config& config, const RunOptions& options) {
     // through an allocator of its own, so its three [1024, 1024] buffers stay out of the run's
     // memory statistics (peak_allocated_bytes would otherwise report them).
     double sgemm_flops = 0.0;
-    const HardwarePeak hw = hardware_peak(threads);
+    // Threads beyond this rank's share of the node's cores add no FLOPs: the peak counts cores.
+    const int node_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const HardwarePeak hw =
+        hardware_peak(std::min(threads, std::max(1, node_cores / std::max(1, comm->local_size()))));
     double peak_flops = hw.flops();
     if (!dry) {
       core::Context probe(make_model_allocator(MemoryConfig{}));
@@ -162,7 +170,6 @@ int train(const Config& config, const RunOptions& options) {
     comm->allreduce_sum(&peak_known, 1);
     comm->allreduce_sum(&peak_flops, 1);
     if (peak_known > 0) peak_flops = 0.0;
-    const double flops_per_token = model.flops_per_step_token(config.data.seq_length);
 
     out << "memtrain: training " << config.name << ": " << model.num_parameters() << " parameters, "
         << tc.max_steps << " steps of " << tc.global_batch_size << " sequences x "
@@ -170,9 +177,9 @@ int train(const Config& config, const RunOptions& options) {
         << plan.accumulation_steps() << " accumulation x " << comm->size() << " ranks), " << threads
         << " threads/rank\n"
         << "memtrain: hardware peak " << hw.describe() << (comm->size() > 1 ? " per rank" : "")
-        << "; sgemm measured "
+        << "; sgemm "
         << (dry ? std::string("not measured (dry run)")
-                : std::to_string(static_cast<long>(sgemm_flops / 1e9)) + " GFLOP/s")
+                : "measured " + std::to_string(static_cast<long>(sgemm_flops / 1e9)) + " GFLOP/s")
         << "\n"
         << "memtrain: precision " << config.precision.dtype
         << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")" : "")
@@ -227,7 +234,7 @@ int train(const Config& config, const RunOptions& options) {
     std::optional<TrainingLog> log;
     if (root) {
       log.emplace(*metrics, progress,
-                  TrainingLogSettings{tc.max_steps, tc.log_interval, flops_per_token, peak_flops,
+                  TrainingLogSettings{tc.max_steps, tc.log_interval, peak_flops,
                                       sgemm_flops, dry});
     }
     double last_loss = std::nan("");
@@ -266,7 +273,7 @@ int train(const Config& config, const RunOptions& options) {
     if (last_eval_step != step) end_eval = evaluate_and_log(step);
     progress.break_line();
 
-    if (root && data.tokenizer && !dry) {
+    if (root && data.tokenizer && !dry && step > 0) {  // an untrained model predicts noise
       out << "Fill-mask predictions (top 5):\n";
       out << format_fill_mask_probes(model, *data.tokenizer, fill_mask_probes(), 5,
                                      config.model.max_position_embeddings);
@@ -294,8 +301,10 @@ int train(const Config& config, const RunOptions& options) {
       summary.final_loss_scale = scaler.scale();
       summary.skipped_steps = scaler.skipped_steps();
       summary.dry_run = dry;
-      out << format_summary(summary) << allocator->memory_summary() << std::flush;
+      // Files first: under mpirun after a Ctrl-C, stdout may no longer be read (Note [SIGTERM
+      // interrupts a blocked write]), and the snapshot must not wait on it.
       write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
+      out << format_summary(summary) << allocator->memory_summary() << std::flush;
     }
     return interrupted ? stopped_exit_code(stop_signal) : 0;
   } catch (const OutOfMemory&) {

@@ -16,12 +16,12 @@ struct RunOptions {
   // the allocator hands out addresses of dry_run->allocator_capacity() bytes only, no math runs,
   // losses are not computed (null in metrics.jsonl), and the sgemm probe and fill-mask
   // predictions are skipped. The allocation trace equals the compute run's, event for event.
-  std::optional<DeviceTarget> dry_run;
+  std::optional<DeviceTarget> dry_run{};
   // memory.recompute: auto is decided by dry runs (runtime/plan/recompute_auto.hpp), and
   // runtime/plan sits above the trainer (it replays the trainer's steps), so the caller hands
   // the resolver in: given the config, the world size and the log, it returns the config with
   // memory.recompute* resolved. Unset and recompute auto: run_training throws ConfigError.
-  std::function<Config(const Config&, int world_size, std::ostream& log)> resolve_recompute;
+  std::function<Config(const Config&, int world_size, std::ostream& log)> resolve_recompute{};
 };
 
 // Trains config.model on config.data for training.max_steps steps on every rank of the world

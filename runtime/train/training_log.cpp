@@ -19,6 +19,7 @@ void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, doub
   window_optimizer_s_ += r.time_optimizer_s;
   window_comm_s_ += r.time_comm_s;
   window_tokens_ += r.num_tokens;
+  window_flops_ += r.model_flops;
 
   const bool log_now = force || step % settings_.log_interval == 0;
   if (progress_.live() || log_now) {
@@ -53,7 +54,7 @@ void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
   } else {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     m.tokens_per_s = static_cast<double>(window_tokens_) / window_wall_s_;
-    m.model_flops_per_s = settings_.flops_per_token * m.tokens_per_s;
+    m.model_flops_per_s = window_flops_ / window_wall_s_;
     m.peak_flops = settings_.peak_flops > 0 ? settings_.peak_flops : nan;
     m.sgemm_flops = settings_.sgemm_flops > 0 ? settings_.sgemm_flops : nan;
     m.mfu = m.model_flops_per_s / m.peak_flops;
@@ -73,6 +74,7 @@ void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
   window_wall_s_ = window_forward_s_ = window_backward_s_ = 0;
   window_optimizer_s_ = window_comm_s_ = 0;
   window_tokens_ = 0;
+  window_flops_ = 0;
 }
 
 }  // namespace memtrain::train

@@ -12,7 +12,6 @@ namespace memtrain::train {
 struct TrainingLogSettings {
   std::int64_t max_steps = 0;
   int log_interval = 1;
-  double flops_per_token = 0;  // model training FLOPs per input token (fwd + bwd)
   double peak_flops = 0;       // hardware peak FLOP/s of all ranks (MFU's denominator); 0 = unknown
   double sgemm_flops = 0;      // sgemm FLOP/s measured at start, all ranks (sgemm_fraction's)
   bool dry_run = false;        // speeds, mfu and sgemm_fraction are NaN (null): no math ran
@@ -49,6 +48,7 @@ class TrainingLog {
   double window_wall_s_ = 0, window_forward_s_ = 0, window_backward_s_ = 0;
   double window_optimizer_s_ = 0, window_comm_s_ = 0;
   std::int64_t window_tokens_ = 0;
+  double window_flops_ = 0;
 };
 
 }  // namespace memtrain::train

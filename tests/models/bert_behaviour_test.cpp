@@ -162,6 +162,21 @@ TEST(BertForMaskedLM, FlopsPerTokenMatchMegatronsFormula) {
   EXPECT_LT(m.model.flops_per_step_token(128, 0.15), megatron);
 }
 
+// A step's FLOPs from its micro-batches as they ran: two micro-batches of other lengths (dynamic
+// padding) and masked counts cost the sum of Megatron's count for each, with the head at the
+// masked positions only (h^2 + h V per masked token, times 6 for forward + backward).
+TEST(BertForMaskedLM, StepFlopsSumTheMicroBatchesAsTheyRan) {
+  BertConfig base;
+  Model m(base, 0, /*dry_run=*/true);
+  const double h = 768, l = 12, V = 30522;
+  const auto megatron_body = [&](double B, double s) {  // without logits: 72 B s l h^2 (1 + s/6h)
+    return 72 * B * s * l * h * h * (1 + s / (6 * h));
+  };
+  const double expected = megatron_body(8, 40) + megatron_body(8, 128) + 6 * (h * h + h * V) * 61;
+  const double got = m.model.step_flops(8 * 40 + 8 * 128, 8 * 40 * 40 + 8 * 128 * 128, 61);
+  EXPECT_NEAR(got, expected, 1e-9 * expected);
+}
+
 // HF init: N(0, initializer_range) weights, zero biases, LayerNorm 1/0. The sample mean and
 // standard deviation of the 2048 word-embedding entries must be within 4 standard errors of
 // 0 and sigma (se(mean) = sigma / sqrt(n), se(std) ~ sigma / sqrt(2n)).
