@@ -131,9 +131,11 @@ int train(const Config& config, const RunOptions& options) {
   // gets "-2" (and so on) rather than appending to, or being refused by, the first one's.
   std::string run_path = options.run_dir;
   if (run_path.empty()) {
-    const std::string base = RunDirectory::default_path(config.name, std::chrono::system_clock::now());
+    const std::string base =
+        RunDirectory::default_path(config.name, std::chrono::system_clock::now());
     run_path = base;
-    for (int n = 2; std::filesystem::exists(run_path); ++n) run_path = base + "-" + std::to_string(n);
+    for (int n = 2; std::filesystem::exists(run_path); ++n)
+      run_path = base + "-" + std::to_string(n);
   }
   std::optional<RunDirectory> run_dir;
   std::optional<MetricsWriter> metrics;
@@ -182,7 +184,8 @@ int train(const Config& config, const RunOptions& options) {
                 : "measured " + std::to_string(static_cast<long>(sgemm_flops / 1e9)) + " GFLOP/s")
         << "\n"
         << "memtrain: precision " << config.precision.dtype
-        << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")" : "")
+        << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")"
+                             : "")
         << ", recompute " << resolved.memory.recompute
         << (resolved.memory.recompute_num_layers > 0
                 ? " (" + std::to_string(resolved.memory.recompute_num_layers) + " layers, " +
@@ -234,8 +237,7 @@ int train(const Config& config, const RunOptions& options) {
     std::optional<TrainingLog> log;
     if (root) {
       log.emplace(*metrics, progress,
-                  TrainingLogSettings{tc.max_steps, tc.log_interval, peak_flops,
-                                      sgemm_flops, dry});
+                  TrainingLogSettings{tc.max_steps, tc.log_interval, peak_flops, sgemm_flops, dry});
     }
     double last_loss = std::nan("");
     std::int64_t step = 0;
