@@ -92,6 +92,26 @@ TEST(TrainStep, LossIsTheMeanOverTheGlobalBatchMaskedTokens) {
   EXPECT_EQ(r.num_tokens, 8 * c.data.seq_length);
 }
 
+// A step's model FLOPs are counted from its micro-batches (Narayanan et al. 2021, eq. 3, as the
+// model counts them): projections and attention at every position, the MLM head at the masked
+// ones only. Counts, not speeds: the closed form of the step's own token and masked counts.
+TEST(TrainStep, ModelFlopsAreTheClosedFormOfTheStepsCounts) {
+  Config c = testing::tiny_mock_config();
+  comms::SingleRankCommunicator comm;
+  TrainingSetup a(c);
+  const auto plan = BatchPlan::make(8, 2, 1, 0);  // 4 micro-batches of 2 rows
+  const auto r =
+      train_step(a.model, a.data, plan, comm, *a.optimizer, 0, StepSettings{1e-3, 1.0, 1});
+  const double C = c.model.hidden_size, I = c.model.intermediate_size, V = c.model.vocab_size;
+  const double T = c.data.seq_length, L = c.model.num_hidden_layers;
+  const double dense = 3.0 * L * (2.0 * (4.0 * C * C + 2.0 * C * I) + 4.0 * T * C);  // per token
+  const double head = 3.0 * 2.0 * (C * C + C * V);                                   // per masked
+  ASSERT_GT(r.num_masked, 0);
+  const double expected =
+      dense * static_cast<double>(r.num_tokens) + head * static_cast<double>(r.num_masked);
+  EXPECT_NEAR(r.model_flops, expected, 1e-9 * expected);
+}
+
 // time_forward_s and time_backward_s are measured inside forward_backward, so each is positive
 // and, both being parts of the step, their sum cannot exceed the step's wall time measured
 // around train_step (which also builds batches and runs AdamW). A 1:2 split of an estimate

@@ -90,20 +90,10 @@ TEST(RunTraining, MockRunLossFallsAndEveryOutputIsWritten) {
   // Speeds depend on the machine and its load, so they are checked for their meaning, never
   // against a bound: present, finite, positive, and each ratio computed from its own figures.
   const HardwarePeak hw = hardware_peak(kernels::num_threads());
-  // Model FLOPs per input token (Narayanan et al. 2021, eq. 3, as the model counts them): the
-  // projections and attention at every position, the MLM head at the masked ones only, so the
-  // logged figure lies between the count with no masked token and with every token masked.
-  const double C = c.model.hidden_size, I = c.model.intermediate_size, V = c.model.vocab_size;
-  const double T = c.data.seq_length, L = c.model.num_hidden_layers;
-  const double dense = 3.0 * L * (2.0 * (4.0 * C * C + 2.0 * C * I) + 4.0 * T * C);
-  const double head = 3.0 * 2.0 * (C * C + C * V);
   for (const auto& l : train) {
     const double tokens_per_s = l["tokens_per_s"], model = l["model_flops_per_s"];
     EXPECT_TRUE(std::isfinite(tokens_per_s) && tokens_per_s > 0) << l.dump();
-    EXPECT_GT(model / tokens_per_s, dense) << l.dump();
-    EXPECT_LT(model / tokens_per_s, dense + head) << l.dump();
-    // About 15% of the tokens are masked (mlm_probability 0.15): well inside the bounds.
-    EXPECT_NEAR((model / tokens_per_s - dense) / head, c.data.mlm_probability, 0.1) << l.dump();
+    EXPECT_TRUE(std::isfinite(model) && model > 0) << l.dump();  // its count: TrainStep's test
     const double sgemm = l["sgemm_flops"];
     EXPECT_TRUE(std::isfinite(sgemm) && sgemm > 0) << l.dump();
     EXPECT_NEAR(l["sgemm_fraction"].get<double>(), model / sgemm, 1e-12 * model / sgemm);
