@@ -256,20 +256,16 @@ std::int64_t BertForMaskedLM::num_parameters() const {
 }
 
 double BertForMaskedLM::flops_per_step_token(int seq_length, double masked_fraction) const {
-  const double C = config_.hidden_size, I = config_.intermediate_size, V = config_.vocab_size;
-  const double T = seq_length, L = config_.num_hidden_layers;
-  const double layer = 2.0 * (4.0 * C * C + 2.0 * C * I) + 2.0 * 2.0 * T * C;
-  const double head = 2.0 * (C * C + C * V);
-  return 3.0 * (L * layer + masked_fraction * head);
+  // One token of a sequence of T: T token pairs for attention, masked_fraction of a head.
+  return step_flops(1.0, static_cast<double>(seq_length), masked_fraction);
 }
 
-double BertForMaskedLM::step_flops(std::int64_t tokens, std::int64_t token_pairs,
-                                   std::int64_t masked) const {
+double BertForMaskedLM::step_flops(double tokens, double token_pairs, double masked) const {
   const double C = config_.hidden_size, I = config_.intermediate_size, V = config_.vocab_size;
   const double L = config_.num_hidden_layers;
-  const double dense = 2.0 * (4.0 * C * C + 2.0 * C * I) * static_cast<double>(tokens);
-  const double attention = 2.0 * 2.0 * C * static_cast<double>(token_pairs);
-  const double head = 2.0 * (C * C + C * V) * static_cast<double>(masked);
+  const double dense = 2.0 * (4.0 * C * C + 2.0 * C * I) * tokens;
+  const double attention = 2.0 * 2.0 * C * token_pairs;
+  const double head = 2.0 * (C * C + C * V) * masked;
   return 3.0 * (L * (dense + attention) + head);
 }
 

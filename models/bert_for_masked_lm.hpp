@@ -70,7 +70,8 @@ class BertForMaskedLM {
   // `token_pairs` = sum of B x T^2 (the attention scores and context grow with T per token),
   // `masked` = masked positions (the head runs there only). Exact for dynamic sequence
   // lengths and any masking probability, where flops_per_step_token is the nominal figure.
-  double step_flops(std::int64_t tokens, std::int64_t token_pairs, std::int64_t masked) const;
+  // Counts are doubles so that flops_per_step_token can pass a fraction of a masked token.
+  double step_flops(double tokens, double token_pairs, double masked) const;
 
   const BertConfig& config() const { return config_; }
 

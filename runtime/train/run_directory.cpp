@@ -15,12 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Written to a temporary name and renamed (core::write_file_atomically), so a crash never leaves a
-// half-written run.json.
-void write_file_atomically(const fs::path& path, const std::string& text) {
-  core::write_file_atomically(path.string(), [&](std::ostream& out) { out << text; });
-}
-
 std::string iso_time(std::chrono::system_clock::time_point t) {
   const std::time_t tt = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
@@ -79,14 +73,17 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& conf
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create run directory " + path + ": " + ec.message());
 
-  write_file_atomically(dir / "config.yaml", config_yaml);
+  // Temporary name and rename: a crash never leaves a half-written config.yaml or run.json.
+  core::write_file_atomically((dir / "config.yaml").string(),
+                              [&](std::ostream& out) { out << config_yaml; });
   nlohmann::ordered_json run;
   run["config_hash"] = config_hash;
   run["config_name"] = config_name;
   run["config_path"] = config_path;
   run["created_at"] = iso_time(std::chrono::system_clock::now());
   run["world_size"] = world_size;
-  write_file_atomically(dir / "run.json", run.dump(2) + "\n");
+  core::write_file_atomically((dir / "run.json").string(),
+                              [&](std::ostream& out) { out << run.dump(2) << '\n'; });
   return RunDirectory(path, /*reused=*/false);
 }
 

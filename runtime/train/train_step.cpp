@@ -62,7 +62,8 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   r.time_comm_s += seconds_since(t0);
   r.num_masked = counts[0];
   r.num_tokens = counts[1];
-  r.model_flops = model.step_flops(counts[1], counts[2], counts[0]);
+  r.model_flops = model.step_flops(static_cast<double>(counts[1]), static_cast<double>(counts[2]),
+                                   static_cast<double>(counts[0]));
 
   // Loss scaling multiplies the loss (here: its gradient, the seed of the backward pass) so
   // that small fp16 gradients do not flush to zero (Micikevicius et al. 2018, section 3.2).

@@ -124,7 +124,9 @@ TEST(DryRun, MetricsCarryNoLossAndTheRunSaysItIsDry) {
       EXPECT_TRUE(j["loss"].is_null()) << line;
       EXPECT_GT(j["peak_allocated_bytes"].get<long long>(), 0) << line;
     }
-    if (j.contains("eval_loss")) EXPECT_TRUE(j["eval_loss"].is_null()) << line;
+    if (j.contains("eval_loss")) {
+      EXPECT_TRUE(j["eval_loss"].is_null()) << line;
+    }
   }
   EXPECT_EQ(training_lines, 3);
 }

@@ -34,6 +34,7 @@ namespace {
 using testing::contains;
 using testing::kTinyMockYaml;
 using testing::Scratch;
+using testing::slurp;
 
 // The last training step in metrics.jsonl (0 when there is none yet), reading whole lines only.
 std::int64_t last_training_step(const std::string& path) {
@@ -45,13 +46,6 @@ std::int64_t last_training_step(const std::string& path) {
     if (j.is_object() && j.contains("loss")) last = j["step"].get<std::int64_t>();
   }
   return last;
-}
-
-std::string slurp(const std::string& file) {
-  std::ifstream in(file);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // A child in its own process group running `argv` in the scratch directory, stdout and stderr

@@ -15,6 +15,7 @@ namespace {
 
 using testing::contains;
 using testing::Scratch;
+using testing::slurp;
 
 const char* kYaml =
     "model:\n"
@@ -35,13 +36,6 @@ const char* kYaml =
     "  eval_steps: 1\n";
 
 bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
-
-std::string slurp(const std::string& file) {
-  std::ifstream in(file);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // `command` run by /bin/sh in the scratch directory, its output captured.
 testing::Run run_shell(const Scratch& s, const std::string& command) {

@@ -13,6 +13,14 @@
 
 namespace memtrain::cli::testing {
 
+// The whole content of `file` ("" when it cannot be read).
+inline std::string slurp(const std::string& file) {
+  std::ifstream in(file);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 struct Run {
   int exit_code = -1;  // -1: killed by a signal (an abort is a failure of every test)
   std::string out;
@@ -56,12 +64,6 @@ class Scratch {
   }
 
  private:
-  static std::string slurp(const std::string& file) {
-    std::ifstream in(file);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
   std::filesystem::path dir_;
 };
 

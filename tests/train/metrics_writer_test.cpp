@@ -1,5 +1,6 @@
 #include "runtime/train/metrics_writer.hpp"
 
+#include "tests/train/metrics_keys.hpp"
 #include "tests/train/temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -13,37 +14,15 @@
 namespace memtrain::train {
 namespace {
 
+using testing::kEvalKeys;
+using testing::kTrainKeys;
+
 std::vector<nlohmann::json> read_lines(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> out;
   for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
   return out;
 }
-
-// The key lists of issue 2 ("The interface other parts rely on"), issue 5 (loss_scale,
-// skipped_steps) and issue 9 (sgemm_fraction and the figures mfu is computed from), written out
-// independently.
-const std::vector<std::string> kTrainKeys = {"step",
-                                             "loss",
-                                             "lr",
-                                             "grad_norm",
-                                             "tokens_per_s",
-                                             "mfu",
-                                             "sgemm_fraction",
-                                             "model_flops_per_s",
-                                             "peak_flops",
-                                             "sgemm_flops",
-                                             "time_forward_s",
-                                             "time_backward_s",
-                                             "time_optimizer_s",
-                                             "time_comm_s",
-                                             "allocated_bytes",
-                                             "reserved_bytes",
-                                             "peak_allocated_bytes",
-                                             "loss_scale",
-                                             "skipped_steps"};
-const std::vector<std::string> kEvalKeys = {"step", "eval_loss", "eval_accuracy",
-                                            "eval_perplexity"};
 
 TEST(MetricsWriter, TrainingLineHasExactlyTheIssueKeys) {
   testing::TempDir dir;

@@ -21,6 +21,7 @@
 #include "runtime/train/hardware_peak.hpp"
 #include "runtime/train/stop_signal.hpp"
 #include "tests/memory/ledger_test_util.hpp"
+#include "tests/train/metrics_keys.hpp"
 #include "tests/train/temp_dir.hpp"
 #include "tests/train/tiny_config.hpp"
 
@@ -38,24 +39,8 @@ std::vector<nlohmann::json> read_metrics(const std::string& path) {
 
 using testing::slurp;
 
-const char* const kTrainKeys[] = {"step",
-                                  "loss",
-                                  "lr",
-                                  "grad_norm",
-                                  "tokens_per_s",
-                                  "mfu",
-                                  "sgemm_fraction",
-                                  "model_flops_per_s",
-                                  "peak_flops",
-                                  "sgemm_flops",
-                                  "time_forward_s",
-                                  "time_backward_s",
-                                  "time_optimizer_s",
-                                  "time_comm_s",
-                                  "allocated_bytes",
-                                  "reserved_bytes",
-                                  "peak_allocated_bytes"};
-const char* const kEvalKeys[] = {"step", "eval_loss", "eval_accuracy", "eval_perplexity"};
+using testing::kEvalKeys;
+using testing::kTrainKeys;
 
 // About two seconds on 2 cores: 2 layers, hidden 32, 120 steps of 16 x 16 tokens.
 // Why the loss must fall by 0.2: mock labels are uniform over the V - 5 ordinary ids, never the
@@ -75,10 +60,10 @@ TEST(RunTraining, MockRunLossFallsAndEveryOutputIsWritten) {
   ASSERT_EQ(train.size(), 6u);  // every 20 of 120 steps
   ASSERT_EQ(eval.size(), 3u);   // steps 0, 60, 120
   for (const auto& l : train) {
-    for (const char* k : kTrainKeys) EXPECT_TRUE(l.contains(k)) << k << " in " << l.dump();
+    for (const auto& k : kTrainKeys) EXPECT_TRUE(l.contains(k)) << k << " in " << l.dump();
   }
   for (const auto& l : eval) {
-    for (const char* k : kEvalKeys) EXPECT_TRUE(l.contains(k)) << k << " in " << l.dump();
+    for (const auto& k : kEvalKeys) EXPECT_TRUE(l.contains(k)) << k << " in " << l.dump();
   }
   EXPECT_EQ(train.back()["step"], 120);
   EXPECT_EQ(eval.front()["step"], 0);
