@@ -1,12 +1,21 @@
 #pragma once
 // A process group for collective operations on host buffers. comms/ sees buffers, not models
-// (design.md): gradient synchronisation and, later, compression sit on top of this interface.
+// (design.md): tensor-parallel layers, gradient synchronisation and, later, compression sit on
+// top of this interface.
 #include <cstdint>
 #include <memory>
 #include <string>
 
 namespace memtrain::comms {
 
+// Note [Collectives leave every rank with the same bits]
+// Tensor parallelism relies on replicated values (LayerNorm weights, row-parallel biases) being
+// bitwise equal on every rank of a group: each rank updates its copy from gradients that came
+// out of an all-reduce, and a one-ulp difference would grow into drift (Megatron-LM #1446).
+// MPI's standard asks implementations to give every rank the same result of MPI_Allreduce
+// ("advice to implementors", MPI 4.0 sec. 6.9.1) and Open MPI's algorithms do (the reduction
+// of each chunk happens once and is then distributed, or pairs add in the commutative order
+// a + b == b + a). Callers may therefore treat an all-reduce result as replicated.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -21,10 +30,31 @@ class Communicator {
   virtual void allreduce_sum(float* data, std::int64_t n) = 0;
   virtual void allreduce_sum(double* data, std::int64_t n) = 0;
   virtual void allreduce_sum(std::int64_t* data, std::int64_t n) = 0;
+  // In-place element-wise maximum over all ranks of data [n] (MPI_Allreduce, MPI_MAX). The
+  // vocabulary-parallel softmax takes its row maxima with it.
+  virtual void allreduce_max(float* data, std::int64_t n) = 0;
+  virtual void allreduce_max(double* data, std::int64_t n) = 0;
+  // recv [size() * n] = the send [n] of every rank, in rank order (MPI_Allgather). The 16-bit
+  // overload moves f16/bf16 storage as raw 16-bit words: a gather does no arithmetic.
+  virtual void allgather(const float* send, float* recv, std::int64_t n) = 0;
+  virtual void allgather(const std::uint16_t* send, std::uint16_t* recv, std::int64_t n) = 0;
+  // recv [n] = sum over ranks of send [size() * n]'s block rank() (MPI_Reduce_scatter_block).
+  virtual void reduce_scatter_sum(const float* send, float* recv, std::int64_t n) = 0;
+  // Block j [n] of send [size() * n] goes to rank j, where it lands as block rank() of recv
+  // [size() * n] (MPI_Alltoall).
+  virtual void alltoall(const float* send, float* recv, std::int64_t n) = 0;
+  virtual void alltoall(const std::uint16_t* send, std::uint16_t* recv, std::int64_t n) = 0;
   // Copies `bytes` bytes from `root` to every rank (MPI_Bcast).
   virtual void broadcast(void* data, std::int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
-  // Human-readable backend name ("single", "mpi").
+
+  // The sub-group of the ranks that pass the same `color` (>= 0), ordered by `key`, then by
+  // rank (MPI_Comm_split). Collective over this group. The sub-group's resources are freed
+  // when the returned object is dropped. Throws memtrain::RuntimeError for a negative color
+  // or an MPI failure.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // Human-readable backend name ("single", "mpi", "simulated").
   virtual std::string backend() const = 0;
 };
 
@@ -32,11 +62,17 @@ class Communicator {
 // OMPI_COMM_WORLD_SIZE, or PMIx/PMI variables, are set), otherwise a single-rank group, so the
 // binary runs without mpirun and never starts an MPI runtime it does not need.
 // The MPI library is initialised on first use and finalised at process exit.
-// Throws memtrain::RuntimeError when MPI initialisation fails.
+// Throws memtrain::RuntimeError when MPI initialisation fails or grants a thread level below
+// MPI_THREAD_SERIALIZED (Note [MPI thread level]).
 std::unique_ptr<Communicator> make_world_communicator();
 
 // True when this process was started by an MPI launcher (see make_world_communicator).
 bool launched_by_mpi();
+
+// This process's rank in the launcher's world, read from the launcher's environment
+// (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK) without touching MPI; 0 when not launched by
+// one. Error messages name it (memtrain[rank 3]: ...).
+int launcher_rank();
 
 // Note [One rank's failure ends the job]
 // A rank that leaves with an error while the others wait in a collective would leave them

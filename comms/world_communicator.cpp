@@ -17,6 +17,13 @@ bool launched_by_mpi() {
   return false;
 }
 
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return 0;
+}
+
 std::unique_ptr<Communicator> make_world_communicator() {
   // Note [No MPI without mpirun]
   // Open MPI's singleton init (MPI_Init outside mpirun) forks a helper daemon and, as root,
