@@ -18,8 +18,8 @@ AttentionCoreKind attention_core_kind(const ModelOptions& options, int layer, in
   return AttentionCoreKind::standard;
 }
 
-AttentionCore::AttentionCore(int layer, int C, int NH, AttentionCoreKind kind)
-    : layer_(layer), C_(C), NH_(NH), kind_(kind) {}
+AttentionCore::AttentionCore(int layer, int C, int NH, AttentionCoreKind kind, int first_head)
+    : layer_(layer), C_(C), NH_(NH), kind_(kind), first_head_(first_head) {}
 
 Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, const Tensor& v) {
   const int B = s.B, T = s.T, C = C_, NH = NH_;
@@ -35,7 +35,7 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
       kernels::flash_attention_forward(write_f32(s.ctx, context).get(), lse.data<float>(),
                                        read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
                                        read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
-                                       s.attention_dropout, key, s.first_sample, tiles.data());
+                                       s.attention_dropout, key, s.first_sample, tiles.data(), first_head_);
     }
     if (s.training) lse_ = std::move(lse);
     return context;
@@ -50,7 +50,7 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
     kernels::attention_forward(write_f32(s.ctx, context).get(), write_f32(s.ctx, probs).get(),
                                read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
                                read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
-                               s.attention_dropout, key, s.first_sample);
+                               s.attention_dropout, key, s.first_sample, first_head_);
   }
   if (s.training && keeps_probs) probs_ = std::move(probs);
   return context;
@@ -69,7 +69,7 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
           update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
           read_f32(s.ctx, dcontext).get(), read_f32(s.ctx, context).get(), lse_.data<float>(),
           read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(), read_f32(s.ctx, v).get(),
-          s.attention_mask, B, T, C, NH, s.attention_dropout, key, s.first_sample, tiles.data());
+          s.attention_mask, B, T, C, NH, s.attention_dropout, key, s.first_sample, tiles.data(), first_head_);
     }
     lse_.reset();
     return;
@@ -90,7 +90,8 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
         update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
         scratch_f32(s.ctx, scratch).get(), read_f32(s.ctx, dcontext).get(),
         read_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
-        read_f32(s.ctx, v).get(), B, T, C, NH, s.attention_dropout, key, s.first_sample);
+        read_f32(s.ctx, v).get(), B, T, C, NH, s.attention_dropout, key, s.first_sample,
+        first_head_);
   }
 }
 

@@ -29,8 +29,10 @@ AttentionCoreKind attention_core_kind(const ModelOptions& options, int layer, in
 
 class AttentionCore {
  public:
-  // layer: encoder layer index (dropout keys); C = hidden_size, NH = num_attention_heads.
-  AttentionCore(int layer, int C, int NH, AttentionCoreKind kind);
+  // layer: encoder layer index (dropout keys); C = hidden_size, NH = num_attention_heads, or
+  // under tensor parallelism this rank's share of both (C / tp, NH / tp) with first_head the
+  // global index of its first head, so that dropout draws the unsharded layer's masks.
+  AttentionCore(int layer, int C, int NH, AttentionCoreKind kind, int first_head = 0);
 
   // q, k, v [B, T, C] -> context [B, T, C] (tag activation); padding keys masked by
   // s.attention_mask. When s.training keeps probs [B, NH, T, T] (standard) or lse [B, NH, T]
@@ -52,6 +54,7 @@ class AttentionCore {
  private:
   int layer_, C_, NH_;
   AttentionCoreKind kind_;
+  int first_head_;
   core::Tensor probs_;  // [B, NH, T, T], standard only
   core::Tensor lse_;    // [B, NH, T] f32, flash only
 };

@@ -1,5 +1,6 @@
 #include "models/bert_attention.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/dropout.hpp"
@@ -12,38 +13,53 @@ using core::DType;
 using core::Tensor;
 
 BertAttention::BertAttention(ParameterSet& params, const std::string& prefix, int layer,
-                             const BertConfig& c, AttentionCoreKind core)
-    : query_(params, prefix + ".self.query", c.hidden_size, c.hidden_size),
-      key_(params, prefix + ".self.key", c.hidden_size, c.hidden_size),
-      value_(params, prefix + ".self.value", c.hidden_size, c.hidden_size),
-      output_(params, prefix + ".output.dense", c.hidden_size, c.hidden_size),
+                             const BertConfig& c, AttentionCoreKind core,
+                             const TensorParallel& tp)
+    : query_(params, prefix + ".self.query", c.hidden_size, c.hidden_size, LinearParallel::column,
+             tp),
+      key_(params, prefix + ".self.key", c.hidden_size, c.hidden_size, LinearParallel::column, tp),
+      value_(params, prefix + ".self.value", c.hidden_size, c.hidden_size, LinearParallel::column,
+             tp),
+      output_(params, prefix + ".output.dense", c.hidden_size, c.hidden_size, LinearParallel::row,
+              tp),
       layer_norm_(params, prefix + ".output.LayerNorm", c.hidden_size, c.layer_norm_eps),
-      core_(layer, c.hidden_size, c.num_attention_heads, core),
+      core_(layer, c.hidden_size / tp.size(), c.num_attention_heads / tp.size(), core,
+            tp.rank() * (c.num_attention_heads / tp.size())),
+      tp_(tp),
       layer_(layer),
       C_(c.hidden_size),
-      NH_(c.num_attention_heads) {}
+      NH_(c.num_attention_heads),
+      Cl_(c.hidden_size / tp.size()) {}
 
 Tensor BertAttention::forward(PassState& s, const Tensor& x) {
-  const int B = s.B, T = s.T, N = s.N(), C = C_;
+  const int B = s.B, T = s.T, N = s.N(), C = C_, Cl = Cl_;
   const auto act = core::tags().activation;
-  auto q = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
-  auto k = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
-  auto v = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
+  // f: entering the column-parallel Q, K, V is the identity forward (Note [Megatron's f and g]).
+  auto q = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
+  auto k = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
+  auto v = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
   const auto x_f = read_f32(s.ctx, x);                      // [B, T, C]
   query_.forward(s, write_f32(s.ctx, q).get(), x_f.get(), N);
   key_.forward(s, write_f32(s.ctx, k).get(), x_f.get(), N);
   value_.forward(s, write_f32(s.ctx, v).get(), x_f.get(), N);
 
-  auto context = core_.forward(s, q, k, v);  // [B, T, C]
+  auto context = core_.forward(s, q, k, v);  // [B, T, C/tp]
 
   // The residual sum is the LayerNorm's input, which it keeps for its backward pass.
   auto residual = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
   {
     // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
+    // Under tensor parallelism the row-parallel projection gives partial sums; g all-reduces
+    // them in the float view (the f32 staging of 16-bit activations) and the bias, held whole
+    // on every rank, is added once after the sum.
     auto r_f = write_f32(s.ctx, residual);  // [B, T, C]
-    output_.forward(s, r_f.get(), read_f32(s.ctx, context).get(), N);
+    output_.forward(s, r_f.get(), read_f32(s.ctx, context).get(), N, !tp_.enabled());
     if (s.compute()) {
       float* r = r_f.get();
+      if (tp_.enabled()) {
+        tp_.all_reduce(r, long{N} * C);  // g
+        add_bias(s, r, output_.bias(), N);
+      }
       if (s.hidden_dropout > 0.0f) {
         kernels::dropout_forward(r, r, B, long{T} * C, s.hidden_dropout,
                                  s.key(encoder_rng_layer(layer_), kAttentionOutput),
@@ -65,7 +81,7 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
 }
 
 Tensor BertAttention::backward(PassState& s, const Tensor& da) {
-  const int B = s.B, T = s.T, N = s.N(), C = C_;
+  const int B = s.B, T = s.T, N = s.N(), C = C_, Cl = Cl_;
   const auto tmp = core::tags().temporary;
   // dx starts as the residual branch's gradient d(residual); the projections add to it below.
   auto dx = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
@@ -73,7 +89,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   layer_norm_.backward(s, dx_f.get(), read_f32(s.ctx, da).get(), N);
 
   auto dproj = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);     // [B, T, C]
-  auto dcontext = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
+  auto dcontext = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   {
     auto dproj_f = write_f32(s.ctx, dproj);  // [B, T, C]
     if (s.compute()) {
@@ -92,9 +108,9 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   // Only the flash core's backward reads its own output again.
   if (core_.kind() != AttentionCoreKind::flash) context_.reset();
 
-  auto dq = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-  auto dk = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-  auto dv = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
+  auto dq = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
+  auto dk = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
+  auto dv = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   core_.backward(s, dq, dk, dv, dcontext, q_, k_, v_, context_);
   dcontext.reset();
   context_.reset();
@@ -102,6 +118,9 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   k_.reset();
   v_.reset();
 
+  // The residual branch's gradient is counted on tp rank 0 only: f's all-reduce below then adds
+  // it once to the shards' input gradients (Note [Megatron's f and g]).
+  if (s.compute() && tp_.rank() != 0) std::fill(dx_f.get(), dx_f.get() + long{N} * C, 0.0f);
   {
     const auto x_f = read_f32(s.ctx, x_);  // [B, T, C]
     query_.backward(s, dx_f.get(), read_f32(s.ctx, dq).get(), x_f.get(), N);
@@ -111,6 +130,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     value_.backward(s, dx_f.get(), read_f32(s.ctx, dv).get(), x_f.get(), N);
     dv.reset();
   }
+  if (s.compute()) tp_.all_reduce(dx_f.get(), long{N} * C);  // f
   x_.reset();
   dx_f.commit();
   return dx;

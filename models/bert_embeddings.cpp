@@ -7,29 +7,58 @@
 
 namespace memtrain::models {
 
-BertEmbeddings::BertEmbeddings(ParameterSet& params, const BertConfig& c)
-    : word_(params.add("bert.embeddings.word_embeddings.weight", {c.vocab_size, c.hidden_size},
-                       ParameterInit::normal, true)),
+namespace {
+
+// The vocabulary-parallel shard of the word table: rows [rank x Vp / tp, (rank + 1) x Vp / tp)
+// of Vp padded rows, of which the first vocab_size are tokens.
+ShardSpec word_shard(const BertConfig& c, const TensorParallel& tp) {
+  if (!tp.enabled()) return {};
+  const std::int64_t padded = tp.padded_vocab_size(c.vocab_size);
+  return ShardSpec{Sharding::dim0, tp.rank() * (padded / tp.size()), padded, c.vocab_size};
+}
+
+std::int64_t word_rows(const BertConfig& c, const TensorParallel& tp) {
+  return tp.padded_vocab_size(c.vocab_size) / tp.size();
+}
+
+}  // namespace
+
+BertEmbeddings::BertEmbeddings(ParameterSet& params, const BertConfig& c, const TensorParallel& tp)
+    : word_(params.add("bert.embeddings.word_embeddings.weight",
+                       {word_rows(c, tp), c.hidden_size}, ParameterInit::normal, true,
+                       word_shard(c, tp))),
       position_(params.add("bert.embeddings.position_embeddings.weight",
                            {c.max_position_embeddings, c.hidden_size}, ParameterInit::normal,
                            true)),
       token_type_(params.add("bert.embeddings.token_type_embeddings.weight",
                              {c.type_vocab_size, c.hidden_size}, ParameterInit::normal, true)),
       layer_norm_(params, "bert.embeddings.LayerNorm", c.hidden_size, c.layer_norm_eps),
+      tp_(tp),
       V_(c.vocab_size),
       TV_(c.type_vocab_size),
-      C_(c.hidden_size) {}
+      C_(c.hidden_size),
+      first_row_(word_.shard.offset),
+      rows_(word_rows(c, tp)) {}
 
 core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
                                      const std::int32_t* type_ids) {
   const int N = s.N();
   auto sum = core::Tensor::empty(s.ctx, {s.B, s.T, C_}, s.dtype,
                                  core::tags().activation);  // [B, T, C]
-  if (s.compute()) {
+  if (s.compute() && !tp_.enabled()) {
     kernels::bert_embeddings_forward(
         write_f32(s.ctx, sum).get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
         read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
         C_, V_, TV_);
+  } else if (s.compute()) {
+    // Each rank's lookups, positions and types on rank 0 only, summed over the group: the
+    // all-reduce leaves a row-parallel region (g of Note [Megatron's f and g]).
+    auto sum_f = write_f32(s.ctx, sum);  // [B, T, C]
+    kernels::vocab_parallel_embeddings_forward(
+        sum_f.get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
+        read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
+        C_, V_, TV_, first_row_, rows_, /*with_positions=*/tp_.rank() == 0);
+    tp_.all_reduce(sum_f.get(), long{N} * C_);
   }
   auto out = layer_norm_.forward(s, sum, N);  // [B*T, C]
   sum.reset();
@@ -59,11 +88,21 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
   auto dsum_f = update_f32(s.ctx, dsum);                    // [B, T, C]
   layer_norm_.backward(s, dsum_f.get(), dout_f.get(), N);
   if (s.compute()) {
-    auto dword = update_f32(s.ctx, word_.grad);              // [V, C]
+    auto dword = update_f32(s.ctx, word_.grad);              // [V, C] (shard [Vp/tp, C])
     auto dposition = update_f32(s.ctx, position_.grad);      // [P, C]
     auto dtoken_type = update_f32(s.ctx, token_type_.grad);  // [TV, C]
-    kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(), dsum_f.get(),
-                                      ids_, type_ids_, s.B, s.T, C_);
+    if (!tp_.enabled()) {
+      kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(),
+                                        dsum_f.get(), ids_, type_ids_, s.B, s.T, C_);
+    } else {
+      // dsum is the same on every rank: each takes the rows it owns, and the replicated
+      // position and type tables get bitwise equal gradients everywhere.
+      kernels::vocab_parallel_embedding_backward(dword.get(), dsum_f.get(), ids_, s.B, s.T, C_,
+                                                 first_row_, rows_);
+      kernels::bert_embeddings_backward(static_cast<float*>(nullptr), dposition.get(),
+                                        dtoken_type.get(), dsum_f.get(), ids_, type_ids_, s.B,
+                                        s.T, C_);
+    }
   }
   ids_ = type_ids_ = nullptr;
 }

@@ -44,6 +44,20 @@ void check_config(const BertConfig& c) {
   require(c.layer_norm_eps > 0.0f, "model.layer_norm_eps must be > 0");
 }
 
+void check_tensor_parallel(const BertConfig& c, const TensorParallel& tp) {
+  const int n = tp.size();
+  auto divides = [n](int v, const char* key) {
+    require(v % n == 0, std::string("model.") + key + " = " + std::to_string(v) +
+                            " is not divisible by parallel.tensor_model_parallel_size = " +
+                            std::to_string(n) + "; expected a multiple of it");
+  };
+  divides(c.num_attention_heads, "num_attention_heads");
+  divides(c.intermediate_size, "intermediate_size");
+  require(tp.make_vocab_size_divisible_by >= 1,
+          "parallel.make_vocab_size_divisible_by = " +
+              std::to_string(tp.make_vocab_size_divisible_by) + "; expected an integer >= 1");
+}
+
 void check_options(const ModelOptions& o) {
   require(o.compute_dtype == core::DType::f32 || is_half(o.compute_dtype),
           "ModelOptions::compute_dtype = " + core::dtype_name(o.compute_dtype) +
@@ -53,16 +67,42 @@ void check_options(const ModelOptions& o) {
 }  // namespace
 
 BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx,
-                                 ModelOptions options)
-    : config_(config), options_(options), ctx_(ctx), params_(ctx, options_) {
+                                 ModelOptions options, TensorParallel tp)
+    : config_(config), options_(options), tp_(tp), ctx_(ctx), params_(ctx, options_) {
   check_config(config_);
   check_options(options_);
-  embeddings_ = std::make_unique<BertEmbeddings>(params_, config_);
+  check_tensor_parallel(config_, tp_);
+  embeddings_ = std::make_unique<BertEmbeddings>(params_, config_, tp_);
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
-    layers_.push_back(std::make_unique<BertLayer>(params_, l, config_, options_));
+    layers_.push_back(std::make_unique<BertLayer>(params_, l, config_, options_, tp_));
   }
-  head_ = std::make_unique<MlmHead>(params_, config_, embeddings_->word_embeddings());
+  head_ = std::make_unique<MlmHead>(params_, config_, embeddings_->word_embeddings(), tp_);
 }
+
+namespace {
+
+// The draw of a normal-initialised parameter: its shard's elements of the unsharded tensor's
+// stream (fill_normal), zeros on padded vocabulary rows.
+void fill_normal_shard(float* v, const Parameter& p, float stddev, std::uint64_t seed) {
+  const std::int64_t n = p.value.numel();
+  const auto& sh = p.shard;
+  if (sh.sharding == Sharding::replicated) {
+    fill_normal(v, n, stddev, seed, p.name);
+    return;
+  }
+  const std::int64_t rows = p.value.shape()[0];
+  const std::int64_t cols = n / rows;
+  if (sh.sharding == Sharding::dim0) {
+    const std::int64_t valid = std::clamp<std::int64_t>(sh.valid_extent - sh.offset, 0, rows);
+    fill_normal_strided(v, 1, valid * cols, stddev, seed, p.name, sh.offset * cols, valid * cols);
+    std::fill(v + valid * cols, v + n, 0.0f);
+    return;
+  }
+  // dim1: row r of the shard is columns [offset, offset + cols) of row r of [rows, full].
+  fill_normal_strided(v, rows, cols, stddev, seed, p.name, sh.offset, sh.full_extent);
+}
+
+}  // namespace
 
 void BertForMaskedLM::init_parameters(std::uint64_t seed) {
   if (ctx_.dry_run()) return;
@@ -75,7 +115,7 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed) {
     const std::int64_t n = target.numel();
     switch (params_.init_of(i)) {
       case ParameterInit::normal:
-        fill_normal(v, n, config_.initializer_range, seed, ps[i].name);
+        fill_normal_shard(v, ps[i], config_.initializer_range, seed);
         break;
       case ParameterInit::zeros:
         std::fill(v, v + n, 0.0f);
@@ -209,16 +249,9 @@ StepStats BertForMaskedLM::evaluate(const core::MlmBatch& batch) {
   if (batch.masked_positions.empty()) return stats;
   PassState s = make_pass(batch, /*training=*/false, 0, 0);
   auto hidden = encode(s, batch);
-  auto logits = head_->logits(s, hidden, batch.masked_positions);  // [M, V]
+  auto logits = head_->logits(s, hidden, batch.masked_positions);  // [M, V] (or [M, Vp/tp])
   hidden.reset();
-  const int M = static_cast<int>(batch.masked_positions.size());
-  if (s.compute()) {
-    stats.loss_sum =
-        kernels::softmax_cross_entropy_forward(read_f32(ctx_, logits).get(),
-                                               batch.masked_labels.data(), M, config_.vocab_size,
-                                               &stats.num_correct);
-  }
-  stats.num_masked = M;
+  head_->evaluate(s, logits, batch.masked_labels, &stats);
   return stats;
 }
 
@@ -226,23 +259,11 @@ std::vector<float> BertForMaskedLM::predict_log_probs(const core::MlmBatch& batc
                                                       const std::vector<std::int32_t>& positions) {
   validate(batch, positions, nullptr);
   const int P = static_cast<int>(positions.size()), V = config_.vocab_size;
-  std::vector<float> out(static_cast<std::size_t>(P) * V);
-  if (P == 0 || ctx_.dry_run()) return out;
+  if (P == 0 || ctx_.dry_run()) return std::vector<float>(static_cast<std::size_t>(P) * V);
   PassState s = make_pass(batch, /*training=*/false, 0, 0);
   auto hidden = encode(s, batch);
-  auto logits = head_->logits(s, hidden, positions);  // [P, V]
-  const auto logits_f32 = read_f32(ctx_, logits);
-  const float* z = logits_f32.get();
-  for (int p = 0; p < P; ++p) {
-    const float* row = z + static_cast<long>(p) * V;
-    const float max = *std::max_element(row, row + V);
-    double sum = 0.0;
-    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
-    const double log_z = max + std::log(sum);
-    for (int v = 0; v < V; ++v)
-      out[static_cast<std::size_t>(p) * V + v] = static_cast<float>(row[v] - log_z);
-  }
-  return out;
+  auto logits = head_->logits(s, hidden, positions);  // [P, V] (or [P, Vp/tp])
+  return head_->log_probs(s, logits);
 }
 
 void BertForMaskedLM::zero_grad() {
@@ -251,7 +272,16 @@ void BertForMaskedLM::zero_grad() {
 
 std::int64_t BertForMaskedLM::num_parameters() const {
   std::int64_t n = 0;
-  for (const auto& p : params_.parameters()) n += p.value.numel();
+  for (const auto& p : params_.parameters()) {
+    const std::int64_t numel = p.value.numel();
+    if (!p.sharded()) {
+      n += numel;
+      continue;
+    }
+    // The unsharded tensor without padding: numel / shard extent x valid extent.
+    const std::int64_t extent = p.value.shape()[p.shard.sharding == Sharding::dim0 ? 0 : 1];
+    n += numel / extent * p.shard.valid_extent;
+  }
   return n;
 }
 

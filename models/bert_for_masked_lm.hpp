@@ -28,16 +28,25 @@ class BertForMaskedLM {
   // With compute_dtype f16/bf16, weights, activations and gradients are stored in 16 bits and
   // computed on in float (Note [fp32 arithmetic on 16-bit storage], f32_access.hpp); the loss
   // and LayerNorm statistics stay f32.
-  // Throws memtrain::ConfigError when hidden_size % num_attention_heads != 0, a size is < 1, or
-  // compute_dtype is not f32, f16 or bf16.
-  BertForMaskedLM(const BertConfig& config, core::Context& ctx, ModelOptions options = {});
+  // tp: the tensor-parallel group (Megatron-LM, Shoeybi et al. 2019): with tp.size() > 1 each
+  // rank holds its shard of the column- and row-parallel projections and of the
+  // vocabulary-parallel word table and decoder (padded to tp.padded_vocab_size rows), every
+  // other parameter whole; forward_backward, evaluate and predict_log_probs are then
+  // collective over the group (every rank passes the same batch).
+  // Throws memtrain::ConfigError when hidden_size % num_attention_heads != 0, a size is < 1,
+  // compute_dtype is not f32, f16 or bf16, or tp.size() does not divide num_attention_heads
+  // or intermediate_size.
+  BertForMaskedLM(const BertConfig& config, core::Context& ctx, ModelOptions options = {},
+                  TensorParallel tp = {});
 
   // Hugging Face init (BertPreTrainedModel._init_weights): Linear and Embedding weights
   // ~ N(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0. Each element is a pure
   // function of (seed, parameter name, element index) through Philox + Box-Muller, so it does
   // not depend on thread count or on which other parameters exist. A 16-bit parameter's master
   // gets the float draw and its value the rounding to nearest even, so fp32 and 16-bit runs
-  // start from the same master weights.
+  // start from the same master weights. A tensor-parallel shard draws its elements of the
+  // unsharded tensor (fill_normal_strided), and padded vocabulary rows are zero, so tp = 2
+  // starts from exactly the weights of tp = 1.
   void init_parameters(std::uint64_t seed);
 
   // Forward, masked-LM loss and backward on one micro-batch. Parameter gradients ACCUMULATE.
@@ -59,8 +68,10 @@ class BertForMaskedLM {
   std::vector<Parameter>& parameters() { return params_.parameters(); }
   const std::vector<Parameter>& parameters() const { return params_.parameters(); }
   void zero_grad();
-  // Trainable scalars; the decoder weight is the word-embedding table and is counted once.
+  // Trainable scalars of the whole (unsharded, unpadded) model; the decoder weight is the
+  // word-embedding table and is counted once.
   std::int64_t num_parameters() const;
+  const TensorParallel& tensor_parallel() const { return tp_; }
   // Training FLOPs (forward + backward = 3 x forward) per token of a micro-batch of sequences
   // of seq_length tokens: per layer 2 x (4 C^2 + 2 C I) for the projections and 2 x 2 T C for
   // scores and context (Narayanan et al. 2021, eq. 3, which has FFN 4C and logits everywhere), plus
@@ -85,6 +96,7 @@ class BertForMaskedLM {
 
   BertConfig config_;
   ModelOptions options_;
+  TensorParallel tp_;
   core::Context& ctx_;
   ParameterSet params_;
   std::unique_ptr<BertEmbeddings> embeddings_;

@@ -13,9 +13,11 @@ class BertLayer {
  public:
   // Parameters named bert.encoder.layer.<layer>.*. options decide whether this layer is
   // checkpointed (recomputes_layer(options, layer, config.num_hidden_layers) under
-  // Recompute::full) and which attention core it runs (attention_core_kind).
+  // Recompute::full) and which attention core it runs (attention_core_kind). tp: the
+  // tensor-parallel group its attention and MLP split over (none by default). A checkpointed
+  // layer reruns its collectives with its forward pass in backward.
   BertLayer(ParameterSet& params, int layer, const BertConfig& config,
-            const ModelOptions& options = {});
+            const ModelOptions& options = {}, const TensorParallel& tp = {});
 
   // x [B, T, C] -> [B, T, C] (tag activation). When training keeps what backward needs: every
   // sublayer's saved tensors, or only x when checkpointed (Note [Full recompute]).

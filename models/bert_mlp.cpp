@@ -1,5 +1,6 @@
 #include "models/bert_mlp.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/dropout.hpp"
@@ -12,23 +13,27 @@ namespace memtrain::models {
 using core::DType;
 using core::Tensor;
 
-BertMlp::BertMlp(ParameterSet& params, const std::string& prefix, int layer, const BertConfig& c)
-    : intermediate_(params, prefix + ".intermediate.dense", c.hidden_size, c.intermediate_size),
-      output_(params, prefix + ".output.dense", c.intermediate_size, c.hidden_size),
+BertMlp::BertMlp(ParameterSet& params, const std::string& prefix, int layer, const BertConfig& c,
+                 const TensorParallel& tp)
+    : intermediate_(params, prefix + ".intermediate.dense", c.hidden_size, c.intermediate_size,
+                    LinearParallel::column, tp),
+      output_(params, prefix + ".output.dense", c.intermediate_size, c.hidden_size,
+              LinearParallel::row, tp),
       layer_norm_(params, prefix + ".output.LayerNorm", c.hidden_size, c.layer_norm_eps),
+      tp_(tp),
       layer_(layer),
       C_(c.hidden_size),
-      I_(c.intermediate_size) {}
+      I_(c.intermediate_size / tp.size()) {}
 
 Tensor BertMlp::forward(PassState& s, const Tensor& a) {
   const int B = s.B, T = s.T, N = s.N(), C = C_, I = I_;
   const auto act = core::tags().activation;
   // The bias of the first projection is added inside the GELU kernel (one pass fewer), so
   // pre_gelu holds a W_1^T without b_1.
-  auto pre_gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I]
+  auto pre_gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I/tp]
   const auto a_f = read_f32(s.ctx, a);                            // [B, T, C]
   intermediate_.forward(s, write_f32(s.ctx, pre_gelu).get(), a_f.get(), N, /*with_bias=*/false);
-  auto gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I]
+  auto gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I/tp]
   if (s.compute()) {
     kernels::bias_gelu_forward(write_f32(s.ctx, gelu).get(), read_f32(s.ctx, pre_gelu).get(),
                                read_f32(s.ctx, intermediate_.bias().value).get(), N, I);
@@ -36,10 +41,15 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
   auto residual = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
   {
     // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
+    // g: the row-parallel projection's partial sums, all-reduced, then the bias once.
     auto r_f = write_f32(s.ctx, residual);  // [B, T, C]
-    output_.forward(s, r_f.get(), read_f32(s.ctx, gelu).get(), N);
+    output_.forward(s, r_f.get(), read_f32(s.ctx, gelu).get(), N, !tp_.enabled());
     if (s.compute()) {
       float* r = r_f.get();
+      if (tp_.enabled()) {
+        tp_.all_reduce(r, long{N} * C);  // g
+        add_bias(s, r, output_.bias(), N);
+      }
       if (s.hidden_dropout > 0.0f) {
         kernels::dropout_forward(r, r, B, long{T} * C, s.hidden_dropout,
                                  s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample);
@@ -66,7 +76,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   layer_norm_.backward(s, da_f.get(), read_f32(s.ctx, dout).get(), N);
 
   auto dproj = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-  auto dgelu = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I]
+  auto dgelu = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I/tp]
   {
     auto dproj_f = write_f32(s.ctx, dproj);  // [B, T, C]
     if (s.compute()) {
@@ -83,7 +93,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   dproj.reset();
   gelu_.reset();
 
-  auto dpre = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I]
+  auto dpre = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I/tp]
   if (s.compute()) {
     auto dbias = update_f32(s.ctx, intermediate_.bias().grad);  // [I]
     kernels::bias_gelu_backward(update_f32(s.ctx, dpre).get(), dbias.get(),
@@ -93,8 +103,12 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   dgelu.reset();
   pre_gelu_.reset();
 
+  // The residual gradient counts on tp rank 0 only before f's all-reduce (Note [Megatron's f
+  // and g]).
+  if (s.compute() && tp_.rank() != 0) std::fill(da_f.get(), da_f.get() + long{N} * C, 0.0f);
   intermediate_.backward(s, da_f.get(), read_f32(s.ctx, dpre).get(), read_f32(s.ctx, a_).get(), N,
                          /*with_bias=*/false);
+  if (s.compute()) tp_.all_reduce(da_f.get(), long{N} * C);  // f
   a_.reset();
   da_f.commit();
   return da;

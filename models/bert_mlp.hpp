@@ -13,21 +13,26 @@ namespace memtrain::models {
 class BertMlp {
  public:
   // prefix: "bert.encoder.layer.<l>"; names <prefix>.intermediate.dense, <prefix>.output.dense,
-  // <prefix>.output.LayerNorm.
-  BertMlp(ParameterSet& params, const std::string& prefix, int layer, const BertConfig& config);
+  // <prefix>.output.LayerNorm. Under tensor parallelism (tp.size() > 1, dividing
+  // intermediate_size) the first projection is column-parallel and the second row-parallel
+  // (Shoeybi et al. 2019, sec. 3, Figure 3a): each rank holds I / tp intermediate features.
+  BertMlp(ParameterSet& params, const std::string& prefix, int layer, const BertConfig& config,
+          const TensorParallel& tp = {});
 
   // a [B, T, C] -> out [B, T, C] (tag activation). When training keeps a, the pre-activation
-  // [B, T, I] and the GELU output [B, T, I] until backward.
+  // [B, T, I/tp] and the GELU output [B, T, I/tp] until backward. One all-reduce over the tp
+  // group (g).
   core::Tensor forward(PassState& s, const core::Tensor& a);
   // dout [B, T, C] -> da [B, T, C] (tag temporary); accumulates parameter gradients and
-  // releases everything forward kept.
+  // releases everything forward kept. One all-reduce over the tp group (f).
   core::Tensor backward(PassState& s, const core::Tensor& dout);
   void release();
 
  private:
   Linear intermediate_, output_;
   LayerNorm layer_norm_;
-  int layer_, C_, I_;
+  TensorParallel tp_;
+  int layer_, C_, I_;  // I_: this rank's intermediate features (I / tp)
   core::Tensor a_, pre_gelu_, gelu_;
 };
 

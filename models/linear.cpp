@@ -5,13 +5,29 @@
 
 namespace memtrain::models {
 
-Linear::Linear(ParameterSet& params, const std::string& name, int in_features, int out_features)
-    : weight_(params.add(name + ".weight", {out_features, in_features}, ParameterInit::normal,
-                         /*weight_decay=*/true)),
-      bias_(params.add(name + ".bias", {out_features}, ParameterInit::zeros,
-                       /*weight_decay=*/false)),
-      in_(in_features),
-      out_(out_features) {}
+namespace {
+
+int shard_size(int n, LinearParallel parallel, LinearParallel split, const TensorParallel& tp) {
+  return parallel == split ? n / tp.size() : n;
+}
+
+}  // namespace
+
+Linear::Linear(ParameterSet& params, const std::string& name, int in_features, int out_features,
+               LinearParallel parallel, const TensorParallel& tp)
+    : in_(shard_size(in_features, parallel, LinearParallel::row, tp)),
+      out_(shard_size(out_features, parallel, LinearParallel::column, tp)) {
+  ShardSpec w, b;
+  if (parallel == LinearParallel::column) {
+    w = ShardSpec{Sharding::dim0, std::int64_t{tp.rank()} * out_, out_features, out_features};
+    b = w;
+  } else if (parallel == LinearParallel::row) {
+    w = ShardSpec{Sharding::dim1, std::int64_t{tp.rank()} * in_, in_features, in_features};
+  }
+  weight_ = params.add(name + ".weight", {out_, in_}, ParameterInit::normal,
+                       /*weight_decay=*/true, w);
+  bias_ = params.add(name + ".bias", {out_}, ParameterInit::zeros, /*weight_decay=*/false, b);
+}
 
 void Linear::forward(const PassState& s, float* out, const float* inp, int N,
                      bool with_bias) const {
@@ -28,6 +44,17 @@ void Linear::backward(const PassState& s, float* dinp, const float* dout, const 
   auto dw = update_f32(s.ctx, weight_.grad);                             // [out, in]
   auto db = update_f32(s.ctx, with_bias ? bias_.grad : core::Tensor());  // [out]
   kernels::linear_backward(dinp, dw.get(), db.get(), dout, inp, w.get(), N, in_, out_);
+}
+
+void add_bias(const PassState& s, float* out, const Parameter& bias, int N) {
+  if (!s.compute()) return;
+  const auto b = read_f32(s.ctx, bias.value);  // [C]
+  const std::int64_t C = bias.value.numel();
+  const float* bp = b.get();
+  for (std::int64_t i = 0; i < N; ++i) {
+    float* row = out + i * C;
+    for (std::int64_t c = 0; c < C; ++c) row[c] += bp[c];
+  }
 }
 
 }  // namespace memtrain::models

@@ -1,5 +1,7 @@
 #include "models/mlm_head.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/cross_entropy.hpp"
@@ -13,13 +15,23 @@ namespace memtrain::models {
 using core::DType;
 using core::Tensor;
 
-MlmHead::MlmHead(ParameterSet& params, const BertConfig& c, const Parameter& word_embeddings)
+MlmHead::MlmHead(ParameterSet& params, const BertConfig& c, const Parameter& word_embeddings,
+                 const TensorParallel& tp)
     : dense_(params, "cls.predictions.transform.dense", c.hidden_size, c.hidden_size),
       layer_norm_(params, "cls.predictions.transform.LayerNorm", c.hidden_size, c.layer_norm_eps),
-      bias_(params.add("cls.predictions.bias", {c.vocab_size}, ParameterInit::zeros, false)),
+      // The decoder bias is split like the word table's rows (Megatron-LM shards it too).
+      bias_(params.add("cls.predictions.bias", {word_embeddings.value.shape()[0]},
+                       ParameterInit::zeros, false,
+                       word_embeddings.sharded()
+                           ? ShardSpec{Sharding::dim0, word_embeddings.shard.offset,
+                                       word_embeddings.shard.full_extent, c.vocab_size}
+                           : ShardSpec{})),
       word_(word_embeddings),
+      tp_(tp),
       C_(c.hidden_size),
-      V_(c.vocab_size) {}
+      V_(static_cast<int>(word_embeddings.value.shape()[0])),
+      shard_{word_embeddings.sharded() ? word_embeddings.shard.offset : 0,
+             word_embeddings.value.shape()[0], c.vocab_size} {}
 
 Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
                        const std::vector<std::int32_t>& positions) {
@@ -73,9 +85,12 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
   if (s.compute()) {
     // The loss and its gradient in float (double sums inside the kernel) whatever the logits'
     // storage, as Megatron-LM computes cross-entropy in fp32.
-    auto z = update_f32(s.ctx, dlogits);  // [M, V]
-    loss = kernels::softmax_cross_entropy_forward_backward(z.get(), z.get(), labels.data(), M, V_,
-                                                           grad_scale, &correct);
+    auto z = update_f32(s.ctx, dlogits);  // [M, V] (this rank's [M, Vp/tp] under tp)
+    loss = tp_.enabled()
+               ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_,
+                                              grad_scale, &correct, tp_)
+               : kernels::softmax_cross_entropy_forward_backward(z.get(), z.get(), labels.data(),
+                                                                 M, V_, grad_scale, &correct);
   }
   stats->loss_sum += loss;
   stats->num_masked += M;
@@ -94,6 +109,11 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
     kernels::linear_backward(update_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
                              read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(),
                              read_f32(s.ctx, word_.value).get(), M, C, V_);
+  }
+  // f: the decoder is column-parallel over the vocabulary, so each rank's d transformed is a
+  // partial sum (the transform before it is replicated).
+  if (s.compute() && tp_.enabled()) {
+    tp_.all_reduce(update_f32(s.ctx, dtransformed).get(), long{M} * C);
   }
   dlogits.reset();
   transformed_.reset();
@@ -127,6 +147,55 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
     }
   }
   return dhidden;
+}
+
+void MlmHead::evaluate(PassState& s, const Tensor& logits, const std::vector<std::int32_t>& labels,
+                       StepStats* stats) const {
+  const int M = static_cast<int>(labels.size());
+  if (s.compute()) {
+    const auto z = read_f32(s.ctx, logits);  // [M, V]
+    std::int64_t correct = 0;
+    stats->loss_sum += tp_.enabled()
+                           ? vocab_parallel_cross_entropy(nullptr, z.get(), labels.data(), M,
+                                                          shard_, 1.0f, &correct, tp_)
+                           : kernels::softmax_cross_entropy_forward(z.get(), labels.data(), M, V_,
+                                                                    &correct);
+    stats->num_correct += correct;
+  }
+  stats->num_masked += M;
+}
+
+std::vector<float> MlmHead::log_probs(PassState& s, const Tensor& logits) const {
+  const std::int64_t P = logits.shape()[0], Vl = shard_.columns, V = shard_.vocab_size;
+  std::vector<float> out(static_cast<std::size_t>(P * V));
+  if (!s.compute() || P == 0) return out;
+  const auto z_f = read_f32(s.ctx, logits);  // [P, Vl]
+  // The whole rows on every rank: gathered as [tp, P, Vl], then padding dropped.
+  std::vector<float> gathered;
+  const float* z = z_f.get();
+  if (tp_.enabled()) {
+    gathered.resize(static_cast<std::size_t>(tp_.size() * P * Vl));
+    tp_.group->allgather(z, gathered.data(), P * Vl);
+  }
+  for (std::int64_t p = 0; p < P; ++p) {
+    float* row = out.data() + p * V;
+    if (!tp_.enabled()) {
+      std::copy(z + p * Vl, z + (p + 1) * Vl, row);
+    } else {
+      for (int r = 0; r < tp_.size(); ++r) {
+        const float* part = gathered.data() + (r * P + p) * Vl;
+        const std::int64_t first = r * Vl;
+        const std::int64_t n = std::clamp<std::int64_t>(V - first, 0, Vl);
+        std::copy(part, part + n, row + first);
+      }
+    }
+    const float max = *std::max_element(row, row + V);
+    double sum = 0.0;
+    for (std::int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+    const double log_z = max + std::log(sum);
+    for (std::int64_t v = 0; v < V; ++v) row[v] = static_cast<float>(row[v] - log_z);
+  }
+  return out;
 }
 
 void MlmHead::release() {

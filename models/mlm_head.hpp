@@ -11,16 +11,23 @@
 #include "models/linear.hpp"
 #include "models/pass_state.hpp"
 #include "models/step_stats.hpp"
+#include "models/tensor_parallel.hpp"
+#include "models/vocab_parallel_cross_entropy.hpp"
 
 namespace memtrain::models {
 
 class MlmHead {
  public:
   // `word_embeddings` is the tied decoder weight [V, C] (its grad receives the decoder's).
-  MlmHead(ParameterSet& params, const BertConfig& config, const Parameter& word_embeddings);
+  // Under tensor parallelism the decoder is vocabulary-parallel: `word_embeddings` is this
+  // rank's shard of rows [Vp / tp, C], the bias cls.predictions.bias is sharded alike, and the
+  // loss is vocab_parallel_cross_entropy; the transform (dense, GELU, LayerNorm) is replicated.
+  MlmHead(ParameterSet& params, const BertConfig& config, const Parameter& word_embeddings,
+          const TensorParallel& tp = {});
 
-  // Logits [M, V] (tag activation) at flat positions (b * T + t) of hidden [B*T, C]. Keeps the
-  // head's intermediates when s.training.
+  // Logits [M, V] (tag activation; this rank's [M, Vp / tp] columns under tensor parallelism)
+  // at flat positions (b * T + t) of hidden [B*T, C]. Keeps the head's intermediates when
+  // s.training.
   core::Tensor logits(PassState& s, const core::Tensor& hidden,
                       const std::vector<std::int32_t>& positions);
 
@@ -40,6 +47,13 @@ class MlmHead {
                     const std::vector<std::int32_t>& labels, float grad_scale, StepStats* stats);
   core::Tensor backward(PassState& s, core::Tensor dlogits,
                         const std::vector<std::int32_t>& positions);
+  // The summed cross-entropy and the correct rows of logits as `logits` returned them, without
+  // gradients (evaluation). Adds to *stats.
+  void evaluate(PassState& s, const core::Tensor& logits, const std::vector<std::int32_t>& labels,
+                StepStats* stats) const;
+  // log-softmax over the whole vocabulary of logits [P, V] (or this rank's columns): [P, V]
+  // row-major on every rank, gathered over the tensor-parallel group (padding dropped).
+  std::vector<float> log_probs(PassState& s, const core::Tensor& logits) const;
   void release();
 
  private:
@@ -47,7 +61,9 @@ class MlmHead {
   LayerNorm layer_norm_;
   Parameter bias_;
   Parameter word_;
+  TensorParallel tp_;
   int C_, V_;
+  VocabShard shard_;  // this rank's columns of the logits (all V of them without tp)
   core::Tensor gathered_, pre_gelu_, transformed_;
 };
 

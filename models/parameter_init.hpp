@@ -11,4 +11,13 @@ namespace memtrain::models {
 void fill_normal(float* x, std::int64_t n, float stddev, std::uint64_t seed,
                  const std::string& name);
 
+// A strided slice of fill_normal's stream: x[r * cols + c] = element first + r * stride + c
+// of fill_normal(..., seed, name), for x [rows, cols]. A row-parallel shard [out, in / tp] is
+// rows = out, cols = in / tp, first = tp_rank * in / tp, stride = in, so tp ranks draw exactly
+// the unsharded tensor's values (Megatron-LM's init from the master weight, without building
+// it). fill_normal(x, n, ...) equals fill_normal_strided(x, 1, n, ..., 0, n).
+void fill_normal_strided(float* x, std::int64_t rows, std::int64_t cols, float stddev,
+                         std::uint64_t seed, const std::string& name, std::int64_t first,
+                         std::int64_t stride);
+
 }  // namespace memtrain::models

@@ -8,7 +8,7 @@
 namespace memtrain::models {
 
 Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> shape,
-                            ParameterInit init, bool weight_decay) {
+                            ParameterInit init, bool weight_decay, ShardSpec shard) {
   for (const auto& p : params_) {
     if (p.name == name) throw RuntimeError("parameter \"" + name + "\" is defined twice");
   }
@@ -19,6 +19,7 @@ Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> s
   p.value = core::Tensor::empty(ctx_, shape, dtype, core::tags().parameter);
   p.grad = core::Tensor::zeros(ctx_, shape, grad_dtype, core::tags().gradient);
   p.weight_decay = weight_decay;
+  p.shard = shard;
   if (dtype != core::DType::f32) {
     p.master = core::Tensor::empty(ctx_, shape, core::DType::f32, core::tags().master_weight);
   }

@@ -26,8 +26,10 @@ class ParameterSet {
   // value is 16-bit an f32 master (tag master_weight). Bytes per element: f32 4 + 4;
   // f16/bf16 2 + 2 (or 4) + 4. Returns a copy of the handles. Throws memtrain::RuntimeError if
   // `name` is taken.
+  // `shape` is this rank's shard; `shard` says where it sits in the unsharded tensor
+  // (replicated by default).
   Parameter add(const std::string& name, std::vector<std::int64_t> shape, ParameterInit init,
-                bool weight_decay);
+                bool weight_decay, ShardSpec shard = {});
 
   std::vector<Parameter>& parameters() { return params_; }
   const std::vector<Parameter>& parameters() const { return params_; }

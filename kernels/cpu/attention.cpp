@@ -70,7 +70,8 @@ void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k,
 template <class Scalar>
 void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
                        const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
-                       int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample) {
+                       int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
+                       int first_head) {
   check_arguments("attention_forward", T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -104,7 +105,7 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
       const int rows = std::min(R, T - i0);
       std::memcpy(buf, P + static_cast<std::int64_t>(i0) * T, sizeof(Scalar) * rows * T);
       apply_dropout_mask(buf, static_cast<std::int64_t>(rows) * T, dropout_p, stream,
-                         first_sample + b, (static_cast<std::uint64_t>(h) * T + i0) * T);
+                         first_sample + b, (static_cast<std::uint64_t>(first_head + h) * T + i0) * T);
       matmul_strided_batched(ob + static_cast<std::int64_t>(i0) * C, buf, vb, 1, rows, HS, T, false,
                              false, 0, 0, 0, T, C, C, Scalar(1), Scalar(0));
     }
@@ -115,7 +116,7 @@ template <class Scalar>
 void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, const Scalar* dout,
                         const Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
                         int B, int T, int C, int NH, float dropout_p, const RngKey& key,
-                        std::uint64_t first_sample) {
+                        std::uint64_t first_sample, int first_head) {
   check_arguments("attention_backward", T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -128,7 +129,7 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
     const int bh = static_cast<int>(task);
     const int b = bh / NH, h = bh % NH;
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
-    const std::uint64_t first_element = static_cast<std::uint64_t>(h) * TT;
+    const std::uint64_t first_element = static_cast<std::uint64_t>(first_head + h) * TT;
     const Scalar* P = probs + bh * TT;  // [T, T]
     Scalar* S = scratch + bh * TT;      // [T, T]
     // dV += dropout(P)^T dout
@@ -158,11 +159,11 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
 
 #define MEMTRAIN_INSTANTIATE(S)                                                                \
   template void attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, int, \
-                                     int, int, float, const RngKey&, std::uint64_t);           \
+                                     int, int, float, const RngKey&, std::uint64_t, int);      \
   template void attention_probs<S>(S*, const S*, const S*, const S*, int, int, int, int);      \
   template void attention_backward<S>(S*, S*, S*, S*, const S*, const S*, const S*, const S*,  \
                                       const S*, int, int, int, int, float, const RngKey&,      \
-                                      std::uint64_t);
+                                      std::uint64_t, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

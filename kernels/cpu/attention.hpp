@@ -12,7 +12,8 @@ namespace memtrain::kernels {
 // Shapes: q, k, v, out [B, T, C]; key_mask [B, T] (1 attend / 0 padding) or nullptr;
 // probs [B, NH, T, T] saved for backward (softmax output before dropout).
 // The dropout mask is rebuilt from `key` in the backward pass (sample = first_sample + b,
-// element = (h * T + i) * T + j). Each (b, h) is one task of an OpenMP loop whose GEMMs address
+// element = ((first_head + h) * T + i) * T + j). first_head: the global index of head 0 when the
+// heads are a tensor-parallel shard, so a shard draws the unsharded layer's masks. Each (b, h) is one task of an OpenMP loop whose GEMMs address
 // the heads in place through leading dimensions (no copies). Never allocates: the dropped
 // probabilities go through a fixed 64 KiB-per-thread stack buffer, T <= 16384.
 // Throws std::invalid_argument if NH does not divide C, T > 16384, or dropout_p is outside
@@ -20,7 +21,8 @@ namespace memtrain::kernels {
 template <class Scalar>
 void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
                        const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
-                       int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample);
+                       int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
+                       int first_head = 0);
 
 // The probabilities alone: probs [B, NH, T, T] = softmax(Q K^T / sqrt(HS) + mask), bitwise
 // equal to the probs attention_forward saves for the same inputs (the same per-head code runs),
@@ -39,6 +41,6 @@ template <class Scalar>
 void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, const Scalar* dout,
                         const Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
                         int B, int T, int C, int NH, float dropout_p, const RngKey& key,
-                        std::uint64_t first_sample);
+                        std::uint64_t first_sample, int first_head = 0);
 
 }  // namespace memtrain::kernels

@@ -75,13 +75,57 @@ void bert_embeddings_backward(NoDeduce<Scalar>* dword, NoDeduce<Scalar>* dpos,
   });
 }
 
+template <class Scalar>
+void vocab_parallel_embeddings_forward(Scalar* out, const std::int32_t* ids,
+                                       const std::int32_t* type_ids, const Scalar* word_shard,
+                                       const Scalar* pos, const Scalar* type, int B, int T, int C,
+                                       int V, int TV, std::int64_t first_row, std::int64_t rows,
+                                       bool with_positions) {
+  check_ids(ids, B, T, V, "input_ids");
+  if (type_ids != nullptr) check_ids(type_ids, B, T, TV, "token_type_ids");
+  const std::int64_t n = static_cast<std::int64_t>(B) * T;
+  detail::parallel_for(n, n >= 64, [=](std::int64_t r) {
+    const std::int64_t row = static_cast<std::int64_t>(ids[r]) - first_row;
+    const Scalar* w = row >= 0 && row < rows ? word_shard + row * C : nullptr;
+    const Scalar* p = pos + (r % T) * C;
+    const Scalar* ty = type + static_cast<std::int64_t>(type_ids ? type_ids[r] : 0) * C;
+    Scalar* o = out + r * C;  // [C]
+    for (int c = 0; c < C; ++c) {
+      Scalar x = w != nullptr ? w[c] : Scalar(0);
+      if (with_positions) x = x + p[c] + ty[c];
+      o[c] = x;
+    }
+  });
+}
+
+template <class Scalar>
+void vocab_parallel_embedding_backward(NoDeduce<Scalar>* dword_shard, const Scalar* dout,
+                                       const std::int32_t* ids, int B, int T, int C,
+                                       std::int64_t first_row, std::int64_t rows) {
+  detail::for_column_blocks(B * T, C, [=](int c0, int c1) {
+    for (std::int64_t r = 0; r < static_cast<std::int64_t>(B) * T; ++r) {
+      const std::int64_t row = static_cast<std::int64_t>(ids[r]) - first_row;
+      if (row < 0 || row >= rows) continue;
+      const Scalar* g = dout + r * C;
+      Scalar* w = dword_shard + row * C;
+#pragma omp simd
+      for (int c = c0; c < c1; ++c) w[c] += g[c];
+    }
+  });
+}
+
 #define MEMTRAIN_INSTANTIATE(Scalar)                                                               \
   template void bert_embeddings_forward<Scalar>(Scalar*, const std::int32_t*, const std::int32_t*, \
                                                 const Scalar*, const Scalar*, const Scalar*, int,  \
                                                 int, int, int, int);                               \
   template void bert_embeddings_backward<Scalar>(Scalar*, Scalar*, Scalar*, const Scalar*,         \
                                                  const std::int32_t*, const std::int32_t*, int,    \
-                                                 int, int);
+                                                 int, int);                                        \
+  template void vocab_parallel_embeddings_forward<Scalar>(                                         \
+      Scalar*, const std::int32_t*, const std::int32_t*, const Scalar*, const Scalar*,             \
+      const Scalar*, int, int, int, int, int, std::int64_t, std::int64_t, bool);                   \
+  template void vocab_parallel_embedding_backward<Scalar>(                                         \
+      Scalar*, const Scalar*, const std::int32_t*, int, int, int, std::int64_t, std::int64_t);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

@@ -126,7 +126,7 @@ template <class Scalar>
 void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Scalar* k,
                              const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
                              int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                             Scalar* workspace) {
+                             Scalar* workspace, int first_head) {
   check_arguments("flash_attention_forward", B, T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -186,7 +186,7 @@ void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Sc
           m[r] = mx;
           if (drop) {
             apply_dropout_mask(p, cols, dropout_p, stream, first_sample + b,
-                               (static_cast<std::uint64_t>(h) * T + i0 + r) * T + j0);
+                               (static_cast<std::uint64_t>(first_head + h) * T + i0 + r) * T + j0);
           }
         }
         // O_i += P V_j   // [rows, HS]
@@ -222,7 +222,7 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
                               const Scalar* out, const Scalar* lse, const Scalar* q,
                               const Scalar* k, const Scalar* v, const NoDeduce<Scalar>* key_mask,
                               int B, int T, int C, int NH, float dropout_p, const RngKey& key,
-                              std::uint64_t first_sample, Scalar* workspace) {
+                              std::uint64_t first_sample, Scalar* workspace, int first_head) {
   check_arguments("flash_attention_backward", B, T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -279,7 +279,7 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
           for (int r = 0; r < rows; ++r) {
             std::memcpy(PZ + r * tile, P + r * tile, sizeof(Scalar) * cols);
             apply_dropout_mask(PZ + r * tile, cols, dropout_p, stream, first_sample + b,
-                               (static_cast<std::uint64_t>(h) * T + i0 + r) * T + j0);
+                               (static_cast<std::uint64_t>(first_head + h) * T + i0 + r) * T + j0);
           }
           dropped = PZ;
         }
@@ -305,10 +305,10 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
 #define MEMTRAIN_INSTANTIATE(S)                                                                 \
   template void flash_attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, \
                                            int, int, int, float, const RngKey&, std::uint64_t,  \
-                                           S*);                                                 \
+                                           S*, int);                                            \
   template void flash_attention_backward<S>(S*, S*, S*, const S*, const S*, const S*, const S*, \
                                             const S*, const S*, const S*, int, int, int, int,   \
-                                            float, const RngKey&, std::uint64_t, S*);
+                                            float, const RngKey&, std::uint64_t, S*, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

@@ -17,7 +17,8 @@ namespace memtrain::kernels {
 // Heads live inside C: head h uses columns [h*HS, (h+1)*HS).
 // Padding keys (key_mask 0) get probability exactly 0, as in attention_forward; a row whose keys
 // are all padding outputs zeros and has lse = -inf.
-// Dropout uses attention_forward's mask bit for bit: element (h * T + i) * T + j of global
+// Dropout uses attention_forward's mask bit for bit (first_head as there): element
+// ((first_head + h) * T + i) * T + j of global
 // sample first_sample + b under `key` (apply_dropout_mask), so both kernels give the same
 // result for the same key.
 // Shapes: q, k, v, out [B, T, C]; key_mask [B, T] (1 attend / 0 padding) or nullptr;
@@ -31,7 +32,7 @@ template <class Scalar>
 void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Scalar* k,
                              const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
                              int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                             Scalar* workspace);
+                             Scalar* workspace, int first_head = 0);
 
 // Accumulates (+=) into dq, dk, dv [B, T, C]. dout, out [B, T, C] (out as returned by the
 // forward pass); lse [B, NH, T] as saved; q, k, v, key_mask, key and first_sample as in the
@@ -42,7 +43,8 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
                               const Scalar* out, const Scalar* lse, const Scalar* q,
                               const Scalar* k, const Scalar* v, const NoDeduce<Scalar>* key_mask,
                               int B, int T, int C, int NH, float dropout_p, const RngKey& key,
-                              std::uint64_t first_sample, Scalar* workspace);
+                              std::uint64_t first_sample, Scalar* workspace,
+                              int first_head = 0);
 
 // Elements of the workspace of one flash_attention_forward/backward call: one share per thread
 // the kernels use now (num_threads(), kernels/cpu/threads.hpp), each three score tiles of up to

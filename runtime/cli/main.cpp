@@ -57,9 +57,7 @@ int main(int argc, char** argv) {
     return memtrain::cli::kExitUsage;
   } catch (...) {
     // The message first, then the job ends (Note [One rank's failure ends the job]).
-    const int code = memtrain::cli::exit_status(std::current_exception(), std::cerr);
-    memtrain::comms::abort_job_if_multi_rank(code);
-    return code;
+    return memtrain::cli::report_and_end_job(std::current_exception(), std::cerr);
   }
   return exit_code;
 }

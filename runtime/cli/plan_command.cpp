@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comms/process_grid.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/device_target.hpp"
@@ -26,13 +27,13 @@ struct PlanArgs {
   bool json = false;
 };
 
-// --world-size N: a positive integer (data-parallel ranks). Throws ConfigError naming the flag.
+// --world-size N: a positive integer (all ranks: tp x dp). Throws ConfigError naming the flag.
 int parse_world_size(const std::string& text) {
   int value = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || ptr != end || value < 1) {
-    throw ConfigError("--world-size " + text + ": expected a positive integer (data-parallel ranks)");
+    throw ConfigError("--world-size " + text + ": expected a positive integer (ranks of the job)");
   }
   return value;
 }
@@ -49,7 +50,10 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "Allocator policy (repeatable): no_cache, pytorch, best_fit, vmm_stitch, planned "
                   "(default memory.policy)")
       ->allow_extra_args(false);
-  cmd->add_option("--world-size", args->world_size, "Data-parallel ranks (the plan is one rank's)")->type_name("N");
+  cmd->add_option("--world-size", args->world_size,
+                  "Ranks of the job, tensor x data parallel; tensor parallel from "
+                  "parallel.tensor_model_parallel_size (the plan is one rank's)")
+      ->type_name("N");
   cmd->add_option("--set", args->overrides, "Override one key: section.key=value (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
@@ -64,7 +68,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     }
     const train::Config config = train::load_config(args->config, args->overrides);
     try {
-      train::check_data_parallel_size(config, world_size);
+      comms::check_grid(world_size, config.parallel.tensor_model_parallel_size);
+      train::check_data_parallel_size(config,
+                                      world_size / config.parallel.tensor_model_parallel_size);
     } catch (const ConfigError& e) {
       throw ConfigError("--world-size " + std::to_string(world_size) + ": " + e.what());
     }

@@ -78,7 +78,8 @@ struct MemoryConfig {
 };
 
 struct ParallelConfig {
-  int tensor_model_parallel_size = 1;
+  int tensor_model_parallel_size = 1;     // ranks that split each layer (Megatron-LM)
+  int make_vocab_size_divisible_by = 128;  // vocabulary padding when tensor-parallel
 };
 
 struct CompressionConfig {

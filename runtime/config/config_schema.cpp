@@ -242,14 +242,11 @@ std::vector<KeySpec> make_keys() {
   k.push_back(choice("memory.attention", {"standard", "flash"}, {},
                      [](Config& c) -> std::string& { return c.memory.attention; }));
 
-  // parallel: tensor parallelism arrives with its issue; data parallelism is the rank count.
-  k.push_back({"parallel.tensor_model_parallel_size", "1",
-               [](Config& c, std::string_view t) {
-                 const auto v = parse_integer(t, 1, 4096);
-                 if (v != 1) throw ValueError("not supported yet");
-                 c.parallel.tensor_model_parallel_size = static_cast<int>(v);
-               },
-               [](const Config& c) { return std::to_string(c.parallel.tensor_model_parallel_size); }});
+  // parallel: the data-parallel size is the rank count divided by tensor_model_parallel_size.
+  k.push_back(integer("parallel.tensor_model_parallel_size", 1, 4096,
+                      [](Config& c) -> int& { return c.parallel.tensor_model_parallel_size; }));
+  k.push_back(integer("parallel.make_vocab_size_divisible_by", 1, 1 << 16,
+                      [](Config& c) -> int& { return c.parallel.make_vocab_size_divisible_by; }));
 
   k.push_back(choice("compression.method", {"none"}, {"fp16", "bf16", "int8", "topk", "randomk", "powersgd", "onebit"},
                      [](Config& c) -> std::string& { return c.compression.method; }));

@@ -55,6 +55,27 @@ void check_model(const Config& c) {
   }
 }
 
+// Tensor parallelism splits heads and intermediate features evenly (Megatron-LM asserts the
+// same divisibility); the world-size rule needs the rank count and is comms::check_grid's.
+void check_parallel(const Config& c) {
+  const int tp = c.parallel.tensor_model_parallel_size;
+  if (tp == 1) return;
+  const std::string tp_key = "parallel.tensor_model_parallel_size";
+  for (const std::string key : {"model.num_attention_heads", "model.intermediate_size"}) {
+    const int v =
+        key == "model.num_attention_heads" ? c.model.num_attention_heads : c.model.intermediate_size;
+    if (v % tp == 0) continue;
+    if (blamed(c, key, tp_key) == tp_key) {
+      fail(c, tp_key, "does not divide " + other(c, key),
+           "a divisor of " + std::to_string(v) + " (each tensor-parallel rank holds 1/" +
+               std::to_string(tp) + " of " + key + ")");
+    }
+    fail(c, key, "not divisible by " + other(c, tp_key),
+         "a multiple of " + std::to_string(tp) + " (each tensor-parallel rank holds 1/" +
+             std::to_string(tp) + " of it)");
+  }
+}
+
 void check_training(const Config& c) {
   const auto& t = c.training;
   if (t.global_batch_size % t.micro_batch_size != 0) {
@@ -246,6 +267,7 @@ std::string find_program(const std::string& program) {
 
 void validate_config(const Config& c) {
   check_model(c);
+  check_parallel(c);
   check_training(c);
   check_precision(c);
   check_memory(c);

@@ -36,7 +36,9 @@ void check_policy(const std::string& policy) {
 Config with_micro_batch(const Config& config, int micro_batch_size, int world_size) {
   Config c = config;
   c.training.micro_batch_size = micro_batch_size;
-  c.training.global_batch_size = micro_batch_size * world_size;
+  // One micro-batch per data-parallel rank: the world's tp ranks share theirs.
+  c.training.global_batch_size =
+      micro_batch_size * (world_size / std::max(1, config.parallel.tensor_model_parallel_size));
   return c;
 }
 

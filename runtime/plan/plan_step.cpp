@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "comms/communicator.hpp"
-#include "comms/simulated_world_communicator.hpp"
+#include "comms/process_grid.hpp"
 #include "memory/tag_registry.hpp"
 #include "memory/trace_recorder.hpp"
 #include "models/bert_for_masked_lm.hpp"
@@ -87,7 +87,12 @@ std::int64_t measured_steps(std::int64_t max_steps) {
 
 StepMeasurement measure_step(const Config& config, int world_size) {
   const auto& tc = config.training;
-  const BatchPlan plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, world_size, 0);
+  // Rank 0 of a tp x dp grid: it allocates what every rank of the grid allocates (the shards
+  // are equal), including the staging buffers of its data-parallel group.
+  auto grid = comms::ProcessGrid::simulated(world_size, config.parallel.tensor_model_parallel_size);
+  comms::Communicator& world = grid.dp();
+  const BatchPlan plan =
+      BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, grid.dp_size(), 0);
   MemoryConfig memory_config = config.memory;
   memory_config.capacity = 0;  // the whole demand; capacities are applied by replay
   memory_config.limit = 0;
@@ -97,7 +102,6 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   const auto data = data::MlmDataset::mock(data_config, config.model.vocab_size, tc.seed);
   const auto validation =
       data::MlmDataset::mock(data_config, config.model.vocab_size, validation_seed(tc.seed));
-  comms::SimulatedWorldCommunicator world(world_size);
 
   memory::TraceRecorder trace;  // outlives the allocator's sink
   auto allocator = make_dry_run_allocator(memory_config, kUnlimitedBytes, "simulated plan device");
@@ -108,9 +112,12 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     core::Context ctx(allocator);
     ctx.set_dry_run(true);
     // The trainer's order: model, optimizer, scaler, gradient all-reduce (trainer.cpp).
-    models::BertForMaskedLM model(config.model, ctx, model_options(config));
+    models::BertForMaskedLM model(
+        config.model, ctx, model_options(config),
+        models::TensorParallel{&grid.tp(), config.parallel.make_vocab_size_divisible_by});
     AdamW optimizer(model.parameters(), ctx,
-                    AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+                    AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
+                    &grid.tp());
     LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
     GradientAllReduce gradient_sum(model.parameters(), ctx, world);
     m.parameters = model.num_parameters();
@@ -125,7 +132,8 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     for (std::int64_t step = 1; step <= steps; ++step) {
       const std::size_t first_event = trace.size();
       train_step(model, data, plan, world, optimizer, step - 1,
-                 StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler, &gradient_sum);
+                 StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler, &gradient_sum,
+                 &grid.world());
       training_windows.emplace_back(first_event, trace.size());
       if (step % tc.eval_interval == 0 || step == steps) evaluate();
     }

@@ -66,8 +66,9 @@ double clip_factor(double norm, double max_norm) {
   return max_norm > 0.0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
 }
 
-AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOptions options)
-    : params_(params), options_(options), dry_run_(ctx.dry_run()) {
+AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOptions options,
+             comms::Communicator* tp_group)
+    : params_(params), options_(options), dry_run_(ctx.dry_run()), tp_group_(tp_group) {
   m_.reserve(params.size());
   v_.reserve(params.size());
   for (const auto& p : params) {
@@ -80,9 +81,22 @@ AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOp
 
 double AdamW::grad_norm() const {
   if (dry_run_) return 0.0;
-  double sum = 0.0;
-  for (const auto& p : params_) sum += sum_of_squares(p.grad);
-  return std::sqrt(sum);
+  if (tp_group_ == nullptr || tp_group_->size() <= 1) {
+    double sum = 0.0;
+    for (const auto& p : params_) sum += sum_of_squares(p.grad);
+    return std::sqrt(sum);
+  }
+  // Note [The global norm counts every element once]
+  // Under tensor parallelism a sharded parameter's elements are spread over the group, a
+  // replicated one's are on every rank (bitwise equal: Note [Collectives leave every rank with
+  // the same bits]). Summing every rank's squares would count replicated ones tp times, as
+  // Megatron-LM avoids by summing only non-duplicate parameters before the all-reduce. So the
+  // shards' squares are summed over the group and the replicated squares added once. The data-
+  // parallel sum happened before: every dp rank holds the same gradients.
+  double sharded = 0.0, replicated = 0.0;
+  for (const auto& p : params_) (p.sharded() ? sharded : replicated) += sum_of_squares(p.grad);
+  tp_group_->allreduce_sum(&sharded, 1);
+  return std::sqrt(sharded + replicated);
 }
 
 bool AdamW::grads_finite() const {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "comms/communicator.hpp"
 #include "models/parameter.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
@@ -33,10 +34,15 @@ struct AdamWOptions {
 // Holds a reference to `params`: it must outlive the optimizer and keep its order and size.
 class AdamW {
  public:
-  AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOptions options);
+  // tp_group: the tensor-parallel group of a model whose parameters are sharded over it
+  // (null or a group of one: none); grad_norm then takes one all-reduce over it.
+  AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOptions options,
+        comms::Communicator* tp_group = nullptr);
 
   // Global L2 norm of all gradients as stored (still multiplied by the loss scale, if any),
-  // sqrt(sum_p sum_i g_i^2) accumulated in double; 16-bit gradients are read as float.
+  // sqrt(sum_p sum_i g_i^2) accumulated in double; 16-bit gradients are read as float. Under
+  // tensor parallelism it is the norm of the unsharded model's gradient, the same on every
+  // rank (Note [The global norm counts every element once]); collective over tp_group.
   double grad_norm() const;
 
   // False when any gradient element is inf or NaN (the loss scaler's overflow check).
@@ -64,6 +70,7 @@ class AdamW {
   std::vector<models::Parameter>& params_;
   AdamWOptions options_;
   bool dry_run_;
+  comms::Communicator* tp_group_;
   std::vector<core::Tensor> m_;
   std::vector<core::Tensor> v_;
   std::int64_t step_ = 0;

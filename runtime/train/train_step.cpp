@@ -43,7 +43,8 @@ void sum_gradients(std::vector<models::Parameter>& params, comms::Communicator& 
 StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
                       const BatchPlan& plan, comms::Communicator& comm, AdamW& optimizer,
                       std::int64_t step, const StepSettings& settings, LossScaler* scaler,
-                      GradientAllReduce* gradient_sum) {
+                      GradientAllReduce* gradient_sum, comms::Communicator* world) {
+  comms::Communicator& everyone = world != nullptr ? *world : comm;
   StepResult r;
   model.zero_grad();
 
@@ -105,7 +106,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
     std::int64_t overflow = optimizer.grads_finite() ? 0 : 1;
     r.time_optimizer_s += seconds_since(t0);
     t0 = Clock::now();
-    if (comm.size() > 1) comm.allreduce_sum(&overflow, 1);
+    if (everyone.size() > 1) everyone.allreduce_sum(&overflow, 1);
     r.time_comm_s += seconds_since(t0);
     const bool skip = scaler->update(overflow > 0);  // throws when it gives up
     r.skipped_steps = scaler->skipped_steps();

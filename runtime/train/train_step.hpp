@@ -55,9 +55,15 @@ struct StepResult {
 // batch without any masked token (possible only for tiny batches) updates nothing: loss is NaN,
 // and the optimizer step is skipped. With 16-bit gradients on more than one rank,
 // `gradient_sum` is required (throws memtrain::RuntimeError when null).
+//
+// `comm` is the data-parallel group: the batch split, the counts, the loss and the gradient
+// sum run over it. Under tensor parallelism (a ProcessGrid) `world` is the whole job, over
+// which the fp16 overflow vote runs, since the ranks of a tensor-parallel group check
+// different shards; null means `comm` is the world.
 StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
                       const BatchPlan& plan, comms::Communicator& comm, AdamW& optimizer,
                       std::int64_t step, const StepSettings& settings, LossScaler* scaler = nullptr,
-                      GradientAllReduce* gradient_sum = nullptr);
+                      GradientAllReduce* gradient_sum = nullptr,
+                      comms::Communicator* world = nullptr);
 
 }  // namespace memtrain::train

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "comms/communicator.hpp"
+#include "comms/process_grid.hpp"
 #include "kernels/cpu/lr_schedule.hpp"
 #include "kernels/cpu/threads.hpp"
 #include "memory/byte_size.hpp"
@@ -84,40 +85,48 @@ namespace {
 int train(const Config& config, const RunOptions& options) {
   const auto start = Clock::now();
   StopSignal stop;  // first: a SIGINT during setup must not kill the process uncleanly
-  auto comm = comms::make_world_communicator();
-  const bool root = comm->rank() == 0;
+  // World = tp x dp (Note [Rank order of the grid]); what was "the world" before tensor
+  // parallelism (batch split, counts, losses, evaluation, the gradient sum) is the dp group.
+  comms::ProcessGrid grid(comms::make_world_communicator(),
+                          config.parallel.tensor_model_parallel_size);
+  comms::Communicator* const comm = &grid.dp();
+  comms::Communicator& world = grid.world();
+  const bool root = world.rank() == 0;
   std::ostringstream discard;
   std::ostream& out = root ? std::cout : discard;
 
-  check_data_parallel_size(config, comm->size());
+  check_data_parallel_size(config, grid.dp_size());
   const auto& tc = config.training;
-  const auto plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, comm->size(),
-                                    comm->rank());
-  const int threads = compute_threads(tc.num_threads, *comm);
+  const auto plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, grid.dp_size(),
+                                    grid.dp_rank());
+  const int threads = compute_threads(tc.num_threads, world);
   kernels::set_num_threads(threads);
 
-  TrainingData data = load_training_data(config, *comm, out);
+  TrainingData data = load_training_data(config, world, out);
 
   // memory.recompute: auto becomes the least recomputation that fits memory.budget.
   if (config.memory.recompute == "auto" && !options.resolve_recompute) {
     throw ConfigError("memory.recompute: auto needs a planner (RunOptions::resolve_recompute)");
   }
   const Config resolved = config.memory.recompute == "auto"
-                              ? options.resolve_recompute(config, comm->size(), out)
+                              ? options.resolve_recompute(config, world.size(), out)
                               : config;
   memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
   const bool dry = options.dry_run.has_value();
-  const DeviceTarget target = dry ? options.dry_run->for_world_size(comm->size()) : DeviceTarget{};
+  const DeviceTarget target = dry ? options.dry_run->for_world_size(world.size()) : DeviceTarget{};
   auto allocator = dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
                                                 "simulated " + target.describe())
                        : make_model_allocator(config.memory);
   if (config.memory.trace) allocator->set_event_sink(trace.sink());
   core::Context ctx(allocator);
   ctx.set_dry_run(dry);
-  models::BertForMaskedLM model(config.model, ctx, model_options(resolved));
+  models::BertForMaskedLM model(
+      config.model, ctx, model_options(resolved),
+      models::TensorParallel{&grid.tp(), config.parallel.make_vocab_size_divisible_by});
   model.init_parameters(tc.seed);
   AdamW optimizer(model.parameters(), ctx,
-                  AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay});
+                  AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
+                  &grid.tp());
   // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
   LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
   GradientAllReduce gradient_sum(model.parameters(), ctx, *comm);
@@ -139,9 +148,9 @@ int train(const Config& config, const RunOptions& options) {
   }
   std::optional<RunDirectory> run_dir;
   std::optional<MetricsWriter> metrics;
-  run_on_root(*comm, "creating the run directory", [&] {
+  run_on_root(world, "creating the run directory", [&] {
     run_dir = RunDirectory::open(run_path, config_hash(config), canonical_yaml(config),
-                                 config.name, config.path, comm->size());
+                                 config.name, config.path, world.size());
     metrics.emplace(run_dir->file("metrics.jsonl"));
   });
 
@@ -160,25 +169,26 @@ int train(const Config& config, const RunOptions& options) {
     // Threads beyond this rank's share of the node's cores add no FLOPs: the peak counts cores.
     const int node_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const HardwarePeak hw =
-        hardware_peak(std::min(threads, std::max(1, node_cores / std::max(1, comm->local_size()))));
+        hardware_peak(std::min(threads, std::max(1, node_cores / std::max(1, world.local_size()))));
     double peak_flops = hw.flops();
     if (!dry) {
       core::Context probe(make_model_allocator(MemoryConfig{}));
       sgemm_flops = measure_sgemm_peak_flops(probe);
     }
-    comm->allreduce_sum(&sgemm_flops, 1);
+    world.allreduce_sum(&sgemm_flops, 1);
     // One rank with an unknown peak makes the sum unknown: count the ranks that know none.
     double peak_known = peak_flops > 0 ? 0.0 : 1.0;
-    comm->allreduce_sum(&peak_known, 1);
-    comm->allreduce_sum(&peak_flops, 1);
+    world.allreduce_sum(&peak_known, 1);
+    world.allreduce_sum(&peak_flops, 1);
     if (peak_known > 0) peak_flops = 0.0;
 
     out << "memtrain: training " << config.name << ": " << model.num_parameters() << " parameters, "
         << tc.max_steps << " steps of " << tc.global_batch_size << " sequences x "
         << config.data.seq_length << " tokens (micro-batch " << tc.micro_batch_size << " x "
-        << plan.accumulation_steps() << " accumulation x " << comm->size() << " ranks), " << threads
-        << " threads/rank\n"
-        << "memtrain: hardware peak " << hw.describe() << (comm->size() > 1 ? " per rank" : "")
+        << plan.accumulation_steps() << " accumulation x " << grid.dp_size() << " data-parallel"
+        << (grid.tp_size() > 1 ? " x " + std::to_string(grid.tp_size()) + " tensor-parallel" : "")
+        << " ranks), " << threads << " threads/rank\n"
+        << "memtrain: hardware peak " << hw.describe() << (world.size() > 1 ? " per rank" : "")
         << "; sgemm "
         << (dry ? std::string("not measured (dry run)")
                 : "measured " + std::to_string(static_cast<long>(sgemm_flops / 1e9)) + " GFLOP/s")
@@ -230,7 +240,7 @@ int train(const Config& config, const RunOptions& options) {
       const int local = stop.signal();
       std::int64_t votes[3] = {local == SIGTERM ? 1 : 0, local == SIGUSR1 ? 1 : 0,
                                local == SIGINT ? 1 : 0};
-      if (comm->size() > 1) comm->allreduce_sum(votes, 3);
+      if (world.size() > 1) world.allreduce_sum(votes, 3);
       stop_signal = votes[0] > 0 ? SIGTERM : votes[1] > 0 ? SIGUSR1 : votes[2] > 0 ? SIGINT : 0;
       return stop_signal != 0;
     };
@@ -251,7 +261,7 @@ int train(const Config& config, const RunOptions& options) {
           tc.grad_clip, tc.seed};
       const auto t0 = Clock::now();
       StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings,
-                                &scaler, &gradient_sum);
+                                &scaler, &gradient_sum, &world);
       if (r.skipped && root) {
         progress.break_line();
         out << "memtrain: step " << step << ": inf/NaN gradients at loss scale " << r.loss_scale
@@ -275,7 +285,8 @@ int train(const Config& config, const RunOptions& options) {
     if (last_eval_step != step) end_eval = evaluate_and_log(step);
     progress.break_line();
 
-    if (root && data.tokenizer && !dry && step > 0) {  // an untrained model predicts noise
+    // Every rank of rank 0's tensor-parallel group takes part (the vocabulary is split).
+    if (grid.dp_rank() == 0 && data.tokenizer && !dry && step > 0) {  // untrained: noise
       out << "Fill-mask predictions (top 5):\n";
       out << format_fill_mask_probes(model, *data.tokenizer, fill_mask_probes(), 5,
                                      config.model.max_position_embeddings);
