@@ -19,9 +19,15 @@ KorthikantiBytes korthikanti_activation_bytes(const Config& config) {
   k.full_recompute = 2.0 * s * b * h;
   const std::string& r = config.memory.recompute;
   k.per_layer = r == "full" ? k.full_recompute : r == "selective" ? k.selective_recompute : k.no_recompute;
-  // Tensor parallelism is not built yet (parallel.tensor_model_parallel_size must be 1), so
-  // its row is shown as n/a rather than evaluated at t = 1, where it would only repeat the
-  // first row's attention terms.
+  const double t = config.parallel.tensor_model_parallel_size;
+  if (t > 1) {
+    // Of the 34 sbh, 10 are the replicated LayerNorm inputs, dropout masks and the layer input;
+    // 24 sit inside the split attention and MLP, as do the 5as/h attention terms.
+    const double attention = 5.0 * a * s / (h * t);
+    k.tensor_parallel = r == "full"        ? k.full_recompute
+                        : r == "selective" ? s * b * h * (10.0 + 24.0 / t)
+                                           : s * b * h * (10.0 + 24.0 / t + attention);
+  }
   return k;
 }
 

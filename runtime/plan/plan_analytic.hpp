@@ -21,12 +21,16 @@ int zero_bytes_per_parameter(const PrecisionConfig& precision);
 //   no parallelism:            s*b*h*(34 + 5*a*s/h)
 //   full recompute:            2*s*b*h (the layer input only)
 //   tensor parallel size t:    s*b*h*(10 + 24/t + 5*a*s/(h*t))
+//   ... + selective recompute: s*b*h*(10 + 24/t)
+// (full recompute under tensor parallelism keeps the layer input, 2*s*b*h, on every rank.)
 struct KorthikantiBytes {
-  double per_layer = 0;            // the row of Table 2 that matches memory.recompute
+  double per_layer = 0;            // the row of Table 2 that matches memory.recompute (t = 1)
   double no_recompute = 0;         // s*b*h*(34 + 5as/h)
   double selective_recompute = 0;  // s*b*h*34 (the as^2 terms recomputed)
   double full_recompute = 0;       // 2*s*b*h
-  std::optional<double> tensor_parallel;  // none until tensor parallelism exists (t = 1)
+  // With parallel.tensor_model_parallel_size t > 1: the tensor-parallel row matching
+  // memory.recompute (none for t = 1, where it would only repeat the rows above).
+  std::optional<double> tensor_parallel;
 };
 KorthikantiBytes korthikanti_activation_bytes(const Config& config);
 

@@ -192,7 +192,9 @@ std::string PlanReport::does_not_fit_line() const {
 nlohmann::json PlanReport::to_json() const {
   const auto& c = config;
   const int zero_per_param = zero_bytes_per_parameter(c.precision);
-  const double zero_bytes = static_cast<double>(step.parameters) * zero_per_param;
+  // Per rank: ZeRO's bytes per parameter over the scalars this rank holds (its shards and the
+  // replicated parameters), which is the whole model without tensor parallelism.
+  const double zero_bytes = static_cast<double>(step.parameters_on_rank) * zero_per_param;
   const KorthikantiBytes k = korthikanti_activation_bytes(c);
   nlohmann::json per_tag = nlohmann::json::object();
   for (const auto& [tag, b] : step.per_tag_peak_bytes) per_tag[tag] = b;
@@ -215,6 +217,7 @@ nlohmann::json PlanReport::to_json() const {
   j["recompute_num_layers"] = c.memory.recompute_num_layers;
   j["attention"] = c.memory.attention;
   j["parameters"] = step.parameters;
+  j["parameters_on_rank"] = step.parameters_on_rank;
   j["model_state_bytes"] = step.model_state.total();
   j["model_state_breakdown"] = {{"parameter", step.model_state.parameter},
                                 {"gradient", step.model_state.gradient},
@@ -250,7 +253,10 @@ nlohmann::json PlanReport::to_json() const {
       {"korthikanti_no_recompute_bytes_per_layer", k.no_recompute},
       {"korthikanti_selective_recompute_bytes_per_layer", k.selective_recompute},
       {"korthikanti_full_recompute_bytes_per_layer", k.full_recompute},
-      {"korthikanti_tensor_parallel_bytes_per_layer", nullptr},  // n/a: no tensor parallelism yet
+      {"tensor_model_parallel_size", c.parallel.tensor_model_parallel_size},
+      // null with tensor_model_parallel_size 1 (the rows above are then the whole story).
+      {"korthikanti_tensor_parallel_bytes_per_layer",
+       k.tensor_parallel ? nlohmann::json(*k.tensor_parallel) : nlohmann::json()},
       {"activation_per_layer_ratio",
        layer_activation.partial() ? nlohmann::json()
        : k.per_layer > 0          ? nlohmann::json(static_cast<double>(activation_bytes_per_layer) / k.per_layer)
@@ -266,7 +272,9 @@ std::string PlanReport::to_text() const {
   const auto& c = config;
   const auto& ms = step.model_state;
   const int zero_per_param = zero_bytes_per_parameter(c.precision);
-  const double zero_bytes = static_cast<double>(step.parameters) * zero_per_param;
+  // Per rank: ZeRO's bytes per parameter over the scalars this rank holds (its shards and the
+  // replicated parameters), which is the whole model without tensor parallelism.
+  const double zero_bytes = static_cast<double>(step.parameters_on_rank) * zero_per_param;
   const KorthikantiBytes k = korthikanti_activation_bytes(c);
   const auto& na = target.non_allocator;
   std::ostringstream o;
@@ -279,7 +287,11 @@ std::string PlanReport::to_text() const {
             ? " (" + c.memory.recompute_method + ", " + std::to_string(c.memory.recompute_num_layers) + " layers)"
             : std::string())
     << ", attention " << c.memory.attention << "\n"
-    << "  parameters       " << step.parameters << "\n"
+    << "  parameters       " << step.parameters
+    << (step.parameters_on_rank != step.parameters
+            ? " (" + std::to_string(step.parameters_on_rank) + " on this rank)"
+            : std::string())
+    << "\n"
     << "  model states     " << bytes(ms.total()) << " = parameters " << bytes(ms.parameter)
     << " + gradients " << bytes(ms.gradient) << " + master weights " << bytes(ms.master_weight)
     << " + optimizer state " << bytes(ms.optimizer_state) << "\n"
@@ -296,17 +308,32 @@ std::string PlanReport::to_text() const {
       << "\n";
   };
   const auto& la = layer_activation;
-  if (la.not_checkpointed) {
+  // A tensor-parallel rank's layers are compared with the tensor-parallel row only (below).
+  if (la.not_checkpointed && !k.tensor_parallel) {
     layer_line(la.checkpointed ? "stored" : "", la.not_checkpointed, k.no_recompute, "sbh(34 + 5as/h)");
   }
-  if (la.checkpointed) {
+  if (la.checkpointed && !k.tensor_parallel) {
     const std::string kind = la.not_checkpointed ? "checkpointed (" + std::to_string(la.checkpointed_layers) +
                                                        " of " + std::to_string(la.num_layers) + ")"
                                                  : std::string();
     layer_line(kind.c_str(), la.checkpointed, k.per_layer, c.memory.recompute == "full" ? "2sbh" : "34sbh");
   }
-  o << "    (tensor parallel row n/a; see docs/memory-plan.md)\n"
-    << "  peak per tag     ";
+  if (k.tensor_parallel) {
+    o << "    tensor parallel " << c.parallel.tensor_model_parallel_size
+      << ": per layer of this rank "
+      << (la.partial() ? std::string("n/a") : bytes(activation_bytes_per_layer))
+      << "; Korthikanti "
+      << (c.memory.recompute == "full"        ? "2sbh"
+          : c.memory.recompute == "selective" ? "sbh(10 + 24/t)"
+                                              : "sbh(10 + 24/t + 5as/(ht))")
+      << " = " << bytes(static_cast<std::int64_t>(*k.tensor_parallel)) << "; measured/analytic "
+      << (la.partial() ? std::string("n/a")
+                       : ratio(static_cast<double>(activation_bytes_per_layer), *k.tensor_parallel))
+      << "\n";
+  } else {
+    o << "    (tensor parallel row: set parallel.tensor_model_parallel_size; docs/memory-plan.md)\n";
+  }
+  o << "  peak per tag     ";
   std::string sep;
   for (const auto& [tag, b] : step.per_tag_peak_bytes) {
     o << sep << tag << " " << bytes(b);

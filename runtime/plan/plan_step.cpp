@@ -121,6 +121,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
     GradientAllReduce gradient_sum(model.parameters(), ctx, world);
     m.parameters = model.num_parameters();
+    for (const auto& p : model.parameters()) m.parameters_on_rank += p.value.numel();
     m.micro_batch_size = plan.micro_batch_size;
     m.accumulation_steps = plan.accumulation_steps();
     // Note [A plan measures the trainer's first steps and evaluations]

@@ -24,7 +24,10 @@ struct ModelStateBytes {
 };
 
 struct StepMeasurement {
-  std::int64_t parameters = 0;        // trainable scalars
+  std::int64_t parameters = 0;        // trainable scalars of the whole model
+  // Scalars this rank holds: its shards (with vocabulary padding) plus the replicated
+  // parameters; `parameters` without tensor parallelism.
+  std::int64_t parameters_on_rank = 0;
   int micro_batch_size = 0;
   int accumulation_steps = 0;         // micro-batches of this rank in the step
   std::int64_t steps = 0;             // optimizer steps measured (measured_steps)

@@ -39,6 +39,33 @@ TEST(PlanActivation, KorthikantiTable2ForBertLarge) {
   EXPECT_DOUBLE_EQ(k.selective_recompute, 142'606'336.0);
   EXPECT_DOUBLE_EQ(k.full_recompute, 2.0 * 4'194'304);
   EXPECT_FALSE(k.tensor_parallel.has_value());
+  // Table 2's tensor-parallel rows at t = 4: sbh(10 + 24/4 + 5as/(4h)) and sbh(10 + 24/4).
+  c.parallel.tensor_model_parallel_size = 4;
+  EXPECT_DOUBLE_EQ(*korthikanti_activation_bytes(c).tensor_parallel,
+                   4'194'304.0 * 16.0 + 167'772'160.0 / 4.0);
+  c.memory.recompute = "selective";
+  EXPECT_DOUBLE_EQ(*korthikanti_activation_bytes(c).tensor_parallel, 4'194'304.0 * 16.0);
+}
+
+// One rank of a tensor-parallel group keeps the replicated tensors whole (the layer input, the
+// attention block's output and the two LayerNorm inputs: 4 sbh, plus the LayerNorm
+// statistics) and 1/t of the split ones (q, k, v, context: 4 sbh; the MLP's pre-activation and
+// GELU output: 8 sbh; the probabilities as²b). The per-rank figure comes from dry-running that
+// rank of a simulated tp x dp grid, as `memtrain plan --world-size t` does.
+TEST(PlanActivation, TensorParallelRankKeepsItsShareOfTheSplitTensors) {
+  const std::int64_t sbh = s * b * h, as2b = a * s * s * b, stats = 16 * s * b;
+  for (int t : {2, 4}) {
+    Config c = layer_config("fp32", "none", "standard");
+    c.parallel.tensor_model_parallel_size = t;
+    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)),
+              4 * (4 * sbh + 12 * sbh / t + as2b / t) + stats)
+        << "t = " << t;
+    c.precision.dtype = "bf16";
+    c.memory.recompute = "selective";
+    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)),
+              2 * (4 * sbh + 12 * sbh / t) + stats)
+        << "t = " << t;
+  }
 }
 
 TEST(PlanActivation, StandardLayerKeepsSixteenHiddenSizedTensorsAndTheProbabilities) {
