@@ -63,6 +63,29 @@ class Scratch {
     return run;
   }
 
+  // `mpirun -np <ranks> memtrain <args>` (or with `launch` as the whole command line after
+  // the working directory, e.g. a script), under `timeout` so that a hung job fails the test
+  // (exit 124) instead of stalling it. --allow-run-as-root only as root, --oversubscribe
+  // always (2 cores here, up to 4 ranks).
+  Run mpirun(int ranks, const std::string& args) const {
+    const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
+    const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
+    return shell("timeout -k 10 300 mpirun --oversubscribe" + root + " -np " +
+                 std::to_string(ranks) + " '" + binary + "' " + args);
+  }
+
+  // `command` run by /bin/sh in the scratch directory, output captured.
+  Run shell(const std::string& command) const {
+    const std::string line = "cd '" + dir_.string() + "' && " + command + " >'" +
+                             path(".stdout") + "' 2>'" + path(".stderr") + "'";
+    const int status = std::system(line.c_str());
+    Run run;
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    run.out = slurp(path(".stdout"));
+    run.err = slurp(path(".stderr"));
+    return run;
+  }
+
  private:
   std::filesystem::path dir_;
 };

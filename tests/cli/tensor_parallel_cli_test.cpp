@@ -1,0 +1,91 @@
+// Tensor-parallel jobs as a user launches them: mpirun (and scripts/launch.sh) on 2 or 3
+// ranks. Bad grids end every rank with exit 2 and one message; a good one trains the run that
+// one process trains.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli::testing {
+namespace {
+
+std::size_t count(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// The loss of step `step` in a metrics.jsonl ("" when absent).
+std::string loss_at(const std::string& metrics, int step) {
+  const std::string key = "{\"step\":" + std::to_string(step) + ",\"loss\":";
+  const auto at = metrics.find(key);
+  if (at == std::string::npos) return "";
+  return metrics.substr(at + key.size(), metrics.find(',', at + key.size()) - at - key.size());
+}
+
+TEST(TensorParallelCli, WorldThatTheTensorParallelSizeDoesNotDivideExitsTwoOnce) {
+  Scratch s;
+  s.write("c.yaml", std::string(kTinyMockYaml) + "parallel:\n  tensor_model_parallel_size: 2\n");
+  const testing::Run r = s.mpirun(3, "train --config c.yaml --run-dir run");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(count(r.err, "does not divide the world of 3 ranks"), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: parallel.tensor_model_parallel_size = 2"));
+  EXPECT_EQ(count(r.err, "memtrain[rank"), 0u) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("run")));
+}
+
+TEST(TensorParallelCli, HeadsThatTheTensorParallelSizeDoesNotSplitExitTwoOnce) {
+  Scratch s;
+  // 4 heads (kTinyMockYaml) do not split over 3 ranks.
+  s.write("c.yaml", std::string(kTinyMockYaml) + "parallel:\n  tensor_model_parallel_size: 3\n");
+  const testing::Run r = s.mpirun(3, "train --config c.yaml --run-dir run");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(count(r.err, "model.num_attention_heads = 4: not divisible by "
+                         "parallel.tensor_model_parallel_size = 3"),
+            1u)
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "c.yaml:"));
+}
+
+// An error that only rank 1 meets (here: its own config file is missing, an MPMD launch) is
+// printed by rank 1 with its rank, and the job ends instead of leaving rank 0 waiting in the
+// grid's first collective.
+TEST(TensorParallelCli, ErrorOfAnotherRankNamesItAndEndsTheJob) {
+  Scratch s;
+  s.write("c.yaml", std::string(kTinyMockYaml) + "parallel:\n  tensor_model_parallel_size: 2\n");
+  const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
+  const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
+  const testing::Run r = s.shell("timeout -k 10 300 mpirun --oversubscribe" + root + " -np 1 '" + binary +
+                        "' train --config c.yaml --run-dir run : -np 1 '" + binary +
+                        "' train --config missing.yaml --run-dir run");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain[rank 1]: config error: "));
+  EXPECT_TRUE(contains(r.err, "missing.yaml"));
+}
+
+// tp = 2 through scripts/launch.sh trains the run of one process: the same losses (to the
+// rounding of a different summation order) at every logged step.
+TEST(TensorParallelCli, LaunchScriptTrainsTheRunOfOneProcess) {
+  Scratch s;
+  s.write("c.yaml", std::string(kTinyMockYaml) +
+                        "  log_interval: 1\n  warmup_steps: 0\n  num_threads: 1\n");
+  const testing::Run one = s.memtrain("train --config c.yaml --run-dir one");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const testing::Run two = s.shell("MEMTRAIN_BIN='" + std::string(MEMTRAIN_BINARY_DIR) + "/memtrain' '" +
+                          std::string(MEMTRAIN_SOURCE_DIR) +
+                          "/scripts/launch.sh' -n 2 c.yaml --set "
+                          "parallel.tensor_model_parallel_size=2 --run-dir two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_TRUE(contains(two.out, "1 data-parallel x 2 tensor-parallel ranks"));
+  const std::string a = slurp(s.path("one/metrics.jsonl")), b = slurp(s.path("two/metrics.jsonl"));
+  for (int step : {1, 2}) {
+    ASSERT_FALSE(loss_at(a, step).empty()) << a;
+    ASSERT_FALSE(loss_at(b, step).empty()) << b;
+    const double la = std::stod(loss_at(a, step)), lb = std::stod(loss_at(b, step));
+    EXPECT_NEAR(lb, la, 1e-6 * la) << "step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace memtrain::cli::testing
