@@ -29,6 +29,10 @@ struct TrainMetrics {
   double time_backward_s = 0;
   double time_optimizer_s = 0;
   double time_comm_s = 0;
+  // Tensor-parallel collectives per step, this rank (0 without tensor parallelism): seconds
+  // (part of time_forward_s + time_backward_s) and bytes handed to them.
+  double time_tp_comm_s = 0;
+  double tp_comm_bytes = 0;
   std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;
   std::int64_t peak_allocated_bytes = 0;

@@ -34,6 +34,11 @@ struct StepResult {
   double time_backward_s = 0;
   double time_comm_s = 0;
   double time_optimizer_s = 0;
+  // Tensor-parallel collectives of the step (inside forward and backward, so also part of
+  // time_forward_s and time_backward_s): seconds and bytes this rank handed to them
+  // (comms::CountingCommunicator). Filled by the trainer; 0 without tensor parallelism.
+  double time_tp_comm_s = 0;
+  std::int64_t tp_comm_bytes = 0;
   // Dynamic loss scaling (fp16): the scale the loss gradient was multiplied by in this step
   // (1 without a scaler), whether this step was skipped for inf/NaN gradients, and the count
   // of skipped steps of the run so far (LossScaler::skipped_steps).

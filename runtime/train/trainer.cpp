@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "comms/communicator.hpp"
+#include "comms/counting_communicator.hpp"
 #include "comms/process_grid.hpp"
 #include "kernels/cpu/lr_schedule.hpp"
 #include "kernels/cpu/threads.hpp"
@@ -120,13 +121,15 @@ int train(const Config& config, const RunOptions& options) {
   if (config.memory.trace) allocator->set_event_sink(trace.sink());
   core::Context ctx(allocator);
   ctx.set_dry_run(dry);
+  // The tensor-parallel group, counted: metrics.jsonl reports its bytes and time per step.
+  comms::CountingCommunicator tp_group(grid.tp());
   models::BertForMaskedLM model(
       config.model, ctx, model_options(resolved),
-      models::TensorParallel{&grid.tp(), config.parallel.make_vocab_size_divisible_by});
+      models::TensorParallel{&tp_group, config.parallel.make_vocab_size_divisible_by});
   model.init_parameters(tc.seed);
   AdamW optimizer(model.parameters(), ctx,
                   AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
-                  &grid.tp());
+                  &tp_group);
   // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
   LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
   GradientAllReduce gradient_sum(model.parameters(), ctx, *comm);
@@ -260,8 +263,13 @@ int train(const Config& config, const RunOptions& options) {
                                  tc.min_lr, tc.lr_schedule),
           tc.grad_clip, tc.seed};
       const auto t0 = Clock::now();
+      const comms::CollectiveCounts tp_before = tp_group.counts();
       StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings,
                                 &scaler, &gradient_sum, &world);
+      if (grid.tp_size() > 1) {
+        r.time_tp_comm_s = tp_group.counts().seconds - tp_before.seconds;
+        r.tp_comm_bytes = tp_group.counts().bytes - tp_before.bytes;
+      }
       if (r.skipped && root) {
         progress.break_line();
         out << "memtrain: step " << step << ": inf/NaN gradients at loss scale " << r.loss_scale

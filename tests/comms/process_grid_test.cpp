@@ -2,7 +2,9 @@
 
 #include <vector>
 
+#include "comms/counting_communicator.hpp"
 #include "comms/process_grid.hpp"
+#include "comms/simulated_world_communicator.hpp"
 #include "comms/single_rank_communicator.hpp"
 #include "runtime/core/errors.hpp"
 
@@ -24,6 +26,28 @@ TEST(SingleRankCommunicator, BlockCollectivesOfOneRankCopy) {
   EXPECT_EQ(m[0], 4.0f);
   EXPECT_EQ(m[1], -1.0f);
   EXPECT_EQ(c.split(3, 0)->size(), 1);
+}
+
+// Bytes handed to each collective, by its definition: n elements of the send block (whole
+// send buffer for reduce-scatter and all-to-all, size() blocks).
+TEST(CountingCommunicator, CountsCallsAndBytesAndForwards) {
+  SimulatedWorldCommunicator world(4);
+  CountingCommunicator c(world);
+  std::vector<float> f(10, 1.0f), big(40);
+  std::vector<double> d(3);
+  std::vector<std::uint16_t> h(5), hbig(20);
+  c.allreduce_sum(f.data(), 10);            // 40
+  c.allreduce_max(d.data(), 3);             // 24
+  c.allgather(f.data(), big.data(), 10);    // 40
+  c.allgather(h.data(), hbig.data(), 5);    // 10
+  c.reduce_scatter_sum(big.data(), f.data(), 10);  // 160
+  c.alltoall(big.data(), big.data(), 10);   // 160
+  c.broadcast(d.data(), 24, 0);             // 24
+  EXPECT_EQ(c.counts().calls, 7);
+  EXPECT_EQ(c.counts().bytes, 40 + 24 + 40 + 10 + 160 + 160 + 24);
+  EXPECT_GE(c.counts().seconds, 0.0);
+  EXPECT_EQ(big[39], 1.0f);  // the simulated gather repeated the block: the call went through
+  EXPECT_EQ(c.size(), 4);
 }
 
 TEST(ProcessGrid, OneProcessIsAGridOfOne) {

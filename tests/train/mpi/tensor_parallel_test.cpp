@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comms/counting_communicator.hpp"
 #include "comms/process_grid.hpp"
 #include "comms/single_rank_communicator.hpp"
 #include "models/f32_access.hpp"
@@ -39,15 +40,21 @@ Config grid_config(bool dropout) {
   return c;
 }
 
+comms::Communicator* tp_of(comms::ProcessGrid* grid, comms::Communicator* tp_group) {
+  if (tp_group != nullptr) return tp_group;
+  return grid != nullptr ? &grid->tp() : nullptr;
+}
+
 // One model, optimizer and data set on `tp` (null: alone) with `dp` as its data-parallel group.
 struct TrainingRun {
-  TrainingRun(const Config& c, comms::ProcessGrid* grid)
+  // tp_group: the group the model and optimizer use (grid->tp() by default; a counting
+  // adaptor of it in one test).
+  TrainingRun(const Config& c, comms::ProcessGrid* grid, comms::Communicator* tp_group = nullptr)
       : config(c),
         allocator(make_model_allocator(c.memory)),
         ctx(allocator),
         model(c.model, ctx, model_options(c),
-              models::TensorParallel{grid != nullptr ? &grid->tp() : nullptr,
-                                     c.parallel.make_vocab_size_divisible_by}),
+              models::TensorParallel{tp_of(grid, tp_group), c.parallel.make_vocab_size_divisible_by}),
         data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)),
         validation(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed + 1)),
         dp(grid != nullptr ? &grid->dp() : &single),
@@ -58,7 +65,7 @@ struct TrainingRun {
     optimizer.emplace(model.parameters(), ctx,
                       AdamWOptions{c.training.adam_beta1, c.training.adam_beta2,
                                    c.training.adam_eps, c.training.weight_decay},
-                      grid != nullptr ? &grid->tp() : nullptr);
+                      tp_of(grid, tp_group));
     gradient_sum.emplace(model.parameters(), ctx, *dp);
   }
 
@@ -276,6 +283,30 @@ TEST(TensorParallel, ReplicatedParametersStayBitwiseEqual) {
   // 2 layers x (2 LayerNorms x 2 + 2 row-parallel biases) + embeddings (position, type, LN 2)
   // + MLM transform (dense weight and bias, LN 2).
   EXPECT_EQ(replicated, 2 * 6 + 4 + 4);
+}
+
+// The bytes a tp rank hands to the tensor-parallel collectives in one step, by the layers'
+// placement of Megatron's f and g: per micro-batch of N = B x T tokens and M masked ones, the
+// embedding's all-reduce and per layer g twice forward and f twice backward, each N x C floats;
+// the head's f (M x C floats); the vocabulary-parallel cross-entropy's row maxima (M floats),
+// sums and target logits (2M doubles) and argmax (M doubles); once per step the gradient
+// norm's shard sum (one double).
+TEST(TensorParallel, CollectiveBytesFollowTheLayers) {
+  Config c = grid_config(true);
+  c.parallel.tensor_model_parallel_size = 2;
+  comms::ProcessGrid grid(comms::make_world_communicator(), 2);
+  comms::CountingCommunicator counted(grid.tp());
+  const std::int64_t C = c.model.hidden_size, L = c.model.num_hidden_layers;
+  TrainingRun run(c, &grid, &counted);
+  run.step(0);
+  std::int64_t expected = 8;
+  for (int a = 0; a < run.plan.accumulation_steps(); ++a) {
+    const auto batch = run.data.batch(run.plan.first_sample(0, a), run.plan.micro_batch_size);
+    const std::int64_t N = std::int64_t{batch.batch_size} * batch.seq_length;
+    const std::int64_t M = static_cast<std::int64_t>(batch.masked_positions.size());
+    expected += 4 * N * C * (1 + 4 * L) + 4 * M * C + 4 * M + 16 * M + 8 * M;
+  }
+  EXPECT_EQ(counted.counts().bytes, expected);
 }
 
 // 16-bit storage under tp: the all-reduces run on the f32 views, and the run follows the
