@@ -1,10 +1,12 @@
 #include "models/bert_attention.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/dropout.hpp"
 #include "models/f32_access.hpp"
+#include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -34,42 +36,62 @@ BertAttention::BertAttention(ParameterSet& params, const std::string& prefix, in
 Tensor BertAttention::forward(PassState& s, const Tensor& x) {
   const int B = s.B, T = s.T, N = s.N(), C = C_, Cl = Cl_;
   const auto act = core::tags().activation;
-  // f: entering the column-parallel Q, K, V is the identity forward (Note [Megatron's f and g]).
+  const auto tmp = core::tags().temporary;
+  // Under sequence parallelism x, the residual and the LayerNorm hold this rank's tokens only
+  // (Nl = B x T/tp rows; Note [Sequence-parallel regions]); the projections see all of them.
+  const bool sp = tp_.sp();
+  const int Tl = sp ? sequence_shard_length(tp_, T) : T, Nl = B * Tl;
+  const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
+  // f: entering the column-parallel Q, K, V is the identity forward (Note [Megatron's f and g]),
+  // or with sequence parallelism the all-gather of the shard.
   auto q = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
   auto k = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
   auto v = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
-  const auto x_f = read_f32(s.ctx, x);                      // [B, T, C]
-  query_.forward(s, write_f32(s.ctx, q).get(), x_f.get(), N);
-  key_.forward(s, write_f32(s.ctx, k).get(), x_f.get(), N);
-  value_.forward(s, write_f32(s.ctx, v).get(), x_f.get(), N);
+  const auto x_f = read_f32(s.ctx, x);                      // [B, Tl, C]
+  {
+    Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
+    F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
+    if (sp) gather_sequence(s, tp_, x_f.get(), g_f.get(), C);
+    const float* inp = sp ? g_f.get() : x_f.get();  // [B, T, C]
+    query_.forward(s, write_f32(s.ctx, q).get(), inp, N);
+    key_.forward(s, write_f32(s.ctx, k).get(), inp, N);
+    value_.forward(s, write_f32(s.ctx, v).get(), inp, N);
+  }
 
   auto context = core_.forward(s, q, k, v);  // [B, T, C/tp]
 
   // The residual sum is the LayerNorm's input, which it keeps for its backward pass.
-  auto residual = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
+  auto residual = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, act);  // [B, Tl, C]
   {
     // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
     // Under tensor parallelism the row-parallel projection gives partial sums; g all-reduces
-    // them in the float view (the f32 staging of 16-bit activations) and the bias, held whole
-    // on every rank, is added once after the sum.
-    auto r_f = write_f32(s.ctx, residual);  // [B, T, C]
-    output_.forward(s, r_f.get(), read_f32(s.ctx, context).get(), N, !tp_.enabled());
+    // them in the float view (the f32 staging of 16-bit activations), or reduce-scatters them
+    // onto the shard, and the bias, held whole on every rank, is added once after the sum.
+    auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
+    if (sp) {
+      auto partial = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
+      auto p_f = write_f32(s.ctx, partial);
+      output_.forward(s, p_f.get(), read_f32(s.ctx, context).get(), N, /*with_bias=*/false);
+      reduce_scatter_sequence(s, tp_, p_f.get(), r_f.get(), C);  // g
+    } else {
+      output_.forward(s, r_f.get(), read_f32(s.ctx, context).get(), N, !tp_.enabled());
+    }
     if (s.compute()) {
       float* r = r_f.get();
       if (tp_.enabled()) {
-        tp_.all_reduce(r, long{N} * C);  // g
-        add_bias(s, r, output_.bias(), N);
+        if (!sp) tp_.all_reduce(r, long{N} * C);  // g
+        add_bias(s, r, output_.bias(), Nl);
       }
       if (s.hidden_dropout > 0.0f) {
-        kernels::dropout_forward(r, r, B, long{T} * C, s.hidden_dropout,
+        kernels::dropout_forward(r, r, B, long{Tl} * C, s.hidden_dropout,
                                  s.key(encoder_rng_layer(layer_), kAttentionOutput),
-                                 s.first_sample);
+                                 s.first_sample, first_element);
       }
       const float* xp = x_f.get();
-      for (long i = 0; i < long{N} * C; ++i) r[i] += xp[i];
+      for (long i = 0; i < long{Nl} * C; ++i) r[i] += xp[i];
     }
   }
-  auto out = layer_norm_.forward(s, residual, N);
+  auto out = layer_norm_.forward(s, residual, Nl);
   if (s.training) {
     x_ = x;
     q_ = std::move(q);
@@ -83,25 +105,33 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
 Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   const int B = s.B, T = s.T, N = s.N(), C = C_, Cl = Cl_;
   const auto tmp = core::tags().temporary;
+  const bool sp = tp_.sp();
+  const int Tl = sp ? sequence_shard_length(tp_, T) : T, Nl = B * Tl;
+  const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
   // dx starts as the residual branch's gradient d(residual); the projections add to it below.
-  auto dx = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-  auto dx_f = update_f32(s.ctx, dx);                               // [B, T, C]
-  layer_norm_.backward(s, dx_f.get(), read_f32(s.ctx, da).get(), N);
+  auto dx = Tensor::zeros(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
+  auto dx_f = update_f32(s.ctx, dx);                          // [B, Tl, C]
+  layer_norm_.backward(s, dx_f.get(), read_f32(s.ctx, da).get(), Nl);
 
-  auto dproj = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);     // [B, T, C]
+  auto dproj = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);     // [B, Tl, C]
   auto dcontext = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   {
-    auto dproj_f = write_f32(s.ctx, dproj);  // [B, T, C]
+    auto dproj_f = write_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
-        kernels::dropout_backward(dproj_f.get(), dx_f.get(), B, long{T} * C, s.hidden_dropout,
+        kernels::dropout_backward(dproj_f.get(), dx_f.get(), B, long{Tl} * C, s.hidden_dropout,
                                   s.key(encoder_rng_layer(layer_), kAttentionOutput),
-                                  s.first_sample);
+                                  s.first_sample, first_element);
       } else {
-        std::memcpy(dproj_f.get(), dx_f.get(), sizeof(float) * N * C);
+        std::memcpy(dproj_f.get(), dx_f.get(), sizeof(float) * Nl * C);
       }
     }
-    output_.backward(s, update_f32(s.ctx, dcontext).get(), dproj_f.get(),
+    // g's backward: the identity, or with sequence parallelism the all-gather of the shard's
+    // gradient (the bias gradient is then the whole sum on every rank).
+    Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
+    F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
+    if (sp) gather_sequence(s, tp_, dproj_f.get(), g_f.get(), C);
+    output_.backward(s, update_f32(s.ctx, dcontext).get(), sp ? g_f.get() : dproj_f.get(),
                      read_f32(s.ctx, context_).get(), N);
   }
   dproj.reset();
@@ -118,10 +148,10 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   k_.reset();
   v_.reset();
 
-  // The residual branch's gradient is counted on tp rank 0 only: f's all-reduce below then adds
-  // it once to the shards' input gradients (Note [Megatron's f and g]).
-  if (s.compute() && tp_.rank() != 0) std::fill(dx_f.get(), dx_f.get() + long{N} * C, 0.0f);
-  {
+  if (!sp) {
+    // The residual branch's gradient is counted on tp rank 0 only: f's all-reduce below then
+    // adds it once to the shards' input gradients (Note [Megatron's f and g]).
+    if (s.compute() && tp_.rank() != 0) std::fill(dx_f.get(), dx_f.get() + long{N} * C, 0.0f);
     const auto x_f = read_f32(s.ctx, x_);  // [B, T, C]
     query_.backward(s, dx_f.get(), read_f32(s.ctx, dq).get(), x_f.get(), N);
     dq.reset();
@@ -129,8 +159,30 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     dk.reset();
     value_.backward(s, dx_f.get(), read_f32(s.ctx, dv).get(), x_f.get(), N);
     dv.reset();
+    if (s.compute()) tp_.all_reduce(dx_f.get(), long{N} * C);  // f
+  } else {
+    // The input is gathered again rather than kept (Note [Sequence-parallel regions]); the
+    // shards' input gradients are reduce-scattered onto this rank's tokens (f's backward).
+    auto x_all = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);    // [B, T, C]
+    auto dx_all = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);   // [B, T, C]
+    {
+      auto x_all_f = write_f32(s.ctx, x_all);
+      auto dx_all_f = update_f32(s.ctx, dx_all);
+      gather_sequence(s, tp_, read_f32(s.ctx, x_).get(), x_all_f.get(), C);
+      query_.backward(s, dx_all_f.get(), read_f32(s.ctx, dq).get(), x_all_f.get(), N);
+      key_.backward(s, dx_all_f.get(), read_f32(s.ctx, dk).get(), x_all_f.get(), N);
+      value_.backward(s, dx_all_f.get(), read_f32(s.ctx, dv).get(), x_all_f.get(), N);
+      if (s.compute()) {
+        core::Workspace::Lease part(s.ctx.workspace(), static_cast<std::size_t>(Nl) * C);
+        reduce_scatter_sequence(s, tp_, dx_all_f.get(), part.data(), C);  // f
+        float* d = dx_f.get();
+        for (long i = 0; i < long{Nl} * C; ++i) d[i] += part.data()[i];
+      }
+    }
+    dq.reset();
+    dk.reset();
+    dv.reset();
   }
-  if (s.compute()) tp_.all_reduce(dx_f.get(), long{N} * C);  // f
   x_.reset();
   dx_f.commit();
   return dx;

@@ -3,6 +3,7 @@
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
 #include "models/f32_access.hpp"
+#include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -43,29 +44,45 @@ BertEmbeddings::BertEmbeddings(ParameterSet& params, const BertConfig& c, const 
 core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
                                      const std::int32_t* type_ids) {
   const int N = s.N();
-  auto sum = core::Tensor::empty(s.ctx, {s.B, s.T, C_}, s.dtype,
-                                 core::tags().activation);  // [B, T, C]
+  // Sequence parallelism: the LayerNorm and dropout run on this rank's tokens (Nl rows).
+  const bool sp = tp_.sp();
+  const int Tl = sp ? sequence_shard_length(tp_, s.T) : s.T, Nl = s.B * Tl;
+  auto sum = core::Tensor::empty(s.ctx, {s.B, Tl, C_}, s.dtype,
+                                 core::tags().activation);  // [B, Tl, C]
   if (s.compute() && !tp_.enabled()) {
     kernels::bert_embeddings_forward(
         write_f32(s.ctx, sum).get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
         read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
         C_, V_, TV_);
-  } else if (s.compute()) {
-    // Each rank's lookups, positions and types on rank 0 only, summed over the group: the
-    // all-reduce leaves a row-parallel region (g of Note [Megatron's f and g]).
-    auto sum_f = write_f32(s.ctx, sum);  // [B, T, C]
-    kernels::vocab_parallel_embeddings_forward(
-        sum_f.get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
-        read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
-        C_, V_, TV_, first_row_, rows_, /*with_positions=*/tp_.rank() == 0);
-    tp_.all_reduce(sum_f.get(), long{N} * C_);
   }
-  auto out = layer_norm_.forward(s, sum, N);  // [B*T, C]
+  if (tp_.enabled()) {
+    // Each rank's lookups, positions and types on rank 0 only, summed over the group: the
+    // all-reduce (or with sequence parallelism the reduce-scatter) leaves a row-parallel
+    // region (g of Note [Megatron's f and g]).
+    auto partial = sp ? core::Tensor::empty(s.ctx, {s.B, s.T, C_}, s.dtype,
+                                            core::tags().temporary)
+                      : core::Tensor();  // [B, T, C]
+    if (s.compute()) {
+      auto sum_f = write_f32(s.ctx, sum);                          // [B, Tl, C]
+      F32View part_f = sp ? write_f32(s.ctx, partial) : F32View();  // [B, T, C]
+      kernels::vocab_parallel_embeddings_forward(
+          sp ? part_f.get() : sum_f.get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
+          read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B,
+          s.T, C_, V_, TV_, first_row_, rows_, /*with_positions=*/tp_.rank() == 0);
+      if (sp) {
+        reduce_scatter_sequence(s, tp_, part_f.get(), sum_f.get(), C_);
+      } else {
+        tp_.all_reduce(sum_f.get(), long{N} * C_);
+      }
+    }
+  }
+  auto out = layer_norm_.forward(s, sum, Nl);  // [B*Tl, C]
   sum.reset();
   if (s.compute() && s.hidden_dropout > 0.0f) {
-    auto o = update_f32(s.ctx, out);  // [B, T, C]
-    kernels::dropout_forward(o.get(), o.get(), s.B, long{s.T} * C_, s.hidden_dropout,
-                             s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample);
+    auto o = update_f32(s.ctx, out);  // [B, Tl, C]
+    kernels::dropout_forward(o.get(), o.get(), s.B, long{Tl} * C_, s.hidden_dropout,
+                             s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
+                             std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
   }
   if (s.training) {
     ids_ = ids;
@@ -75,33 +92,42 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
 }
 
 void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
-  const int N = s.N();
+  const bool sp = tp_.sp();
+  const int Tl = sp ? sequence_shard_length(tp_, s.T) : s.T, Nl = s.B * Tl;
   // One float view of dout and of dsum through the whole backward (fused: the 16-bit tensors
   // are rounded never, since both die here).
-  auto dout_f = update_f32(s.ctx, dout);  // [B, T, C]
+  auto dout_f = update_f32(s.ctx, dout);  // [B, Tl, C]
   if (s.compute() && s.hidden_dropout > 0.0f) {
-    kernels::dropout_backward(dout_f.get(), dout_f.get(), s.B, long{s.T} * C_, s.hidden_dropout,
-                              s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample);
+    kernels::dropout_backward(dout_f.get(), dout_f.get(), s.B, long{Tl} * C_, s.hidden_dropout,
+                              s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
+                              std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
   }
-  auto dsum = core::Tensor::zeros(s.ctx, {s.B, s.T, C_}, s.dtype,
-                                  core::tags().temporary);  // [B, T, C]
-  auto dsum_f = update_f32(s.ctx, dsum);                    // [B, T, C]
-  layer_norm_.backward(s, dsum_f.get(), dout_f.get(), N);
+  auto dsum = core::Tensor::zeros(s.ctx, {s.B, Tl, C_}, s.dtype,
+                                  core::tags().temporary);  // [B, Tl, C]
+  auto dsum_f = update_f32(s.ctx, dsum);                    // [B, Tl, C]
+  layer_norm_.backward(s, dsum_f.get(), dout_f.get(), Nl);
+  // With sequence parallelism the tables' gradients need every token's d sum: gathered, the
+  // same on every rank, so the replicated position and type tables stay bitwise equal.
+  auto gathered = sp ? core::Tensor::empty(s.ctx, {s.B, s.T, C_}, s.dtype,
+                                           core::tags().temporary)
+                     : core::Tensor();  // [B, T, C]
   if (s.compute()) {
+    F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
+    if (sp) gather_sequence(s, tp_, dsum_f.get(), g_f.get(), C_);
+    const float* d = sp ? g_f.get() : dsum_f.get();           // [B, T, C]
     auto dword = update_f32(s.ctx, word_.grad);              // [V, C] (shard [Vp/tp, C])
     auto dposition = update_f32(s.ctx, position_.grad);      // [P, C]
     auto dtoken_type = update_f32(s.ctx, token_type_.grad);  // [TV, C]
     if (!tp_.enabled()) {
-      kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(),
-                                        dsum_f.get(), ids_, type_ids_, s.B, s.T, C_);
+      kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(), d, ids_,
+                                        type_ids_, s.B, s.T, C_);
     } else {
-      // dsum is the same on every rank: each takes the rows it owns, and the replicated
+      // d sum is the same on every rank: each takes the rows it owns, and the replicated
       // position and type tables get bitwise equal gradients everywhere.
-      kernels::vocab_parallel_embedding_backward(dword.get(), dsum_f.get(), ids_, s.B, s.T, C_,
-                                                 first_row_, rows_);
+      kernels::vocab_parallel_embedding_backward(dword.get(), d, ids_, s.B, s.T, C_, first_row_,
+                                                 rows_);
       kernels::bert_embeddings_backward(static_cast<float*>(nullptr), dposition.get(),
-                                        dtoken_type.get(), dsum_f.get(), ids_, type_ids_, s.B,
-                                        s.T, C_);
+                                        dtoken_type.get(), d, ids_, type_ids_, s.B, s.T, C_);
     }
   }
   ids_ = type_ids_ = nullptr;

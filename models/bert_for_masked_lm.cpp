@@ -53,6 +53,9 @@ void check_tensor_parallel(const BertConfig& c, const TensorParallel& tp) {
   };
   divides(c.num_attention_heads, "num_attention_heads");
   divides(c.intermediate_size, "intermediate_size");
+  require(!tp.sequence_parallel || n > 1,
+          "parallel.sequence_parallel = true needs parallel.tensor_model_parallel_size > 1 "
+          "(it splits the tensor-parallel group's replicated regions)");
   require(tp.make_vocab_size_divisible_by >= 1,
           "parallel.make_vocab_size_divisible_by = " +
               std::to_string(tp.make_vocab_size_divisible_by) + "; expected an integer >= 1");
@@ -138,6 +141,11 @@ void BertForMaskedLM::validate(const core::MlmBatch& b, const std::vector<std::i
   if (b.seq_length > config_.max_position_embeddings) {
     fail("seq_length = " + std::to_string(b.seq_length) +
          " exceeds max_position_embeddings = " + std::to_string(config_.max_position_embeddings));
+  }
+  if (tp_.sp() && b.seq_length % tp_.size() != 0) {
+    fail("seq_length = " + std::to_string(b.seq_length) +
+         " is not divisible by the tensor-parallel size " + std::to_string(tp_.size()) +
+         " (sequence parallelism splits every sample's tokens evenly)");
   }
   const std::size_t N = static_cast<std::size_t>(b.batch_size) * b.seq_length;
   auto size_ok = [&](std::size_t got, const char* field, bool may_be_empty) {
@@ -264,6 +272,22 @@ std::vector<float> BertForMaskedLM::predict_log_probs(const core::MlmBatch& batc
   auto hidden = encode(s, batch);
   auto logits = head_->logits(s, hidden, positions);  // [P, V] (or [P, Vp/tp])
   return head_->log_probs(s, logits);
+}
+
+void BertForMaskedLM::reduce_sequence_parallel_gradients() {
+  if (!tp_.sp() || ctx_.dry_run()) return;
+  for (auto& p : params_.parameters()) {
+    // The MLM transform's LayerNorm runs on the gathered masked rows (replicated): not partial.
+    if (p.name.find(".LayerNorm.") == std::string::npos || p.name.starts_with("cls.")) continue;
+    if (p.grad.dtype() == core::DType::f32) {
+      tp_.all_reduce(p.grad.data<float>(), p.grad.numel());
+      continue;
+    }
+    std::vector<float> g(static_cast<std::size_t>(p.grad.numel()));  // f32 staging
+    load_f32(g.data(), p.grad);
+    tp_.all_reduce(g.data(), p.grad.numel());
+    store_f32(p.grad, g.data(), p.grad.numel());
+  }
 }
 
 void BertForMaskedLM::zero_grad() {

@@ -68,6 +68,11 @@ class BertForMaskedLM {
   std::vector<Parameter>& parameters() { return params_.parameters(); }
   const std::vector<Parameter>& parameters() const { return params_.parameters(); }
   void zero_grad();
+  // Under sequence parallelism the LayerNorms of the embeddings and encoder layers see only
+  // this rank's tokens, so their gradients are partial: sums them over the tensor-parallel
+  // group (once per step, after the last micro-batch; Note [Sequence-parallel regions]).
+  // No-op otherwise and in a dry run. Collective over the group.
+  void reduce_sequence_parallel_gradients();
   // Trainable scalars of the whole (unsharded, unpadded) model; the decoder weight is the
   // word-embedding table and is counted once.
   std::int64_t num_parameters() const;

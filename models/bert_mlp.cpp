@@ -1,11 +1,13 @@
 #include "models/bert_mlp.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "models/f32_access.hpp"
+#include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -28,37 +30,58 @@ BertMlp::BertMlp(ParameterSet& params, const std::string& prefix, int layer, con
 Tensor BertMlp::forward(PassState& s, const Tensor& a) {
   const int B = s.B, T = s.T, N = s.N(), C = C_, I = I_;
   const auto act = core::tags().activation;
+  const auto tmp = core::tags().temporary;
+  // Sequence parallelism: a, the residual and the LayerNorm hold this rank's tokens (Nl rows).
+  const bool sp = tp_.sp();
+  const int Tl = sp ? sequence_shard_length(tp_, T) : T, Nl = B * Tl;
+  const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
   // The bias of the first projection is added inside the GELU kernel (one pass fewer), so
   // pre_gelu holds a W_1^T without b_1.
   auto pre_gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I/tp]
-  const auto a_f = read_f32(s.ctx, a);                            // [B, T, C]
-  intermediate_.forward(s, write_f32(s.ctx, pre_gelu).get(), a_f.get(), N, /*with_bias=*/false);
+  const auto a_f = read_f32(s.ctx, a);                            // [B, Tl, C]
+  {
+    // f: the identity, or the all-gather of the shard (not kept: gathered again in backward).
+    Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
+    F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
+    if (sp) gather_sequence(s, tp_, a_f.get(), g_f.get(), C);
+    intermediate_.forward(s, write_f32(s.ctx, pre_gelu).get(), sp ? g_f.get() : a_f.get(), N,
+                          /*with_bias=*/false);
+  }
   auto gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I/tp]
   if (s.compute()) {
     kernels::bias_gelu_forward(write_f32(s.ctx, gelu).get(), read_f32(s.ctx, pre_gelu).get(),
                                read_f32(s.ctx, intermediate_.bias().value).get(), N, I);
   }
-  auto residual = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
+  auto residual = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, act);  // [B, Tl, C]
   {
     // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
-    // g: the row-parallel projection's partial sums, all-reduced, then the bias once.
-    auto r_f = write_f32(s.ctx, residual);  // [B, T, C]
-    output_.forward(s, r_f.get(), read_f32(s.ctx, gelu).get(), N, !tp_.enabled());
+    // g: the row-parallel projection's partial sums, all-reduced (or reduce-scattered onto the
+    // shard), then the bias once.
+    auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
+    if (sp) {
+      auto partial = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
+      auto p_f = write_f32(s.ctx, partial);
+      output_.forward(s, p_f.get(), read_f32(s.ctx, gelu).get(), N, /*with_bias=*/false);
+      reduce_scatter_sequence(s, tp_, p_f.get(), r_f.get(), C);  // g
+    } else {
+      output_.forward(s, r_f.get(), read_f32(s.ctx, gelu).get(), N, !tp_.enabled());
+    }
     if (s.compute()) {
       float* r = r_f.get();
       if (tp_.enabled()) {
-        tp_.all_reduce(r, long{N} * C);  // g
-        add_bias(s, r, output_.bias(), N);
+        if (!sp) tp_.all_reduce(r, long{N} * C);  // g
+        add_bias(s, r, output_.bias(), Nl);
       }
       if (s.hidden_dropout > 0.0f) {
-        kernels::dropout_forward(r, r, B, long{T} * C, s.hidden_dropout,
-                                 s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample);
+        kernels::dropout_forward(r, r, B, long{Tl} * C, s.hidden_dropout,
+                                 s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
+                                 first_element);
       }
       const float* ap = a_f.get();
-      for (long i = 0; i < long{N} * C; ++i) r[i] += ap[i];
+      for (long i = 0; i < long{Nl} * C; ++i) r[i] += ap[i];
     }
   }
-  auto out = layer_norm_.forward(s, residual, N);
+  auto out = layer_norm_.forward(s, residual, Nl);
   if (s.training) {
     a_ = a;
     pre_gelu_ = std::move(pre_gelu);
@@ -70,25 +93,33 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
 Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   const int B = s.B, T = s.T, N = s.N(), C = C_, I = I_;
   const auto tmp = core::tags().temporary;
+  const bool sp = tp_.sp();
+  const int Tl = sp ? sequence_shard_length(tp_, T) : T, Nl = B * Tl;
+  const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
   // da starts as the residual branch's gradient; the first projection adds to it below.
-  auto da = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-  auto da_f = update_f32(s.ctx, da);                        // [B, T, C]
-  layer_norm_.backward(s, da_f.get(), read_f32(s.ctx, dout).get(), N);
+  auto da = Tensor::zeros(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
+  auto da_f = update_f32(s.ctx, da);                         // [B, Tl, C]
+  layer_norm_.backward(s, da_f.get(), read_f32(s.ctx, dout).get(), Nl);
 
-  auto dproj = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-  auto dgelu = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I/tp]
+  auto dproj = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
+  auto dgelu = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);   // [B, T, I/tp]
   {
-    auto dproj_f = write_f32(s.ctx, dproj);  // [B, T, C]
+    auto dproj_f = write_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
-        kernels::dropout_backward(dproj_f.get(), da_f.get(), B, long{T} * C, s.hidden_dropout,
-                                  s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample);
+        kernels::dropout_backward(dproj_f.get(), da_f.get(), B, long{Tl} * C, s.hidden_dropout,
+                                  s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
+                                  first_element);
       } else {
-        std::memcpy(dproj_f.get(), da_f.get(), sizeof(float) * N * C);
+        std::memcpy(dproj_f.get(), da_f.get(), sizeof(float) * Nl * C);
       }
     }
-    output_.backward(s, update_f32(s.ctx, dgelu).get(), dproj_f.get(), read_f32(s.ctx, gelu_).get(),
-                     N);
+    // g's backward: the identity, or the all-gather of the shard's gradient.
+    Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
+    F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
+    if (sp) gather_sequence(s, tp_, dproj_f.get(), g_f.get(), C);
+    output_.backward(s, update_f32(s.ctx, dgelu).get(), sp ? g_f.get() : dproj_f.get(),
+                     read_f32(s.ctx, gelu_).get(), N);
   }
   dproj.reset();
   gelu_.reset();
@@ -103,12 +134,30 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   dgelu.reset();
   pre_gelu_.reset();
 
-  // The residual gradient counts on tp rank 0 only before f's all-reduce (Note [Megatron's f
-  // and g]).
-  if (s.compute() && tp_.rank() != 0) std::fill(da_f.get(), da_f.get() + long{N} * C, 0.0f);
-  intermediate_.backward(s, da_f.get(), read_f32(s.ctx, dpre).get(), read_f32(s.ctx, a_).get(), N,
-                         /*with_bias=*/false);
-  if (s.compute()) tp_.all_reduce(da_f.get(), long{N} * C);  // f
+  if (!sp) {
+    // The residual gradient counts on tp rank 0 only before f's all-reduce (Note [Megatron's f
+    // and g]).
+    if (s.compute() && tp_.rank() != 0) std::fill(da_f.get(), da_f.get() + long{N} * C, 0.0f);
+    intermediate_.backward(s, da_f.get(), read_f32(s.ctx, dpre).get(), read_f32(s.ctx, a_).get(),
+                           N, /*with_bias=*/false);
+    if (s.compute()) tp_.all_reduce(da_f.get(), long{N} * C);  // f
+  } else {
+    auto a_all = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);   // [B, T, C]
+    auto da_all = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
+    {
+      auto a_all_f = write_f32(s.ctx, a_all);
+      auto da_all_f = update_f32(s.ctx, da_all);
+      gather_sequence(s, tp_, read_f32(s.ctx, a_).get(), a_all_f.get(), C);
+      intermediate_.backward(s, da_all_f.get(), read_f32(s.ctx, dpre).get(), a_all_f.get(), N,
+                             /*with_bias=*/false);
+      if (s.compute()) {
+        core::Workspace::Lease part(s.ctx.workspace(), static_cast<std::size_t>(Nl) * C);
+        reduce_scatter_sequence(s, tp_, da_all_f.get(), part.data(), C);  // f
+        float* d = da_f.get();
+        for (long i = 0; i < long{Nl} * C; ++i) d[i] += part.data()[i];
+      }
+    }
+  }
   a_.reset();
   da_f.commit();
   return da;

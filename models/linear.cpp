@@ -18,7 +18,9 @@ Linear::Linear(ParameterSet& params, const std::string& name, int in_features, i
     : in_(shard_size(in_features, parallel, LinearParallel::row, tp)),
       out_(shard_size(out_features, parallel, LinearParallel::column, tp)) {
   ShardSpec w, b;
-  if (parallel == LinearParallel::column) {
+  if (!tp.enabled()) {
+    // A group of one: the whole tensor, replicated (nothing to shard).
+  } else if (parallel == LinearParallel::column) {
     w = ShardSpec{Sharding::dim0, std::int64_t{tp.rank()} * out_, out_features, out_features};
     b = w;
   } else if (parallel == LinearParallel::row) {

@@ -8,6 +8,7 @@
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "models/f32_access.hpp"
+#include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -38,7 +39,21 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
   const int M = static_cast<int>(positions.size()), C = C_;
   const auto act = core::tags().activation;
   auto gathered = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
-  if (s.compute()) {
+  if (s.compute() && tp_.sp()) {
+    // Sequence parallelism: hidden holds this rank's tokens [t0, t0 + Tl) of every sample;
+    // each rank fills the masked rows it owns and the sum over the group completes them.
+    const int T = s.T, Tl = sequence_shard_length(tp_, T), t0 = sequence_shard_first(tp_, T);
+    auto g_f = write_f32(s.ctx, gathered);  // [M, C]
+    const auto h_f = read_f32(s.ctx, hidden);  // [B, Tl, C]
+    float* g = g_f.get();
+    std::fill(g, g + long{M} * C, 0.0f);
+    for (int m = 0; m < M; ++m) {
+      const int b = positions[m] / T, t = positions[m] % T - t0;
+      if (t < 0 || t >= Tl) continue;
+      std::copy_n(h_f.get() + (long{b} * Tl + t) * C, C, g + long{m} * C);
+    }
+    tp_.all_reduce(g, long{M} * C);
+  } else if (s.compute()) {
     // A row copy in the storage dtype (no conversion needed to move values).
     const std::size_t row = dtype_size(s.dtype) * C;
     const auto* h = static_cast<const char*>(raw_bytes(hidden));
@@ -135,14 +150,21 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   dpre.reset();
   gathered_.reset();
 
-  auto dhidden = Tensor::zeros(s.ctx, {s.B, s.T, C}, s.dtype, tmp);  // [B, T, C]
+  // Sequence parallelism: this rank's tokens only ([B, Tl, C]); d gathered is the same on
+  // every rank (the transform is replicated), so each takes the rows it owns.
+  const bool sp = tp_.sp();
+  const int T = s.T, Tl = sp ? sequence_shard_length(tp_, T) : T;
+  const int t0 = sp ? sequence_shard_first(tp_, T) : 0;
+  auto dhidden = Tensor::zeros(s.ctx, {s.B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
   if (s.compute()) {
-    auto dh_f = update_f32(s.ctx, dhidden);        // [B, T, C]
+    auto dh_f = update_f32(s.ctx, dhidden);        // [B, Tl, C]
     const auto dg_f = read_f32(s.ctx, dgathered);  // [M, C]
     float* dh = dh_f.get();
     const float* dg = dg_f.get();
     for (int m = 0; m < M; ++m) {
-      float* row = dh + long{positions[m]} * C;
+      const int b = positions[m] / T, t = positions[m] % T - t0;
+      if (t < 0 || t >= Tl) continue;
+      float* row = dh + (long{b} * Tl + t) * C;
       for (int c = 0; c < C; ++c) row[c] += dg[long{m} * C + c];
     }
   }

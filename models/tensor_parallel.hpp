@@ -21,10 +21,15 @@ struct TensorParallel {
   // Vocabulary padding under tensor parallelism (Megatron-LM's make_vocab_size_divisible_by):
   // the word table gets rows up to a multiple of this x size().
   int make_vocab_size_divisible_by = 128;
+  // Sequence parallelism (Korthikanti et al. 2022, sec. 4.2.2): outside the split attention
+  // and MLP, each rank keeps tokens [rank x T / tp, (rank + 1) x T / tp) of every sample
+  // (Note [Sequence-parallel regions], sequence_parallel.hpp). Requires size() > 1.
+  bool sequence_parallel = false;
 
   int size() const { return group != nullptr ? group->size() : 1; }
   int rank() const { return group != nullptr ? group->rank() : 0; }
   bool enabled() const { return size() > 1; }
+  bool sp() const { return sequence_parallel && enabled(); }
 
   // In-place sum of x [n] over the group (f's backward, g's forward). No-op for one rank.
   void all_reduce(float* x, std::int64_t n) const {

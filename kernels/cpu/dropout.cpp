@@ -15,7 +15,7 @@ constexpr long kTask = 4096;
 
 template <class T>
 void dropout(T* out, const T* inp, int rows, long per_sample, float p, const RngKey& key,
-             std::uint64_t first_sample) {
+             std::uint64_t first_sample, std::uint64_t first_element) {
   if (!(p >= 0.0f)) {
     throw std::invalid_argument("dropout: p = " + std::to_string(p) +
                                 "; expected a probability in [0, 1)");
@@ -38,7 +38,7 @@ void dropout(T* out, const T* inp, int rows, long per_sample, float p, const Rng
     const long n = per_sample - e0 < kTask ? per_sample - e0 : kTask;
     const std::int64_t off = static_cast<std::int64_t>(r) * per_sample + e0;
     if (out != inp) std::memcpy(out + off, inp + off, sizeof(T) * n);
-    apply_dropout_mask(out + off, n, p, stream, first_sample + r, e0);
+    apply_dropout_mask(out + off, n, p, stream, first_sample + r, first_element + e0);
   });
 }
 
@@ -77,20 +77,22 @@ void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& strea
 
 template <class T>
 void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p,
-                     const RngKey& key, std::uint64_t first_sample) {
-  dropout(out, inp, rows, per_sample, p, key, first_sample);
+                     const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
+  dropout(out, inp, rows, per_sample, p, key, first_sample, first_element);
 }
 
 template <class T>
 void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sample, float p,
-                      const RngKey& key, std::uint64_t first_sample) {
+                      const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
   // d(x * keep * scale)/dx = keep * scale: the same masked scaling applied to the gradient.
-  dropout(dinp, dout, rows, per_sample, p, key, first_sample);
+  dropout(dinp, dout, rows, per_sample, p, key, first_sample, first_element);
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                    \
-  template void dropout_forward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t);  \
-  template void dropout_backward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t); \
+  template void dropout_forward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t,   \
+                                   std::uint64_t);                                                \
+  template void dropout_backward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t,  \
+                                    std::uint64_t);                                               \
   template void apply_dropout_mask<T>(T*, std::int64_t, float, const PhiloxStream&, std::uint64_t, \
                                       std::uint64_t);
 MEMTRAIN_INSTANTIATE(float)

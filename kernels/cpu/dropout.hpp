@@ -11,14 +11,18 @@ namespace memtrain::kernels {
 // where the tensor is [rows, per_sample] and row r belongs to global sample first_sample + r.
 // No mask is stored: the backward pass rebuilds it from the same key. p == 0 copies; p >= 1
 // zeroes. out may alias inp. Throws std::invalid_argument for p < 0 or NaN.
+// first_element: the index of each row's first element within its sample, when the rows are a
+// slice of the samples (a sequence-parallel shard of tokens [t0, t1) has t0 * C): the slice
+// then draws the unsliced tensor's mask.
 template <class T>
 void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p,
-                     const RngKey& key, std::uint64_t first_sample);
+                     const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element = 0);
 
 // dinp = dout * keep / (1 - p) (overwrites; may alias dout).
 template <class T>
 void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sample, float p,
-                      const RngKey& key, std::uint64_t first_sample);
+                      const RngKey& key, std::uint64_t first_sample,
+                      std::uint64_t first_element = 0);
 
 // Applies the mask of elements [first_element, first_element + n) of one sample in place:
 // x[i] *= keep(first_element + i) / (1 - p). The building block of dropout and of attention's

@@ -80,6 +80,7 @@ struct MemoryConfig {
 struct ParallelConfig {
   int tensor_model_parallel_size = 1;     // ranks that split each layer (Megatron-LM)
   int make_vocab_size_divisible_by = 128;  // vocabulary padding when tensor-parallel
+  bool sequence_parallel = false;          // Korthikanti et al. 2022; needs tp > 1
 };
 
 struct CompressionConfig {

@@ -245,6 +245,8 @@ std::vector<KeySpec> make_keys() {
   // parallel: the data-parallel size is the rank count divided by tensor_model_parallel_size.
   k.push_back(integer("parallel.tensor_model_parallel_size", 1, 4096,
                       [](Config& c) -> int& { return c.parallel.tensor_model_parallel_size; }));
+  k.push_back(boolean("parallel.sequence_parallel",
+                      [](Config& c) -> bool& { return c.parallel.sequence_parallel; }));
   k.push_back(integer("parallel.make_vocab_size_divisible_by", 1, 1 << 16,
                       [](Config& c) -> int& { return c.parallel.make_vocab_size_divisible_by; }));
 
@@ -284,7 +286,6 @@ std::optional<std::string> not_built_key(std::string_view name) {
   if (name.starts_with("health.")) return "health checks (NaN/stall detection) are not built yet";
   static const std::vector<std::pair<std::string, std::string>> keys = {
       {"parallel.pipeline_model_parallel_size", "pipeline parallelism is not built"},
-      {"parallel.sequence_parallel", "sequence parallelism is not built"},
   };
   for (const auto& [key, why] : keys) {
     if (key == name) return why;

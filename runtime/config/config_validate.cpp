@@ -59,8 +59,24 @@ void check_model(const Config& c) {
 // same divisibility); the world-size rule needs the rank count and is comms::check_grid's.
 void check_parallel(const Config& c) {
   const int tp = c.parallel.tensor_model_parallel_size;
+  if (tp == 1 && c.parallel.sequence_parallel) {
+    fail(c, "parallel.sequence_parallel", "means nothing with " + other(c, "parallel.tensor_model_parallel_size"),
+         "false, or tensor_model_parallel_size > 1 (sequence parallelism splits the regions a "
+         "tensor-parallel group replicates)");
+  }
   if (tp == 1) return;
   const std::string tp_key = "parallel.tensor_model_parallel_size";
+  if (c.parallel.sequence_parallel) {
+    if (c.data.seq_length % tp != 0) {
+      fail(c, "data.seq_length", "not divisible by " + other(c, tp_key),
+           "a multiple of " + std::to_string(tp) +
+               " (parallel.sequence_parallel splits every sample's tokens evenly)");
+    }
+    if (c.data.dynamic_seq_length) {
+      fail(c, "data.dynamic_seq_length", "is set with parallel.sequence_parallel = true",
+           "false (sequence parallelism needs every micro-batch's length to split evenly)");
+    }
+  }
   for (const std::string key : {"model.num_attention_heads", "model.intermediate_size"}) {
     const int v =
         key == "model.num_attention_heads" ? c.model.num_attention_heads : c.model.intermediate_size;

@@ -61,4 +61,9 @@ models::ModelOptions model_options(const Config& config) {
   return o;
 }
 
+models::TensorParallel tensor_parallel(const Config& config, comms::Communicator* tp_group) {
+  return models::TensorParallel{tp_group, config.parallel.make_vocab_size_divisible_by,
+                                config.parallel.sequence_parallel};
+}
+
 }  // namespace memtrain::train

@@ -2,6 +2,7 @@
 // The model-side view of a Config: precision.* and memory.recompute*/attention as the
 // models::ModelOptions the model is built with.
 #include "models/model_options.hpp"
+#include "models/tensor_parallel.hpp"
 #include "runtime/config/config.hpp"
 
 namespace memtrain::train {
@@ -13,6 +14,11 @@ namespace memtrain::train {
 // chosen granularity): throws memtrain::ConfigError for "auto", and for any value the loader
 // would not have accepted (a Config built by hand).
 models::ModelOptions model_options(const Config& config);
+
+// parallel.make_vocab_size_divisible_by and sequence_parallel over `tp_group` (the
+// tensor-parallel group of a ProcessGrid built with parallel.tensor_model_parallel_size; null
+// for none).
+models::TensorParallel tensor_parallel(const Config& config, comms::Communicator* tp_group);
 
 // The compute dtype of precision.dtype ("fp32" -> f32, "fp16" -> f16, "bf16" -> bf16).
 // Throws memtrain::ConfigError for any other text.

@@ -114,7 +114,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     // The trainer's order: model, optimizer, scaler, gradient all-reduce (trainer.cpp).
     models::BertForMaskedLM model(
         config.model, ctx, model_options(config),
-        models::TensorParallel{&grid.tp(), config.parallel.make_vocab_size_divisible_by});
+        tensor_parallel(config, &grid.tp()));
     AdamW optimizer(model.parameters(), ctx,
                     AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
                     &grid.tp());

@@ -84,6 +84,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   }
 
   t0 = Clock::now();
+  model.reduce_sequence_parallel_gradients();
   sum_gradients(model.parameters(), comm, gradient_sum);
   if (comm.size() > 1) comm.allreduce_sum(&loss_sum, 1);
   r.time_comm_s += seconds_since(t0);

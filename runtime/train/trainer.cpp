@@ -125,7 +125,7 @@ int train(const Config& config, const RunOptions& options) {
   comms::CountingCommunicator tp_group(grid.tp());
   models::BertForMaskedLM model(
       config.model, ctx, model_options(resolved),
-      models::TensorParallel{&tp_group, config.parallel.make_vocab_size_divisible_by});
+      tensor_parallel(config, &tp_group));
   model.init_parameters(tc.seed);
   AdamW optimizer(model.parameters(), ctx,
                   AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
