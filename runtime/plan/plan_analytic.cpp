@@ -23,10 +23,13 @@ KorthikantiBytes korthikanti_activation_bytes(const Config& config) {
   if (t > 1) {
     // Of the 34 sbh, 10 are the replicated LayerNorm inputs, dropout masks and the layer input;
     // 24 sit inside the split attention and MLP, as do the 5as/h attention terms.
+    // Sequence parallelism divides the 10 replicated sbh by t as well.
     const double attention = 5.0 * a * s / (h * t);
-    k.tensor_parallel = r == "full"        ? k.full_recompute
-                        : r == "selective" ? s * b * h * (10.0 + 24.0 / t)
-                                           : s * b * h * (10.0 + 24.0 / t + attention);
+    const double replicated = config.parallel.sequence_parallel ? 10.0 / t : 10.0;
+    const double full = config.parallel.sequence_parallel ? k.full_recompute / t : k.full_recompute;
+    k.tensor_parallel = r == "full"        ? full
+                        : r == "selective" ? s * b * h * (replicated + 24.0 / t)
+                                           : s * b * h * (replicated + 24.0 / t + attention);
   }
   return k;
 }

@@ -22,7 +22,9 @@ int zero_bytes_per_parameter(const PrecisionConfig& precision);
 //   full recompute:            2*s*b*h (the layer input only)
 //   tensor parallel size t:    s*b*h*(10 + 24/t + 5*a*s/(h*t))
 //   ... + selective recompute: s*b*h*(10 + 24/t)
-// (full recompute under tensor parallelism keeps the layer input, 2*s*b*h, on every rank.)
+//   tensor + sequence parallel: s*b*h*(34/t + 5*a*s/(h*t)); + selective: s*b*h*34/t
+// (full recompute keeps the layer input: 2*s*b*h on every rank, 2*s*b*h/t with sequence
+// parallelism, whose layer input is the rank's shard.)
 struct KorthikantiBytes {
   double per_layer = 0;            // the row of Table 2 that matches memory.recompute (t = 1)
   double no_recompute = 0;         // s*b*h*(34 + 5as/h)

@@ -254,6 +254,7 @@ nlohmann::json PlanReport::to_json() const {
       {"korthikanti_selective_recompute_bytes_per_layer", k.selective_recompute},
       {"korthikanti_full_recompute_bytes_per_layer", k.full_recompute},
       {"tensor_model_parallel_size", c.parallel.tensor_model_parallel_size},
+      {"sequence_parallel", c.parallel.sequence_parallel},
       // null with tensor_model_parallel_size 1 (the rows above are then the whole story).
       {"korthikanti_tensor_parallel_bytes_per_layer",
        k.tensor_parallel ? nlohmann::json(*k.tensor_parallel) : nlohmann::json()},
@@ -320,12 +321,17 @@ std::string PlanReport::to_text() const {
   }
   if (k.tensor_parallel) {
     o << "    tensor parallel " << c.parallel.tensor_model_parallel_size
+      << (c.parallel.sequence_parallel ? " + sequence parallel" : "")
       << ": per layer of this rank "
       << (la.partial() ? std::string("n/a") : bytes(activation_bytes_per_layer))
       << "; Korthikanti "
-      << (c.memory.recompute == "full"        ? "2sbh"
-          : c.memory.recompute == "selective" ? "sbh(10 + 24/t)"
-                                              : "sbh(10 + 24/t + 5as/(ht))")
+      << (c.parallel.sequence_parallel
+              ? (c.memory.recompute == "full"        ? "2sbh/t"
+                 : c.memory.recompute == "selective" ? "34sbh/t"
+                                                     : "sbh(34/t + 5as/(ht))")
+              : (c.memory.recompute == "full"        ? "2sbh"
+                 : c.memory.recompute == "selective" ? "sbh(10 + 24/t)"
+                                                     : "sbh(10 + 24/t + 5as/(ht))"))
       << " = " << bytes(static_cast<std::int64_t>(*k.tensor_parallel)) << "; measured/analytic "
       << (la.partial() ? std::string("n/a")
                        : ratio(static_cast<double>(activation_bytes_per_layer), *k.tensor_parallel))

@@ -154,6 +154,30 @@ TEST(ConfigErrors, TensorParallelSizeThatDoesNotSplitHeadsOrMlp) {
       << load_error(b);
 }
 
+// Sequence parallelism needs a tensor-parallel group and lengths that split evenly.
+TEST(ConfigErrors, SequenceParallelWithoutTensorParallelOrEvenLengths) {
+  ConfigFiles files;
+  const std::string a =
+      files.write("a.yaml", "parallel:\n  sequence_parallel: true\ndata:\n  mock: true\n");
+  EXPECT_TRUE(contains(load_error(a), a + ":2: parallel.sequence_parallel = true: means nothing "
+                                          "with parallel.tensor_model_parallel_size = 1"))
+      << load_error(a);
+  const std::string b = files.write(
+      "b.yaml",
+      "parallel:\n  tensor_model_parallel_size: 4\n  sequence_parallel: true\ndata:\n"
+      "  mock: true\n  seq_length: 126\n");
+  EXPECT_TRUE(contains(load_error(b), b + ":6: data.seq_length = 126: not divisible by "
+                                          "parallel.tensor_model_parallel_size = 4"))
+      << load_error(b);
+  const std::string d = files.write(
+      "d.yaml",
+      "parallel:\n  tensor_model_parallel_size: 2\n  sequence_parallel: true\ndata:\n"
+      "  mock: true\n  dynamic_seq_length: true\n");
+  EXPECT_TRUE(contains(load_error(d), d + ":6: data.dynamic_seq_length = true: is set with "
+                                          "parallel.sequence_parallel = true"))
+      << load_error(d);
+}
+
 TEST(ConfigErrors, SeqLengthAboveMaxPositionEmbeddings) {
   ConfigFiles files;
   const std::string clean = files.write("d.yaml", "model:\n  max_position_embeddings: 512\ndata:\n  mock: true\n  seq_length: 1024\n");

@@ -68,6 +68,25 @@ TEST(PlanActivation, TensorParallelRankKeepsItsShareOfTheSplitTensors) {
   }
 }
 
+// Sequence parallelism divides the replicated tensors (and the LayerNorm statistics) by t as
+// well: every stored activation of a layer is the rank's 1/t (Note [Sequence-parallel
+// regions]); Korthikanti's sbh(34/t + 5as/(ht)) at 16 bits.
+TEST(PlanActivation, SequenceParallelRankKeepsATthOfEverything) {
+  const std::int64_t sbh = s * b * h, as2b = a * s * s * b, stats = 16 * s * b;
+  for (int t : {2, 4}) {
+    Config c = layer_config("fp32", "none", "standard");
+    c.parallel.tensor_model_parallel_size = t;
+    c.parallel.sequence_parallel = true;
+    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)),
+              4 * (16 * sbh + as2b) / t + stats / t)
+        << "t = " << t;
+    c.memory.recompute = "full";
+    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)), 4 * sbh / t)
+        << "t = " << t;
+    EXPECT_DOUBLE_EQ(*korthikanti_activation_bytes(c).tensor_parallel, 2.0 * sbh / t);
+  }
+}
+
 TEST(PlanActivation, StandardLayerKeepsSixteenHiddenSizedTensorsAndTheProbabilities) {
   const std::int64_t sbh = s * b * h, as2b = a * s * s * b, stats = 16 * s * b;
   EXPECT_EQ(per_layer(layer_config("fp32", "none", "standard")), 4 * (16 * sbh + as2b) + stats);
