@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comms/counting_communicator.hpp"
+#include "memory/trace_recorder.hpp"
 #include "comms/process_grid.hpp"
 #include "comms/single_rank_communicator.hpp"
 #include "models/f32_access.hpp"
@@ -49,11 +50,14 @@ comms::Communicator* tp_of(comms::ProcessGrid* grid, comms::Communicator* tp_gro
 struct TrainingRun {
   // tp_group: the group the model and optimizer use (grid->tp() by default; a counting
   // adaptor of it in one test).
-  TrainingRun(const Config& c, comms::ProcessGrid* grid, comms::Communicator* tp_group = nullptr)
+  // allocator: the run's (default: the config's on host memory); dry_run: shapes only.
+  TrainingRun(const Config& c, comms::ProcessGrid* grid, comms::Communicator* tp_group = nullptr,
+              std::shared_ptr<memory::CachingAllocator> alloc = nullptr, bool dry_run = false)
       : config(c),
-        allocator(make_model_allocator(c.memory)),
+        allocator(alloc != nullptr ? alloc : make_model_allocator(c.memory)),
         ctx(allocator),
-        model(c.model, ctx, model_options(c),
+        // The context is in dry-run mode before the model allocates (the comma expression).
+        model((ctx.set_dry_run(dry_run), c.model), ctx, model_options(c),
               tensor_parallel(c, tp_of(grid, tp_group))),
         data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)),
         validation(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed + 1)),
@@ -336,6 +340,57 @@ TEST(TensorParallel, SequenceParallelMatchesTensorParallel) {
     const EvalResult e_got = evaluate_model(sp.model, sp.validation, grid.dp(), 4, 4);
     EXPECT_NEAR(e_got.loss, e_want.loss, 1e-6 * e_want.loss);
     EXPECT_EQ(e_got.accuracy, e_want.accuracy);
+  }
+}
+
+// The allocation trace of every rank's training steps and evaluation.
+std::vector<memory::TraceEvent> rank_trace(const Config& c, comms::ProcessGrid& grid, bool dry) {
+  std::shared_ptr<memory::CachingAllocator> alloc =
+      dry ? make_dry_run_allocator(c.memory, std::size_t{1} << 32, "simulated")
+          : make_model_allocator(c.memory);
+  memory::TraceRecorder recorder;
+  alloc->set_event_sink(recorder.sink());
+  {
+    TrainingRun run(c, &grid, nullptr, alloc, dry);
+    run.step(0);
+    run.step(1);
+    evaluate_model(run.model, run.validation, grid.dp(), 4, 2);
+  }
+  alloc->set_event_sink(nullptr);
+  return recorder.events();
+}
+
+// design.md, "Execution modes": a dry run allocates what the compute run allocates, event for
+// event, on every rank of the grid, under tensor and sequence parallelism, 16-bit storage and
+// recompute (the tp collectives' staging lives in the workspace, outside the allocator).
+TEST(TensorParallel, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
+  struct Setting {
+    bool sp;
+    const char* dtype;
+    const char* recompute;
+  };
+  for (const Setting& k : {Setting{false, "fp32", "none"}, Setting{true, "fp32", "none"},
+                           Setting{false, "bf16", "full"}, Setting{true, "fp16", "selective"}}) {
+    Config c = grid_config(true);
+    c.parallel.tensor_model_parallel_size = 2;
+    c.parallel.sequence_parallel = k.sp;
+    c.precision.dtype = k.dtype;
+    c.memory.recompute = k.recompute;
+    comms::ProcessGrid grid(comms::make_world_communicator(), 2);
+    const auto real = rank_trace(c, grid, false);
+    const auto dry = rank_trace(c, grid, true);
+    const std::string name = std::string(k.dtype) + " " + k.recompute + (k.sp ? " sp" : "") +
+                             " rank " + std::to_string(grid.world().rank());
+    ASSERT_GT(real.size(), 100u) << name;
+    ASSERT_EQ(real.size(), dry.size()) << name;
+    for (std::size_t i = 0; i < real.size(); ++i) {
+      const auto& a = real[i];
+      const auto& b = dry[i];
+      ASSERT_TRUE(a.kind == b.kind && a.bytes == b.bytes && a.tag == b.tag &&
+                  a.allocation_id == b.allocation_id)
+          << name << " event " << i << ": " << memory::to_string(a.kind) << " " << a.bytes
+          << " B vs " << memory::to_string(b.kind) << " " << b.bytes << " B";
+    }
   }
 }
 
