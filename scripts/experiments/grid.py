@@ -24,6 +24,18 @@ class Layout:
     target: str                      # memtrain's --target for the device of one rank
     sets: tuple = ()                 # config overrides the layout needs
     missing: str = ""                # non-empty: the layout cannot be expressed at all yet
+    # A smaller grid for the layouts whose every trace needs many ranks (None: the whole grid).
+    precisions: tuple = None
+    recomputes: tuple = None
+    shapes: tuple = None
+
+    @property
+    def tp(self):
+        """parallel.tensor_model_parallel_size of the layout (1 without the key)."""
+        for s in self.sets:
+            if s.startswith("parallel.tensor_model_parallel_size="):
+                return int(s.split("=")[1])
+        return 1
 
 
 # Note [Layouts and the per-rank view]
@@ -34,20 +46,34 @@ class Layout:
 # buffer (tag communication, runtime/train/gradient_allreduce.hpp) that one process never
 # allocates. The memory outside the allocator (CUDA context, cuBLAS workspace, NCCL buffers with
 # more than one rank) and the device's capacity come from `memtrain plan --target T
-# --world-size N` (runtime/config/device_target.hpp). Tensor parallelism is tried through its
-# config key so that the cell fills in by itself the day the key is accepted; ZeRO-1 has no
-# config key at all and sequence parallelism is a key the loader names as not built, so those
-# rows are written as not available without running anything.
+# --world-size N` (runtime/config/device_target.hpp). Under tensor parallelism every rank of
+# the grid holds an equal shard (the vocabulary is padded to split evenly), so rank 0 is again
+# every rank's view. ZeRO-1 has no config key yet, so its rows are written as not available
+# without running anything.
+TP2 = "parallel.tensor_model_parallel_size=2"
+TP4 = "parallel.tensor_model_parallel_size=4"
+SP = "parallel.sequence_parallel=true"
 LAYOUTS = [
     Layout("dp4_40gb", "data parallel 4 x 40 GB (per rank)", 4, "a100-40gb"),
-    Layout("tp2_dp2_40gb", "tensor parallel 2 x data parallel 2, 40 GB", 4, "a100-40gb",
-           ("parallel.tensor_model_parallel_size=2",)),
+    Layout("tp2_dp2_40gb", "tensor parallel 2 x data parallel 2, 40 GB", 4, "a100-40gb", (TP2,)),
     Layout("single_80gb", "one 80 GB device", 1, "a100-80gb"),
     Layout("zero1_dp4_40gb", "ZeRO-1, data parallel 4 x 40 GB", 4, "a100-40gb",
            missing="ZeRO-1 (optimizer-state sharding) is not built: no config key"),
     Layout("sp_tp2_dp2_40gb", "sequence parallel, tensor parallel 2 x data parallel 2, 40 GB", 4,
-           "a100-40gb", ("parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true"),
-           missing="sequence parallelism is not built (parallel.sequence_parallel)"),
+           "a100-40gb", (TP2, SP)),
+    Layout("tp4_40gb", "tensor parallel 4, 40 GB", 4, "a100-40gb", (TP4,)),
+    Layout("sp_tp4_40gb", "sequence parallel, tensor parallel 4, 40 GB", 4, "a100-40gb",
+           (TP4, SP)),
+    Layout("tp2_dp2_80gb", "tensor parallel 2 x data parallel 2, 80 GB", 4, "a100-80gb", (TP2,)),
+    Layout("sp_tp2_dp2_80gb", "sequence parallel, tensor parallel 2 x data parallel 2, 80 GB", 4,
+           "a100-80gb", (TP2, SP)),
+    Layout("tp4_80gb", "tensor parallel 4, 80 GB", 4, "a100-80gb", (TP4,)),
+    Layout("sp_tp4_80gb", "sequence parallel, tensor parallel 4, 80 GB", 4, "a100-80gb",
+           (TP4, SP)),
+    # Note [The larger tensor + data parallel case]: 16 ranks per trace, so a smaller grid.
+    Layout("tp4_dp4_80gb", "tensor parallel 4 x data parallel 4, 16 x 80 GB", 16, "a100-80gb",
+           (TP4,), precisions=("fp32", "bf16"), recomputes=("none", "full"),
+           shapes=((128, 64), (512, 16))),
 ]
 
 
@@ -95,12 +121,22 @@ class Cell:
 
 
 def fixed_cells(layouts=LAYOUTS, precisions=PRECISIONS, recomputes=RECOMPUTES, shapes=SHAPES):
+    """Every layout x setting; a layout with its own smaller grid uses that instead."""
     for layout in layouts:
-        for precision in precisions:
-            for recompute in recomputes:
-                for seq, mb in shapes:
+        for precision in layout.precisions or precisions:
+            for recompute in layout.recomputes or recomputes:
+                for seq, mb in layout.shapes or shapes:
                     s = Setting(precision, recompute, seq, mb, layout.world_size, extra_sets=layout.sets)
                     yield Cell(layout, s)
+
+
+# Note [The larger tensor + data parallel case]
+# The claim of about 78% utilization with pooling in "a larger case" of tensor and data
+# parallelism (issue 10) is approached with 16 ranks of 80 GB as tensor parallel 4 x data
+# parallel 4 (the tp groups of 4 fit one 8-GPU node, Megatron-LM's usual placement). Each of
+# its traces is rank 0 of `mpirun -np 16` (16 dry-run ranks on 2 cores), so it runs a smaller
+# grid: fp32 and bf16, no and full recompute, the largest shape of each sequence length.
+BIG_LAYOUTS = [l for l in LAYOUTS if l.world_size > 4]
 
 
 # Note [The dynamic-length run]

@@ -161,8 +161,10 @@ class Grid:
         if self.args.compute:
             return ""
         outcome = {}
+        # A tensor-parallel layout needs its tp ranks even for one data-parallel rank.
+        tp = layout.tp
         for mb in ([n] if n > 0 else []) + [n + 1]:
-            s = dataclasses.replace(setting, micro_batch_size=mb, world_size=1, dynamic=False,
+            s = dataclasses.replace(setting, micro_batch_size=mb, world_size=tp, dynamic=False,
                                     steps=1)
             run_dir = self.runs / f"check-{layout.name}-{s.name}"
             args = ["train", "--config", self.args.config, "--dry-run", "--target", layout.target,
@@ -170,7 +172,7 @@ class Grid:
                     "--set", "memory.trace=false"]
             for kv in s.config_sets():
                 args += ["--set", kv]
-            r = memtrain_cli.run(self.args.binary, args, timeout_s=120)
+            r = memtrain_cli.run(self.args.binary, args, timeout_s=300, ranks=tp)
             self.commands.append(f"# max micro-batch check ({r.seconds:.1f} s, exit "
                                  f"{r.returncode})\n{r.command}")
             outcome[mb] = r.returncode
@@ -257,7 +259,8 @@ def main():
     g = Grid(args)
     g.out.mkdir(parents=True, exist_ok=True)
     if args.quick:
-        cells = list(grid.fixed_cells(layouts=grid.LAYOUTS, precisions=["fp32", "bf16"],
+        quick_layouts = [l for l in grid.LAYOUTS if l not in grid.BIG_LAYOUTS]
+        cells = list(grid.fixed_cells(layouts=quick_layouts, precisions=["fp32", "bf16"],
                                       recomputes=["none", "full"], shapes=[(128, 8), (128, 16)]))
         dyn = grid.dynamic_cell()
         dyn.setting = grid.Setting("fp32", "none", 128, 4, 4, dynamic=True, steps=8)

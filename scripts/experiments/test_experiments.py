@@ -57,7 +57,15 @@ class GridTest(unittest.TestCase):
         cells = list(grid.fixed_cells())
         per_layout = len(grid.PRECISIONS) * len(grid.RECOMPUTES) * len(grid.SHAPES)
         self.assertEqual(per_layout, 3 * 3 * 7)
-        self.assertEqual(len(cells), per_layout * len(grid.LAYOUTS))
+        full = [l for l in grid.LAYOUTS if l not in grid.BIG_LAYOUTS]
+        big = sum(len(l.precisions) * len(l.recomputes) * len(l.shapes) for l in grid.BIG_LAYOUTS)
+        self.assertEqual(len(cells), per_layout * len(full) + big)
+        # Issue 10: tp 2 and tp 4, with and without sequence parallelism, on 40 and 80 GB.
+        names = {l.name for l in grid.LAYOUTS if not l.missing}
+        for size in ("40gb", "80gb"):
+            for tp in ("tp2_dp2", "tp4"):
+                self.assertIn(f"{tp}_{size}", names)
+                self.assertIn(f"sp_{tp}_{size}", names)
         self.assertEqual(set(grid.POLICIES), {"no_cache", "pytorch", "best_fit", "vmm_stitch", "planned"})
 
     def test_one_micro_batch_per_step_and_rank(self):
