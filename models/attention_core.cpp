@@ -35,7 +35,8 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
       kernels::flash_attention_forward(write_f32(s.ctx, context).get(), lse.data<float>(),
                                        read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
                                        read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
-                                       s.attention_dropout, key, s.first_sample, tiles.data(), first_head_);
+                                       s.attention_dropout, key, s.first_sample, tiles.data(),
+                                       first_head_);
     }
     if (s.training) lse_ = std::move(lse);
     return context;
@@ -69,7 +70,8 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
           update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
           read_f32(s.ctx, dcontext).get(), read_f32(s.ctx, context).get(), lse_.data<float>(),
           read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(), read_f32(s.ctx, v).get(),
-          s.attention_mask, B, T, C, NH, s.attention_dropout, key, s.first_sample, tiles.data(), first_head_);
+          s.attention_mask, B, T, C, NH, s.attention_dropout, key, s.first_sample, tiles.data(),
+          first_head_);
     }
     lse_.reset();
     return;

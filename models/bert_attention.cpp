@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/dropout.hpp"
 #include "models/f32_access.hpp"
+#include "models/row_parallel.hpp"
 #include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
 
@@ -68,20 +69,9 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
     // them in the float view (the f32 staging of 16-bit activations), or reduce-scatters them
     // onto the shard, and the bias, held whole on every rank, is added once after the sum.
     auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
-    if (sp) {
-      auto partial = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-      auto p_f = write_f32(s.ctx, partial);
-      output_.forward(s, p_f.get(), read_f32(s.ctx, context).get(), N, /*with_bias=*/false);
-      reduce_scatter_sequence(s, tp_, p_f.get(), r_f.get(), C);  // g
-    } else {
-      output_.forward(s, r_f.get(), read_f32(s.ctx, context).get(), N, !tp_.enabled());
-    }
+    row_parallel_forward(s, tp_, output_, read_f32(s.ctx, context).get(), r_f.get());  // g
     if (s.compute()) {
       float* r = r_f.get();
-      if (tp_.enabled()) {
-        if (!sp) tp_.all_reduce(r, long{N} * C);  // g
-        add_bias(s, r, output_.bias(), Nl);
-      }
       if (s.hidden_dropout > 0.0f) {
         kernels::dropout_forward(r, r, B, long{Tl} * C, s.hidden_dropout,
                                  s.key(encoder_rng_layer(layer_), kAttentionOutput),
@@ -128,11 +118,8 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     }
     // g's backward: the identity, or with sequence parallelism the all-gather of the shard's
     // gradient (the bias gradient is then the whole sum on every rank).
-    Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
-    F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
-    if (sp) gather_sequence(s, tp_, dproj_f.get(), g_f.get(), C);
-    output_.backward(s, update_f32(s.ctx, dcontext).get(), sp ? g_f.get() : dproj_f.get(),
-                     read_f32(s.ctx, context_).get(), N);
+    row_parallel_backward(s, tp_, output_, update_f32(s.ctx, dcontext).get(), dproj_f.get(),
+                          read_f32(s.ctx, context_).get());
   }
   dproj.reset();
   // Only the flash core's backward reads its own output again.
@@ -172,12 +159,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
       query_.backward(s, dx_all_f.get(), read_f32(s.ctx, dq).get(), x_all_f.get(), N);
       key_.backward(s, dx_all_f.get(), read_f32(s.ctx, dk).get(), x_all_f.get(), N);
       value_.backward(s, dx_all_f.get(), read_f32(s.ctx, dv).get(), x_all_f.get(), N);
-      if (s.compute()) {
-        core::Workspace::Lease part(s.ctx.workspace(), static_cast<std::size_t>(Nl) * C);
-        reduce_scatter_sequence(s, tp_, dx_all_f.get(), part.data(), C);  // f
-        float* d = dx_f.get();
-        for (long i = 0; i < long{Nl} * C; ++i) d[i] += part.data()[i];
-      }
+      add_reduce_scattered(s, tp_, dx_all_f.get(), dx_f.get(), C);  // f
     }
     dq.reset();
     dk.reset();

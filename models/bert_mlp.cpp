@@ -7,6 +7,7 @@
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/gelu.hpp"
 #include "models/f32_access.hpp"
+#include "models/row_parallel.hpp"
 #include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
 
@@ -58,20 +59,9 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
     // g: the row-parallel projection's partial sums, all-reduced (or reduce-scattered onto the
     // shard), then the bias once.
     auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
-    if (sp) {
-      auto partial = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
-      auto p_f = write_f32(s.ctx, partial);
-      output_.forward(s, p_f.get(), read_f32(s.ctx, gelu).get(), N, /*with_bias=*/false);
-      reduce_scatter_sequence(s, tp_, p_f.get(), r_f.get(), C);  // g
-    } else {
-      output_.forward(s, r_f.get(), read_f32(s.ctx, gelu).get(), N, !tp_.enabled());
-    }
+    row_parallel_forward(s, tp_, output_, read_f32(s.ctx, gelu).get(), r_f.get());  // g
     if (s.compute()) {
       float* r = r_f.get();
-      if (tp_.enabled()) {
-        if (!sp) tp_.all_reduce(r, long{N} * C);  // g
-        add_bias(s, r, output_.bias(), Nl);
-      }
       if (s.hidden_dropout > 0.0f) {
         kernels::dropout_forward(r, r, B, long{Tl} * C, s.hidden_dropout,
                                  s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
@@ -115,11 +105,8 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
       }
     }
     // g's backward: the identity, or the all-gather of the shard's gradient.
-    Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
-    F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
-    if (sp) gather_sequence(s, tp_, dproj_f.get(), g_f.get(), C);
-    output_.backward(s, update_f32(s.ctx, dgelu).get(), sp ? g_f.get() : dproj_f.get(),
-                     read_f32(s.ctx, gelu_).get(), N);
+    row_parallel_backward(s, tp_, output_, update_f32(s.ctx, dgelu).get(), dproj_f.get(),
+                          read_f32(s.ctx, gelu_).get());
   }
   dproj.reset();
   gelu_.reset();
@@ -150,12 +137,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
       gather_sequence(s, tp_, read_f32(s.ctx, a_).get(), a_all_f.get(), C);
       intermediate_.backward(s, da_all_f.get(), read_f32(s.ctx, dpre).get(), a_all_f.get(), N,
                              /*with_bias=*/false);
-      if (s.compute()) {
-        core::Workspace::Lease part(s.ctx.workspace(), static_cast<std::size_t>(Nl) * C);
-        reduce_scatter_sequence(s, tp_, da_all_f.get(), part.data(), C);  // f
-        float* d = da_f.get();
-        for (long i = 0; i < long{Nl} * C; ++i) d[i] += part.data()[i];
-      }
+      add_reduce_scattered(s, tp_, da_all_f.get(), da_f.get(), C);  // f
     }
   }
   a_.reset();

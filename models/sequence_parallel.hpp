@@ -26,7 +26,9 @@ namespace memtrain::models {
 // collectives, which work on contiguous rank blocks, go through a staging copy [t, B, T/t, C].
 
 // The first token of this rank's shard, and the shard's length (T / tp.size()).
-inline int sequence_shard_first(const TensorParallel& tp, int T) { return tp.rank() * (T / tp.size()); }
+inline int sequence_shard_first(const TensorParallel& tp, int T) {
+  return tp.rank() * (T / tp.size());
+}
 inline int sequence_shard_length(const TensorParallel& tp, int T) { return T / tp.size(); }
 
 // full [B, T, C] = every rank's shard [B, T/tp, C] in token order (all-gather over the group).

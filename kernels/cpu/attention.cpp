@@ -105,7 +105,8 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
       const int rows = std::min(R, T - i0);
       std::memcpy(buf, P + static_cast<std::int64_t>(i0) * T, sizeof(Scalar) * rows * T);
       apply_dropout_mask(buf, static_cast<std::int64_t>(rows) * T, dropout_p, stream,
-                         first_sample + b, (static_cast<std::uint64_t>(first_head + h) * T + i0) * T);
+                         first_sample + b,
+                         (static_cast<std::uint64_t>(first_head + h) * T + i0) * T);
       matmul_strided_batched(ob + static_cast<std::int64_t>(i0) * C, buf, vb, 1, rows, HS, T, false,
                              false, 0, 0, 0, T, C, C, Scalar(1), Scalar(0));
     }

@@ -16,7 +16,8 @@ namespace memtrain::kernels {
 // then draws the unsliced tensor's mask.
 template <class T>
 void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p,
-                     const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element = 0);
+                     const RngKey& key, std::uint64_t first_sample,
+                     std::uint64_t first_element = 0);
 
 // dinp = dout * keep / (1 - p) (overwrites; may alias dout).
 template <class T>
