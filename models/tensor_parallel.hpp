@@ -16,6 +16,14 @@ namespace memtrain::models {
 // gradient flows around the split block; it is counted on rank 0 only before the backward
 // all-reduce of f, so that the sum adds it once (the other ranks contribute their shards'
 // input gradients alone) without a second buffer.
+// Note [Tensor-parallel collectives of 16-bit activations]
+// With 16-bit storage every op already works on f32 views of its tensors, converted in a
+// Workspace slot outside the allocator (Note [fp32 arithmetic on 16-bit storage]); the layers'
+// all-reduces, gathers and reduce-scatters run on those views, so partial sums are added in f32
+// and rounded to 16 bits once, as the gradient all-reduce's staging buffer does. The slots are
+// taken before the first step and reused (grow-only), so like that buffer they are in place up
+// front, and a dry run (which converts nothing) allocates exactly what a compute run does:
+// `tests/train/mpi/tensor_parallel_test.cpp` compares the two traces on every rank.
 struct TensorParallel {
   comms::Communicator* group = nullptr;  // null: no tensor parallelism (a group of one)
   // Vocabulary padding under tensor parallelism (Megatron-LM's make_vocab_size_divisible_by):
