@@ -20,9 +20,10 @@ namespace memtrain::models {
 // With 16-bit storage every op already works on f32 views of its tensors, converted in a
 // Workspace slot outside the allocator (Note [fp32 arithmetic on 16-bit storage]); the layers'
 // all-reduces, gathers and reduce-scatters run on those views, so partial sums are added in f32
-// and rounded to 16 bits once, as the gradient all-reduce's staging buffer does. The slots are
-// taken before the first step and reused (grow-only), so like that buffer they are in place up
-// front, and a dry run (which converts nothing) allocates exactly what a compute run does:
+// and rounded to 16 bits once, as the gradient all-reduce's staging buffer does. Unlike that
+// buffer the slots are not allocator memory: they grow during the first step and are reused
+// after it (Workspace::reserved_bytes reports them), and a dry run (which converts nothing)
+// allocates exactly what a compute run does:
 // `tests/train/mpi/tensor_parallel_test.cpp` compares the two traces on every rank.
 struct TensorParallel {
   comms::Communicator* group = nullptr;  // null: no tensor parallelism (a group of one)
