@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "tests/cli/run_memtrain.hpp"
 
@@ -84,6 +85,28 @@ TEST(TensorParallelCli, LaunchScriptTrainsTheRunOfOneProcess) {
     ASSERT_FALSE(loss_at(b, step).empty()) << b;
     const double la = std::stod(loss_at(a, step)), lb = std::stod(loss_at(b, step));
     EXPECT_NEAR(lb, la, 1e-6 * la) << "step " << step;
+  }
+}
+
+// scripts/launch.sh refuses bad usage with exit 2 and a line saying what was wrong, before
+// starting mpirun.
+TEST(TensorParallelCli, LaunchScriptRefusesBadUsage) {
+  Scratch s;
+  s.write("c.yaml", kTinyMockYaml);
+  const std::string script = "'" + std::string(MEMTRAIN_SOURCE_DIR) + "/scripts/launch.sh' ";
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "missing -n N"},
+      {"-n 0 c.yaml", "-n 0: expected a positive integer"},
+      {"-n two c.yaml", "-n two: expected a positive integer"},
+      {"-n 2", "missing CONFIG"},
+      {"-n 2 missing.yaml", "CONFIG missing.yaml: no such file"},
+      {"--frob -n 2 c.yaml", "unknown option --frob"},
+      {"-n 2 --hostfile nope c.yaml", "--hostfile nope: no such file"},
+  };
+  for (const auto& [args, message] : cases) {
+    const testing::Run r = s.shell(script + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "launch.sh: " + message)) << args;
   }
 }
 
