@@ -106,7 +106,9 @@ TEST(TensorParallelCli, LaunchScriptRefusesBadUsage) {
   for (const auto& [args, message] : cases) {
     const testing::Run r = s.shell(script + args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
-    EXPECT_TRUE(contains(r.err, "launch.sh: " + message)) << args;
+    std::string expected = "launch.sh: ";
+    expected += message;
+    EXPECT_TRUE(contains(r.err, expected)) << args;
   }
 }
 
