@@ -93,7 +93,9 @@ TEST(TensorParallelCli, LaunchScriptTrainsTheRunOfOneProcess) {
 TEST(TensorParallelCli, LaunchScriptRefusesBadUsage) {
   Scratch s;
   s.write("c.yaml", kTinyMockYaml);
-  const std::string script = "'" + std::string(MEMTRAIN_SOURCE_DIR) + "/scripts/launch.sh' ";
+  std::string script = "'";
+  script += MEMTRAIN_SOURCE_DIR;
+  script += "/scripts/launch.sh' ";
   const std::pair<std::string, std::string> cases[] = {
       {"", "missing -n N"},
       {"-n 0 c.yaml", "-n 0: expected a positive integer"},
