@@ -90,6 +90,14 @@ class Setting:
     extra_sets: tuple = ()
 
     @property
+    def tp(self):
+        """parallel.tensor_model_parallel_size among extra_sets (1 without it)."""
+        for s in self.extra_sets:
+            if s.startswith("parallel.tensor_model_parallel_size="):
+                return int(s.split("=")[1])
+        return 1
+
+    @property
     def name(self):
         d = "-dyn" if self.dynamic else ""
         extra = "".join("-" + s.split("=")[0].split(".")[-1] + "_" + s.split("=")[1]
@@ -105,7 +113,8 @@ class Setting:
             f"data.seq_length={self.seq_length}",
             f"data.dynamic_seq_length={'true' if self.dynamic else 'false'}",
             f"training.micro_batch_size={self.micro_batch_size}",
-            f"training.global_batch_size={self.micro_batch_size * self.world_size}",
+            # One micro-batch per data-parallel rank and step: world / tp of them.
+            f"training.global_batch_size={self.micro_batch_size * (self.world_size // self.tp)}",
             f"training.max_steps={self.steps}",
             *self.extra_sets,
         ]

@@ -74,6 +74,10 @@ class GridTest(unittest.TestCase):
         self.assertIn("training.global_batch_size=64", sets)
         self.assertIn("precision.dtype=bf16", sets)
         self.assertIn("memory.recompute=full", sets)
+        # tp 2 x dp 2: one micro-batch for each of the 2 data-parallel ranks.
+        tp = grid.Setting("bf16", "none", 128, 8, world_size=4,
+                          extra_sets=("parallel.tensor_model_parallel_size=2",)).config_sets()
+        self.assertIn("training.global_batch_size=16", tp)
 
 
 class TargetsTest(unittest.TestCase):
