@@ -3,7 +3,7 @@
 # one dry-run trace per setting (precision x recompute x shape), replays it under every
 # allocator policy on each layout's device, asks `memtrain plan` for the largest micro-batch,
 # and writes results/bert_large_memory/: cells.csv, table.md, commands.txt and the PNG plots.
-# Prints the check of the utilization targets. About 20 minutes on 2 cores.
+# Prints the check of the utilization targets. About 20 minutes on 2 cores (2026-12-01).
 #   scripts/bert_large_memory.sh [--quick] [--config F] [--out DIR]
 # --quick: a few cells only (a check of the pipeline). MEMTRAIN_BUILD_DIR picks the build folder.
 set -euo pipefail
