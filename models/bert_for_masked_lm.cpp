@@ -132,7 +132,7 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed) {
 }
 
 void BertForMaskedLM::validate(const core::MlmBatch& b, const std::vector<std::int32_t>& positions,
-                               const std::vector<std::int32_t>* labels) const {
+                               const std::vector<std::int32_t>* labels, bool any_length) const {
   auto fail = [](const std::string& what) { throw RuntimeError("invalid MLM batch: " + what); };
   if (b.batch_size < 1 || b.seq_length < 1) {
     fail("batch_size = " + std::to_string(b.batch_size) +
@@ -142,7 +142,7 @@ void BertForMaskedLM::validate(const core::MlmBatch& b, const std::vector<std::i
     fail("seq_length = " + std::to_string(b.seq_length) +
          " exceeds max_position_embeddings = " + std::to_string(config_.max_position_embeddings));
   }
-  if (tp_.sp() && b.seq_length % tp_.size() != 0) {
+  if (tp_.sp() && !any_length && b.seq_length % tp_.size() != 0) {
     fail("seq_length = " + std::to_string(b.seq_length) +
          " is not divisible by the tensor-parallel size " + std::to_string(tp_.size()) +
          " (sequence parallelism splits every sample's tokens evenly)");
@@ -263,8 +263,47 @@ StepStats BertForMaskedLM::evaluate(const core::MlmBatch& batch) {
   return stats;
 }
 
-std::vector<float> BertForMaskedLM::predict_log_probs(const core::MlmBatch& batch,
-                                                      const std::vector<std::int32_t>& positions) {
+namespace {
+
+// Note [Padding a prompt for sequence parallelism]
+// Sequence parallelism splits every sample's tokens evenly, so a prompt (fill-mask) of any
+// length is padded to the next multiple of the group size with masked-out keys: padding keys
+// get probability exactly 0 in every attention row, the real tokens keep their positions, and
+// the predictions at the real positions are those of the unpadded prompt.
+core::MlmBatch padded_to_multiple(const core::MlmBatch& b, int multiple,
+                                  std::vector<std::int32_t>& positions) {
+  const int T = b.seq_length, Tp = (T + multiple - 1) / multiple * multiple;
+  core::MlmBatch p;
+  p.batch_size = b.batch_size;
+  p.seq_length = Tp;
+  p.first_sample = b.first_sample;
+  const std::size_t n = static_cast<std::size_t>(b.batch_size) * Tp;
+  p.input_ids.assign(n, 0);
+  p.token_type_ids.assign(n, 0);
+  p.attention_mask.assign(n, 0.0f);
+  for (int r = 0; r < b.batch_size; ++r) {
+    for (int t = 0; t < T; ++t) {
+      const std::size_t from = static_cast<std::size_t>(r) * T + t, to = std::size_t(r) * Tp + t;
+      p.input_ids[to] = b.input_ids[from];
+      if (!b.token_type_ids.empty()) p.token_type_ids[to] = b.token_type_ids[from];
+      p.attention_mask[to] = b.attention_mask.empty() ? 1.0f : b.attention_mask[from];
+    }
+  }
+  for (auto& pos : positions) pos = pos / T * Tp + pos % T;
+  return p;
+}
+
+}  // namespace
+
+std::vector<float> BertForMaskedLM::predict_log_probs(const core::MlmBatch& unpadded,
+                                                      const std::vector<std::int32_t>& at) {
+  std::vector<std::int32_t> positions = at;
+  // Note [Padding a prompt for sequence parallelism]
+  const bool pad = tp_.sp() && unpadded.seq_length % tp_.size() != 0 &&
+                   unpadded.batch_size >= 1 && unpadded.seq_length >= 1;
+  if (pad) validate(unpadded, positions, nullptr, /*any_length=*/true);
+  const core::MlmBatch batch =
+      pad ? padded_to_multiple(unpadded, tp_.size(), positions) : unpadded;
   validate(batch, positions, nullptr);
   const int P = static_cast<int>(positions.size()), V = config_.vocab_size;
   if (P == 0 || ctx_.dry_run()) return std::vector<float>(static_cast<std::size_t>(P) * V);

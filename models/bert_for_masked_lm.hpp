@@ -60,7 +60,9 @@ class BertForMaskedLM {
   // Loss and accuracy at the masked positions with dropout off; no gradients, and each layer's
   // activations are freed as soon as the next layer has consumed them.
   StepStats evaluate(const core::MlmBatch& batch);
-  // log-softmax over the vocabulary at flat positions (b * T + t): [P, V] row-major.
+  // log-softmax over the vocabulary at flat positions (b * T + t): [P, V] row-major. Under
+  // sequence parallelism a batch of any length is padded first (Note [Padding a prompt for
+  // sequence parallelism]).
   std::vector<float> predict_log_probs(const core::MlmBatch& batch,
                                        const std::vector<std::int32_t>& positions);
 
@@ -95,8 +97,9 @@ class BertForMaskedLM {
   PassState make_pass(const core::MlmBatch& batch, bool training, std::uint64_t seed, std::uint64_t step);
   // Embeddings and every encoder layer: hidden [B, T, C].
   core::Tensor encode(PassState& s, const core::MlmBatch& batch);
+  // any_length: skip the sequence-parallel divisibility check (a prompt padded afterwards).
   void validate(const core::MlmBatch& batch, const std::vector<std::int32_t>& positions,
-                const std::vector<std::int32_t>* labels) const;
+                const std::vector<std::int32_t>* labels, bool any_length = false) const;
   void release_all();
 
   BertConfig config_;

@@ -340,6 +340,16 @@ TEST(TensorParallel, SequenceParallelMatchesTensorParallel) {
     const EvalResult e_got = evaluate_model(sp.model, sp.validation, grid.dp(), 4, 4);
     EXPECT_NEAR(e_got.loss, e_want.loss, 1e-6 * e_want.loss);
     EXPECT_EQ(e_got.accuracy, e_want.accuracy);
+    // A prompt whose length the group does not divide (fill-mask's) is padded, not refused.
+    core::MlmBatch prompt;
+    prompt.batch_size = 1;
+    prompt.seq_length = 13;
+    for (int t = 0; t < 13; ++t) prompt.input_ids.push_back((t * 7 + 3) % c.model.vocab_size);
+    const std::vector<std::int32_t> at = {2, 7, 12};
+    const auto lp_want = tp.model.predict_log_probs(prompt, at);
+    const auto lp_got = sp.model.predict_log_probs(prompt, at);
+    ASSERT_EQ(lp_got.size(), lp_want.size());
+    EXPECT_LE(relative_error(lp_got, lp_want), 1e-5) << options;
   }
 }
 
