@@ -60,7 +60,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--non-allocator", args->non_allocator,
                   "Device bytes outside the allocator, replacing the target's estimate, e.g. 1GiB");
   cmd->add_flag("--json", args->json, "One JSON document: an object for one policy, an array for several");
-  cmd->callback([args, &exit_code] {
+  cmd->callback([args, cmd, &exit_code] {
     const int world_size = parse_world_size(args->world_size);
     train::DeviceTarget target = train::parse_device_target(args->target, world_size);
     if (!args->non_allocator.empty()) {
@@ -68,11 +68,12 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     }
     const train::Config config = train::load_config(args->config, args->overrides);
     try {
-      comms::check_grid(world_size, config.parallel.tensor_model_parallel_size);
+      train::check_tensor_parallel_world(config, world_size);
       train::check_data_parallel_size(config,
                                       world_size / config.parallel.tensor_model_parallel_size);
     } catch (const ConfigError& e) {
-      throw ConfigError("--world-size " + std::to_string(world_size) + ": " + e.what());
+      throw ConfigError("--world-size " + std::to_string(world_size) +
+                        (cmd->count("--world-size") == 0 ? " (the default)" : "") + ": " + e.what());
     }
     std::vector<std::string> policies = args->policies;
     if (policies.empty()) policies.push_back(config.memory.policy);

@@ -273,6 +273,17 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   return c;
 }
 
+void check_tensor_parallel_world(const Config& c, int world_size) {
+  const int tp = c.parallel.tensor_model_parallel_size;
+  if (world_size >= 1 && world_size % tp == 0) return;
+  fail(where_set(c, "parallel.tensor_model_parallel_size"), "parallel.tensor_model_parallel_size",
+       std::to_string(tp),
+       "does not divide the world of " + std::to_string(world_size) +
+           (world_size == 1 ? " rank" : " ranks"),
+       "a divisor of the number of ranks (world = tensor_model_parallel_size x data-parallel "
+       "size; launch a multiple of " + std::to_string(tp) + " ranks)");
+}
+
 void check_data_parallel_size(const Config& c, int data_parallel_size) {
   const long long step = static_cast<long long>(c.training.micro_batch_size) * data_parallel_size;
   if (data_parallel_size < 1 || c.training.global_batch_size % step != 0) {
@@ -281,7 +292,8 @@ void check_data_parallel_size(const Config& c, int data_parallel_size) {
          "not a multiple of training.micro_batch_size x data-parallel size = " +
              std::to_string(c.training.micro_batch_size) + " x " + std::to_string(data_parallel_size) + " = " +
              std::to_string(step),
-         "a multiple of " + std::to_string(step) + " (global = micro x accumulation steps x ranks)");
+         "a multiple of " + std::to_string(step) +
+             " (global = micro x accumulation steps x data-parallel ranks)");
   }
 }
 

@@ -27,4 +27,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // the trainer calls this with the real size before creating the run directory.
 void check_data_parallel_size(const Config& config, int data_parallel_size);
 
+// The tensor-parallel rule that needs the world size: throws ConfigError naming where
+// parallel.tensor_model_parallel_size was set when it does not divide `world_size` ranks.
+void check_tensor_parallel_world(const Config& config, int world_size);
+
 }  // namespace memtrain::train

@@ -196,6 +196,7 @@ nlohmann::json PlanReport::to_json() const {
   // replicated parameters), which is the whole model without tensor parallelism.
   const double zero_bytes = static_cast<double>(step.parameters_on_rank) * zero_per_param;
   const KorthikantiBytes k = korthikanti_activation_bytes(c);
+  const double layer_reference = k.tensor_parallel ? *k.tensor_parallel : k.per_layer;
   nlohmann::json per_tag = nlohmann::json::object();
   for (const auto& [tag, b] : step.per_tag_peak_bytes) per_tag[tag] = b;
   const auto& na = target.non_allocator;
@@ -258,14 +259,20 @@ nlohmann::json PlanReport::to_json() const {
       // null with tensor_model_parallel_size 1 (the rows above are then the whole story).
       {"korthikanti_tensor_parallel_bytes_per_layer",
        k.tensor_parallel ? nlohmann::json(*k.tensor_parallel) : nlohmann::json()},
+      // Against the tensor-parallel row when there is one (a rank's layer), else memory.recompute's.
       {"activation_per_layer_ratio",
        layer_activation.partial() ? nlohmann::json()
-       : k.per_layer > 0          ? nlohmann::json(static_cast<double>(activation_bytes_per_layer) / k.per_layer)
-                                  : nlohmann::json(0.0)},
+       : layer_reference > 0
+           ? nlohmann::json(static_cast<double>(activation_bytes_per_layer) / layer_reference)
+           : nlohmann::json(0.0)},
       // Each kind of layer against its own row: checkpointed against memory.recompute's row,
       // stored against the no-recompute row (Note [Per-layer activations under partial recompute]).
-      {"checkpointed_layer_ratio", layer_ratio(layer_activation.checkpointed, k.per_layer)},
-      {"non_checkpointed_layer_ratio", layer_ratio(layer_activation.not_checkpointed, k.no_recompute)}};
+      // Korthikanti has no tensor-parallel row for partial recompute: null under tp.
+      {"checkpointed_layer_ratio", k.tensor_parallel ? nlohmann::json()
+                                                     : layer_ratio(layer_activation.checkpointed, k.per_layer)},
+      {"non_checkpointed_layer_ratio",
+       k.tensor_parallel ? nlohmann::json()
+                         : layer_ratio(layer_activation.not_checkpointed, k.no_recompute)}};
   return j;
 }
 

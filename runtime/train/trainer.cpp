@@ -88,8 +88,9 @@ int train(const Config& config, const RunOptions& options) {
   StopSignal stop;  // first: a SIGINT during setup must not kill the process uncleanly
   // World = tp x dp (Note [Rank order of the grid]); what was "the world" before tensor
   // parallelism (batch split, counts, losses, evaluation, the gradient sum) is the dp group.
-  comms::ProcessGrid grid(comms::make_world_communicator(),
-                          config.parallel.tensor_model_parallel_size);
+  auto world_group = comms::make_world_communicator();
+  check_tensor_parallel_world(config, world_group->size());
+  comms::ProcessGrid grid(std::move(world_group), config.parallel.tensor_model_parallel_size);
   comms::Communicator* const comm = &grid.dp();
   comms::Communicator& world = grid.world();
   const bool root = world.rank() == 0;

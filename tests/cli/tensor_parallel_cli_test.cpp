@@ -3,6 +3,7 @@
 // one process trains.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
@@ -30,8 +31,11 @@ TEST(TensorParallelCli, WorldThatTheTensorParallelSizeDoesNotDivideExitsTwoOnce)
   s.write("c.yaml", std::string(kTinyMockYaml) + "parallel:\n  tensor_model_parallel_size: 2\n");
   const testing::Run r = s.mpirun(3, "train --config c.yaml --run-dir run");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(count(r.err, "does not divide the world of 3 ranks"), 1u) << r.err;
-  EXPECT_TRUE(contains(r.err, "memtrain: config error: parallel.tensor_model_parallel_size = 2"));
+  EXPECT_EQ(count(r.err, "parallel.tensor_model_parallel_size = 2: does not divide the world of 3 "
+                         "ranks"),
+            1u)
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: c.yaml:17: "));
   EXPECT_EQ(count(r.err, "memtrain[rank"), 0u) << r.err;
   EXPECT_FALSE(std::filesystem::exists(s.path("run")));
 }
@@ -47,6 +51,27 @@ TEST(TensorParallelCli, HeadsThatTheTensorParallelSizeDoesNotSplitExitTwoOnce) {
             1u)
       << r.err;
   EXPECT_TRUE(contains(r.err, "c.yaml:"));
+}
+
+// plan names the flag (and that it was left at its default) and the key's line; its JSON
+// compares a tensor-parallel rank's layer with the tensor-parallel row.
+TEST(TensorParallelCli, PlanWithTensorParallelism) {
+  Scratch s;
+  s.write("c.yaml", std::string(kTinyMockYaml) + "parallel:\n  tensor_model_parallel_size: 2\n");
+  const testing::Run bad = s.memtrain("plan --config c.yaml --target 1GiB");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--world-size 1 (the default): c.yaml:17: "
+                                "parallel.tensor_model_parallel_size = 2: does not divide the "
+                                "world of 1 rank;"));
+  const testing::Run r = s.memtrain("plan --config c.yaml --target 1GiB --world-size 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const double measured = j["activation_bytes_per_layer"].get<double>();
+  const double row = j["analytic"]["korthikanti_tensor_parallel_bytes_per_layer"].get<double>();
+  EXPECT_GT(row, 0.0);
+  EXPECT_DOUBLE_EQ(j["analytic"]["activation_per_layer_ratio"].get<double>(), measured / row);
+  EXPECT_EQ(j["parameters_on_rank"].get<std::int64_t>() < j["parameters"].get<std::int64_t>(),
+            true);
 }
 
 // An error that only rank 1 meets (here: its own config file is missing, an MPMD launch) is
