@@ -56,6 +56,10 @@ class Communicator {
 
   // Human-readable backend name ("single", "mpi", "simulated").
   virtual std::string backend() const = 0;
+  // Whether two threads may call collectives (of this group and of others) at the same time:
+  // MPI_THREAD_MULTIPLE for MPI (Note [MPI thread level]). The gradient synchroniser's thread
+  // overlaps a tensor-parallel backward only when it is true.
+  virtual bool allows_concurrent_calls() const { return true; }
 };
 
 // The world group of this process: MPI when launched by mpirun (Open MPI's

@@ -33,6 +33,7 @@ class CountingCommunicator final : public Communicator {
   int size() const override { return inner_.size(); }
   int local_rank() const override { return inner_.local_rank(); }
   int local_size() const override { return inner_.local_size(); }
+  bool allows_concurrent_calls() const override { return inner_.allows_concurrent_calls(); }
   void allreduce_sum(float* d, std::int64_t n) override {
     timed(n * 4, [&] { inner_.allreduce_sum(d, n); });
   }

@@ -35,6 +35,7 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   std::string backend() const override { return "mpi"; }
+  bool allows_concurrent_calls() const override { return thread_level() == MPI_THREAD_MULTIPLE; }
 
   // The thread level MPI granted (MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE).
   static int thread_level();

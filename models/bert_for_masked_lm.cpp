@@ -71,15 +71,55 @@ void check_options(const ModelOptions& o) {
 
 BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx,
                                  ModelOptions options, TensorParallel tp)
-    : config_(config), options_(options), tp_(tp), ctx_(ctx), params_(ctx, options_) {
+    : config_(config), options_(options), tp_(tp), ctx_(ctx), params_(ctx, options_, /*bucketed=*/true) {
   check_config(config_);
   check_options(options_);
   check_tensor_parallel(config_, tp_);
+  auto& ps = params_.parameters();
+  // The indices [first, ps.size()) that a module's constructor added.
+  auto added_since = [&ps](std::size_t first) {
+    std::vector<std::size_t> v;
+    for (std::size_t i = first; i < ps.size(); ++i) v.push_back(i);
+    return v;
+  };
   embeddings_ = std::make_unique<BertEmbeddings>(params_, config_, tp_);
+  std::vector<std::size_t> embedding_indices = added_since(0);
+  std::vector<std::vector<std::size_t>> layer_indices;
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
+    const std::size_t first = ps.size();
     layers_.push_back(std::make_unique<BertLayer>(params_, l, config_, options_, tp_));
+    layer_indices.push_back(added_since(first));
   }
+  const std::size_t head_first = ps.size();
   head_ = std::make_unique<MlmHead>(params_, config_, embeddings_->word_embeddings(), tp_);
+  // Note [Gradients live in buckets]: in backward's order. The tied word-embedding gradient is
+  // written by the decoder (first in backward) and by the embedding lookup (last), so it goes
+  // at the very end.
+  ready_stages_.push_back(added_since(head_first));
+  for (auto it = layer_indices.rbegin(); it != layer_indices.rend(); ++it) ready_stages_.push_back(*it);
+  std::stable_partition(embedding_indices.begin(), embedding_indices.end(), [&](std::size_t i) {
+    return ps[i].name != embeddings_->word_embeddings().name;
+  });
+  ready_stages_.push_back(embedding_indices);
+  std::vector<std::size_t> order, partial;
+  for (const auto& stage : ready_stages_) {
+    for (std::size_t i : stage) (sequence_parallel_partial(ps[i]) ? partial : order).push_back(i);
+  }
+  order.insert(order.end(), partial.begin(), partial.end());
+  params_.pack_gradients(order);
+}
+
+bool BertForMaskedLM::sequence_parallel_partial(const Parameter& p) const {
+  // The MLM transform's LayerNorm runs on the gathered masked rows (replicated): not partial.
+  return tp_.sp() && p.name.find(".LayerNorm.") != std::string::npos && !p.name.starts_with("cls.");
+}
+
+void BertForMaskedLM::announce(std::size_t stage) {
+  if (!ready_hook_) return;
+  const auto& ps = params_.parameters();
+  for (std::size_t i : ready_stages_[stage]) {
+    if (!sequence_parallel_partial(ps[i])) ready_hook_(i);
+  }
 }
 
 namespace {
@@ -238,10 +278,14 @@ StepStats BertForMaskedLM::forward_backward(const core::MlmBatch& batch, float g
     const auto t1 = Clock::now();
     auto dhidden = head_->backward(s, std::move(dlogits), batch.masked_positions);  // [B, T, C]
     hidden.reset();
+    std::size_t stage = 0;
+    announce(stage++);
     for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
       dhidden = (*it)->backward(s, dhidden);
+      announce(stage++);
     }
     embeddings_->backward(s, dhidden);
+    announce(stage);
     stats.forward_s = seconds(t0, t1);
     stats.backward_s = seconds(t1, Clock::now());
   } catch (...) {
@@ -314,23 +358,27 @@ std::vector<float> BertForMaskedLM::predict_log_probs(const core::MlmBatch& unpa
 }
 
 void BertForMaskedLM::reduce_sequence_parallel_gradients() {
-  if (!tp_.sp() || ctx_.dry_run()) return;
-  for (auto& p : params_.parameters()) {
-    // The MLM transform's LayerNorm runs on the gathered masked rows (replicated): not partial.
-    if (p.name.find(".LayerNorm.") == std::string::npos || p.name.starts_with("cls.")) continue;
-    if (p.grad.dtype() == core::DType::f32) {
+  if (!tp_.sp()) return;
+  auto& ps = params_.parameters();
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    auto& p = ps[i];
+    if (!sequence_parallel_partial(p)) continue;
+    if (ctx_.dry_run()) {
+      // nothing to sum
+    } else if (p.grad.dtype() == core::DType::f32) {
       tp_.all_reduce(p.grad.data<float>(), p.grad.numel());
-      continue;
+    } else {
+      std::vector<float> g(static_cast<std::size_t>(p.grad.numel()));  // f32 staging
+      load_f32(g.data(), p.grad);
+      tp_.all_reduce(g.data(), p.grad.numel());
+      store_f32(p.grad, g.data(), p.grad.numel());
     }
-    std::vector<float> g(static_cast<std::size_t>(p.grad.numel()));  // f32 staging
-    load_f32(g.data(), p.grad);
-    tp_.all_reduce(g.data(), p.grad.numel());
-    store_f32(p.grad, g.data(), p.grad.numel());
+    if (ready_hook_) ready_hook_(i);
   }
 }
 
 void BertForMaskedLM::zero_grad() {
-  for (auto& p : params_.parameters()) p.grad.zero_();
+  for (auto& b : params_.gradient_buckets()) b.buffer.zero_();
 }
 
 std::int64_t BertForMaskedLM::num_parameters() const {

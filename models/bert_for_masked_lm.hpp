@@ -3,7 +3,9 @@
 // BertForMaskedLM without the NSP head): embeddings, num_hidden_layers post-LN encoder layers,
 // MLM head tied to the word embeddings. Forward and backward are written per layer; each layer
 // keeps what its backward needs (tag activation) and frees it as soon as its backward has run.
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -70,6 +72,18 @@ class BertForMaskedLM {
   std::vector<Parameter>& parameters() { return params_.parameters(); }
   const std::vector<Parameter>& parameters() const { return params_.parameters(); }
   void zero_grad();
+  // The flat buffers that hold every gradient, in the order backward finishes them (Note
+  // [Gradients live in buckets]; entry keys are indices into parameters()).
+  std::vector<comms::GradientBucket>& gradient_buckets() { return params_.gradient_buckets(); }
+  // Called with a parameter's index as soon as its gradient is final in forward_backward (no
+  // later micro-batch, layer or reduction writes it): after the head's backward for the head's
+  // parameters, after each encoder layer's, after the embeddings' (the tied word embedding,
+  // which the decoder and the embedding both write, among them). Under sequence parallelism the
+  // partial LayerNorm gradients are announced by reduce_sequence_parallel_gradients instead.
+  // The data-parallel gradient sync starts a bucket's all-reduce from it (Note [Buckets overlap
+  // backward], comms/gradient_synchronizer.hpp). An empty function: nobody listens. Set it
+  // only for a step's last micro-batch: earlier ones are not final.
+  void set_gradient_ready_hook(std::function<void(std::size_t)> hook) { ready_hook_ = std::move(hook); }
   // Under sequence parallelism the LayerNorms of the embeddings and encoder layers see only
   // this rank's tokens, so their gradients are partial: sums them over the tensor-parallel
   // group (once per step, after the last micro-batch; Note [Sequence-parallel regions]).
@@ -101,6 +115,10 @@ class BertForMaskedLM {
   void validate(const core::MlmBatch& batch, const std::vector<std::int32_t>& positions,
                 const std::vector<std::int32_t>* labels, bool any_length = false) const;
   void release_all();
+  // Tells the ready hook about the parameters of backward stage `stage` (ready_stages_).
+  void announce(std::size_t stage);
+  // True for a gradient that reduce_sequence_parallel_gradients completes.
+  bool sequence_parallel_partial(const Parameter& p) const;
 
   BertConfig config_;
   ModelOptions options_;
@@ -110,6 +128,10 @@ class BertForMaskedLM {
   std::unique_ptr<BertEmbeddings> embeddings_;
   std::vector<std::unique_ptr<BertLayer>> layers_;
   std::unique_ptr<MlmHead> head_;
+  // Parameter indices per backward stage, in the order backward runs them: the head, encoder
+  // layers L-1 .. 0, the embeddings (word embeddings last).
+  std::vector<std::vector<std::size_t>> ready_stages_;
+  std::function<void(std::size_t)> ready_hook_;
 };
 
 }  // namespace memtrain::models

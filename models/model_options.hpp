@@ -1,6 +1,8 @@
 #pragma once
 // How a model stores and recomputes what a training step needs: the two main levers on
 // training memory besides parallelism (issue 5). Filled from the config by runtime/train.
+#include <cstdint>
+
 #include "runtime/core/dtype.hpp"
 
 namespace memtrain::models {
@@ -24,6 +26,9 @@ struct ModelOptions {
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int recompute_num_layers = 0;  // k; 0 = every layer
   AttentionImpl attention = AttentionImpl::standard;
+  // Largest flat gradient bucket, bytes (parallel.bucket_size_mb, 25 MiB as PyTorch DDP's
+  // bucket_cap_mb): Note [Gradients live in buckets].
+  std::int64_t gradient_bucket_bytes = std::int64_t{25} << 20;
 };
 
 // True when encoder layer `layer` (0-based, of num_layers) is checkpointed under `options`.

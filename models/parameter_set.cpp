@@ -17,7 +17,8 @@ Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> s
   Parameter p;
   p.name = name;
   p.value = core::Tensor::empty(ctx_, shape, dtype, core::tags().parameter);
-  p.grad = core::Tensor::zeros(ctx_, shape, grad_dtype, core::tags().gradient);
+  p.grad = bucketed_ ? core::Tensor::unbound(shape, grad_dtype)
+                     : core::Tensor::zeros(ctx_, shape, grad_dtype, core::tags().gradient);
   p.weight_decay = weight_decay;
   p.shard = shard;
   if (dtype != core::DType::f32) {
@@ -26,6 +27,34 @@ Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> s
   params_.push_back(p);
   inits_.push_back(init);
   return p;
+}
+
+void ParameterSet::pack_gradients(const std::vector<std::size_t>& order) {
+  if (!bucketed_ || !buckets_.empty()) {
+    throw RuntimeError("ParameterSet::pack_gradients: the set is not bucketed or is packed already");
+  }
+  std::vector<bool> seen(params_.size(), false);
+  std::vector<comms::GradientSpec> specs;
+  specs.reserve(order.size());
+  for (std::size_t i : order) {
+    if (i >= params_.size() || seen[i]) {
+      throw RuntimeError("ParameterSet::pack_gradients: index " + std::to_string(i) +
+                         " is out of range or repeated");
+    }
+    seen[i] = true;
+    specs.push_back(comms::GradientSpec{i, params_[i].name, params_[i].grad.shape()});
+  }
+  if (specs.size() != params_.size()) {
+    throw RuntimeError("ParameterSet::pack_gradients: the order names " +
+                       std::to_string(specs.size()) + " of " + std::to_string(params_.size()) +
+                       " parameters");
+  }
+  if (params_.empty()) return;
+  buckets_ = comms::make_gradient_buckets(ctx_, specs, params_.front().grad.dtype(),
+                                          options_.gradient_bucket_bytes);
+  for (auto& bucket : buckets_) {
+    for (const auto& e : bucket.entries) params_[e.key].grad.bind(bucket.buffer, e.offset);
+  }
 }
 
 }  // namespace memtrain::models

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "comms/gradient_bucket.hpp"
 #include "models/model_options.hpp"
 #include "models/parameter.hpp"
 #include "runtime/core/context.hpp"
@@ -18,8 +19,10 @@ class ParameterSet {
  public:
   // options.compute_dtype and options.fp32_grad_accumulation decide the storage of each
   // parameter (see add); the other options do not matter here.
-  explicit ParameterSet(core::Context& ctx, const ModelOptions& options = {})
-      : ctx_(ctx), options_(options) {}
+  // bucketed: gradients are created unbound and get their memory from pack_gradients (Note
+  // [Gradients live in buckets]); otherwise each gradient is a tensor of its own.
+  explicit ParameterSet(core::Context& ctx, const ModelOptions& options = {}, bool bucketed = false)
+      : ctx_(ctx), options_(options), bucketed_(bucketed) {}
 
   // A new parameter appended to the list: value in the compute dtype (tag parameter), a zeroed
   // grad (tag gradient) in the compute dtype or f32 with fp32_grad_accumulation, and when the
@@ -31,6 +34,22 @@ class ParameterSet {
   Parameter add(const std::string& name, std::vector<std::int64_t> shape, ParameterInit init,
                 bool weight_decay, ShardSpec shard = {});
 
+  // Note [Gradients live in buckets]
+  // The data-parallel sum runs per bucket, and a bucket is summed without a copy only when its
+  // gradients are contiguous. So a model's gradients are views into flat buffers (comms'
+  // GradientBucket), laid out in the order backward finishes them: the parameters are created
+  // first with unbound gradients (layers copy the handles), and once every parameter exists the
+  // model packs them. The buckets hold exactly the gradients' bytes, and zero_grad is one memset
+  // per bucket.
+  //
+  // Binds every gradient into buckets of at most options.gradient_bucket_bytes, in `order`
+  // (parameter indices, each exactly once: the order in which backward finishes them). Entry
+  // keys are the parameter indices. Throws memtrain::RuntimeError when the set is not bucketed,
+  // is packed already, or `order` is not a permutation of the parameters.
+  void pack_gradients(const std::vector<std::size_t>& order);
+  std::vector<comms::GradientBucket>& gradient_buckets() { return buckets_; }
+  const std::vector<comms::GradientBucket>& gradient_buckets() const { return buckets_; }
+
   std::vector<Parameter>& parameters() { return params_; }
   const std::vector<Parameter>& parameters() const { return params_; }
   ParameterInit init_of(std::size_t i) const { return inits_[i]; }
@@ -38,7 +57,9 @@ class ParameterSet {
  private:
   core::Context& ctx_;
   ModelOptions options_;
+  bool bucketed_;
   std::vector<Parameter> params_;
+  std::vector<comms::GradientBucket> buckets_;
   std::vector<ParameterInit> inits_;
 };
 

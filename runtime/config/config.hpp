@@ -81,6 +81,11 @@ struct ParallelConfig {
   int tensor_model_parallel_size = 1;     // ranks that split each layer (Megatron-LM)
   int make_vocab_size_divisible_by = 128;  // vocabulary padding when tensor-parallel
   bool sequence_parallel = false;          // Korthikanti et al. 2022; needs tp > 1
+  // Largest data-parallel gradient bucket, MiB (PyTorch DDP's bucket_cap_mb, default 25).
+  double bucket_size_mb = 25.0;
+  // ZeRO stage (Rajbhandari et al. 2020): 0 replicates the optimizer state on every
+  // data-parallel rank, 1 shards it over them. 2 and 3 are not supported.
+  int zero_stage = 0;
 };
 
 struct CompressionConfig {

@@ -249,6 +249,21 @@ std::vector<KeySpec> make_keys() {
                       [](Config& c) -> bool& { return c.parallel.sequence_parallel; }));
   k.push_back(integer("parallel.make_vocab_size_divisible_by", 1, 1 << 16,
                       [](Config& c) -> int& { return c.parallel.make_vocab_size_divisible_by; }));
+  k.push_back(real<double>("parallel.bucket_size_mb",
+                           {0.0, true, 1048576.0, false, "a number of MiB in (0, 1048576]"},
+                           [](Config& c) -> double& { return c.parallel.bucket_size_mb; }));
+  // ZeRO stages 2 and 3 (gradient and parameter sharding) are not built.
+  k.push_back({"parallel.zero_stage", "0 or 1",
+               [](Config& c, std::string_view t) {
+                 const auto stage = parse_integer(t, 0, 3);
+                 if (stage >= 2) {
+                   throw ValueError("ZeRO stage " + std::to_string(stage) +
+                                    " is not supported (gradient and parameter sharding are not built)");
+                 }
+                 if (stage == 1) throw ValueError("ZeRO stage 1 is not supported yet");
+                 c.parallel.zero_stage = static_cast<int>(stage);
+               },
+               [](const Config& c) { return std::to_string(c.parallel.zero_stage); }});
 
   k.push_back(choice("compression.method", {"none"}, {"fp16", "bf16", "int8", "topk", "randomk", "powersgd", "onebit"},
                      [](Config& c) -> std::string& { return c.compression.method; }));

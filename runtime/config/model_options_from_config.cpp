@@ -1,5 +1,9 @@
 #include "runtime/config/model_options_from_config.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
@@ -58,6 +62,8 @@ models::ModelOptions model_options(const Config& config) {
   } else {
     bad("memory.attention", m.attention, "standard or flash");
   }
+  o.gradient_bucket_bytes = std::max<std::int64_t>(
+      1, std::llround(config.parallel.bucket_size_mb * static_cast<double>(1 << 20)));
   return o;
 }
 

@@ -7,22 +7,31 @@
 
 namespace memtrain::core {
 
-// Owns one allocator block; returning it is the only thing the destructor does.
+// Owns one allocator block (returning it is the only thing the destructor does), or is a view
+// of a byte range of another storage, which it keeps alive (`parent`). An unbound storage has
+// neither until Tensor::bind.
 struct Tensor::Storage {
   std::shared_ptr<memory::Allocator> allocator;
   memory::Block block;
   bool dry_run = false;
+  std::shared_ptr<Storage> parent;  // set for a view
+  std::size_t byte_offset = 0;      // of the view in parent's block
+  bool bound = true;
 
+  Storage() : bound(false) {}
   Storage(std::shared_ptr<memory::Allocator> a, memory::Block b, bool dry)
       : allocator(std::move(a)), block(b), dry_run(dry) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  ~Storage() { allocator->deallocate(block); }
+  ~Storage() {
+    if (allocator) allocator->deallocate(block);
+  }
+  void* ptr() const {
+    return parent ? static_cast<char*>(parent->ptr()) + byte_offset : block.ptr;
+  }
 };
 
-namespace {
-
-std::string shape_string(const std::vector<std::int64_t>& shape) {
+std::string Tensor::shape_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
@@ -30,8 +39,6 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   }
   return s + "]";
 }
-
-}  // namespace
 
 Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
                      memory::TagId tag) {
@@ -56,6 +63,53 @@ Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
   return t;
 }
 
+Tensor Tensor::unbound(std::vector<std::int64_t> shape, DType dtype) {
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) {
+      throw RuntimeError("Tensor::unbound: negative dimension in shape " + shape_string(shape));
+    }
+    numel *= d;
+  }
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.numel_ = numel;
+  t.storage_ = std::make_shared<Storage>();
+  return t;
+}
+
+void Tensor::bind(const Tensor& buffer, std::int64_t element_offset) {
+  if (!storage_ || storage_->bound) {
+    throw RuntimeError("Tensor::bind: " + describe() + " is not an unbound tensor");
+  }
+  if (!buffer.bound() || buffer.dtype_ != dtype_) {
+    throw RuntimeError("Tensor::bind: buffer " + buffer.describe() + " is unbound or not of " +
+                       dtype_name(dtype_));
+  }
+  if (element_offset < 0 || element_offset + numel_ > buffer.numel_) {
+    throw RuntimeError("Tensor::bind: elements [" + std::to_string(element_offset) + ", " +
+                       std::to_string(element_offset + numel_) + ") do not fit in buffer " +
+                       buffer.describe());
+  }
+  Storage& s = *storage_;
+  s.parent = buffer.storage_;
+  // A view of a view points at the owner, so that ptr() is one hop.
+  std::size_t offset = static_cast<std::size_t>(element_offset) * dtype_size(dtype_);
+  while (s.parent->parent) {
+    offset += s.parent->byte_offset;
+    s.parent = s.parent->parent;
+  }
+  s.byte_offset = offset;
+  s.dry_run = s.parent->dry_run;
+  s.block = s.parent->block;
+  s.block.ptr = static_cast<char*>(s.block.ptr) + offset;
+  s.block.size = nbytes();
+  s.bound = true;
+}
+
+bool Tensor::bound() const { return storage_ && storage_->bound; }
+
 Tensor Tensor::zeros(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
                      memory::TagId tag) {
   Tensor t = empty(ctx, std::move(shape), dtype, tag);
@@ -78,9 +132,7 @@ memory::Block Tensor::block() const { return storage_ ? storage_->block : memory
 bool Tensor::dry_run() const { return storage_ && storage_->dry_run; }
 
 void Tensor::zero_() {
-  if (storage_ && !storage_->dry_run && nbytes() > 0) {
-    std::memset(storage_->block.ptr, 0, nbytes());
-  }
+  if (bound() && !storage_->dry_run && nbytes() > 0) std::memset(storage_->ptr(), 0, nbytes());
 }
 
 void Tensor::reset() {
@@ -96,6 +148,7 @@ std::string Tensor::describe() const {
 
 void Tensor::check_access(int dtype_code) const {
   if (!storage_) throw RuntimeError("Tensor::data: tensor is undefined");
+  if (!storage_->bound) throw RuntimeError("Tensor::data: tensor " + describe() + " is not bound yet");
   const bool ok = dtype_code == -1 ? (dtype_ == DType::f16 || dtype_ == DType::bf16)
                                    : dtype_code == static_cast<int>(dtype_);
   if (!ok) {
@@ -103,6 +156,6 @@ void Tensor::check_access(int dtype_code) const {
   }
 }
 
-void* Tensor::raw() const { return storage_->block.ptr; }
+void* Tensor::raw() const { return storage_->ptr(); }
 
 }  // namespace memtrain::core

@@ -30,6 +30,20 @@ class Tensor {
   // As empty(), filled with zero bytes (skipped in a dry run: the memory may not exist).
   static Tensor zeros(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
                       memory::TagId tag);
+  // A tensor of `shape` and `dtype` without memory yet: bind() later gives it (and every copy
+  // of the handle made before) a range of another tensor's storage. defined() is true, bound()
+  // false, and data() throws memtrain::RuntimeError until then. Parameters' gradients start so:
+  // layers copy the handles at construction, and the model packs the gradients into flat
+  // buckets once every parameter is known (Note [Gradients live in buckets], models/).
+  static Tensor unbound(std::vector<std::int64_t> shape, DType dtype);
+  // Makes this unbound tensor a view of elements [element_offset, element_offset + numel()) of
+  // `buffer` (same dtype, bound, a plain tensor or a view itself). The view keeps the buffer's
+  // storage alive; dry_run() and block() are the buffer's (block() narrowed to the view).
+  // Throws memtrain::RuntimeError when this tensor is already bound, the dtypes differ, or the
+  // range does not fit in the buffer.
+  void bind(const Tensor& buffer, std::int64_t element_offset);
+  // False only for an unbound() tensor that bind() has not reached yet.
+  bool bound() const;
 
   bool defined() const { return storage_ != nullptr; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
@@ -84,6 +98,7 @@ class Tensor {
   }
   void check_access(int dtype_code) const;
   void* raw() const;
+  static std::string shape_string(const std::vector<std::int64_t>& shape);
 
   std::shared_ptr<Storage> storage_;
   std::vector<std::int64_t> shape_;

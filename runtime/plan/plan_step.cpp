@@ -16,7 +16,6 @@
 #include "runtime/data/mlm_dataset.hpp"
 #include "runtime/train/batch_plan.hpp"
 #include "runtime/train/evaluator.hpp"
-#include "runtime/train/gradient_allreduce.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "runtime/config/model_options_from_config.hpp"
@@ -119,7 +118,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
                     AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
                     &grid.tp());
     LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
-    GradientAllReduce gradient_sum(model.parameters(), ctx, world);
+    comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), world, ctx);
     m.parameters = model.num_parameters();
     for (const auto& p : model.parameters()) m.parameters_on_rank += p.value.numel();
     m.micro_batch_size = plan.micro_batch_size;
@@ -133,7 +132,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     for (std::int64_t step = 1; step <= steps; ++step) {
       const std::size_t first_event = trace.size();
       train_step(model, data, plan, world, optimizer, step - 1,
-                 StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler, &gradient_sum,
+                 StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler, &gradient_sync,
                  &grid.world());
       training_windows.emplace_back(first_event, trace.size());
       if (step % tc.eval_interval == 0 || step == steps) evaluate();

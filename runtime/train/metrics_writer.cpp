@@ -29,6 +29,8 @@ void MetricsWriter::write(const TrainMetrics& m) {
   j["time_comm_s"] = m.time_comm_s;
   j["time_tp_comm_s"] = m.time_tp_comm_s;
   j["tp_comm_bytes"] = m.tp_comm_bytes;
+  j["comm_bytes"] = m.comm_bytes;
+  j["time_comm_exposed_s"] = m.time_comm_exposed_s;
   j["allocated_bytes"] = m.allocated_bytes;
   j["reserved_bytes"] = m.reserved_bytes;
   j["peak_allocated_bytes"] = m.peak_allocated_bytes;

@@ -33,6 +33,10 @@ struct TrainMetrics {
   // (part of time_forward_s + time_backward_s) and bytes handed to them.
   double time_tp_comm_s = 0;
   double tp_comm_bytes = 0;
+  // Data-parallel gradient synchronisation per step, this rank: payload bytes handed to its
+  // collectives, and the seconds of it backward did not hide (comms::GradientSyncStats).
+  double comm_bytes = 0;
+  double time_comm_exposed_s = 0;
   std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;
   std::int64_t peak_allocated_bytes = 0;

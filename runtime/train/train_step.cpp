@@ -21,20 +21,16 @@ bool has_half_grads(const std::vector<models::Parameter>& params) {
   return false;
 }
 
-// The summed gradients of all ranks, on every rank.
-void sum_gradients(std::vector<models::Parameter>& params, comms::Communicator& comm,
-                   GradientAllReduce* gradient_sum) {
-  if (gradient_sum != nullptr) {
-    gradient_sum->sum(params);
-    return;
-  }
+// The summed gradients of all ranks, on every rank, without a synchroniser: each bucket in
+// place, after backward.
+void sum_gradients(models::BertForMaskedLM& model, comms::Communicator& comm) {
   if (comm.size() <= 1) return;
-  if (has_half_grads(params)) {
+  if (has_half_grads(model.parameters())) {
     throw RuntimeError("train_step: 16-bit gradients on " + std::to_string(comm.size()) +
-                       " ranks need a GradientAllReduce (its f32 staging buffer is allocated up front)");
+                       " ranks need a GradientSynchronizer (its f32 staging buffer is allocated up front)");
   }
-  for (auto& p : params) {
-    if (!p.grad.dry_run()) comm.allreduce_sum(p.grad.data<float>(), p.grad.numel());
+  for (auto& b : model.gradient_buckets()) {
+    if (!b.buffer.dry_run()) comm.allreduce_sum(b.buffer.data<float>(), b.buffer.numel());
   }
 }
 
@@ -43,7 +39,7 @@ void sum_gradients(std::vector<models::Parameter>& params, comms::Communicator& 
 StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
                       const BatchPlan& plan, comms::Communicator& comm, AdamW& optimizer,
                       std::int64_t step, const StepSettings& settings, LossScaler* scaler,
-                      GradientAllReduce* gradient_sum, comms::Communicator* world) {
+                      comms::GradientSynchronizer* gradient_sync, comms::Communicator* world) {
   comms::Communicator& everyone = world != nullptr ? *world : comm;
   StepResult r;
   model.zero_grad();
@@ -75,8 +71,18 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
     grad_scale = static_cast<float>(r.loss_scale / static_cast<double>(r.num_masked));
   }
   double loss_sum = 0.0;
-  for (const auto& batch : batches) {
-    const auto stats = model.forward_backward(batch, grad_scale, settings.seed,
+  // Only the last micro-batch's gradients are final: earlier ones accumulate without any
+  // communication. The hook is removed however the step ends.
+  struct HookGuard {
+    models::BertForMaskedLM& m;
+    ~HookGuard() { m.set_gradient_ready_hook({}); }
+  } guard{model};
+  for (std::size_t a = 0; a < batches.size(); ++a) {
+    if (a + 1 == batches.size() && gradient_sync != nullptr) {
+      gradient_sync->begin_step();
+      model.set_gradient_ready_hook([gradient_sync](std::size_t i) { gradient_sync->mark_ready(i); });
+    }
+    const auto stats = model.forward_backward(batches[a], grad_scale, settings.seed,
                                               static_cast<std::uint64_t>(step));
     loss_sum += stats.loss_sum;
     r.time_forward_s += stats.forward_s;
@@ -85,7 +91,14 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
 
   t0 = Clock::now();
   model.reduce_sequence_parallel_gradients();
-  sum_gradients(model.parameters(), comm, gradient_sum);
+  model.set_gradient_ready_hook({});
+  if (gradient_sync != nullptr) {
+    gradient_sync->finish();
+    r.comm_bytes = gradient_sync->step_stats().bytes;
+    r.time_comm_exposed_s = gradient_sync->step_stats().exposed_s;
+  } else {
+    sum_gradients(model, comm);
+  }
   if (comm.size() > 1) comm.allreduce_sum(&loss_sum, 1);
   r.time_comm_s += seconds_since(t0);
   if (scaler != nullptr) r.skipped_steps = scaler->skipped_steps();

@@ -4,10 +4,10 @@
 #include <cstdint>
 
 #include "comms/communicator.hpp"
+#include "comms/gradient_synchronizer.hpp"
 #include "models/bert_for_masked_lm.hpp"
 #include "runtime/data/mlm_dataset.hpp"
 #include "runtime/train/batch_plan.hpp"
-#include "runtime/train/gradient_allreduce.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
 
@@ -34,6 +34,11 @@ struct StepResult {
   double time_backward_s = 0;
   double time_comm_s = 0;
   double time_optimizer_s = 0;
+  // Data-parallel gradient synchronisation (comms::GradientSyncStats): payload bytes this rank
+  // handed to its collectives, and the seconds the step waited for them after backward (the
+  // part not hidden behind backward; also inside time_comm_s). 0 with one data-parallel rank.
+  std::int64_t comm_bytes = 0;
+  double time_comm_exposed_s = 0;
   // Tensor-parallel collectives of the step (inside forward and backward, so also part of
   // time_forward_s and time_backward_s): seconds and bytes this rank handed to them
   // (comms::CountingCommunicator). Filled by the trainer; 0 without tensor parallelism.
@@ -51,7 +56,9 @@ struct StepResult {
 // micro-batches; all-reduce the count of masked tokens of the whole global batch so that
 // grad_scale = loss scale / that count (Note [The global batch does not depend on how it is
 // split]); forward_backward each micro-batch (gradients accumulate); sum gradients and loss
-// over the ranks (`gradient_sum`, or in place for f32 gradients when null); then
+// over the ranks (`gradient_sync`: its buckets start during the last micro-batch's backward,
+// Note [Buckets overlap backward]; when null, each bucket is summed in place after backward,
+// f32 gradients only); then
 // Note [Overflowing steps are skipped on every rank]; unscale and clip to settings.grad_clip;
 // one AdamW step with settings.lr.
 //
@@ -59,7 +66,8 @@ struct StepResult {
 // skips; it throws memtrain::RuntimeError when it gives up at the minimum scale. A global
 // batch without any masked token (possible only for tiny batches) updates nothing: loss is NaN,
 // and the optimizer step is skipped. With 16-bit gradients on more than one rank,
-// `gradient_sum` is required (throws memtrain::RuntimeError when null).
+// `gradient_sync` is required (throws memtrain::RuntimeError when null). A failed gradient
+// collective throws memtrain::RuntimeError (the step's gradients are not used).
 //
 // `comm` is the data-parallel group: the batch split, the counts, the loss and the gradient
 // sum run over it. Under tensor parallelism (a ProcessGrid) `world` is the whole job, over
@@ -68,7 +76,7 @@ struct StepResult {
 StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
                       const BatchPlan& plan, comms::Communicator& comm, AdamW& optimizer,
                       std::int64_t step, const StepSettings& settings, LossScaler* scaler = nullptr,
-                      GradientAllReduce* gradient_sum = nullptr,
+                      comms::GradientSynchronizer* gradient_sync = nullptr,
                       comms::Communicator* world = nullptr);
 
 }  // namespace memtrain::train

@@ -133,7 +133,9 @@ int train(const Config& config, const RunOptions& options) {
                   &tp_group);
   // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
   LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
-  GradientAllReduce gradient_sum(model.parameters(), ctx, *comm);
+  // Note [Buckets overlap backward]: under tensor parallelism only with MPI_THREAD_MULTIPLE.
+  comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), *comm, ctx,
+                                            grid.tp_size() == 1 || world.allows_concurrent_calls());
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus
@@ -266,7 +268,7 @@ int train(const Config& config, const RunOptions& options) {
       const auto t0 = Clock::now();
       const comms::CollectiveCounts tp_before = tp_group.counts();
       StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings,
-                                &scaler, &gradient_sum, &world);
+                                &scaler, &gradient_sync, &world);
       if (grid.tp_size() > 1) {
         r.time_tp_comm_s = tp_group.counts().seconds - tp_before.seconds;
         r.tp_comm_bytes = tp_group.counts().bytes - tp_before.bytes;

@@ -20,6 +20,8 @@ void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, doub
   window_comm_s_ += r.time_comm_s;
   window_tp_comm_s_ += r.time_tp_comm_s;
   window_tp_comm_bytes_ += static_cast<double>(r.tp_comm_bytes);
+  window_comm_bytes_ += static_cast<double>(r.comm_bytes);
+  window_comm_exposed_s_ += r.time_comm_exposed_s;
   window_tokens_ += r.num_tokens;
   window_flops_ += r.model_flops;
 
@@ -68,6 +70,8 @@ void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
   m.time_comm_s = window_comm_s_ / n;
   m.time_tp_comm_s = window_tp_comm_s_ / n;
   m.tp_comm_bytes = window_tp_comm_bytes_ / n;
+  m.comm_bytes = window_comm_bytes_ / n;
+  m.time_comm_exposed_s = window_comm_exposed_s_ / n;
   m.allocated_bytes = mem.allocated_bytes.current;
   m.reserved_bytes = mem.reserved_bytes.current;
   m.peak_allocated_bytes = mem.allocated_bytes.peak;
@@ -77,6 +81,7 @@ void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
   window_steps_ = 0;
   window_wall_s_ = window_forward_s_ = window_backward_s_ = 0;
   window_optimizer_s_ = window_comm_s_ = window_tp_comm_s_ = window_tp_comm_bytes_ = 0;
+  window_comm_bytes_ = window_comm_exposed_s_ = 0;
   window_tokens_ = 0;
   window_flops_ = 0;
 }

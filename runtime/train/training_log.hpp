@@ -48,6 +48,7 @@ class TrainingLog {
   double window_wall_s_ = 0, window_forward_s_ = 0, window_backward_s_ = 0;
   double window_optimizer_s_ = 0, window_comm_s_ = 0;
   double window_tp_comm_s_ = 0, window_tp_comm_bytes_ = 0;
+  double window_comm_bytes_ = 0, window_comm_exposed_s_ = 0;
   std::int64_t window_tokens_ = 0;
   double window_flops_ = 0;
 };

@@ -188,9 +188,18 @@ TEST(Plan, SixteenBitDataParallelPlanHoldsTheStagingBuffer) {
   const auto two = plan_json(s, "--target 1GiB --set precision.dtype=bf16 --world-size 2", 0);
   EXPECT_FALSE(one["per_tag_peak_bytes"].contains("communication") &&
                one["per_tag_peak_bytes"]["communication"].get<std::int64_t>() > 0);
-  // The largest 16-bit gradient is an MLP weight, intermediate 128 x hidden 64 (more than the
-  // 100 x 64 word embeddings), staged as f32.
-  EXPECT_EQ(two["per_tag_peak_bytes"]["communication"].get<std::int64_t>(), 128 * 64 * 4);
+  // The staging buffer holds the largest gradient bucket as f32. The whole model fits in one
+  // bucket of the default 25 MiB (Note [Gradients live in buckets]), and in one staging chunk.
+  const auto params = two["parameters"].get<std::int64_t>();
+  ASSERT_LT(params, std::int64_t{1} << 20);
+  EXPECT_EQ(two["per_tag_peak_bytes"]["communication"].get<std::int64_t>(), params * 4);
+  // With buckets of 10 KiB every gradient larger than 5120 bf16 elements is a bucket of its
+  // own, and the largest is an MLP weight, intermediate 128 x hidden 64 (more than the 100 x 64
+  // word embeddings).
+  const auto small = plan_json(
+      s, "--target 1GiB --set precision.dtype=bf16 --set parallel.bucket_size_mb=0.009765625 "
+         "--world-size 2", 0);
+  EXPECT_EQ(small["per_tag_peak_bytes"]["communication"].get<std::int64_t>(), 128 * 64 * 4);
 }
 
 TEST(Plan, TargetsHaveTheirNvidiaSmiCapacities) {

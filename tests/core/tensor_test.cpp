@@ -138,5 +138,44 @@ TEST(Tensor, DryRunAllocatesTheSameBytesButNeverTouchesThem) {
   t.zero_();
 }
 
+TEST(Tensor, AnUnboundTensorBindsEveryCopyOfItsHandleToARangeOfABuffer) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context ctx(alloc);
+  Tensor a = Tensor::unbound({2, 3}, DType::f32);
+  Tensor copy = a;  // as a layer keeps it
+  EXPECT_TRUE(a.defined());
+  EXPECT_FALSE(a.bound());
+  EXPECT_THROW(a.data<float>(), RuntimeError);
+  EXPECT_EQ(alloc->live_bytes(), 0);
+  {
+    Tensor buffer = Tensor::zeros(ctx, {10}, DType::f32, tags().gradient);
+    EXPECT_THROW(a.bind(buffer, 5), RuntimeError);   // [5, 11) does not fit in 10
+    EXPECT_THROW(a.bind(buffer, -1), RuntimeError);
+    Tensor wrong = Tensor::unbound({6}, DType::bf16);
+    EXPECT_THROW(wrong.bind(buffer, 0), RuntimeError);  // dtype
+    a.bind(buffer, 4);
+    EXPECT_THROW(a.bind(buffer, 0), RuntimeError);   // bound once
+    EXPECT_TRUE(copy.bound());
+    EXPECT_EQ(copy.data<float>(), buffer.data<float>() + 4);
+    EXPECT_EQ(copy.block().size, 24u);
+    EXPECT_EQ(copy.block().tag, tags().gradient);
+    // A view of a view lands at the sum of the offsets.
+    Tensor inner = Tensor::unbound({2}, DType::f32);
+    inner.bind(a, 3);
+    EXPECT_EQ(inner.data<float>(), buffer.data<float>() + 7);
+    copy.zero_();
+    buffer.data<float>()[3] = 1.0f;
+    a.data<float>()[0] = 2.0f;
+    EXPECT_EQ(buffer.data<float>()[4], 2.0f);
+  }
+  // The view keeps the buffer alive, and the buffer is freed once, with the last view.
+  EXPECT_EQ(alloc->live_bytes(), 40);
+  EXPECT_EQ(a.data<float>()[0], 2.0f);
+  a.reset();
+  copy.reset();
+  EXPECT_EQ(alloc->num_frees(), 1);
+  EXPECT_EQ(alloc->live_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace memtrain::core

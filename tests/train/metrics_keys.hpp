@@ -1,7 +1,8 @@
 #pragma once
 // The keys of metrics.jsonl lines (README, "Outputs of a run"), written out independently of
 // runtime/train/metrics_writer.cpp: issue 2 ("The interface other parts rely on"), issue 5
-// (loss_scale, skipped_steps) and issue 9 (sgemm_fraction and the figures mfu is computed from).
+// (loss_scale, skipped_steps) and issue 9 (sgemm_fraction and the figures mfu is computed from), issue 10 (tensor-parallel
+// collectives) and issue 11 (comm_bytes, time_comm_exposed_s).
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ inline const std::vector<std::string> kTrainKeys = {"step",
                                                     "time_comm_s",
                                                     "time_tp_comm_s",
                                                     "tp_comm_bytes",
+                                                    "comm_bytes",
+                                                    "time_comm_exposed_s",
                                                     "allocated_bytes",
                                                     "reserved_bytes",
                                                     "peak_allocated_bytes",

@@ -27,7 +27,7 @@ struct StepRig {
         data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)),
         optimizer(model.parameters(), ctx, AdamWOptions{}),
         scaler(c.precision.loss_scale, c.precision.dtype == "fp16"),
-        gradient_sum(model.parameters(), ctx, comm) {
+        gradient_sync(model.gradient_buckets(), comm, ctx) {
     model.init_parameters(c.training.seed);
   }
   // Every byte of every parameter value, master and moment, to compare states bitwise.
@@ -49,7 +49,7 @@ struct StepRig {
   StepResult step(std::int64_t index, bool with_scaler = true) {
     const auto plan = BatchPlan::make(16, 8, 1, 0);
     return train_step(model, data, plan, comm, optimizer, index, StepSettings{1e-3, 1.0, 1},
-                      with_scaler ? &scaler : nullptr, &gradient_sum);
+                      with_scaler ? &scaler : nullptr, &gradient_sync);
   }
 
   comms::SingleRankCommunicator comm;
@@ -59,7 +59,7 @@ struct StepRig {
   data::MlmDataset data;
   AdamW optimizer;
   LossScaler scaler;
-  GradientAllReduce gradient_sum;
+  comms::GradientSynchronizer gradient_sync;
 };
 
 Config fp16_config(double initial_scale) {

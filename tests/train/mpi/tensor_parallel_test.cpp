@@ -70,12 +70,12 @@ struct TrainingRun {
                       AdamWOptions{c.training.adam_beta1, c.training.adam_beta2,
                                    c.training.adam_eps, c.training.weight_decay},
                       tp_of(grid, tp_group));
-    gradient_sum.emplace(model.parameters(), ctx, *dp);
+    gradient_sync.emplace(model.gradient_buckets(), *dp, ctx);
   }
 
   StepResult step(std::int64_t index) {
     return train_step(model, data, plan, *dp, *optimizer, index,
-                      StepSettings{2e-3, 1.0, config.training.seed}, nullptr, &*gradient_sum,
+                      StepSettings{2e-3, 1.0, config.training.seed}, nullptr, &*gradient_sync,
                       world);
   }
 
@@ -89,7 +89,7 @@ struct TrainingRun {
   comms::Communicator* world;
   BatchPlan plan;
   std::optional<AdamW> optimizer;
-  std::optional<GradientAllReduce> gradient_sum;
+  std::optional<comms::GradientSynchronizer> gradient_sync;
 };
 
 std::vector<float> to_floats(const core::Tensor& t) {

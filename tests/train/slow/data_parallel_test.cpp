@@ -107,7 +107,7 @@ TEST(DataParallel, TwoRanksTrainTheSameRunAsOne) {
 }
 
 // fp16 with loss scaling: each rank's 16-bit gradients are summed in f32 through the staging
-// buffer (GradientAllReduce) and rounded once, where one rank rounds its accumulated sum once:
+// buffer (comms::GradientSynchronizer) and rounded once, where one rank rounds its accumulated sum once:
 // the two runs differ by fp16 rounding of the gradients (measured ~2e-6 relative in the loss
 // after 20 steps), not by a wrong sum or scale (first digit).
 TEST(DataParallel, TwoRanksTrainTheSameFp16RunAsOne) {
