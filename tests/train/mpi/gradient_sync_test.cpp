@@ -1,0 +1,169 @@
+// Runs under mpirun with 2 and 4 ranks (train_mpi_2ranks, train_mpi_4ranks): data-parallel
+// training through the bucketed, overlapped gradient synchroniser (comms/gradient_synchronizer)
+// against one process that runs the same global batch alone, computed in this process.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comms/communicator.hpp"
+#include "comms/gradient_synchronizer.hpp"
+#include "comms/single_rank_communicator.hpp"
+#include "models/f32_access.hpp"
+#include "runtime/config/model_options_from_config.hpp"
+#include "runtime/train/model_memory.hpp"
+#include "runtime/train/train_step.hpp"
+#include "tests/train/tiny_config.hpp"
+
+namespace memtrain::train {
+namespace {
+
+// eps = 1e-3 keeps Adam's update Lipschitz in g (as TrainStep.OneByEightAndTwoByFourGiveTheSame
+// Update), so gradients that agree to rounding give weights that do; grad_clip 0.05 is below
+// the tiny model's gradient norm, so clipping is active in every step.
+Config sync_config(double bucket_size_mb) {
+  Config c = testing::tiny_mock_config();
+  c.model.hidden_dropout_prob = 0.1f;
+  c.model.attention_probs_dropout_prob = 0.1f;
+  c.training.adam_eps = 1e-3;
+  c.training.micro_batch_size = 2;
+  c.training.global_batch_size = 8;
+  c.parallel.bucket_size_mb = bucket_size_mb;
+  return c;
+}
+constexpr double kGradClip = 0.05;
+
+struct SyncRun {
+  // sync: sum through a GradientSynchronizer (else train_step's in-place per-bucket sum).
+  SyncRun(const Config& c, comms::Communicator& group, bool sync, bool overlap = true)
+      : allocator(make_model_allocator(c.memory)),
+        ctx(allocator),
+        model(c.model, ctx, model_options(c)),
+        data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)),
+        optimizer(model.parameters(), ctx,
+                  AdamWOptions{c.training.adam_beta1, c.training.adam_beta2, c.training.adam_eps,
+                               c.training.weight_decay}),
+        dp(group),
+        plan(BatchPlan::make(c.training.global_batch_size, c.training.micro_batch_size,
+                             group.size(), group.rank())),
+        seed(c.training.seed) {
+    model.init_parameters(c.training.seed);
+    if (sync) gradient_sync.emplace(model.gradient_buckets(), group, ctx, overlap);
+  }
+  StepResult step(std::int64_t index) {
+    return train_step(model, data, plan, dp, optimizer, index, StepSettings{2e-3, kGradClip, seed},
+                      nullptr, gradient_sync ? &*gradient_sync : nullptr);
+  }
+
+  std::shared_ptr<memory::CachingAllocator> allocator;
+  core::Context ctx;
+  models::BertForMaskedLM model;
+  data::MlmDataset data;
+  AdamW optimizer;
+  comms::Communicator& dp;
+  BatchPlan plan;
+  std::uint64_t seed;
+  std::optional<comms::GradientSynchronizer> gradient_sync;
+};
+
+std::vector<float> floats(const core::Tensor& t) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  models::load_f32(v.data(), t);
+  return v;
+}
+
+// ||a - b|| / max(||b||, 1e-3) in double: the floor keeps tensors that are zero in exact
+// arithmetic (the key bias, Note [Tensors that are zero in exact arithmetic]) absolute.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, ref = 0.0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    diff += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+    ref += double{b[i]} * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-3);
+}
+
+double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
+
+// dp = world against dp = 1 with the same global batch, for buckets of one gradient each,
+// 1 MiB and 25 MiB (the whole tiny model): same losses, grad_norm and parameters over 10 steps.
+TEST(GradientSync, DataParallelMatchesOneProcessForEveryBucketSize) {
+  auto world = comms::make_world_communicator();
+  ASSERT_GT(world->size(), 1);
+  comms::SingleRankCommunicator single;
+  for (double mb : {1e-9, 1.0, 25.0}) {
+    const Config c = sync_config(mb);
+    SyncRun alone(c, single, /*sync=*/true);
+    SyncRun grid(c, *world, /*sync=*/true);
+    ASSERT_TRUE(grid.gradient_sync->overlaps());
+    if (mb < 1e-6) {
+      ASSERT_EQ(grid.model.gradient_buckets().size(), grid.model.parameters().size());
+    }
+    for (std::int64_t s = 0; s < 10; ++s) {
+      const StepResult want = alone.step(s);
+      const StepResult got = grid.step(s);
+      const std::string when = std::to_string(mb) + " MiB buckets, step " + std::to_string(s);
+      EXPECT_LE(relative(got.loss, want.loss), 1e-6) << when;
+      EXPECT_LE(relative(got.grad_norm, want.grad_norm), 1e-6) << when;
+      EXPECT_GT(want.grad_norm, kGradClip) << when << ": clipping should be active";
+      // Every gradient element is all-reduced once: n x 4 bytes per step.
+      std::int64_t elements = 0;
+      for (const auto& p : grid.model.parameters()) elements += p.grad.numel();
+      EXPECT_EQ(got.comm_bytes, elements * 4) << when;
+      EXPECT_GE(got.time_comm_exposed_s, 0.0);
+    }
+    auto& g = grid.model.parameters();
+    auto& w = alone.model.parameters();
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      EXPECT_LE(relative_error(floats(g[i].value), floats(w[i].value)), 1e-6)
+          << mb << " MiB buckets: " << g[i].name;
+    }
+  }
+}
+
+// One bucket per parameter in f32: the overlapped synchroniser gives bitwise the sum of one
+// all-reduce per parameter after backward (the sum before buckets existed).
+TEST(GradientSync, OneBucketPerParameterIsBitwiseThePerParameterSum) {
+  auto world = comms::make_world_communicator();
+  const Config c = sync_config(1e-9);
+  SyncRun bucketed(c, *world, /*sync=*/true);
+  SyncRun per_parameter(c, *world, /*sync=*/false);
+  for (std::int64_t s = 0; s < 3; ++s) {
+    const StepResult a = bucketed.step(s);
+    const StepResult b = per_parameter.step(s);
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.grad_norm, b.grad_norm);
+  }
+  auto& x = bucketed.model.parameters();
+  auto& y = per_parameter.model.parameters();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(std::memcmp(x[i].value.data<float>(), y[i].value.data<float>(), x[i].value.nbytes()), 0)
+        << x[i].name;
+  }
+}
+
+// bf16 through the staging buffer, with and without the thread: the same bits either way.
+TEST(GradientSync, SixteenBitSumsAreTheSameWithAndWithoutOverlap) {
+  auto world = comms::make_world_communicator();
+  Config c = sync_config(0.001);
+  c.precision.dtype = "bf16";
+  SyncRun overlapped(c, *world, /*sync=*/true, /*overlap=*/true);
+  SyncRun serial(c, *world, /*sync=*/true, /*overlap=*/false);
+  ASSERT_FALSE(serial.gradient_sync->overlaps());
+  for (std::int64_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(overlapped.step(s).loss, serial.step(s).loss);
+  }
+  auto& x = overlapped.model.parameters();
+  auto& y = serial.model.parameters();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(std::memcmp(x[i].master.data<float>(), y[i].master.data<float>(), x[i].master.nbytes()), 0)
+        << x[i].name;
+  }
+}
+
+}  // namespace
+}  // namespace memtrain::train
