@@ -83,6 +83,9 @@ struct ParallelConfig {
   bool sequence_parallel = false;          // Korthikanti et al. 2022; needs tp > 1
   // Largest data-parallel gradient bucket, MiB (PyTorch DDP's bucket_cap_mb, default 25).
   double bucket_size_mb = 25.0;
+  // Start each bucket's all-reduce during backward (Megatron-LM's --overlap-grad-reduce; PyTorch
+  // DDP always does); false sums every bucket after backward, to the same bits.
+  bool overlap_grad_reduce = true;
   // ZeRO stage (Rajbhandari et al. 2020): 0 replicates the optimizer state on every
   // data-parallel rank, 1 shards it over them. 2 and 3 are not supported.
   int zero_stage = 0;

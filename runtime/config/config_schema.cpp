@@ -252,6 +252,8 @@ std::vector<KeySpec> make_keys() {
   k.push_back(real<double>("parallel.bucket_size_mb",
                            {0.0, true, 1048576.0, false, "a number of MiB in (0, 1048576]"},
                            [](Config& c) -> double& { return c.parallel.bucket_size_mb; }));
+  k.push_back(boolean("parallel.overlap_grad_reduce",
+                      [](Config& c) -> bool& { return c.parallel.overlap_grad_reduce; }));
   // ZeRO stages 2 and 3 (gradient and parameter sharding) are not built.
   k.push_back({"parallel.zero_stage", "0 or 1",
                [](Config& c, std::string_view t) {

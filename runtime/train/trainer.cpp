@@ -134,8 +134,9 @@ int train(const Config& config, const RunOptions& options) {
   // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
   LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
   // Note [Buckets overlap backward]: under tensor parallelism only with MPI_THREAD_MULTIPLE.
-  comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), *comm, ctx,
-                                            grid.tp_size() == 1 || world.allows_concurrent_calls());
+  comms::GradientSynchronizer gradient_sync(
+      model.gradient_buckets(), *comm, ctx,
+      config.parallel.overlap_grad_reduce && (grid.tp_size() == 1 || world.allows_concurrent_calls()));
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus
