@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace memtrain::comms {
 
@@ -40,6 +41,17 @@ class Communicator {
   virtual void allgather(const std::uint16_t* send, std::uint16_t* recv, std::int64_t n) = 0;
   // recv [n] = sum over ranks of send [size() * n]'s block rank() (MPI_Reduce_scatter_block).
   virtual void reduce_scatter_sum(const float* send, float* recv, std::int64_t n) = 0;
+  // The variable-size, in-place collectives of ZeRO-1's shards. data holds size() blocks laid
+  // out back to back, block j of counts[j] elements (counts has size() entries, the same on
+  // every rank). reduce_scatter_sum_in_place: on return data[0, counts[rank()]) is the sum over
+  // ranks of block rank() (MPI_Reduce_scatter with MPI_IN_PLACE; the rest of data is left
+  // undefined). allgather_in_place: every rank's block rank() lands in block rank() of every
+  // rank's data (MPI_Allgatherv with MPI_IN_PLACE; the 16-bit overload moves raw words).
+  // Throws memtrain::RuntimeError when counts.size() != size() or a count is negative or
+  // above INT_MAX.
+  virtual void reduce_scatter_sum_in_place(float* data, const std::vector<std::int64_t>& counts) = 0;
+  virtual void allgather_in_place(float* data, const std::vector<std::int64_t>& counts) = 0;
+  virtual void allgather_in_place(std::uint16_t* data, const std::vector<std::int64_t>& counts) = 0;
   // Block j [n] of send [size() * n] goes to rank j, where it lands as block rank() of recv
   // [size() * n] (MPI_Alltoall).
   virtual void alltoall(const float* send, float* recv, std::int64_t n) = 0;

@@ -58,6 +58,15 @@ class CountingCommunicator final : public Communicator {
   void reduce_scatter_sum(const float* s, float* r, std::int64_t n) override {
     timed(n * 4 * size(), [&] { inner_.reduce_scatter_sum(s, r, n); });
   }
+  void reduce_scatter_sum_in_place(float* d, const std::vector<std::int64_t>& counts) override {
+    timed(total(counts) * 4, [&] { inner_.reduce_scatter_sum_in_place(d, counts); });
+  }
+  void allgather_in_place(float* d, const std::vector<std::int64_t>& counts) override {
+    timed(mine(counts) * 4, [&] { inner_.allgather_in_place(d, counts); });
+  }
+  void allgather_in_place(std::uint16_t* d, const std::vector<std::int64_t>& counts) override {
+    timed(mine(counts) * 2, [&] { inner_.allgather_in_place(d, counts); });
+  }
   void alltoall(const float* s, float* r, std::int64_t n) override {
     timed(n * 4 * size(), [&] { inner_.alltoall(s, r, n); });
   }
@@ -76,6 +85,14 @@ class CountingCommunicator final : public Communicator {
   std::string backend() const override { return inner_.backend(); }
 
  private:
+  static std::int64_t total(const std::vector<std::int64_t>& counts) {
+    std::int64_t n = 0;
+    for (std::int64_t c : counts) n += c;
+    return n;
+  }
+  std::int64_t mine(const std::vector<std::int64_t>& counts) const {
+    return static_cast<std::size_t>(rank()) < counts.size() ? counts[static_cast<std::size_t>(rank())] : 0;
+  }
   template <class Call>
   void timed(std::int64_t bytes, Call&& call) {
     const auto t0 = std::chrono::steady_clock::now();

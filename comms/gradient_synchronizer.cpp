@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "kernels/cpu/half_convert.hpp"
@@ -32,9 +33,12 @@ bool failure_injected_here() {
 }  // namespace
 
 GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
-                                           Communicator& group, core::Context& ctx, bool overlap)
+                                           Communicator& group, core::Context& ctx, bool overlap,
+                                           GradientReduction reduction)
     : buckets_(buckets),
       group_(group),
+      reduction_(reduction),
+      rank_(static_cast<std::size_t>(group.rank())),
       active_(group.size() > 1 && !ctx.dry_run()),
       fail_injected_(failure_injected_here()),
       missing_(buckets.size(), 0),
@@ -50,11 +54,23 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     if (is_half(buckets_[b].buffer.dtype())) {
       largest_half = std::max(largest_half, buckets_[b].buffer.numel());
     }
+    const std::int64_t n = buckets_[b].buffer.numel();
+    Shards sh;
+    if (reduction_ == GradientReduction::reduce_scatter) {
+      sh.counts = shard_counts(n, group.size());
+      sh.begin = shard_offset(sh.counts, group.rank());
+    } else {
+      sh.counts.assign(static_cast<std::size_t>(group.size()), n);
+    }
+    shards_.push_back(std::move(sh));
   }
   // Note [Communication buffers are allocated up front]
+  // A reduce-scatter stages one strip of every rank's shard at a time: at least one element
+  // per rank.
   if (group.size() > 1 && largest_half > 0) {
-    staging_ = core::Tensor::empty(ctx, {std::min(largest_half, kStagingElements)},
-                                   core::DType::f32, core::tags().communication);
+    std::int64_t elements = std::min(largest_half, kStagingElements);
+    if (reduction_ == GradientReduction::reduce_scatter) elements = std::max<std::int64_t>(elements, group.size());
+    staging_ = core::Tensor::empty(ctx, {elements}, core::DType::f32, core::tags().communication);
   }
   begin_step();
   if (active_ && overlap) worker_ = std::thread([this] { work(); });
@@ -115,7 +131,19 @@ void GradientSynchronizer::sum_bucket(int b, GradientSyncStats& into) {
   core::Tensor& buf = buckets_[static_cast<std::size_t>(b)].buffer;
   const std::int64_t n = buf.numel();
   const auto t0 = Clock::now();
-  if (!is_half(buf.dtype())) {
+  if (reduction_ == GradientReduction::reduce_scatter) {
+    if (is_half(buf.dtype())) {
+      reduce_scatter_half(b, into);
+    } else {
+      const Shards& sh = shards_[static_cast<std::size_t>(b)];
+      float* g = buf.data<float>();
+      group_.reduce_scatter_sum_in_place(g, sh.counts);
+      // The result lands at the start; the shard's place is sh.begin.
+      if (sh.begin > 0) std::memmove(g + sh.begin, g, sizeof(float) * sh.counts[rank_]);
+      into.bytes += n * 4;
+      ++into.calls;
+    }
+  } else if (!is_half(buf.dtype())) {
     group_.allreduce_sum(buf.data<float>(), n);
     into.bytes += n * 4;
     ++into.calls;
@@ -135,6 +163,64 @@ void GradientSynchronizer::sum_bucket(int b, GradientSyncStats& into) {
     }
   }
   into.comm_s += seconds_since(t0);
+}
+
+// Note [16-bit gradients are summed in f32], for shards: the staging buffer holds one strip of
+// k elements of every rank's shard side by side (k = staging / ranks); the strips are
+// reduce-scattered and this rank's strip is rounded back into its shard, strip after strip.
+void GradientSynchronizer::reduce_scatter_half(int b, GradientSyncStats& into) {
+  core::Tensor& buf = buckets_[static_cast<std::size_t>(b)].buffer;
+  const Shards& sh = shards_[static_cast<std::size_t>(b)];
+  const auto format =
+      buf.dtype() == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
+  std::uint16_t* g = buf.data<std::uint16_t>();
+  float* stage = staging_.data<float>();
+  const std::size_t P = sh.counts.size();
+  const std::int64_t k = staging_.numel() / static_cast<std::int64_t>(P);
+  std::vector<std::int64_t> strip(P), begin(P);
+  for (std::size_t r = 0; r < P; ++r) begin[r] = shard_offset(sh.counts, static_cast<int>(r));
+  for (std::int64_t lo = 0; lo < sh.counts[0]; lo += k) {
+    std::int64_t at = 0;
+    for (std::size_t r = 0; r < P; ++r) {
+      strip[r] = std::clamp<std::int64_t>(sh.counts[r] - lo, 0, k);
+      kernels::convert_half_to_float(stage + at, g + begin[r] + lo, strip[r], format);
+      at += strip[r];
+    }
+    group_.reduce_scatter_sum_in_place(stage, strip);
+    kernels::convert_float_to_half(g + sh.begin + lo, stage, strip[rank_], format);
+    into.bytes += at * 4;
+    ++into.calls;
+  }
+}
+
+void GradientSynchronizer::all_gather_shards(core::DType value_dtype) {
+  if (!active_) return;
+  const auto t0 = Clock::now();
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    core::Tensor& buf = buckets_[b].buffer;
+    if (core::dtype_size(value_dtype) > core::dtype_size(buf.dtype())) {
+      throw RuntimeError("GradientSynchronizer::all_gather_shards: " + core::dtype_name(value_dtype) +
+                         " values do not fit in a bucket of " + core::dtype_name(buf.dtype()) +
+                         " gradients");
+    }
+    const auto& counts = shards_[b].counts;
+    try {
+      if (is_half(value_dtype)) {
+        // The bucket's first numel 16-bit words, whatever the gradients' type.
+        auto* words = is_half(buf.dtype()) ? buf.data<std::uint16_t>()
+                                           : reinterpret_cast<std::uint16_t*>(buf.data<float>());
+        group_.allgather_in_place(words, counts);
+        stats_.bytes += counts[rank_] * 2;
+      } else {
+        group_.allgather_in_place(buf.data<float>(), counts);
+        stats_.bytes += counts[rank_] * 4;
+      }
+      ++stats_.calls;
+    } catch (const std::exception& e) {
+      throw RuntimeError(std::string("data-parallel parameter all-gather (ZeRO-1) failed: ") + e.what());
+    }
+  }
+  stats_.comm_s += seconds_since(t0);
 }
 
 void GradientSynchronizer::work() {

@@ -14,10 +14,17 @@
 
 #include "comms/communicator.hpp"
 #include "comms/gradient_bucket.hpp"
+#include "comms/shard_layout.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
 
 namespace memtrain::comms {
+
+// all_reduce: every rank gets each bucket's sum (ZeRO stage 0). reduce_scatter: rank r gets
+// the sum of its shard of each bucket only (ZeRO stage 1, Rajbhandari et al. 2020, section
+// 5.1: P_os), elements [shard_begin(b), shard_begin(b) + shard_count(b)) of the bucket, as
+// shard_counts splits it; the rest of the bucket is left undefined.
+enum class GradientReduction { all_reduce, reduce_scatter };
 
 // What one step's synchronisation did on this rank.
 struct GradientSyncStats {
@@ -70,7 +77,8 @@ class GradientSynchronizer {
   // Note). In a dry run (ctx.dry_run()) nothing is communicated, and the staging buffer is
   // allocated as in a compute run. Throws memtrain::RuntimeError when two entries share a key.
   GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group,
-                       core::Context& ctx, bool overlap = true);
+                       core::Context& ctx, bool overlap = true,
+                       GradientReduction reduction = GradientReduction::all_reduce);
   // Joins the communication thread (after the queue drains).
   ~GradientSynchronizer();
   GradientSynchronizer(const GradientSynchronizer&) = delete;
@@ -87,6 +95,20 @@ class GradientSynchronizer {
   // communication thread or here): the gradients are then not a sum and must not be used.
   void finish();
 
+  // ZeRO-1, after the optimizer updated this rank's shards: every rank's shard of every bucket
+  // lands in every rank's bucket (in-place all-gather over the group). The bucket holds
+  // parameter values now, `value_dtype` elements at the gradients' offsets (a 16-bit value
+  // takes the first half of an f32 gradient's bytes): the caller packed its shard there and
+  // unpacks the rest. Adds its bytes to step_stats(). No-op with one rank or in a dry run.
+  // Throws memtrain::RuntimeError for a failed collective or a value type wider than the
+  // gradients'.
+  void all_gather_shards(core::DType value_dtype);
+  // This rank's shard of bucket b under GradientReduction::reduce_scatter (the whole bucket
+  // under all_reduce): its first element and element count.
+  std::int64_t shard_begin(std::size_t b) const { return shards_[b].begin; }
+  std::int64_t shard_count(std::size_t b) const { return shards_[b].counts[rank_]; }
+  GradientReduction reduction() const { return reduction_; }
+
   const GradientSyncStats& step_stats() const { return stats_; }
   // Bytes of the staging buffer (0 when none is needed).
   std::size_t staging_bytes() const { return staging_.defined() ? staging_.nbytes() : 0; }
@@ -99,8 +121,17 @@ class GradientSynchronizer {
   void sum_bucket(int bucket, GradientSyncStats& into);
   void work();                // communication thread
 
+  struct Shards {
+    std::vector<std::int64_t> counts;  // per rank
+    std::int64_t begin = 0;            // of this rank's block
+  };
+  void reduce_scatter_half(int b, GradientSyncStats& into);
+
   std::vector<GradientBucket>& buckets_;
   Communicator& group_;
+  GradientReduction reduction_;
+  std::size_t rank_;
+  std::vector<Shards> shards_;
   bool active_;  // more than one rank and not a dry run
   bool fail_injected_;
   core::Tensor staging_;  // [min(kStagingElements, largest 16-bit bucket)] f32

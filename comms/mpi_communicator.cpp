@@ -4,7 +4,9 @@
 #include <climits>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "comms/shard_layout.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::comms {
@@ -124,6 +126,47 @@ void MpiCommunicator::reduce_scatter_sum(const float* send, float* recv, std::in
   const int count = block_count(n, "Reduce_scatter_block");
   check(MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, comm_),
         "Reduce_scatter_block");
+}
+
+namespace {
+
+// counts and displacements as MPI's int arrays (checked: check_block_counts).
+struct IntBlocks {
+  std::vector<int> counts, displs;
+  IntBlocks(const std::vector<std::int64_t>& c, int size, const char* what) {
+    check_block_counts(c, size, what);
+    std::int64_t offset = 0;
+    for (std::int64_t n : c) {
+      if (offset > INT_MAX) {
+        throw RuntimeError(std::string("MPI ") + what + ": a displacement of " +
+                           std::to_string(offset) + " elements; expected at most " +
+                           std::to_string(INT_MAX));
+      }
+      counts.push_back(static_cast<int>(n));
+      displs.push_back(static_cast<int>(offset));
+      offset += n;
+    }
+  }
+};
+
+}  // namespace
+
+void MpiCommunicator::reduce_scatter_sum_in_place(float* data, const std::vector<std::int64_t>& counts) {
+  const IntBlocks b(counts, size_, "Reduce_scatter");
+  check(MPI_Reduce_scatter(MPI_IN_PLACE, data, b.counts.data(), MPI_FLOAT, MPI_SUM, comm_),
+        "Reduce_scatter");
+}
+void MpiCommunicator::allgather_in_place(float* data, const std::vector<std::int64_t>& counts) {
+  const IntBlocks b(counts, size_, "Allgatherv");
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, b.counts.data(), b.displs.data(),
+                       MPI_FLOAT, comm_),
+        "Allgatherv");
+}
+void MpiCommunicator::allgather_in_place(std::uint16_t* data, const std::vector<std::int64_t>& counts) {
+  const IntBlocks b(counts, size_, "Allgatherv");
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, b.counts.data(), b.displs.data(),
+                       MPI_UINT16_T, comm_),
+        "Allgatherv");
 }
 
 void MpiCommunicator::alltoall(const float* send, float* recv, std::int64_t n) {

@@ -29,6 +29,9 @@ class MpiCommunicator final : public Communicator {
   void allgather(const float* send, float* recv, std::int64_t n) override;
   void allgather(const std::uint16_t* send, std::uint16_t* recv, std::int64_t n) override;
   void reduce_scatter_sum(const float* send, float* recv, std::int64_t n) override;
+  void reduce_scatter_sum_in_place(float* data, const std::vector<std::int64_t>& counts) override;
+  void allgather_in_place(float* data, const std::vector<std::int64_t>& counts) override;
+  void allgather_in_place(std::uint16_t* data, const std::vector<std::int64_t>& counts) override;
   void alltoall(const float* send, float* recv, std::int64_t n) override;
   void alltoall(const std::uint16_t* send, std::uint16_t* recv, std::int64_t n) override;
   void broadcast(void* data, std::int64_t bytes, int root) override;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "comms/communicator.hpp"
+#include "comms/shard_layout.hpp"
 
 namespace memtrain::comms {
 
@@ -37,6 +38,17 @@ class SimulatedWorldCommunicator : public Communicator {
   void reduce_scatter_sum(const float* send, float* recv, std::int64_t n) override {
     copy(send, recv, n);
   }
+  // Block 0 is where a reduce-scatter leaves it (the others add nothing); a gather leaves the
+  // other ranks' blocks as they are.
+  void reduce_scatter_sum_in_place(float*, const std::vector<std::int64_t>& counts) override {
+    check_counts(counts);
+  }
+  void allgather_in_place(float*, const std::vector<std::int64_t>& counts) override {
+    check_counts(counts);
+  }
+  void allgather_in_place(std::uint16_t*, const std::vector<std::int64_t>& counts) override {
+    check_counts(counts);
+  }
   void alltoall(const float* send, float* recv, std::int64_t n) override {
     copy(send, recv, n * size_);
   }
@@ -52,6 +64,9 @@ class SimulatedWorldCommunicator : public Communicator {
   std::string backend() const override { return backend_; }
 
  private:
+  void check_counts(const std::vector<std::int64_t>& counts) const {
+    check_block_counts(counts, size_, "in-place collective");
+  }
   template <class T>
   static void copy(const T* send, T* recv, std::int64_t n) {
     if (send != recv) std::copy(send, send + n, recv);

@@ -147,15 +147,25 @@ void fill_normal_shard(float* v, const Parameter& p, float stddev, std::uint64_t
 
 }  // namespace
 
-void BertForMaskedLM::init_parameters(std::uint64_t seed) {
+void BertForMaskedLM::init_parameters(std::uint64_t seed,
+                                      const std::function<void(std::size_t, const float*)>& on_draw) {
   if (ctx_.dry_run()) return;
   auto& ps = params_.parameters();
+  std::vector<float> draw;  // a 16-bit value's draw when it has no master
   for (std::size_t i = 0; i < ps.size(); ++i) {
     // In 16-bit modes the f32 master gets the exact draw and the value its rounding, so that
     // the optimizer starts from the same weights as an fp32 run.
-    core::Tensor& target = ps[i].master.defined() ? ps[i].master : ps[i].value;
-    float* v = target.data<float>();
-    const std::int64_t n = target.numel();
+    const bool half = ps[i].value.dtype() != core::DType::f32;
+    const std::int64_t n = ps[i].value.numel();
+    float* v = nullptr;
+    if (ps[i].master.defined()) {
+      v = ps[i].master.data<float>();
+    } else if (half) {
+      draw.assign(static_cast<std::size_t>(n), 0.0f);
+      v = draw.data();
+    } else {
+      v = ps[i].value.data<float>();
+    }
     switch (params_.init_of(i)) {
       case ParameterInit::normal:
         fill_normal_shard(v, ps[i], config_.initializer_range, seed);
@@ -167,7 +177,8 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed) {
         std::fill(v, v + n, 1.0f);
         break;
     }
-    if (ps[i].master.defined()) store_f32(ps[i].value, v, n);
+    if (on_draw) on_draw(i, v);
+    if (half) store_f32(ps[i].value, v, n);
   }
 }
 

@@ -49,7 +49,11 @@ class BertForMaskedLM {
   // start from the same master weights. A tensor-parallel shard draws its elements of the
   // unsharded tensor (fill_normal_strided), and padded vocabulary rows are zero, so tp = 2
   // starts from exactly the weights of tp = 1.
-  void init_parameters(std::uint64_t seed);
+  // on_draw, when given, sees every parameter's f32 draw (index, [numel] floats) before its
+  // value is stored: with ModelOptions::master_weights false a sharded optimizer takes its
+  // masters from it, so that they are the draw and not its 16-bit rounding.
+  void init_parameters(std::uint64_t seed,
+                       const std::function<void(std::size_t, const float*)>& on_draw = {});
 
   // Forward, masked-LM loss and backward on one micro-batch. Parameter gradients ACCUMULATE.
   // The loss gradient is multiplied by grad_scale (= 1 / masked tokens of the global batch).

@@ -22,6 +22,9 @@ struct ModelOptions {
   // bf16. In 16-bit modes each Parameter also has an f32 master.
   core::DType compute_dtype = core::DType::f32;
   bool fp32_grad_accumulation = false;  // gradients stored in f32 even in 16-bit modes
+  // Whether each 16-bit Parameter gets its f32 master. false under ZeRO-1, where the optimizer
+  // keeps the masters of its shard only (runtime/train/zero_adamw.hpp).
+  bool master_weights = true;
   Recompute recompute = Recompute::none;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int recompute_num_layers = 0;  // k; 0 = every layer

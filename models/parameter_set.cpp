@@ -21,7 +21,7 @@ Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> s
                      : core::Tensor::zeros(ctx_, shape, grad_dtype, core::tags().gradient);
   p.weight_decay = weight_decay;
   p.shard = shard;
-  if (dtype != core::DType::f32) {
+  if (dtype != core::DType::f32 && options_.master_weights) {
     p.master = core::Tensor::empty(ctx_, shape, core::DType::f32, core::tags().master_weight);
   }
   params_.push_back(p);

@@ -26,7 +26,7 @@ class ParameterSet {
 
   // A new parameter appended to the list: value in the compute dtype (tag parameter), a zeroed
   // grad (tag gradient) in the compute dtype or f32 with fp32_grad_accumulation, and when the
-  // value is 16-bit an f32 master (tag master_weight). Bytes per element: f32 4 + 4;
+  // value is 16-bit an f32 master (tag master_weight; not with options.master_weights false). Bytes per element: f32 4 + 4;
   // f16/bf16 2 + 2 (or 4) + 4. Returns a copy of the handles. Throws memtrain::RuntimeError if
   // `name` is taken.
   // `shape` is this rank's shard; `shard` says where it sits in the unsharded tensor

@@ -262,7 +262,6 @@ std::vector<KeySpec> make_keys() {
                    throw ValueError("ZeRO stage " + std::to_string(stage) +
                                     " is not supported (gradient and parameter sharding are not built)");
                  }
-                 if (stage == 1) throw ValueError("ZeRO stage 1 is not supported yet");
                  c.parallel.zero_stage = static_cast<int>(stage);
                },
                [](const Config& c) { return std::to_string(c.parallel.zero_stage); }});

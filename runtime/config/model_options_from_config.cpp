@@ -27,6 +27,8 @@ models::ModelOptions model_options(const Config& config) {
   models::ModelOptions o;
   o.compute_dtype = compute_dtype(config.precision.dtype);
   o.fp32_grad_accumulation = config.precision.fp32_grad_accumulation;
+  // ZeRO-1's optimizer keeps the masters of its shard (runtime/train/zero_adamw.hpp).
+  o.master_weights = config.parallel.zero_stage == 0;
 
   const auto& m = config.memory;
   if (m.recompute == "none") {

@@ -1,11 +1,22 @@
 #include "runtime/plan/plan_analytic.hpp"
 
+#include <string>
+
+#include "runtime/core/errors.hpp"
+
 namespace memtrain::train {
 
-int zero_bytes_per_parameter(const PrecisionConfig& precision) {
-  if (precision.dtype == "fp32") return 4 + 4 + 8;
-  const int gradient = precision.fp32_grad_accumulation ? 4 : 2;
-  return 2 + gradient + 4 + 8;
+double zero_bytes_per_parameter(const PrecisionConfig& precision, int zero_stage,
+                                int data_parallel_size) {
+  if ((zero_stage != 0 && zero_stage != 1) || data_parallel_size < 1) {
+    throw ConfigError("zero_bytes_per_parameter: ZeRO stage " + std::to_string(zero_stage) +
+                      " over " + std::to_string(data_parallel_size) +
+                      " data-parallel ranks; expected stage 0 or 1 and at least one rank");
+  }
+  const double shards = zero_stage == 1 ? data_parallel_size : 1.0;
+  if (precision.dtype == "fp32") return 4 + 4 + 8 / shards;
+  const double gradient = precision.fp32_grad_accumulation ? 4 : 2;
+  return 2 + gradient + (4 + 8) / shards;
 }
 
 KorthikantiBytes korthikanti_activation_bytes(const Config& config) {

@@ -12,7 +12,12 @@ namespace memtrain::train {
 // gradient 2 + fp32 master 4 + fp32 moments 8 = 16; fp32 training: value 4 + gradient 4 +
 // moments 8 = 16 (the weights are their own master). With precision.fp32_grad_accumulation in
 // a 16-bit mode the gradient is 4 bytes: 18.
-int zero_bytes_per_parameter(const PrecisionConfig& precision);
+// ZeRO stage 1 (section 5.1, P_os) over `data_parallel_size` N_d ranks shards the optimizer
+// states K: 2 + 2 + 12 / N_d in mixed precision, 4 + 4 + 8 / N_d in fp32 (memtrain's shards are
+// the buckets' blocks, Note [ZeRO-1 shards the buckets], so this is exact when N_d divides
+// every bucket). Throws memtrain::ConfigError for zero_stage outside {0, 1} or N_d < 1.
+double zero_bytes_per_parameter(const PrecisionConfig& precision, int zero_stage = 0,
+                                int data_parallel_size = 1);
 
 // Activation bytes one transformer layer stores for its backward pass, Korthikanti et al.
 // 2022, "Reducing Activation Recomputation in Large Transformer Models", section 4.1 and

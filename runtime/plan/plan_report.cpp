@@ -191,7 +191,8 @@ std::string PlanReport::does_not_fit_line() const {
 
 nlohmann::json PlanReport::to_json() const {
   const auto& c = config;
-  const int zero_per_param = zero_bytes_per_parameter(c.precision);
+  const int dp = world_size / std::max(1, c.parallel.tensor_model_parallel_size);
+  const double zero_per_param = zero_bytes_per_parameter(c.precision, c.parallel.zero_stage, dp);
   // Per rank: ZeRO's bytes per parameter over the scalars this rank holds (its shards and the
   // replicated parameters), which is the whole model without tensor parallelism.
   const double zero_bytes = static_cast<double>(step.parameters_on_rank) * zero_per_param;
@@ -246,6 +247,7 @@ nlohmann::json PlanReport::to_json() const {
   j["max_micro_batch_size"] = max_micro_batch_size;
   j["max_micro_batch_size_is_lower_bound"] = max_micro_batch_size_is_lower_bound;
   j["per_tag_peak_bytes"] = per_tag;
+  j["zero_stage"] = c.parallel.zero_stage;
   j["analytic"] = {
       {"zero_bytes_per_parameter", zero_per_param},
       {"zero_model_state_bytes", zero_bytes},
@@ -279,7 +281,8 @@ nlohmann::json PlanReport::to_json() const {
 std::string PlanReport::to_text() const {
   const auto& c = config;
   const auto& ms = step.model_state;
-  const int zero_per_param = zero_bytes_per_parameter(c.precision);
+  const int dp = world_size / std::max(1, c.parallel.tensor_model_parallel_size);
+  const double zero_per_param = zero_bytes_per_parameter(c.precision, c.parallel.zero_stage, dp);
   // Per rank: ZeRO's bytes per parameter over the scalars this rank holds (its shards and the
   // replicated parameters), which is the whole model without tensor parallelism.
   const double zero_bytes = static_cast<double>(step.parameters_on_rank) * zero_per_param;
@@ -303,7 +306,8 @@ std::string PlanReport::to_text() const {
     << "  model states     " << bytes(ms.total()) << " = parameters " << bytes(ms.parameter)
     << " + gradients " << bytes(ms.gradient) << " + master weights " << bytes(ms.master_weight)
     << " + optimizer state " << bytes(ms.optimizer_state) << "\n"
-    << "    ZeRO (" << zero_per_param << " B/param)  " << bytes(static_cast<std::int64_t>(zero_bytes))
+    << "    " << (c.parallel.zero_stage == 1 ? "ZeRO-1" : "ZeRO") << " (" << zero_per_param
+    << " B/param)  " << bytes(static_cast<std::int64_t>(zero_bytes))
     << " (measured/analytic " << ratio(static_cast<double>(ms.total()), zero_bytes) << ")\n"
     << "  activations      peak " << bytes(step.activation_peak_bytes) << "\n";
   // Each kind of layer beside its own row of Korthikanti et al. 2022, Table 2 (16-bit, 1-byte

@@ -17,6 +17,7 @@
 #include "runtime/train/batch_plan.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/loss_scaler.hpp"
+#include "runtime/train/make_optimizer.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "runtime/config/model_options_from_config.hpp"
 #include "runtime/train/optimizer.hpp"
@@ -110,15 +111,14 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   {
     core::Context ctx(allocator);
     ctx.set_dry_run(true);
-    // The trainer's order: model, optimizer, scaler, gradient all-reduce (trainer.cpp).
+    // The trainer's order: model, gradient synchroniser, optimizer, scaler (trainer.cpp).
     models::BertForMaskedLM model(
         config.model, ctx, model_options(config),
         tensor_parallel(config, &grid.tp()));
-    AdamW optimizer(model.parameters(), ctx,
-                    AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
-                    &grid.tp());
+    comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), world, ctx, true,
+                                              gradient_reduction(config));
+    const auto optimizer = make_optimizer(config, model, gradient_sync, world, ctx, &grid.tp());
     LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
-    comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), world, ctx);
     m.parameters = model.num_parameters();
     for (const auto& p : model.parameters()) m.parameters_on_rank += p.value.numel();
     m.micro_batch_size = plan.micro_batch_size;
@@ -131,7 +131,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     const std::int64_t steps = measured_steps(tc.max_steps);
     for (std::int64_t step = 1; step <= steps; ++step) {
       const std::size_t first_event = trace.size();
-      train_step(model, data, plan, world, optimizer, step - 1,
+      train_step(model, data, plan, world, *optimizer, step - 1,
                  StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler, &gradient_sync,
                  &grid.world());
       training_windows.emplace_back(first_event, trace.size());

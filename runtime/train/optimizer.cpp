@@ -69,6 +69,13 @@ double clip_factor(double norm, double max_norm) {
 AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOptions options,
              comms::Communicator* tp_group)
     : params_(params), options_(options), dry_run_(ctx.dry_run()), tp_group_(tp_group) {
+  for (const auto& p : params) {
+    if (is_half(p.value.dtype()) && !p.master.defined()) {
+      throw RuntimeError("AdamW: 16-bit parameter " + p.name +
+                         " has no f32 master (ModelOptions::master_weights is false: ZeRO-1's "
+                         "ZeroAdamW keeps the masters)");
+    }
+  }
   m_.reserve(params.size());
   v_.reserve(params.size());
   for (const auto& p : params) {

@@ -18,6 +18,24 @@ struct AdamWOptions {
   double weight_decay = 0.01;  // applied only to parameters with Parameter::weight_decay
 };
 
+// What a training step asks of its optimizer (train_step): the global gradient norm, the fp16
+// overflow check, clipping and one update. AdamW replicates its state on every data-parallel
+// rank; ZeroAdamW (zero_adamw.hpp) shards it (ZeRO stage 1).
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Global L2 norm of the gradients as stored (times the loss scale, if any), accumulated in
+  // double; the same on every rank.
+  virtual double grad_norm() const = 0;
+  // False when a gradient element this rank checks is inf or NaN.
+  virtual bool grads_finite() const = 0;
+  // Clips f32 gradients to max_norm (torch.nn.utils.clip_grad_norm_); returns the norm before.
+  virtual double clip_grad_norm(double max_norm) = 0;
+  // One update with learning rate lr, every gradient used as grad * grad_multiplier.
+  virtual void step(double lr, double grad_multiplier = 1.0) = 0;
+  virtual std::int64_t step_count() const = 0;
+};
+
 // AdamW (Loshchilov & Hutter 2019, Algorithm 2, in torch.optim.AdamW's formulation; the update
 // itself is kernels::adamw_update). The first and second moments m, v are fp32 tensors shaped
 // like each parameter, allocated from `ctx` under the tag optimizer_state (so memory stats
@@ -32,7 +50,7 @@ struct AdamWOptions {
 // In a dry run (ctx.dry_run()) the constructor allocates the same moments, and nothing else
 // reads or writes tensor memory: norms are 0, gradients count as finite, step() only counts.
 // Holds a reference to `params`: it must outlive the optimizer and keep its order and size.
-class AdamW {
+class AdamW final : public Optimizer {
  public:
   // tp_group: the tensor-parallel group of a model whose parameters are sharded over it
   // (null or a group of one: none); grad_norm then takes one all-reduce over it.
@@ -43,25 +61,25 @@ class AdamW {
   // sqrt(sum_p sum_i g_i^2) accumulated in double; 16-bit gradients are read as float. Under
   // tensor parallelism it is the norm of the unsharded model's gradient, the same on every
   // rank (Note [The global norm counts every element once]); collective over tp_group.
-  double grad_norm() const;
+  double grad_norm() const override;
 
   // False when any gradient element is inf or NaN (the loss scaler's overflow check).
-  bool grads_finite() const;
+  bool grads_finite() const override;
 
   // torch.nn.utils.clip_grad_norm_: when max_norm > 0, scales every gradient in place by
   // min(1, max_norm / (norm + 1e-6)). Returns the norm before clipping. max_norm <= 0 only
   // measures the norm. For f32 gradients: 16-bit gradients are clipped without rounding them
   // twice through step's grad_multiplier instead (throws memtrain::RuntimeError when a
   // gradient to be scaled is 16-bit).
-  double clip_grad_norm(double max_norm);
+  double clip_grad_norm(double max_norm) override;
 
   // One update with learning rate `lr` (bias correction uses the step count, from 1). Every
   // gradient is used as grad * grad_multiplier (dimensionless): 1 / loss scale times the clip
   // factor, applied in f32 when the gradient is read, so that 16-bit gradients are never
   // rescaled in 16 bits. With grad_multiplier 1 an f32 parameter is updated exactly as before.
-  void step(double lr, double grad_multiplier = 1.0);
+  void step(double lr, double grad_multiplier = 1.0) override;
 
-  std::int64_t step_count() const { return step_; }
+  std::int64_t step_count() const override { return step_; }
   // The moments of parameter i (for checkpoints and tests): [same shape as the parameter].
   const core::Tensor& exp_avg(std::size_t i) const { return m_[i]; }
   const core::Tensor& exp_avg_sq(std::size_t i) const { return v_[i]; }

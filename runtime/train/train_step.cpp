@@ -37,7 +37,7 @@ void sum_gradients(models::BertForMaskedLM& model, comms::Communicator& comm) {
 }  // namespace
 
 StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
-                      const BatchPlan& plan, comms::Communicator& comm, AdamW& optimizer,
+                      const BatchPlan& plan, comms::Communicator& comm, Optimizer& optimizer,
                       std::int64_t step, const StepSettings& settings, LossScaler* scaler,
                       comms::GradientSynchronizer* gradient_sync, comms::Communicator* world) {
   comms::Communicator& everyone = world != nullptr ? *world : comm;
@@ -92,10 +92,15 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   t0 = Clock::now();
   model.reduce_sequence_parallel_gradients();
   model.set_gradient_ready_hook({});
-  if (gradient_sync != nullptr) {
-    gradient_sync->finish();
+  // The synchroniser's figures, read at every return: ZeRO-1's all-gather in optimizer.step
+  // adds to them.
+  auto record_sync = [&] {
+    if (gradient_sync == nullptr) return;
     r.comm_bytes = gradient_sync->step_stats().bytes;
     r.time_comm_exposed_s = gradient_sync->step_stats().exposed_s;
+  };
+  if (gradient_sync != nullptr) {
+    gradient_sync->finish();
   } else {
     sum_gradients(model, comm);
   }
@@ -105,6 +110,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
 
   if (r.num_masked == 0) {
     r.loss = std::numeric_limits<double>::quiet_NaN();
+    record_sync();
     return r;
   }
   r.loss = loss_sum / static_cast<double>(r.num_masked);
@@ -127,6 +133,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
     if (skip) {
       r.skipped = true;
       r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      record_sync();
       return r;
     }
   }
@@ -145,6 +152,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
     optimizer.step(settings.lr, inv_scale * clip_factor(r.grad_norm, settings.grad_clip));
   }
   r.time_optimizer_s += seconds_since(t0);
+  record_sync();
   return r;
 }
 

@@ -74,7 +74,7 @@ struct StepResult {
 // which the fp16 overflow vote runs, since the ranks of a tensor-parallel group check
 // different shards; null means `comm` is the world.
 StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
-                      const BatchPlan& plan, comms::Communicator& comm, AdamW& optimizer,
+                      const BatchPlan& plan, comms::Communicator& comm, Optimizer& optimizer,
                       std::int64_t step, const StepSettings& settings, LossScaler* scaler = nullptr,
                       comms::GradientSynchronizer* gradient_sync = nullptr,
                       comms::Communicator* world = nullptr);

@@ -27,6 +27,7 @@
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/fill_mask.hpp"
 #include "runtime/train/hardware_peak.hpp"
+#include "runtime/train/make_optimizer.hpp"
 #include "runtime/train/memory_outputs.hpp"
 #include "runtime/train/metrics_writer.hpp"
 #include "runtime/train/model_memory.hpp"
@@ -127,16 +128,16 @@ int train(const Config& config, const RunOptions& options) {
   models::BertForMaskedLM model(
       config.model, ctx, model_options(resolved),
       tensor_parallel(config, &tp_group));
-  model.init_parameters(tc.seed);
-  AdamW optimizer(model.parameters(), ctx,
-                  AdamWOptions{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay},
-                  &tp_group);
-  // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
-  LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
   // Note [Buckets overlap backward]: under tensor parallelism only with MPI_THREAD_MULTIPLE.
   comms::GradientSynchronizer gradient_sync(
       model.gradient_buckets(), *comm, ctx,
-      config.parallel.overlap_grad_reduce && (grid.tp_size() == 1 || world.allows_concurrent_calls()));
+      config.parallel.overlap_grad_reduce && (grid.tp_size() == 1 || world.allows_concurrent_calls()),
+      gradient_reduction(config));
+  const std::unique_ptr<Optimizer> optimizer =
+      make_optimizer(config, model, gradient_sync, *comm, ctx, &tp_group);
+  init_parameters(model, *optimizer, tc.seed);
+  // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
+  LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus
@@ -268,7 +269,7 @@ int train(const Config& config, const RunOptions& options) {
           tc.grad_clip, tc.seed};
       const auto t0 = Clock::now();
       const comms::CollectiveCounts tp_before = tp_group.counts();
-      StepResult r = train_step(model, *data.train, plan, *comm, optimizer, step - 1, settings,
+      StepResult r = train_step(model, *data.train, plan, *comm, *optimizer, step - 1, settings,
                                 &scaler, &gradient_sync, &world);
       if (grid.tp_size() > 1) {
         r.time_tp_comm_s = tp_group.counts().seconds - tp_before.seconds;

@@ -107,8 +107,49 @@ TEST_P(ZeroAccounting, ModelStatesEqualTheClosedFormToTheByte) {
   EXPECT_EQ(parts["optimizer_state"].get<std::int64_t>(), n * 8);
   const int per_parameter = c.parameter + c.gradient + c.master_weight + 8;
   EXPECT_EQ(j["model_state_bytes"].get<std::int64_t>(), n * per_parameter);
-  EXPECT_EQ(j["analytic"]["zero_bytes_per_parameter"].get<int>(), per_parameter);
+  EXPECT_EQ(j["analytic"]["zero_bytes_per_parameter"].get<double>(), per_parameter);
 }
+
+// ZeRO-1 (Rajbhandari et al. 2020, section 5.1): the optimizer state K = 12 (mixed precision:
+// master 4 + moments 8) or 8 (fp32) is divided over the N_d data-parallel ranks, the value and
+// gradient stay whole: 2 + 2 + 12 / N_d, 4 + 4 + 8 / N_d. The tiny model's one gradient bucket
+// holds n = 80036 elements, a multiple of 2 and 4, so the shards are exact.
+struct Zero1Case {
+  const char* name;
+  const char* sets;
+  int world;
+  int value_and_gradient;  // bytes per parameter
+  int sharded;             // K
+};
+
+class Zero1Accounting : public ::testing::TestWithParam<Zero1Case> {};
+
+TEST_P(Zero1Accounting, ModelStatesFollowThePapersStageOneFormulaExactly) {
+  const Zero1Case& c = GetParam();
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto j = plan_json(s, std::string("--target 1GiB --set parallel.zero_stage=1 --set training.global_batch_size=16 --world-size ") +
+                                  std::to_string(c.world) + " " + c.sets, 0);
+  const std::int64_t n = bert_parameters(100, 64, 2, 128, 32);
+  ASSERT_EQ(n % 4, 0);
+  EXPECT_EQ(j["zero_stage"].get<int>(), 1);
+  const auto& parts = j["model_state_breakdown"];
+  EXPECT_EQ(parts["master_weight"].get<std::int64_t>() + parts["optimizer_state"].get<std::int64_t>(),
+            n * c.sharded / c.world);
+  EXPECT_EQ(j["model_state_bytes"].get<std::int64_t>(),
+            n * c.value_and_gradient + n * c.sharded / c.world);
+  EXPECT_DOUBLE_EQ(j["analytic"]["zero_bytes_per_parameter"].get<double>(),
+                   c.value_and_gradient + static_cast<double>(c.sharded) / c.world);
+  EXPECT_DOUBLE_EQ(j["analytic"]["model_state_ratio"].get<double>(), 1.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stages, Zero1Accounting,
+    ::testing::Values(Zero1Case{"fp32_dp2", "", 2, 8, 8}, Zero1Case{"fp32_dp4", "", 4, 8, 8},
+                      Zero1Case{"bf16_dp2", "--set precision.dtype=bf16", 2, 4, 12},
+                      Zero1Case{"bf16_dp4", "--set precision.dtype=bf16", 4, 4, 12},
+                      Zero1Case{"fp16_dp4", "--set precision.dtype=fp16", 4, 4, 12}),
+    [](const ::testing::TestParamInfo<Zero1Case>& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
     Precisions, ZeroAccounting,

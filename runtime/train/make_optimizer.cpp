@@ -1,0 +1,32 @@
+#include "runtime/train/make_optimizer.hpp"
+
+#include "runtime/train/zero_adamw.hpp"
+
+namespace memtrain::train {
+
+comms::GradientReduction gradient_reduction(const Config& config) {
+  return config.parallel.zero_stage == 1 ? comms::GradientReduction::reduce_scatter
+                                         : comms::GradientReduction::all_reduce;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const Config& config, models::BertForMaskedLM& model,
+                                          comms::GradientSynchronizer& sync, comms::Communicator& dp,
+                                          core::Context& ctx, comms::Communicator* tp_group) {
+  const auto& tc = config.training;
+  const AdamWOptions options{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay};
+  if (config.parallel.zero_stage == 1) {
+    return std::make_unique<ZeroAdamW>(model.parameters(), model.gradient_buckets(), sync, dp, ctx,
+                                       options, tp_group);
+  }
+  return std::make_unique<AdamW>(model.parameters(), ctx, options, tp_group);
+}
+
+void init_parameters(models::BertForMaskedLM& model, Optimizer& optimizer, std::uint64_t seed) {
+  if (auto* zero = dynamic_cast<ZeroAdamW*>(&optimizer)) {
+    model.init_parameters(seed, [zero](std::size_t i, const float* draw) { zero->init_master(i, draw); });
+    return;
+  }
+  model.init_parameters(seed);
+}
+
+}  // namespace memtrain::train

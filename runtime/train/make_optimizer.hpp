@@ -1,0 +1,30 @@
+#pragma once
+// The optimizer and gradient reduction that parallel.zero_stage asks for, as the trainer and
+// the planner build them.
+#include <cstdint>
+#include <memory>
+
+#include "comms/communicator.hpp"
+#include "comms/gradient_synchronizer.hpp"
+#include "models/bert_for_masked_lm.hpp"
+#include "runtime/config/config.hpp"
+#include "runtime/core/context.hpp"
+#include "runtime/train/optimizer.hpp"
+
+namespace memtrain::train {
+
+// all_reduce for zero_stage 0, reduce_scatter for 1.
+comms::GradientReduction gradient_reduction(const Config& config);
+
+// AdamW (zero_stage 0) or ZeroAdamW over `dp` (1), with the training section's Adam settings;
+// `sync` must have been built with gradient_reduction(config). Everything passed must outlive
+// the optimizer.
+std::unique_ptr<Optimizer> make_optimizer(const Config& config, models::BertForMaskedLM& model,
+                                          comms::GradientSynchronizer& sync, comms::Communicator& dp,
+                                          core::Context& ctx, comms::Communicator* tp_group);
+
+// model.init_parameters(seed), handing each draw to a ZeroAdamW's masters when the optimizer is
+// one (Note [ZeRO-1 shards the buckets]).
+void init_parameters(models::BertForMaskedLM& model, Optimizer& optimizer, std::uint64_t seed);
+
+}  // namespace memtrain::train
