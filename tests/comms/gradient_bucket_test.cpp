@@ -2,6 +2,7 @@
 // until the next would overflow it; a larger one is a bucket of its own), in the given order,
 // with exactly the gradients' bytes under tag gradient.
 #include "comms/gradient_bucket.hpp"
+#include "comms/shard_layout.hpp"
 
 #include <gtest/gtest.h>
 
@@ -63,6 +64,28 @@ TEST(GradientBuckets, AHugeCapGivesOneBucketAndANonPositiveCapIsAnError) {
   core::Context ctx(alloc);
   EXPECT_EQ(make_gradient_buckets(ctx, specs(), core::DType::f32, 1 << 30).size(), 1u);
   EXPECT_THROW(make_gradient_buckets(ctx, specs(), core::DType::f32, 0), RuntimeError);
+}
+
+// ZeRO-1's blocks: s = ceil(n / P) each, the remainder on the last ones, nothing padded.
+TEST(ShardLayout, BlocksAreCeilOfNOverRanksWithTheRestOnTheLast) {
+  EXPECT_EQ(shard_counts(10, 4), (std::vector<std::int64_t>{3, 3, 3, 1}));
+  EXPECT_EQ(shard_counts(12, 4), (std::vector<std::int64_t>{3, 3, 3, 3}));
+  EXPECT_EQ(shard_counts(5, 4), (std::vector<std::int64_t>{2, 2, 1, 0}));
+  EXPECT_EQ(shard_counts(1, 3), (std::vector<std::int64_t>{1, 0, 0}));
+  EXPECT_EQ(shard_counts(0, 2), (std::vector<std::int64_t>{0, 0}));
+  EXPECT_EQ(shard_counts(7, 1), (std::vector<std::int64_t>{7}));
+  for (std::int64_t n : {1, 9, 1000, 80037}) {
+    for (int P : {1, 2, 3, 4, 8}) {
+      const auto c = shard_counts(n, P);
+      EXPECT_EQ(shard_offset(c, P), n) << n << " over " << P;
+      EXPECT_EQ(c[0], (n + P - 1) / P);
+    }
+  }
+  EXPECT_EQ(shard_offset(shard_counts(10, 4), 3), 9);
+  EXPECT_THROW(shard_counts(-1, 2), RuntimeError);
+  EXPECT_THROW(shard_counts(4, 0), RuntimeError);
+  EXPECT_THROW(check_block_counts({1, 2}, 3, "test"), RuntimeError);
+  EXPECT_THROW(check_block_counts({1, -2}, 2, "test"), RuntimeError);
 }
 
 }  // namespace

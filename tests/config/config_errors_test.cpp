@@ -178,6 +178,26 @@ TEST(ConfigErrors, SequenceParallelWithoutTensorParallelOrEvenLengths) {
       << load_error(d);
 }
 
+// ZeRO stages 2 and 3 are refused as not supported; bucket sizes must be positive.
+TEST(ConfigErrors, ZeroStagesTwoAndThreeAndEmptyBuckets) {
+  ConfigFiles files;
+  for (const char* stage : {"2", "3"}) {
+    const std::string a = files.write(std::string("z") + stage + ".yaml",
+                                      std::string("data:\n  mock: true\nparallel:\n  zero_stage: ") + stage + "\n");
+    EXPECT_TRUE(contains(load_error(a), a + ":4: parallel.zero_stage = " + stage + ": ZeRO stage " + stage +
+                                            " is not supported"))
+        << load_error(a);
+  }
+  const std::string b = files.write("b.yaml", "data:\n  mock: true\nparallel:\n  zero_stage: 4\n");
+  EXPECT_TRUE(contains(load_error(b), "parallel.zero_stage = 4")) << load_error(b);
+  EXPECT_TRUE(contains(load_error(b), "0 or 1")) << load_error(b);
+  const std::string c = files.write("c.yaml", "data:\n  mock: true\nparallel:\n  bucket_size_mb: 0\n");
+  EXPECT_TRUE(contains(load_error(c), c + ":4: parallel.bucket_size_mb = 0")) << load_error(c);
+  EXPECT_TRUE(contains(load_error(c), "a number of MiB in (0, 1048576]")) << load_error(c);
+  const std::string d = files.write("d.yaml", "data:\n  mock: true\nparallel:\n  overlap_grad_reduce: maybe\n");
+  EXPECT_TRUE(contains(load_error(d), d + ":4: parallel.overlap_grad_reduce = maybe")) << load_error(d);
+}
+
 TEST(ConfigErrors, SeqLengthAboveMaxPositionEmbeddings) {
   ConfigFiles files;
   const std::string clean = files.write("d.yaml", "model:\n  max_position_embeddings: 512\ndata:\n  mock: true\n  seq_length: 1024\n");

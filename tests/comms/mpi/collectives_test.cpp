@@ -4,12 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <cstdint>
 #include <vector>
 
 #include "comms/communicator.hpp"
 #include "comms/mpi_communicator.hpp"
+#include "comms/gradient_synchronizer.hpp"
 #include "comms/process_grid.hpp"
+#include "comms/shard_layout.hpp"
+#include "memory/caching_allocator.hpp"
+#include "memory/host_resource.hpp"
+#include "runtime/core/context.hpp"
+#include "runtime/core/errors.hpp"
 
 namespace memtrain::comms {
 namespace {
@@ -84,6 +92,119 @@ TEST(Collectives, ReduceScatterMatchesOneProcess) {
       double expected = 0.0;
       for (int r = 0; r < P; ++r) expected += input(r, c->rank() * n + i);
       ASSERT_EQ(recv[i], static_cast<float>(expected)) << "n " << n << " i " << i;
+    }
+  }
+}
+
+// ZeRO-1's in-place, uneven collectives: blocks as shard_counts cuts n (the last ranks' blocks
+// shorter or empty).
+TEST(Collectives, InPlaceReduceScatterOfUnevenBlocksMatchesOneProcess) {
+  auto c = make_world_communicator();
+  const int P = c->size();
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{7}, std::int64_t{1001}, std::int64_t{70001}}) {
+    const auto counts = shard_counts(n, P);
+    const std::int64_t begin = shard_offset(counts, c->rank());
+    std::vector<float> data(n);
+    for (std::int64_t j = 0; j < n; ++j) data[j] = input(c->rank(), j);
+    c->reduce_scatter_sum_in_place(data.data(), counts);
+    for (std::int64_t i = 0; i < counts[c->rank()]; ++i) {
+      double expected = 0.0;
+      for (int r = 0; r < P; ++r) expected += input(r, begin + i);
+      ASSERT_EQ(data[i], static_cast<float>(expected)) << "n " << n << " i " << i;
+    }
+  }
+}
+
+TEST(Collectives, InPlaceAllgatherOfUnevenBlocksMatchesOneProcess) {
+  auto c = make_world_communicator();
+  const int P = c->size();
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{7}, std::int64_t{70001}}) {
+    const auto counts = shard_counts(n, P);
+    std::vector<float> f(n, -1.0f);
+    std::vector<std::uint16_t> h(n, 0xFFFF);
+    const std::int64_t begin = shard_offset(counts, c->rank());
+    for (std::int64_t i = begin; i < begin + counts[c->rank()]; ++i) {
+      f[i] = input(c->rank(), i);
+      h[i] = static_cast<std::uint16_t>(c->rank() * 7 + i % 11);
+    }
+    c->allgather_in_place(f.data(), counts);
+    c->allgather_in_place(h.data(), counts);
+    for (int r = 0; r < P; ++r) {
+      const std::int64_t b = shard_offset(counts, r);
+      for (std::int64_t i = b; i < b + counts[r]; ++i) {
+        ASSERT_EQ(f[i], input(r, i)) << "n " << n << " i " << i;
+        ASSERT_EQ(h[i], static_cast<std::uint16_t>(r * 7 + i % 11)) << "n " << n << " i " << i;
+      }
+    }
+  }
+  std::vector<float> d(4);
+  EXPECT_THROW(c->allgather_in_place(d.data(), std::vector<std::int64_t>(P + 1, 1)), RuntimeError);
+}
+
+// The synchroniser in ZeRO-1's mode over MPI: each rank's block of each bucket is the sum of
+// every rank's block, f32 in place and bf16 through the f32 strips (small integers, exact in
+// bf16 and in their sums), with buckets whose sizes the ranks do not divide; then the shards
+// all-gather back.
+TEST(Collectives, ReduceScatterSynchronizerGivesEachRankTheSumOfItsBlocks) {
+  auto c = make_world_communicator();
+  const int P = c->size();
+  for (core::DType dtype : {core::DType::f32, core::DType::bf16}) {
+    core::Context ctx(std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
+    const std::vector<GradientSpec> specs = {{0, "a", {5, 3}}, {1, "b", {7}}, {2, "c", {1}}, {3, "d", {1003}}};
+    auto buckets = make_gradient_buckets(ctx, specs, dtype, 64);
+    auto value = [](int r, std::int64_t i) { return static_cast<float>(r + i % 5); };
+    for (auto& b : buckets) {
+      for (std::int64_t i = 0; i < b.buffer.numel(); ++i) {
+        const float x = value(c->rank(), i);
+        if (dtype == core::DType::f32) {
+          b.buffer.data<float>()[i] = x;
+        } else {
+          std::uint32_t bits;
+          std::memcpy(&bits, &x, 4);
+          b.buffer.data<std::uint16_t>()[i] = static_cast<std::uint16_t>(bits >> 16);  // exact
+        }
+      }
+    }
+    GradientSynchronizer sync(buckets, *c, ctx, true, GradientReduction::reduce_scatter);
+    sync.begin_step();
+    for (const auto& s : specs) sync.mark_ready(s.key);
+    sync.finish();
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      const auto counts = shard_counts(buckets[b].buffer.numel(), P);
+      EXPECT_EQ(sync.shard_count(b), counts[c->rank()]);
+      EXPECT_EQ(sync.shard_begin(b), shard_offset(counts, c->rank()));
+      for (std::int64_t i = sync.shard_begin(b); i < sync.shard_begin(b) + sync.shard_count(b); ++i) {
+        double expected = 0.0;
+        for (int r = 0; r < P; ++r) expected += value(r, i);
+        float got;
+        if (dtype == core::DType::f32) {
+          got = buckets[b].buffer.data<float>()[i];
+        } else {
+          const std::uint32_t bits = std::uint32_t{buckets[b].buffer.data<std::uint16_t>()[i]} << 16;
+          std::memcpy(&got, &bits, 4);
+        }
+        ASSERT_EQ(got, static_cast<float>(expected)) << "bucket " << b << " element " << i;
+      }
+    }
+    // Values back: each rank writes rank-tagged words into its blocks, all-gathers, and reads
+    // every rank's.
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      auto* words = dtype == core::DType::f32 ? reinterpret_cast<std::uint16_t*>(buckets[b].buffer.data<float>())
+                                              : buckets[b].buffer.data<std::uint16_t>();
+      for (std::int64_t i = sync.shard_begin(b); i < sync.shard_begin(b) + sync.shard_count(b); ++i) {
+        words[i] = static_cast<std::uint16_t>(100 * c->rank() + i % 50);
+      }
+    }
+    sync.all_gather_shards(core::DType::bf16);
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      const auto counts = shard_counts(buckets[b].buffer.numel(), P);
+      auto* words = dtype == core::DType::f32 ? reinterpret_cast<std::uint16_t*>(buckets[b].buffer.data<float>())
+                                              : buckets[b].buffer.data<std::uint16_t>();
+      for (int r = 0; r < P; ++r) {
+        for (std::int64_t i = shard_offset(counts, r); i < shard_offset(counts, r) + counts[r]; ++i) {
+          ASSERT_EQ(words[i], static_cast<std::uint16_t>(100 * r + i % 50)) << "bucket " << b;
+        }
+      }
     }
   }
 }

@@ -216,12 +216,14 @@ TEST(GradientSync, ZeroStageOneMatchesStageZero) {
   const int P = comms::make_world_communicator()->size();
   std::vector<ZeroCase> cases = {{"fp32", 1, 8, 25.0, 1e-6}, {"fp32", 1, 16, 1e-9, 1e-6},
                                  {"fp32", 1, 8, 0.001, 1e-6}, {"bf16", 1, 8, 0.001, 1e-3},
-                                 {"bf16", 1, 16, 25.0, 1e-3}};
+                                 {"bf16", 1, 16, 25.0, 1e-3}, {"fp16", 1, 8, 0.001, 1e-3},
+                                 {"bf16-fp32-grads", 1, 8, 0.001, 1e-3}};
   if (P % 2 == 0 && P >= 4) cases.push_back({"fp32", 2, 8, 0.001, 1e-6});
   for (const ZeroCase& k : cases) {
     Config c = sync_config(k.bucket_mb);
     c.model.num_attention_heads = 2;
-    c.precision.dtype = k.dtype;
+    c.precision.dtype = k.dtype == "bf16-fp32-grads" ? "bf16" : k.dtype;
+    c.precision.fp32_grad_accumulation = k.dtype == "bf16-fp32-grads";
     c.training.global_batch_size = k.global_batch;
     c.parallel.tensor_model_parallel_size = k.tp;
     Config z = c;
