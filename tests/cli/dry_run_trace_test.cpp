@@ -85,8 +85,8 @@ TEST_P(DryRunTrace, EqualsTheComputeRunEventForEvent) {
   EXPECT_FALSE(peak_line(real.out).empty());
 }
 
-// Settings of issues 4 and 5; a setting joins the list when it lands (tensor parallelism, ZeRO-1,
-// compression), never before.
+// Settings of issues 4, 5 and 11; a setting joins the list when it lands (compression), never
+// before. Tensor parallelism's traces are compared on every rank in train_mpi_tests.
 INSTANTIATE_TEST_SUITE_P(
     EverySetting, DryRunTrace,
     ::testing::Values(Setting{"fp32", ""},
@@ -106,7 +106,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Setting{"flash", "--set memory.attention=flash"},
                       Setting{"fp16_full_flash",
                               "--set precision.dtype=fp16 --set memory.recompute=full "
-                              "--set memory.attention=flash"}),
+                              "--set memory.attention=flash"},
+                      Setting{"small_buckets", "--set parallel.bucket_size_mb=0.01"},
+                      Setting{"zero1", "--set parallel.zero_stage=1"},
+                      Setting{"zero1_bf16", "--set parallel.zero_stage=1 --set precision.dtype=bf16"}),
     [](const ::testing::TestParamInfo<Setting>& info) { return std::string(info.param.name); });
 
 TEST(DryRun, MetricsCarryNoLossAndTheRunSaysItIsDry) {

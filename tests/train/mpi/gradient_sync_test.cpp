@@ -19,6 +19,7 @@
 #include "runtime/train/make_optimizer.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "runtime/train/zero_adamw.hpp"
+#include "memory/trace_recorder.hpp"
 #include "runtime/train/train_step.hpp"
 #include "tests/train/tiny_config.hpp"
 
@@ -171,10 +172,13 @@ TEST(GradientSync, SixteenBitSumsAreTheSameWithAndWithoutOverlap) {
 // A run as the trainer builds it: the synchroniser and optimizer that parallel.zero_stage asks
 // for, over the data-parallel group of a grid (tp x dp of the world).
 struct ZeroRun {
-  ZeroRun(const Config& c, comms::ProcessGrid& grid)
-      : allocator(make_model_allocator(c.memory)),
+  // alloc: the run's allocator (default: the config's on host memory); dry_run: shapes only.
+  ZeroRun(const Config& c, comms::ProcessGrid& grid,
+          std::shared_ptr<memory::CachingAllocator> alloc = nullptr, bool dry_run = false)
+      : allocator(alloc != nullptr ? alloc : make_model_allocator(c.memory)),
         ctx(allocator),
-        model(c.model, ctx, model_options(c), tensor_parallel(c, &grid.tp())),
+        // The context is in dry-run mode before the model allocates (the comma expression).
+        model((ctx.set_dry_run(dry_run), c.model), ctx, model_options(c), tensor_parallel(c, &grid.tp())),
         data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)),
         sync(model.gradient_buckets(), grid.dp(), ctx, true, gradient_reduction(c)),
         optimizer(make_optimizer(c, model, sync, grid.dp(), ctx, &grid.tp())),
@@ -261,6 +265,51 @@ TEST(GradientSync, ZeroStageOneLeavesEveryRankWithTheSameParameters) {
     grid.dp().broadcast(rank0.data(), static_cast<std::int64_t>(rank0.size() * sizeof(float)), 0);
     EXPECT_EQ(std::memcmp(mine.data(), rank0.data(), mine.size() * sizeof(float)), 0)
         << run.model.parameters()[i].name;
+  }
+}
+
+// design.md, "Execution modes": under ZeRO-1 and small buckets too, a dry run allocates what
+// the compute run allocates, event for event, on every rank (the buckets, the shards' moments
+// and masters, the staging buffer).
+TEST(GradientSync, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
+  struct Setting {
+    const char* dtype;
+    int zero_stage;
+    double bucket_mb;
+  };
+  for (const Setting& k : {Setting{"fp32", 1, 0.001}, Setting{"bf16", 1, 25.0},
+                           Setting{"fp16", 0, 0.001}, Setting{"bf16", 0, 1e-9}}) {
+    Config c = sync_config(k.bucket_mb);
+    c.precision.dtype = k.dtype;
+    c.parallel.zero_stage = k.zero_stage;
+    comms::ProcessGrid grid(comms::make_world_communicator(), 1);
+    auto trace = [&](bool dry) {
+      std::shared_ptr<memory::CachingAllocator> alloc =
+          dry ? make_dry_run_allocator(c.memory, std::size_t{1} << 32, "simulated")
+              : make_model_allocator(c.memory);
+      memory::TraceRecorder recorder;
+      alloc->set_event_sink(recorder.sink());
+      {
+        ZeroRun run(c, grid, alloc, dry);
+        run.step(0);
+        run.step(1);
+      }
+      alloc->set_event_sink(nullptr);
+      return recorder.events();
+    };
+    const auto real = trace(false);
+    const auto dry = trace(true);
+    const std::string name = std::string(k.dtype) + " zero " + std::to_string(k.zero_stage) +
+                             " buckets " + std::to_string(k.bucket_mb);
+    ASSERT_GT(real.size(), 50u) << name;
+    ASSERT_EQ(real.size(), dry.size()) << name;
+    for (std::size_t i = 0; i < real.size(); ++i) {
+      const auto& a = real[i];
+      const auto& b = dry[i];
+      ASSERT_TRUE(a.kind == b.kind && a.bytes == b.bytes && a.tag == b.tag &&
+                  a.allocation_id == b.allocation_id)
+          << name << " event " << i;
+    }
   }
 }
 
