@@ -42,23 +42,24 @@ class Layout:
 # Every rank of a data-parallel layout allocates alike, so the trace of rank 0 is the per-rank
 # view. It is recorded by the real thing: `mpirun -np 4 memtrain train --dry-run` with global
 # batch = 4 x micro-batch (one micro-batch per rank and step). A single process would not do:
-# with 16-bit gradients and more than one rank the gradient all-reduce keeps an f32 staging
-# buffer (tag communication, runtime/train/gradient_allreduce.hpp) that one process never
-# allocates. The memory outside the allocator (CUDA context, cuBLAS workspace, NCCL buffers with
+# with 16-bit gradients and more than one rank the gradient synchroniser keeps an f32 staging
+# buffer (tag communication, comms/gradient_synchronizer.hpp) that one process never
+# allocates, and ZeRO-1 shards the optimizer state over the ranks. The memory outside the allocator (CUDA context, cuBLAS workspace, NCCL buffers with
 # more than one rank) and the device's capacity come from `memtrain plan --target T
 # --world-size N` (runtime/config/device_target.hpp). Under tensor parallelism every rank of
 # the grid holds an equal shard (the vocabulary is padded to split evenly), so rank 0 is again
-# every rank's view. ZeRO-1 has no config key yet, so its rows are written as not available
-# without running anything.
+# every rank's view. Under ZeRO-1 (parallel.zero_stage=1) the ranks' optimizer-state blocks
+# differ by at most one element per bucket (comms/shard_layout.hpp), so rank 0 is every rank's
+# view to a few bytes.
 TP2 = "parallel.tensor_model_parallel_size=2"
+ZERO1 = "parallel.zero_stage=1"
 TP4 = "parallel.tensor_model_parallel_size=4"
 SP = "parallel.sequence_parallel=true"
 LAYOUTS = [
     Layout("dp4_40gb", "data parallel 4 x 40 GB (per rank)", 4, "a100-40gb"),
     Layout("tp2_dp2_40gb", "tensor parallel 2 x data parallel 2, 40 GB", 4, "a100-40gb", (TP2,)),
     Layout("single_80gb", "one 80 GB device", 1, "a100-80gb"),
-    Layout("zero1_dp4_40gb", "ZeRO-1, data parallel 4 x 40 GB", 4, "a100-40gb",
-           missing="ZeRO-1 (optimizer-state sharding) is not built: no config key"),
+    Layout("zero1_dp4_40gb", "ZeRO-1, data parallel 4 x 40 GB", 4, "a100-40gb", (ZERO1,)),
     Layout("sp_tp2_dp2_40gb", "sequence parallel, tensor parallel 2 x data parallel 2, 40 GB", 4,
            "a100-40gb", (TP2, SP)),
     Layout("tp4_40gb", "tensor parallel 4, 40 GB", 4, "a100-40gb", (TP4,)),

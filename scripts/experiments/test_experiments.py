@@ -66,6 +66,9 @@ class GridTest(unittest.TestCase):
             for tp in ("tp2_dp2", "tp4"):
                 self.assertIn(f"{tp}_{size}", names)
                 self.assertIn(f"sp_{tp}_{size}", names)
+        # Issue 11: ZeRO-1 is a layout like the others (no longer "not available").
+        self.assertIn("zero1_dp4_40gb", names)
+        self.assertIn("parallel.zero_stage=1", next(l for l in grid.LAYOUTS if l.name == "zero1_dp4_40gb").sets)
         self.assertEqual(set(grid.POLICIES), {"no_cache", "pytorch", "best_fit", "vmm_stitch", "planned"})
 
     def test_one_micro_batch_per_step_and_rank(self):
