@@ -79,7 +79,11 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
 GradientSynchronizer::~GradientSynchronizer() {
   if (!worker_.joinable()) return;
   {
+    // Only when a step failed between begin_step and finish are buckets still queued: they are
+    // dropped, not started (the other ranks may never join them); a sum in flight completes.
     std::lock_guard<std::mutex> lock(mutex_);
+    in_flight_ -= static_cast<int>(queue_.size());
+    queue_.clear();
     stopping_ = true;
   }
   work_ready_.notify_all();

@@ -79,7 +79,8 @@ class GradientSynchronizer {
   GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group,
                        core::Context& ctx, bool overlap = true,
                        GradientReduction reduction = GradientReduction::all_reduce);
-  // Joins the communication thread (after the queue drains).
+  // Joins the communication thread: a sum in flight completes, buckets still queued (a step
+  // that failed before finish) are dropped.
   ~GradientSynchronizer();
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;

@@ -3,11 +3,13 @@
 #  1. throughput: BERT-Base-size gradients (110 M f32 in 25 MiB buckets) summed through
 #     memtrain's GradientSynchronizer against one bare MPI_Allreduce of the same bytes, 2 and 4
 #     ranks (benchmarks/bench_gradient_sync; medians of alternating repeats);
-#  2. overlap: data parallel 2 x 1 thread on BERT-Base width with 2 layers
+#  2. overlap: data parallel 2 x 1 thread on BERT-Base width with 2 and with 12 layers
 #     (configs/bench-bert.yaml, micro-batch 4, global batch 8), parallel.overlap_grad_reduce
 #     true against false, alternating `--rounds` times. metrics.jsonl time_comm_exposed_s is
 #     what backward did not hide; without overlap all of the sum is exposed, so the hidden share
-#     is 1 - exposed(overlap) / exposed(no overlap), from the medians over the counted steps.
+#     is 1 - exposed(overlap) / exposed(no overlap), from the medians over the counted steps;
+#  3. memory: the same data-parallel 2 run with parallel.zero_stage 1 against 0 (peak allocated
+#     bytes per rank, metrics.jsonl), in the same rounds.
 # The Markdown table goes to --out (README, "Performance").
 #
 # Usage: scripts/bench_comm.sh [--rounds N] [--steps N] [--repeats N] [--out FILE.md] [--no-build]
@@ -16,7 +18,7 @@
 #   --repeats N  repeats of each sum in part 1 (default 5)
 #   --out FILE   the Markdown table (default runs/bench-comm/table.md)
 #   --no-build   use what is in $MEMTRAIN_BUILD_DIR (default build/)
-# About 4 minutes on 2 cores with the defaults.
+# About 6 minutes on 2 cores with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,6 +74,15 @@ for round in $(seq 1 "$rounds"); do
       --set "parallel.overlap_grad_reduce=$overlap" --run-dir "$work/overlap-$overlap-$round" \
       > "$work/overlap-$overlap-$round.log" 2>&1
   done
+  for overlap in true false; do
+    echo "bench_comm.sh: data parallel 2, 12 layers, overlap_grad_reduce $overlap, round $round of $rounds" >&2
+    mpirun "${root[@]}" -np 2 --bind-to core "$bin" train "${common[@]}" --set model.num_hidden_layers=12 \
+      --set "parallel.overlap_grad_reduce=$overlap" --run-dir "$work/overlap12-$overlap-$round" \
+      > "$work/overlap12-$overlap-$round.log" 2>&1
+  done
+  echo "bench_comm.sh: data parallel 2, ZeRO-1, round $round of $rounds" >&2
+  mpirun "${root[@]}" -np 2 --bind-to core "$bin" train "${common[@]}" \
+    --set parallel.zero_stage=1 --run-dir "$work/zero1-$round" > "$work/zero1-$round.log" 2>&1
 done
 
 mkdir -p "$(dirname "$out")"
@@ -86,29 +97,52 @@ for np in (2, 4):
                  f"{1000 * s['bare_allreduce_s']:.0f} ms ({s['bare_gb_per_s']:.2f} GB/s) | "
                  f"{1000 * s['synchronizer_s']:.0f} ms ({s['synchronizer_gb_per_s']:.2f} GB/s) | "
                  f"{s['ratio']:.2f} |")
-def rows(setting):
+def rows(setting, prefix="overlap-"):
     out = []
     for r in range(1, rounds + 1):
-        for line in open(os.path.join(work, f"overlap-{setting}-{r}", "metrics.jsonl")):
+        for line in open(os.path.join(work, f"{prefix}{setting}-{r}", "metrics.jsonl")):
             m = json.loads(line)
             if "loss" in m and m["step"] > skip:
                 out.append(m)
     return out
-med = {}
-for setting in ("true", "false"):
-    rs = rows(setting)
-    med[setting] = {k: statistics.median(m[k] for m in rs)
-                    for k in ("time_comm_exposed_s", "tokens_per_s", "time_backward_s", "comm_bytes")}
-    med[setting]["n"] = len(rs)
-hidden = 1 - med["true"]["time_comm_exposed_s"] / med["false"]["time_comm_exposed_s"]
-lines += ["", "| data parallel 2 x 1 thread, BERT-Base width, 2 layers | exposed gradient sync per step | "
+lines += ["", "| data parallel 2 x 1 thread, BERT-Base width | exposed gradient sync per step | "
           "backward per step | tokens/s | gradient bytes per step | steps counted |",
           "|---|---|---|---|---|---|"]
-for setting, name in (("false", "overlap_grad_reduce: false"), ("true", "overlap_grad_reduce: true")):
-    m = med[setting]
-    lines.append(f"| {name} | {1000 * m['time_comm_exposed_s']:.1f} ms | {1000 * m['time_backward_s']:.0f} ms | "
-                 f"{m['tokens_per_s']:.0f} | {m['comm_bytes'] / 2**20:.1f} MiB | {m['n']} |")
-lines += ["", f"Share of the gradient sync hidden behind backward: {100 * hidden:.0f} %."]
+hidden = {}
+for layers, prefix in ((2, "overlap-"), (12, "overlap12-")):
+    med = {}
+    for setting in ("true", "false"):
+        rs = rows(setting, prefix)
+        med[setting] = {k: statistics.median(m[k] for m in rs)
+                        for k in ("time_comm_exposed_s", "tokens_per_s", "time_backward_s", "comm_bytes")}
+        med[setting]["n"] = len(rs)
+    hidden[layers] = 1 - med["true"]["time_comm_exposed_s"] / med["false"]["time_comm_exposed_s"]
+    for setting, name in (("false", "overlap_grad_reduce: false"), ("true", "overlap_grad_reduce: true")):
+        m = med[setting]
+        lines.append(f"| {layers} layers, {name} | {1000 * m['time_comm_exposed_s']:.1f} ms | "
+                     f"{1000 * m['time_backward_s']:.0f} ms | {m['tokens_per_s']:.0f} | "
+                     f"{m['comm_bytes'] / 2**20:.1f} MiB | {m['n']} |")
+# The tied word embedding (30522 x 768) is final only after the embeddings' backward, the last
+# stage, so its all-reduce cannot overlap anything: its share of the bytes stays exposed.
+C, V, I, P = 768, 30522, 3072, 512
+layer = 4 * (C * C + C) + 2 * 2 * C + (I * C + I) + (C * I + C)
+for layers in (2, 12):
+    total = layers * layer + V * C + P * C + 2 * C + 2 * C + (C * C + C) + 2 * C + V
+    lines += ["", f"{layers} layers: share of the gradient sync hidden behind backward {100 * hidden[layers]:.0f} % "
+              f"(the word embedding's {V * C / 1e6:.1f} M of {total / 1e6:.1f} M gradients, "
+              f"{100 * V * C / total:.0f} % of the bytes, are final only when backward ends)."]
+z = {}
+for name, rs in (("0", rows("true")), ("1", rows("", prefix="zero1"))):
+    z[name] = {k: statistics.median(m[k] for m in rs)
+               for k in ("peak_allocated_bytes", "tokens_per_s", "comm_bytes", "loss")}
+lines += ["", "| data parallel 2, BERT-Base width, 2 layers, fp32 | peak allocated per rank | tokens/s | "
+          "gradient-sync bytes per step | loss (median) |", "|---|---|---|---|---|"]
+for name in ("0", "1"):
+    m = z[name]
+    lines.append(f"| parallel.zero_stage: {name} | {m['peak_allocated_bytes'] / 2**20:.1f} MiB | "
+                 f"{m['tokens_per_s']:.0f} | {m['comm_bytes'] / 2**20:.1f} MiB | {m['loss']:.4f} |")
+lines += ["", f"ZeRO-1 / stage 0 peak allocated: "
+          f"{z['1']['peak_allocated_bytes'] / z['0']['peak_allocated_bytes']:.3f}."]
 text = "\n".join(lines) + "\n"
 open(out, "w").write(text)
 print(text)

@@ -155,16 +155,17 @@ class Grid:
     # stopped early or a plan that measured a different step shows up here. The check runs one
     # process with the layout's memory outside the allocator (--non-allocator, from plan): it
     # needs no mpirun per probe, and one process differs from rank 0 of 4 only by the 4 MiB f32
-    # staging buffer of 16-bit gradients. (A multi-rank dry run whose rank fails no longer hangs:
+    # staging buffer of 16-bit gradients. Under ZeRO-1 the probe runs every rank of the layout. (A multi-rank dry run whose rank fails no longer hangs:
     # the failing rank ends the job with MPI_Abort, comms/communicator.hpp.)
     def check_max_micro_batch(self, layout, setting, n, non_allocator_bytes):
         if self.args.compute:
             return ""
         outcome = {}
-        # A tensor-parallel layout needs its tp ranks even for one data-parallel rank.
-        tp = layout.tp
+        # A tensor-parallel layout needs its tp ranks even for one data-parallel rank; a ZeRO-1
+        # layout needs all its ranks (the optimizer state is split over the data-parallel ones).
+        ranks = layout.world_size if grid.ZERO1 in layout.sets else layout.tp
         for mb in ([n] if n > 0 else []) + [n + 1]:
-            s = dataclasses.replace(setting, micro_batch_size=mb, world_size=tp, dynamic=False,
+            s = dataclasses.replace(setting, micro_batch_size=mb, world_size=ranks, dynamic=False,
                                     steps=1)
             run_dir = self.runs / f"check-{layout.name}-{s.name}"
             args = ["train", "--config", self.args.config, "--dry-run", "--target", layout.target,
@@ -172,7 +173,7 @@ class Grid:
                     "--set", "memory.trace=false"]
             for kv in s.config_sets():
                 args += ["--set", kv]
-            r = memtrain_cli.run(self.args.binary, args, timeout_s=300, ranks=tp)
+            r = memtrain_cli.run(self.args.binary, args, timeout_s=300, ranks=ranks)
             self.commands.append(f"# max micro-batch check ({r.seconds:.1f} s, exit "
                                  f"{r.returncode})\n{r.command}")
             outcome[mb] = r.returncode
