@@ -25,12 +25,23 @@ std::vector<GradientBucket> make_gradient_buckets(core::Context& ctx,
     layouts.back().push_back(GradientBucketEntry{g.key, g.name, g.shape, filled, numel});
     filled += numel;
   }
+  // Note [One allocation holds every bucket]
+  // The buckets are views of one flat buffer, as Megatron-LM's grad buffer: one allocation of
+  // exactly the gradients' bytes. Dozens of separate bucket-sized blocks would each be rounded
+  // up by the allocator (PyTorch's rule rounds a large block to 2 MiB), and those remainders
+  // showed up as reserved-but-unallocated bytes at every peak.
+  std::int64_t total = 0;
+  for (const auto& entries : layouts) total += entries.back().offset + entries.back().numel;
+  const core::Tensor storage = core::Tensor::zeros(ctx, {total}, dtype, core::tags().gradient);
   std::vector<GradientBucket> buckets;
   buckets.reserve(layouts.size());
+  std::int64_t at = 0;
   for (auto& entries : layouts) {
     const std::int64_t n = entries.back().offset + entries.back().numel;
-    buckets.push_back(GradientBucket{
-        core::Tensor::zeros(ctx, {n}, dtype, core::tags().gradient), std::move(entries)});
+    core::Tensor view = core::Tensor::unbound({n}, dtype);
+    view.bind(storage, at);
+    at += n;
+    buckets.push_back(GradientBucket{std::move(view), std::move(entries)});
   }
   return buckets;
 }

@@ -38,8 +38,9 @@ struct GradientSpec {
 // Packs `grads`, given in the order they become final in backward, into buckets of at most
 // `bucket_bytes` bytes each (a gradient larger than that gets a bucket of its own), as PyTorch
 // DDP's bucket_cap_mb does: consecutive gradients share a bucket until the next one would
-// overflow it. Each bucket's buffer is allocated zeroed from ctx under tag gradient, so the
-// buckets' bytes are exactly the gradients' bytes (no padding). With bucket_bytes <= the
+// overflow it. The buckets' buffers are views of one zeroed allocation from ctx under tag
+// gradient (Note [One allocation holds every bucket]) of exactly the gradients' bytes (no
+// padding). With bucket_bytes <= the
 // smallest gradient every gradient is a bucket of its own. Throws memtrain::RuntimeError for
 // bucket_bytes < 1 and memtrain::OutOfMemory from the allocator.
 std::vector<GradientBucket> make_gradient_buckets(core::Context& ctx,

@@ -129,8 +129,7 @@ void GradientSynchronizer::enqueue(int bucket) {
 
 void GradientSynchronizer::sum_bucket(int b, GradientSyncStats& into) {
   if (fail_injected_) {
-    throw RuntimeError("injected failure of a collective (MEMTRAIN_TEST_FAIL_GRADIENT_SYNC, "
-                       "Note [Injected gradient-sync failure])");
+    throw RuntimeError("injected failure of a collective (MEMTRAIN_TEST_FAIL_GRADIENT_SYNC)");
   }
   core::Tensor& buf = buckets_[static_cast<std::size_t>(b)].buffer;
   const std::int64_t n = buf.numel();

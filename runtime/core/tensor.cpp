@@ -40,12 +40,11 @@ std::string Tensor::shape_string(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
-Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
-                     memory::TagId tag) {
+Tensor Tensor::shaped(std::vector<std::int64_t> shape, DType dtype, const char* who) {
   std::int64_t numel = 1;
   for (std::int64_t d : shape) {
     if (d < 0) {
-      throw RuntimeError("Tensor::empty: negative dimension in shape " + shape_string(shape));
+      throw RuntimeError(std::string(who) + ": negative dimension in shape " + shape_string(shape));
     }
     numel *= d;
   }
@@ -53,6 +52,12 @@ Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.numel_ = numel;
+  return t;
+}
+
+Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
+                     memory::TagId tag) {
+  Tensor t = shaped(std::move(shape), dtype, "Tensor::empty");
   memory::Block block = ctx.allocator().allocate(t.nbytes(), ctx.stream(), tag);
   try {
     t.storage_ = std::make_shared<Storage>(ctx.allocator_ptr(), block, ctx.dry_run());
@@ -64,17 +69,7 @@ Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
 }
 
 Tensor Tensor::unbound(std::vector<std::int64_t> shape, DType dtype) {
-  std::int64_t numel = 1;
-  for (std::int64_t d : shape) {
-    if (d < 0) {
-      throw RuntimeError("Tensor::unbound: negative dimension in shape " + shape_string(shape));
-    }
-    numel *= d;
-  }
-  Tensor t;
-  t.shape_ = std::move(shape);
-  t.dtype_ = dtype;
-  t.numel_ = numel;
+  Tensor t = shaped(std::move(shape), dtype, "Tensor::unbound");
   t.storage_ = std::make_shared<Storage>();
   return t;
 }

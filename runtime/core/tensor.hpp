@@ -99,6 +99,9 @@ class Tensor {
   void check_access(int dtype_code) const;
   void* raw() const;
   static std::string shape_string(const std::vector<std::int64_t>& shape);
+  // A tensor of `shape` without storage; throws memtrain::RuntimeError naming `who` for a
+  // negative dimension.
+  static Tensor shaped(std::vector<std::int64_t> shape, DType dtype, const char* who);
 
   std::shared_ptr<Storage> storage_;
   std::vector<std::int64_t> shape_;

@@ -306,7 +306,7 @@ std::string PlanReport::to_text() const {
     << "  model states     " << bytes(ms.total()) << " = parameters " << bytes(ms.parameter)
     << " + gradients " << bytes(ms.gradient) << " + master weights " << bytes(ms.master_weight)
     << " + optimizer state " << bytes(ms.optimizer_state) << "\n"
-    << "    " << (c.parallel.zero_stage == 1 ? "ZeRO-1" : "ZeRO") << " (" << zero_per_param
+    << "    ZeRO stage " << c.parallel.zero_stage << " (" << zero_per_param
     << " B/param)  " << bytes(static_cast<std::int64_t>(zero_bytes))
     << " (measured/analytic " << ratio(static_cast<double>(ms.total()), zero_bytes) << ")\n"
     << "  activations      peak " << bytes(step.activation_peak_bytes) << "\n";

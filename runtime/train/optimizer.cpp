@@ -8,23 +8,15 @@
 #include "kernels/cpu/parallel.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
+#include "runtime/train/gradient_reads.hpp"
 
 namespace memtrain::train {
 namespace {
 
-bool is_half(core::DType d) { return d == core::DType::f16 || d == core::DType::bf16; }
-
-kernels::HalfFormat format_of(core::DType d) {
-  return d == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
-}
-
-// Note [Master updates in stack-sized chunks]
-// A 16-bit parameter is updated chunk by chunk: its gradient chunk is converted into a float
-// array on the stack, the f32 AdamW kernel updates the master and moments of that chunk, and
-// the chunk's value is rounded from the new master. Nothing is allocated (the step's
-// allocation trace is the fp32 one minus nothing, plus nothing: dry runs stay exact), and each
-// chunk stays in cache between the three passes. 4096 floats = 16 KiB per thread.
-constexpr std::int64_t kChunk = 4096;
+using detail::format_of;
+using detail::is_half;
+using detail::kChunk;
+using detail::read_grad;
 
 // body(lo, hi) for the chunks of [0, n), on the kernels' thread team when there are several.
 template <class Body>
@@ -34,19 +26,6 @@ void for_chunks(std::int64_t n, Body&& body) {
                                 [&](std::int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
-// grad[lo, hi) as float into out, times multiplier (skipped when 1, so f32 stays bitwise).
-void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std::int64_t hi, float multiplier) {
-  const std::int64_t n = hi - lo;
-  if (is_half(grad.dtype())) {
-    kernels::convert_half_to_float(out, grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()));
-  } else {
-    std::copy(grad.data<float>() + lo, grad.data<float>() + hi, out);
-  }
-  if (multiplier != 1.0f) {
-    for (std::int64_t i = 0; i < n; ++i) out[i] *= multiplier;
-  }
-}
-
 double sum_of_squares(const core::Tensor& g) {
   if (!is_half(g.dtype())) return kernels::sum_of_squares(g.data<float>(), g.numel());
   const std::int64_t n = g.numel();
@@ -54,7 +33,7 @@ double sum_of_squares(const core::Tensor& g) {
   float buf[kChunk];
   for (std::int64_t lo = 0; lo < n; lo += kChunk) {
     const std::int64_t hi = std::min(n, lo + kChunk);
-    read_grad(buf, g, lo, hi, 1.0f);
+    read_grad(buf, g, lo, hi - lo, 1.0f);
     total += kernels::sum_of_squares(buf, hi - lo);
   }
   return total;
@@ -162,7 +141,7 @@ void AdamW::step(double lr, double grad_multiplier) {
     const core::Tensor& grad = p.grad;
     for_chunks(p.value.numel(), [&, master, value, m, v](std::int64_t lo, std::int64_t hi) {
       float g[kChunk];
-      read_grad(g, grad, lo, hi, multiplier);
+      read_grad(g, grad, lo, hi - lo, multiplier);
       kernels::adamw_update(master + lo, g, m + lo, v + lo, hi - lo, flr, b1, b2, eps, wd, t);
       kernels::convert_float_to_half(value + lo, master + lo, hi - lo, format);
     });

@@ -9,30 +9,15 @@
 #include "kernels/cpu/parallel.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
+#include "runtime/train/gradient_reads.hpp"
 
 namespace memtrain::train {
 namespace {
 
-bool is_half(core::DType d) { return d == core::DType::f16 || d == core::DType::bf16; }
-
-kernels::HalfFormat format_of(core::DType d) {
-  return d == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
-}
-
-// As optimizer.cpp's Note [Master updates in stack-sized chunks].
-constexpr std::int64_t kChunk = 4096;
-
-// grad[lo, lo + n) of a bucket as float into out, times multiplier (skipped when 1).
-void read_grad(float* out, const core::Tensor& bucket, std::int64_t lo, std::int64_t n, float multiplier) {
-  if (is_half(bucket.dtype())) {
-    kernels::convert_half_to_float(out, bucket.data<std::uint16_t>() + lo, n, format_of(bucket.dtype()));
-  } else {
-    std::copy(bucket.data<float>() + lo, bucket.data<float>() + lo + n, out);
-  }
-  if (multiplier != 1.0f) {
-    for (std::int64_t i = 0; i < n; ++i) out[i] *= multiplier;
-  }
-}
+using detail::format_of;
+using detail::is_half;
+using detail::kChunk;
+using detail::read_grad;
 
 }  // namespace
 
@@ -57,7 +42,22 @@ ZeroAdamW::ZeroAdamW(std::vector<models::Parameter>& params, std::vector<comms::
                          "(ModelOptions::master_weights = false)");
     }
   }
-  // Note [ZeRO-1 shards the buckets]
+  // Note [ZeRO-1 shards the buckets]; the blocks' state are views of one allocation per kind
+  // (Note [One allocation holds every bucket]).
+  std::int64_t total = 0;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) total += sync.shard_count(b);
+  const core::Tensor m_all = core::Tensor::zeros(ctx, {total}, core::DType::f32, core::tags().optimizer_state);
+  const core::Tensor v_all = core::Tensor::zeros(ctx, {total}, core::DType::f32, core::tags().optimizer_state);
+  core::Tensor master_all;
+  if (is_half(value_dtype_)) {
+    master_all = core::Tensor::zeros(ctx, {total}, core::DType::f32, core::tags().master_weight);
+  }
+  auto view = [](const core::Tensor& all, std::int64_t at, std::int64_t n) {
+    core::Tensor t = core::Tensor::unbound({n}, core::DType::f32);
+    t.bind(all, at);
+    return t;
+  };
+  std::int64_t at = 0;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     Block blk;
     blk.bucket = b;
@@ -68,11 +68,10 @@ ZeroAdamW::ZeroAdamW(std::vector<models::Parameter>& params, std::vector<comms::
       const std::int64_t lo = std::max(blk.begin, e.offset), hi = std::min(end, e.offset + e.numel);
       if (lo < hi) blk.pieces.push_back({e.key, lo - e.offset, lo, lo - blk.begin, hi - lo});
     }
-    blk.exp_avg = core::Tensor::zeros(ctx, {blk.count}, core::DType::f32, core::tags().optimizer_state);
-    blk.exp_avg_sq = core::Tensor::zeros(ctx, {blk.count}, core::DType::f32, core::tags().optimizer_state);
-    if (is_half(value_dtype_)) {
-      blk.master = core::Tensor::zeros(ctx, {blk.count}, core::DType::f32, core::tags().master_weight);
-    }
+    blk.exp_avg = view(m_all, at, blk.count);
+    blk.exp_avg_sq = view(v_all, at, blk.count);
+    if (master_all.defined()) blk.master = view(master_all, at, blk.count);
+    at += blk.count;
     blocks_.push_back(std::move(blk));
   }
 }

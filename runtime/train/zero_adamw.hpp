@@ -40,9 +40,9 @@ class ZeroAdamW final : public Optimizer {
   // master_weights false); buckets: the model's gradient buckets, synchronised by `sync` with
   // GradientReduction::reduce_scatter over the data-parallel group `dp`; tp_group: as AdamW's
   // (the norm's sharded parameters). Allocates this rank's moments (tag optimizer_state) and
-  // masters (tag master_weight) from ctx, per bucket; they must be initialised through
-  // init_master before the first step (the model's init_parameters callback). All references
-  // must outlive the optimizer. Throws memtrain::RuntimeError when sync does not reduce-scatter
+  // masters (tag master_weight) from ctx, one flat buffer each, viewed per bucket; the masters
+  // must be initialised through init_master before the first step (the model's
+  // init_parameters callback). All references must outlive the optimizer. Throws memtrain::RuntimeError when sync does not reduce-scatter
   // or a 16-bit parameter still has a master.
   ZeroAdamW(std::vector<models::Parameter>& params, std::vector<comms::GradientBucket>& buckets,
             comms::GradientSynchronizer& sync, comms::Communicator& dp, core::Context& ctx,

@@ -75,7 +75,7 @@ TEST(Plan, TextReportNamesEveryFigure) {
   s.write("exp.yaml", kPlanYaml);
   const auto r = s.memtrain("plan --config exp.yaml --target h100-80gb");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* line : {"parameters", "model states", "ZeRO (16 B/param)", "Korthikanti", "peak allocated",
+  for (const char* line : {"parameters", "model states", "ZeRO stage 0 (16 B/param)", "Korthikanti", "peak allocated",
                            "peak reserved", "non-allocator", "utilization", "fragmentation",
                            "largest micro-batch that fits", "fits"}) {
     EXPECT_TRUE(contains(r.out, line));

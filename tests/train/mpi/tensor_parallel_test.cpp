@@ -22,6 +22,7 @@
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "runtime/train/train_step.hpp"
+#include "tests/train/mpi/trace_compare.hpp"
 #include "tests/train/tiny_config.hpp"
 
 namespace memtrain::train {
@@ -391,16 +392,7 @@ TEST(TensorParallel, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
     const auto dry = rank_trace(c, grid, true);
     const std::string name = std::string(k.dtype) + " " + k.recompute + (k.sp ? " sp" : "") +
                              " rank " + std::to_string(grid.world().rank());
-    ASSERT_GT(real.size(), 100u) << name;
-    ASSERT_EQ(real.size(), dry.size()) << name;
-    for (std::size_t i = 0; i < real.size(); ++i) {
-      const auto& a = real[i];
-      const auto& b = dry[i];
-      ASSERT_TRUE(a.kind == b.kind && a.bytes == b.bytes && a.tag == b.tag &&
-                  a.allocation_id == b.allocation_id)
-          << name << " event " << i << ": " << memory::to_string(a.kind) << " " << a.bytes
-          << " B vs " << memory::to_string(b.kind) << " " << b.bytes << " B";
-    }
+    testing::expect_same_trace(real, dry, name, 100);
   }
 }
 
