@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/tensor.hpp"
@@ -36,6 +37,27 @@ inline void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std
   if (multiplier != 1.0f) {
     for (std::int64_t i = 0; i < n; ++i) out[i] *= multiplier;
   }
+}
+
+// Sum of squares (in double) of elements [lo, lo + n) of `grad`, 16-bit storage read as float
+// a chunk at a time.
+inline double sum_of_squares(const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
+  if (!is_half(grad.dtype())) return kernels::sum_of_squares(grad.data<float>() + lo, n);
+  double total = 0.0;
+  float buf[kChunk];
+  for (std::int64_t at = 0; at < n; at += kChunk) {
+    const std::int64_t len = std::min(kChunk, n - at);
+    read_grad(buf, grad, lo + at, len, 1.0f);
+    total += kernels::sum_of_squares(buf, len);
+  }
+  return total;
+}
+
+// False when an element of [lo, lo + n) of `grad` is inf or NaN.
+inline bool all_finite(const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
+  return is_half(grad.dtype())
+             ? kernels::all_finite(grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()))
+             : kernels::all_finite(grad.data<float>() + lo, n);
 }
 
 }  // namespace memtrain::train::detail

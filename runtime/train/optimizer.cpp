@@ -26,18 +26,7 @@ void for_chunks(std::int64_t n, Body&& body) {
                                 [&](std::int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
-double sum_of_squares(const core::Tensor& g) {
-  if (!is_half(g.dtype())) return kernels::sum_of_squares(g.data<float>(), g.numel());
-  const std::int64_t n = g.numel();
-  double total = 0.0;
-  float buf[kChunk];
-  for (std::int64_t lo = 0; lo < n; lo += kChunk) {
-    const std::int64_t hi = std::min(n, lo + kChunk);
-    read_grad(buf, g, lo, hi - lo, 1.0f);
-    total += kernels::sum_of_squares(buf, hi - lo);
-  }
-  return total;
-}
+double sum_of_squares(const core::Tensor& g) { return detail::sum_of_squares(g, 0, g.numel()); }
 
 }  // namespace
 
@@ -88,11 +77,7 @@ double AdamW::grad_norm() const {
 bool AdamW::grads_finite() const {
   if (dry_run_) return true;
   for (const auto& p : params_) {
-    const bool finite = is_half(p.grad.dtype())
-                            ? kernels::all_finite(p.grad.data<std::uint16_t>(), p.grad.numel(),
-                                                  format_of(p.grad.dtype()))
-                            : kernels::all_finite(p.grad.data<float>(), p.grad.numel());
-    if (!finite) return false;
+    if (!detail::all_finite(p.grad, 0, p.grad.numel())) return false;
   }
   return true;
 }

@@ -97,21 +97,10 @@ double ZeroAdamW::grad_norm() const {
   if (dry_run_) return 0.0;
   // [sharded over tp, replicated over tp] squares of this rank's pieces.
   double sums[2] = {0.0, 0.0};
-  float buf[kChunk];
   for (const auto& b : blocks_) {
     const core::Tensor& g = buckets_[b.bucket].buffer;
     for (const auto& pc : b.pieces) {
-      double s = 0.0;
-      if (!is_half(g.dtype())) {
-        s = kernels::sum_of_squares(g.data<float>() + pc.bucket_offset, pc.length);
-      } else {
-        for (std::int64_t lo = 0; lo < pc.length; lo += kChunk) {
-          const std::int64_t n = std::min(kChunk, pc.length - lo);
-          read_grad(buf, g, pc.bucket_offset + lo, n, 1.0f);
-          s += kernels::sum_of_squares(buf, n);
-        }
-      }
-      sums[params_[pc.param].sharded() ? 0 : 1] += s;
+      sums[params_[pc.param].sharded() ? 0 : 1] += detail::sum_of_squares(g, pc.bucket_offset, pc.length);
     }
   }
   dp_.allreduce_sum(sums, 2);
@@ -123,11 +112,7 @@ double ZeroAdamW::grad_norm() const {
 bool ZeroAdamW::grads_finite() const {
   if (dry_run_) return true;
   for (const auto& b : blocks_) {
-    const core::Tensor& g = buckets_[b.bucket].buffer;
-    const bool finite = is_half(g.dtype())
-                            ? kernels::all_finite(g.data<std::uint16_t>() + b.begin, b.count, format_of(g.dtype()))
-                            : kernels::all_finite(g.data<float>() + b.begin, b.count);
-    if (!finite) return false;
+    if (!detail::all_finite(buckets_[b.bucket].buffer, b.begin, b.count)) return false;
   }
   return true;
 }
