@@ -22,7 +22,7 @@ std::vector<GradientBucket> make_gradient_buckets(core::Context& ctx,
       layouts.emplace_back();
       filled = 0;
     }
-    layouts.back().push_back(GradientBucketEntry{g.key, g.name, g.shape, filled, numel});
+    layouts.back().push_back(GradientBucketEntry{g.key, g.name, g.shape, filled, numel, g.split_rows});
     filled += numel;
   }
   // Note [One allocation holds every bucket]

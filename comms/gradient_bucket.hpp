@@ -19,6 +19,10 @@ struct GradientBucketEntry {
   std::vector<std::int64_t> shape;  // of the gradient
   std::int64_t offset = 0;          // elements from the buffer's start
   std::int64_t numel = 0;
+  // The gradient's rows (shape[0]) may become final in two parts: all rows but a few listed
+  // ones first, the listed ones later (Note [The tied embedding's rows are summed in two
+  // parts], gradient_synchronizer.hpp).
+  bool split_rows = false;
 };
 
 // A flat buffer of gradients of one dtype (f32, f16 or bf16), tag gradient, and its layout
@@ -33,6 +37,7 @@ struct GradientSpec {
   std::size_t key = 0;
   std::string name;
   std::vector<std::int64_t> shape;
+  bool split_rows = false;  // as GradientBucketEntry::split_rows
 };
 
 // Packs `grads`, given in the order they become final in backward, into buckets of at most

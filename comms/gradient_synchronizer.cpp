@@ -43,7 +43,8 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
       fail_injected_(failure_injected_here()),
       missing_(buckets.size(), 0),
       queued_(buckets.size(), false) {
-  std::int64_t largest_half = 0;
+  std::int64_t largest_half = 0;  // or split entry: the staging buffer's need
+  bool found_split = false;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     for (const auto& e : buckets_[b].entries) {
       if (!where_.emplace(e.key, std::make_pair(static_cast<int>(b), false)).second) {
@@ -53,6 +54,29 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     }
     if (is_half(buckets_[b].buffer.dtype())) {
       largest_half = std::max(largest_half, buckets_[b].buffer.numel());
+    }
+    for (const auto& e : buckets_[b].entries) {
+      if (!e.split_rows) continue;
+      if (split_ || found_split) {
+        throw RuntimeError("GradientSynchronizer: more than one gradient is marked split_rows (" +
+                           e.name + ")");
+      }
+      found_split = true;
+      if (e.shape.empty() || e.shape[0] < 1) {
+        throw RuntimeError("GradientSynchronizer: gradient " + e.name +
+                           " is marked split_rows but has no rows");
+      }
+      // Note [The tied embedding's rows are summed in two parts]
+      if (group.size() > 1 && reduction_ == GradientReduction::all_reduce &&
+          buckets_[b].buffer.dtype() == core::DType::f32) {
+        split_.emplace();
+        split_->bucket = static_cast<int>(b);
+        split_->key = e.key;
+        split_->offset = e.offset;
+        split_->rows = e.shape[0];
+        split_->cols = e.numel / e.shape[0];
+        largest_half = std::max(largest_half, e.numel);
+      }
     }
     const std::int64_t n = buckets_[b].buffer.numel();
     Shards sh;
@@ -71,6 +95,9 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     std::int64_t elements = std::min(largest_half, kStagingElements);
     if (reduction_ == GradientReduction::reduce_scatter) elements = std::max<std::int64_t>(elements, group.size());
     staging_ = core::Tensor::empty(ctx, {elements}, core::DType::f32, core::tags().communication);
+  }
+  if (split_) {
+    split_->mask = core::Tensor::empty(ctx, {split_->rows}, core::DType::f32, core::tags().communication);
   }
   begin_step();
   if (active_ && overlap) worker_ = std::thread([this] { work(); });
@@ -98,6 +125,8 @@ void GradientSynchronizer::begin_step() {
   for (auto& [key, w] : where_) w.second = false;
   queue_order_.clear();
   stats_ = {};
+  if (split_) split_->early_queued = false;
+  early_rows_ = 0;
 }
 
 void GradientSynchronizer::mark_ready(std::size_t key) {
@@ -115,25 +144,157 @@ void GradientSynchronizer::mark_ready(std::size_t key) {
   if (--missing_[static_cast<std::size_t>(bucket)] == 0) enqueue(bucket);
 }
 
+void GradientSynchronizer::mark_rows_ready(std::size_t key, const std::vector<std::int32_t>& late_rows) {
+  auto it = where_.find(key);
+  if (it == where_.end()) {
+    throw RuntimeError("GradientSynchronizer::mark_rows_ready: no bucket holds gradient key " +
+                       std::to_string(key));
+  }
+  const auto& entries = buckets_[static_cast<std::size_t>(it->second.first)].entries;
+  const auto entry = std::find_if(entries.begin(), entries.end(),
+                                  [key](const GradientBucketEntry& e) { return e.key == key; });
+  if (!entry->split_rows) {
+    throw RuntimeError("GradientSynchronizer::mark_rows_ready: gradient " + entry->name +
+                       " is not marked split_rows");
+  }
+  if (it->second.second || (split_ && split_->early_queued)) {
+    throw RuntimeError("GradientSynchronizer::mark_rows_ready: gradient " + entry->name +
+                       " was already announced in this step");
+  }
+  const std::int64_t rows = entry->shape[0];
+  for (std::int32_t r : late_rows) {
+    if (r < 0 || r >= rows) {
+      throw RuntimeError("GradientSynchronizer::mark_rows_ready: row " + std::to_string(r) +
+                         " of gradient " + entry->name + " outside [0, " + std::to_string(rows) +
+                         ")");
+    }
+  }
+  // Without a communication thread every bucket is summed whole in finish().
+  if (!split_ || !worker_.joinable()) return;
+  float* mask = split_->mask.data<float>();
+  std::fill(mask, mask + rows, 0.0f);
+  for (std::int32_t r : late_rows) mask[r] = 1.0f;
+  split_->early_queued = true;
+  push(Item{split_->bucket, Part::early_rows});
+}
+
 void GradientSynchronizer::enqueue(int bucket) {
   queued_[static_cast<std::size_t>(bucket)] = true;
   queue_order_.push_back(bucket);
   if (!worker_.joinable()) return;  // finish() sums on this thread
+  const bool rest = split_ && split_->bucket == bucket && split_->early_queued;
+  push(Item{bucket, rest ? Part::rest : Part::whole});
+}
+
+void GradientSynchronizer::push(Item item) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(bucket);
+    queue_.push_back(item);
     ++in_flight_;
   }
   work_ready_.notify_one();
 }
 
-void GradientSynchronizer::sum_bucket(int b, GradientSyncStats& into) {
+void GradientSynchronizer::sum(Item item, GradientSyncStats& into) {
   if (fail_injected_) {
     throw RuntimeError("injected failure of a collective (MEMTRAIN_TEST_FAIL_GRADIENT_SYNC)");
   }
+  const auto t0 = Clock::now();
+  switch (item.part) {
+    case Part::whole:
+      sum_bucket(item.bucket, into);
+      break;
+    case Part::early_rows:
+      sum_early_rows(into);
+      break;
+    case Part::rest:
+      sum_rest(into);
+      break;
+  }
+  into.comm_s += seconds_since(t0);
+}
+
+// Note [The tied embedding's rows are summed in two parts]: the union of the ranks' late rows,
+// then every row outside it, in row ranges.
+void GradientSynchronizer::sum_early_rows(GradientSyncStats& into) {
+  RowSplit& sp = *split_;
+  float* mask = sp.mask.data<float>();
+  group_.allreduce_sum(mask, sp.rows);
+  into.bytes += sp.rows * 4;
+  ++into.calls;
+  sp.late.clear();
+  std::vector<Range> early;
+  std::int64_t from = 0;  // first row of the current run outside the union
+  for (std::int64_t r = 0; r <= sp.rows; ++r) {
+    if (r < sp.rows && mask[r] == 0.0f) continue;
+    if (r > from) early.push_back(Range{sp.offset + from * sp.cols, (r - from) * sp.cols});
+    if (r < sp.rows) sp.late.push_back(r);
+    from = r + 1;
+  }
+  early_rows_ = sp.rows - static_cast<std::int64_t>(sp.late.size());
+  sum_ranges(buckets_[static_cast<std::size_t>(sp.bucket)].buffer.data<float>(), std::move(early), into);
+}
+
+// The split entry's bucket without the early rows: the other entries and the union's rows.
+void GradientSynchronizer::sum_rest(GradientSyncStats& into) {
+  const RowSplit& sp = *split_;
+  core::Tensor& buf = buckets_[static_cast<std::size_t>(sp.bucket)].buffer;
+  std::vector<Range> rest;
+  if (sp.offset > 0) rest.push_back(Range{0, sp.offset});
+  for (std::int64_t r : sp.late) rest.push_back(Range{sp.offset + r * sp.cols, sp.cols});
+  const std::int64_t end = sp.offset + sp.rows * sp.cols;
+  if (end < buf.numel()) rest.push_back(Range{end, buf.numel() - end});
+  sum_ranges(buf.data<float>(), std::move(rest), into);
+}
+
+// Ascending, disjoint ranges of an f32 buffer: adjacent ones merged, long ones summed in place,
+// short ones packed into the staging buffer (one all-reduce per fill). The same ranges on every
+// rank give the same collectives.
+void GradientSynchronizer::sum_ranges(float* g, std::vector<Range> ranges, GradientSyncStats& into) {
+  std::vector<Range> merged;
+  for (const Range& r : ranges) {
+    if (r.count <= 0) continue;
+    if (!merged.empty() && merged.back().begin + merged.back().count == r.begin) {
+      merged.back().count += r.count;
+    } else {
+      merged.push_back(r);
+    }
+  }
+  float* stage = staging_.data<float>();
+  const std::int64_t capacity = staging_.numel();
+  std::vector<Range> packed;
+  std::int64_t used = 0;
+  auto flush = [&] {
+    if (used == 0) return;
+    group_.allreduce_sum(stage, used);
+    into.bytes += used * 4;
+    ++into.calls;
+    std::int64_t at = 0;
+    for (const Range& p : packed) {
+      std::memcpy(g + p.begin, stage + at, sizeof(float) * static_cast<std::size_t>(p.count));
+      at += p.count;
+    }
+    packed.clear();
+    used = 0;
+  };
+  for (const Range& r : merged) {
+    if (r.count >= kInPlaceElements || r.count > capacity) {
+      group_.allreduce_sum(g + r.begin, r.count);
+      into.bytes += r.count * 4;
+      ++into.calls;
+      continue;
+    }
+    if (used + r.count > capacity) flush();
+    std::memcpy(stage + used, g + r.begin, sizeof(float) * static_cast<std::size_t>(r.count));
+    packed.push_back(r);
+    used += r.count;
+  }
+  flush();
+}
+
+void GradientSynchronizer::sum_bucket(int b, GradientSyncStats& into) {
   core::Tensor& buf = buckets_[static_cast<std::size_t>(b)].buffer;
   const std::int64_t n = buf.numel();
-  const auto t0 = Clock::now();
   if (reduction_ == GradientReduction::reduce_scatter) {
     if (is_half(buf.dtype())) {
       reduce_scatter_half(b, into);
@@ -165,7 +326,6 @@ void GradientSynchronizer::sum_bucket(int b, GradientSyncStats& into) {
       ++into.calls;
     }
   }
-  into.comm_s += seconds_since(t0);
 }
 
 // Note [16-bit gradients are summed in f32], for shards: the staging buffer holds one strip of
@@ -231,7 +391,7 @@ void GradientSynchronizer::work() {
   for (;;) {
     work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
-    const int b = queue_.front();
+    const Item item = queue_.front();
     queue_.pop_front();
     const bool skip = error_ != nullptr;  // after a failure the sums stop; finish() reports it
     lock.unlock();
@@ -239,7 +399,7 @@ void GradientSynchronizer::work() {
     std::exception_ptr failure;
     if (!skip) {
       try {
-        sum_bucket(b, done);
+        sum(item, done);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -271,7 +431,7 @@ void GradientSynchronizer::finish() {
     error_ = nullptr;
   } else {
     try {
-      for (int b : queue_order_) sum_bucket(b, stats_);
+      for (int b : queue_order_) sum(Item{b, Part::whole}, stats_);
     } catch (...) {
       failure = std::current_exception();
     }

@@ -8,6 +8,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -56,6 +57,29 @@ struct GradientSyncStats {
 // it, or with overlap = false, finish() sums every bucket on the calling thread, in the same
 // order, to the same bits.
 //
+// Note [The tied embedding's rows are summed in two parts]
+// The tied word embedding holds most of a small model's gradient bytes (61 % of BERT-Base
+// width with 2 layers), and the embedding lookup, the last stage of backward, writes it: as
+// one bucket it is final only when backward is over, and its sum cannot overlap anything. But
+// the lookup writes only the rows of the batch's tokens; every other row is final as soon as
+// the decoder (the first stage) has written it. So an entry marked split_rows is announced
+// twice: mark_rows_ready(key, rows) after the decoder, with the rows this rank's lookup will
+// still write, then mark_ready(key) as any gradient. On the communication thread the first
+// announcement sums a mask of those rows over the group (one float per row: the union of
+// every rank's rows, the same on all ranks, so all issue the same collectives) and then sums
+// every row outside the union, while backward goes on; the rows in the union go with the
+// bucket's completion. Each element is still the sum of every rank's final value, only sent
+// in other pieces: with two ranks the bits are those of one all-reduce of the whole bucket.
+// PyTorch's sparse embedding gradients send only the batch's rows instead, but need a buffer
+// of ranks x tokens rows, more than the table itself for BERT-Large's batches; the union needs
+// a mask of the table's rows.
+// The pieces are row ranges: one at least kInPlaceElements long is summed in place, shorter
+// ones are packed into the staging buffer, summed there and copied back. Only f32 buckets
+// under all_reduce with a communication thread split (a 16-bit lookup rewrites the whole
+// table through its f32 view, and ZeRO-1's shards do not follow rows); elsewhere the first
+// announcement is ignored. The mask and the staging buffer are allocated whenever a split can
+// happen, overlap or not (Note [Communication buffers are allocated up front]).
+//
 // Note [16-bit gradients are summed in f32]
 // f32 buckets are summed in place. f16 and bf16 buckets go through an f32 staging buffer of at
 // most kStagingElements floats (tag communication, allocated by the constructor:
@@ -70,12 +94,17 @@ struct GradientSyncStats {
 class GradientSynchronizer {
  public:
   static constexpr std::int64_t kStagingElements = std::int64_t{1} << 20;  // 4 MiB of f32
+  // Note [The tied embedding's rows are summed in two parts]: a row range at least this long
+  // is summed in place rather than through the staging buffer (256 KiB of f32).
+  static constexpr std::int64_t kInPlaceElements = std::int64_t{1} << 16;
 
   // buckets: the model's gradient buckets (they must outlive the synchroniser, and keep their
   // layout); group: the data-parallel group, which every rank's synchroniser sums over with
   // the same buckets. overlap: run the sums on a communication thread during backward (see the
-  // Note). In a dry run (ctx.dry_run()) nothing is communicated, and the staging buffer is
-  // allocated as in a compute run. Throws memtrain::RuntimeError when two entries share a key.
+  // Note). In a dry run (ctx.dry_run()) nothing is communicated, and the staging buffer (and
+  // the row mask of a split_rows entry) is allocated as in a compute run. Throws
+  // memtrain::RuntimeError when two entries share a key, or when more than one entry, or one
+  // without rows, is marked split_rows.
   GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group,
                        core::Context& ctx, bool overlap = true,
                        GradientReduction reduction = GradientReduction::all_reduce);
@@ -91,6 +120,13 @@ class GradientSynchronizer {
   // Gradient `key` is final for this step; its bucket is queued when it is the bucket's last
   // one. Throws memtrain::RuntimeError for an unknown key or a key announced twice in a step.
   void mark_ready(std::size_t key);
+  // Gradient `key` (an entry marked split_rows, shape [rows, ...]) is final except its rows
+  // `late_rows` (any order, repeats allowed), which this rank will still write before
+  // mark_ready(key): Note [The tied embedding's rows are summed in two parts]. Every rank of
+  // the group calls it for the same key in the same step, or none does. Ignored where the
+  // entry cannot split (see the Note). Throws memtrain::RuntimeError for an unknown key, a key
+  // not marked split_rows, one already announced, or a row outside [0, rows).
+  void mark_rows_ready(std::size_t key, const std::vector<std::int32_t>& late_rows);
   // Queues the buckets not queued yet (in bucket order), waits until every bucket is summed,
   // and fills step_stats(). Throws memtrain::RuntimeError when a collective failed (on the
   // communication thread or here): the gradients are then not a sum and must not be used.
@@ -113,13 +149,44 @@ class GradientSynchronizer {
   const GradientSyncStats& step_stats() const { return stats_; }
   // Bytes of the staging buffer (0 when none is needed).
   std::size_t staging_bytes() const { return staging_.defined() ? staging_.nbytes() : 0; }
+  // Bytes of the row mask of a split_rows entry (0 when it cannot split).
+  std::size_t row_mask_bytes() const { return split_ ? split_->mask.nbytes() : 0; }
   bool overlaps() const { return worker_.joinable(); }
-  // Bucket indices in the order this step queued them (for tests and the overlap benchmark).
+  // Bucket indices in the order this step queued them complete (for tests and the overlap
+  // benchmark); the early rows of a split entry are not a bucket of their own.
   const std::vector<int>& queue_order() const { return queue_order_; }
+  // Rows of the split entry summed ahead of its bucket in the last finished step (0 when it
+  // did not split): the rows outside every rank's late rows.
+  std::int64_t early_rows() const { return early_rows_; }
 
  private:
-  void enqueue(int bucket);   // training thread
+  // What a queued piece of work sums: a whole bucket; the early rows of the split entry; or
+  // the rest of the split entry's bucket after them.
+  enum class Part { whole, early_rows, rest };
+  struct Item {
+    int bucket = 0;
+    Part part = Part::whole;
+  };
+  struct Range {
+    std::int64_t begin = 0, count = 0;  // elements of a bucket's buffer
+  };
+  // The entry marked split_rows, when its bucket can split (f32, all_reduce, a group).
+  struct RowSplit {
+    int bucket = 0;
+    std::size_t key = 0;
+    std::int64_t offset = 0, rows = 0, cols = 0;  // in the bucket: elements, [rows, cols]
+    core::Tensor mask;  // [rows] f32, tag communication: 1 where this rank's lookup writes
+    bool early_queued = false;           // this step (training thread)
+    std::vector<std::int64_t> late;      // the union's rows (communication thread)
+  };
+
+  void enqueue(int bucket);   // training thread: the bucket is complete
+  void push(Item item);       // training thread
+  void sum(Item item, GradientSyncStats& into);
   void sum_bucket(int bucket, GradientSyncStats& into);
+  void sum_early_rows(GradientSyncStats& into);
+  void sum_rest(GradientSyncStats& into);
+  void sum_ranges(float* g, std::vector<Range> ranges, GradientSyncStats& into);
   void work();                // communication thread
 
   struct Shards {
@@ -135,7 +202,9 @@ class GradientSynchronizer {
   std::vector<Shards> shards_;
   bool active_;  // more than one rank and not a dry run
   bool fail_injected_;
-  core::Tensor staging_;  // [min(kStagingElements, largest 16-bit bucket)] f32
+  core::Tensor staging_;  // [min(kStagingElements, largest 16-bit bucket or split entry)] f32
+  std::optional<RowSplit> split_;
+  std::int64_t early_rows_ = 0;
   std::unordered_map<std::size_t, std::pair<int, bool>> where_;  // key -> (bucket, announced)
   std::vector<std::int64_t> missing_;  // per bucket: entries not announced yet this step
   std::vector<bool> queued_;
@@ -145,7 +214,7 @@ class GradientSynchronizer {
   // Shared with the communication thread, under mutex_.
   std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
-  std::deque<int> queue_;
+  std::deque<Item> queue_;
   int in_flight_ = 0;  // queued or being summed
   bool stopping_ = false;
   std::exception_ptr error_;

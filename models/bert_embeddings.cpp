@@ -91,6 +91,18 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   return out;
 }
 
+std::vector<std::int32_t> BertEmbeddings::word_rows_to_write(const PassState& s) const {
+  std::vector<std::int32_t> rows;
+  if (ids_ == nullptr) return rows;
+  const std::int64_t N = std::int64_t{s.B} * s.T;
+  rows.reserve(static_cast<std::size_t>(N));
+  for (std::int64_t i = 0; i < N; ++i) {
+    const std::int64_t r = std::int64_t{ids_[i]} - first_row_;
+    if (r >= 0 && r < rows_) rows.push_back(static_cast<std::int32_t>(r));
+  }
+  return rows;
+}
+
 void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
   const bool sp = tp_.sp();
   const int Tl = sp ? sequence_shard_length(tp_, s.T) : s.T, Nl = s.B * Tl;

@@ -31,6 +31,10 @@ class BertEmbeddings {
   // The word table [V, C] (this rank's [Vp / tp, C] shard) and its gradient: the MLM decoder
   // is tied to them.
   const Parameter& word_embeddings() const { return word_; }
+  // The rows of this rank's word table (shard) that backward's lookup will write: the ids of
+  // the training forward's B x T tokens that fall in the shard, less its first row (repeats
+  // kept). Empty when no training forward is pending.
+  std::vector<std::int32_t> word_rows_to_write(const PassState& s) const;
 
  private:
   Parameter word_, position_, token_type_;

@@ -101,12 +101,13 @@ BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx,
     return ps[i].name != embeddings_->word_embeddings().name;
   });
   ready_stages_.push_back(embedding_indices);
+  word_index_ = embedding_indices.back();
   std::vector<std::size_t> order, partial;
   for (const auto& stage : ready_stages_) {
     for (std::size_t i : stage) (sequence_parallel_partial(ps[i]) ? partial : order).push_back(i);
   }
   order.insert(order.end(), partial.begin(), partial.end());
-  params_.pack_gradients(order);
+  params_.pack_gradients(order, {word_index_});
 }
 
 bool BertForMaskedLM::sequence_parallel_partial(const Parameter& p) const {
@@ -291,6 +292,7 @@ StepStats BertForMaskedLM::forward_backward(const core::MlmBatch& batch, float g
     hidden.reset();
     std::size_t stage = 0;
     announce(stage++);
+    if (rows_hook_) rows_hook_(word_index_, embeddings_->word_rows_to_write(s));
     for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
       dhidden = (*it)->backward(s, dhidden);
       announce(stage++);

@@ -87,7 +87,16 @@ class BertForMaskedLM {
   // The data-parallel gradient sync starts a bucket's all-reduce from it (Note [Buckets overlap
   // backward], comms/gradient_synchronizer.hpp). An empty function: nobody listens. Set it
   // only for a step's last micro-batch: earlier ones are not final.
-  void set_gradient_ready_hook(std::function<void(std::size_t)> hook) { ready_hook_ = std::move(hook); }
+  // rows_hook, when set, is called right after the head's backward with the tied word
+  // embedding's index and the rows of its table (shard) that the embedding lookup will still
+  // write (repeats kept): every other row is final then (Note [The tied embedding's rows are
+  // summed in two parts], comms/gradient_synchronizer.hpp; the entry is marked split_rows).
+  // The hook still hears the index after the embeddings' backward.
+  using RowsReadyHook = std::function<void(std::size_t, const std::vector<std::int32_t>&)>;
+  void set_gradient_ready_hook(std::function<void(std::size_t)> hook, RowsReadyHook rows_hook = {}) {
+    ready_hook_ = std::move(hook);
+    rows_hook_ = std::move(rows_hook);
+  }
   // Under sequence parallelism the LayerNorms of the embeddings and encoder layers see only
   // this rank's tokens, so their gradients are partial: sums them over the tensor-parallel
   // group (once per step, after the last micro-batch; Note [Sequence-parallel regions]).
@@ -136,6 +145,8 @@ class BertForMaskedLM {
   // layers L-1 .. 0, the embeddings (word embeddings last).
   std::vector<std::vector<std::size_t>> ready_stages_;
   std::function<void(std::size_t)> ready_hook_;
+  RowsReadyHook rows_hook_;
+  std::size_t word_index_ = 0;  // of the tied word embedding in parameters()
 };
 
 }  // namespace memtrain::models

@@ -1,5 +1,6 @@
 #include "models/parameter_set.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "runtime/core/errors.hpp"
@@ -29,7 +30,8 @@ Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> s
   return p;
 }
 
-void ParameterSet::pack_gradients(const std::vector<std::size_t>& order) {
+void ParameterSet::pack_gradients(const std::vector<std::size_t>& order,
+                                  const std::vector<std::size_t>& split_rows) {
   if (!bucketed_ || !buckets_.empty()) {
     throw RuntimeError("ParameterSet::pack_gradients: the set is not bucketed or is packed already");
   }
@@ -42,7 +44,8 @@ void ParameterSet::pack_gradients(const std::vector<std::size_t>& order) {
                          " is out of range or repeated");
     }
     seen[i] = true;
-    specs.push_back(comms::GradientSpec{i, params_[i].name, params_[i].grad.shape()});
+    const bool split = std::find(split_rows.begin(), split_rows.end(), i) != split_rows.end();
+    specs.push_back(comms::GradientSpec{i, params_[i].name, params_[i].grad.shape(), split});
   }
   if (specs.size() != params_.size()) {
     throw RuntimeError("ParameterSet::pack_gradients: the order names " +

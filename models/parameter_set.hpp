@@ -44,9 +44,11 @@ class ParameterSet {
   //
   // Binds every gradient into buckets of at most options.gradient_bucket_bytes, in `order`
   // (parameter indices, each exactly once: the order in which backward finishes them). Entry
-  // keys are the parameter indices. Throws memtrain::RuntimeError when the set is not bucketed,
-  // is packed already, or `order` is not a permutation of the parameters.
-  void pack_gradients(const std::vector<std::size_t>& order);
+  // keys are the parameter indices. The parameters in `split_rows` have their entries marked
+  // split_rows (GradientBucketEntry). Throws memtrain::RuntimeError when the set is not
+  // bucketed, is packed already, or `order` is not a permutation of the parameters.
+  void pack_gradients(const std::vector<std::size_t>& order,
+                      const std::vector<std::size_t>& split_rows = {});
   std::vector<comms::GradientBucket>& gradient_buckets() { return buckets_; }
   const std::vector<comms::GradientBucket>& gradient_buckets() const { return buckets_; }
 

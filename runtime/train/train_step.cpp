@@ -80,7 +80,11 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   for (std::size_t a = 0; a < batches.size(); ++a) {
     if (a + 1 == batches.size() && gradient_sync != nullptr) {
       gradient_sync->begin_step();
-      model.set_gradient_ready_hook([gradient_sync](std::size_t i) { gradient_sync->mark_ready(i); });
+      model.set_gradient_ready_hook(
+          [gradient_sync](std::size_t i) { gradient_sync->mark_ready(i); },
+          [gradient_sync](std::size_t i, const std::vector<std::int32_t>& late_rows) {
+            gradient_sync->mark_rows_ready(i, late_rows);
+          });
     }
     const auto stats = model.forward_backward(batches[a], grad_scale, settings.seed,
                                               static_cast<std::uint64_t>(step));

@@ -37,7 +37,9 @@ class FakeGroup final : public SimulatedWorldCommunicator {
     changed_.notify_all();
     changed_.wait(lock, [this] { return !held_; });
     if (call == fail_at) throw RuntimeError("MPI_Allreduce: MPI_ERR_TRUNCATE (fake)");
-    for (std::int64_t i = 0; i < n; ++i) d[i] += 0.25f + 0.5f * static_cast<float>(i % 7);
+    for (std::int64_t i = 0; i < n; ++i) {
+      d[i] = twin ? 2.0f * d[i] : d[i] + 0.25f + 0.5f * static_cast<float>(i % 7);
+    }
   }
   // Waits up to 60 s for `calls` calls; false if they did not come.
   bool wait_for_calls(std::size_t calls) {
@@ -61,6 +63,9 @@ class FakeGroup final : public SimulatedWorldCommunicator {
     return threads_;
   }
   int fail_at = -1;
+  // The other rank holds what this one holds (its sum doubles each element, wherever the
+  // element sits in the call): an element summed twice, or never, shows.
+  bool twin = false;
 
  private:
   std::mutex mutex_;
@@ -242,6 +247,124 @@ TEST(GradientSynchronizer, ADryRunAllocatesTheStagingBufferAndSendsNothing) {
   sync.finish();
   EXPECT_TRUE(group.sizes().empty());
   EXPECT_EQ(sync.step_stats().bytes, 0);
+}
+
+// One bucket of a [3] gradient, a [rows, cols] table marked split_rows, and a [2] gradient.
+std::vector<GradientBucket> split_bucket(core::Context& ctx, core::DType dtype, std::int64_t rows,
+                                         std::int64_t cols) {
+  const std::vector<GradientSpec> specs = {
+      {20, "a", {3}}, {21, "table", {rows, cols}, /*split_rows=*/true}, {22, "b", {2}}};
+  return make_gradient_buckets(ctx, specs, dtype, std::int64_t{1} << 40);
+}
+
+std::vector<float> iota(core::Tensor& t) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.0f + static_cast<float>(i % 1000);
+  std::memcpy(t.data<float>(), v.data(), v.size() * 4);
+  return v;
+}
+
+// Note [The tied embedding's rows are summed in two parts]: the row mask, then the rows outside
+// the late ones (short runs packed into one staging call) while backward goes on, then the
+// rest of the bucket; every element summed exactly once.
+TEST(GradientSynchronizer, ASplitEntrySumsItsEarlyRowsFirstAndEveryElementOnce) {
+  auto alloc = std::make_shared<TestAllocator>();
+  core::Context ctx(alloc);
+  auto buckets = split_bucket(ctx, core::DType::f32, 6, 4);  // [3 | 6 x 4 | 2] = 29 elements
+  const std::vector<float> before = iota(buckets[0].buffer);
+  FakeGroup group;
+  group.twin = true;
+  GradientSynchronizer sync(buckets, group, ctx);
+  EXPECT_EQ(sync.row_mask_bytes(), 6u * 4);
+  EXPECT_EQ(sync.staging_bytes(), 24u * 4);
+  EXPECT_EQ(alloc->live_bytes(core::tags().communication), (6 + 24) * 4);
+  sync.begin_step();
+  sync.mark_ready(20);
+  sync.mark_rows_ready(21, {4, 1, 1});
+  ASSERT_TRUE(group.wait_for_calls(2));
+  // The mask (6 rows), then rows 0, 2, 3 and 5 packed: 4 + 8 + 4 elements.
+  EXPECT_EQ(group.sizes(), (std::vector<std::int64_t>{6, 16}));
+  sync.mark_ready(21);
+  sync.mark_ready(22);
+  sync.finish();
+  // The rest: a, rows 1 and 4, b = 3 + 4 + 4 + 2.
+  EXPECT_EQ(group.sizes(), (std::vector<std::int64_t>{6, 16, 13}));
+  const float* g = buckets[0].buffer.data<float>();
+  for (std::size_t i = 0; i < before.size(); ++i) EXPECT_EQ(g[i], 2.0f * before[i]) << "element " << i;
+  EXPECT_EQ(sync.early_rows(), 4);
+  EXPECT_EQ(sync.step_stats().bytes, (6 + 16 + 13) * 4);
+  EXPECT_EQ(sync.step_stats().calls, 3);
+  EXPECT_EQ(sync.queue_order(), (std::vector<int>{0}));
+}
+
+// Runs of kInPlaceElements or more go in place, one call each.
+TEST(GradientSynchronizer, LongRowRangesOfASplitEntryAreSummedInPlace) {
+  auto alloc = std::make_shared<TestAllocator>();
+  core::Context ctx(alloc);
+  const std::int64_t cols = GradientSynchronizer::kInPlaceElements;
+  auto buckets = split_bucket(ctx, core::DType::f32, 4, cols);
+  const std::vector<float> before = iota(buckets[0].buffer);
+  FakeGroup group;
+  group.twin = true;
+  GradientSynchronizer sync(buckets, group, ctx);
+  sync.begin_step();
+  sync.mark_rows_ready(21, {1});
+  for (std::size_t key : {20, 21, 22}) sync.mark_ready(key);
+  sync.finish();
+  // Mask; row 0; rows 2-3; then a + b packed (5) and row 1 in place.
+  EXPECT_EQ(group.sizes(), (std::vector<std::int64_t>{4, cols, 2 * cols, cols, 5}));
+  const float* g = buckets[0].buffer.data<float>();
+  for (std::size_t i = 0; i < before.size(); ++i) ASSERT_EQ(g[i], 2.0f * before[i]) << "element " << i;
+}
+
+// Where a split cannot happen (16-bit buckets, no communication thread) the first
+// announcement changes nothing: the bucket is summed whole; bad announcements are errors.
+TEST(GradientSynchronizer, ASplitIsIgnoredWhereItCannotHappenAndBadRowsAreErrors) {
+  for (bool overlap : {true, false}) {
+    auto alloc = std::make_shared<TestAllocator>();
+    core::Context ctx(alloc);
+    auto buckets = split_bucket(ctx, core::DType::f32, 6, 4);
+    const std::vector<float> before = iota(buckets[0].buffer);
+    FakeGroup group;
+    group.twin = true;
+    GradientSynchronizer sync(buckets, group, ctx, overlap);
+    // Allocated with or without overlap: a dry run allocates what a compute run does.
+    EXPECT_EQ(sync.row_mask_bytes(), 6u * 4);
+    sync.begin_step();
+    EXPECT_THROW(sync.mark_rows_ready(20, {0}), RuntimeError);  // not split_rows
+    EXPECT_THROW(sync.mark_rows_ready(99, {0}), RuntimeError);  // unknown
+    EXPECT_THROW(sync.mark_rows_ready(21, {6}), RuntimeError);  // outside [0, 6)
+    EXPECT_THROW(sync.mark_rows_ready(21, {-1}), RuntimeError);
+    sync.mark_rows_ready(21, {2});
+    if (overlap) EXPECT_THROW(sync.mark_rows_ready(21, {2}), RuntimeError);  // twice
+    sync.finish();
+    if (overlap) {
+      EXPECT_EQ(group.sizes().size(), 3u);
+    } else {
+      EXPECT_EQ(group.sizes(), (std::vector<std::int64_t>{29}));
+    }
+    const float* g = buckets[0].buffer.data<float>();
+    for (std::size_t i = 0; i < before.size(); ++i) ASSERT_EQ(g[i], 2.0f * before[i]);
+  }
+  auto alloc = std::make_shared<TestAllocator>();
+  core::Context ctx(alloc);
+  auto half = split_bucket(ctx, core::DType::bf16, 6, 4);
+  FakeGroup group;
+  GradientSynchronizer sync(half, group, ctx);
+  EXPECT_EQ(sync.row_mask_bytes(), 0u);
+  sync.begin_step();
+  sync.mark_rows_ready(21, {2});
+  sync.finish();
+  EXPECT_EQ(group.sizes(), (std::vector<std::int64_t>{29}));
+}
+
+TEST(GradientSynchronizer, TwoSplitEntriesAreAnError) {
+  auto alloc = std::make_shared<TestAllocator>();
+  core::Context ctx(alloc);
+  const std::vector<GradientSpec> specs = {{1, "x", {2, 2}, true}, {2, "y", {2, 2}, true}};
+  auto buckets = make_gradient_buckets(ctx, specs, core::DType::f32, 1 << 20);
+  FakeGroup group;
+  EXPECT_THROW(GradientSynchronizer(buckets, group, ctx), RuntimeError);
 }
 
 }  // namespace

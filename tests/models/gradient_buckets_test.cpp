@@ -124,6 +124,45 @@ TEST(GradientBuckets, BackwardAnnouncesEachGradientOnceAndNothingWritesItAfterwa
   }
 }
 
+// Note [The tied embedding's rows are summed in two parts]: right after the head's backward
+// the model lists the word-table rows the lookup will still write (the batch's ids), and every
+// other row keeps the bits it had then to the end of forward_backward.
+TEST(GradientBuckets, TheWordTablesRowsOutsideTheBatchAreFinalAfterTheHead) {
+  for (core::DType dtype : {core::DType::f32, core::DType::bf16}) {
+    Rig r(1, dtype);
+    auto& ps = r.model.parameters();
+    const std::size_t word = r.index_of(kWord);
+    EXPECT_TRUE(r.model.gradient_buckets().back().entries.back().split_rows);
+    const core::MlmBatch batch = synthetic_batch(2, 16, 96, 0);
+    std::vector<std::int32_t> rows;
+    std::vector<unsigned char> at_announcement;
+    bool word_announced = false;
+    r.model.set_gradient_ready_hook(
+        [&](std::size_t i) { word_announced = word_announced || i == word; },
+        [&](std::size_t i, const std::vector<std::int32_t>& late) {
+          EXPECT_EQ(i, word);
+          EXPECT_FALSE(word_announced);
+          rows = late;
+          const auto* p = static_cast<const unsigned char*>(ps[i].grad.block().ptr);
+          at_announcement.assign(p, p + ps[i].grad.nbytes());
+        });
+    r.model.zero_grad();
+    r.model.forward_backward(batch, 1.0f / 8, 1, 0);
+    EXPECT_TRUE(word_announced);
+    EXPECT_EQ(rows, batch.input_ids);  // no tensor parallelism: row = id
+    const auto* now = static_cast<const unsigned char*>(ps[word].grad.block().ptr);
+    const std::size_t row_bytes = ps[word].grad.nbytes() / static_cast<std::size_t>(ps[word].grad.shape()[0]);
+    std::size_t written = 0;
+    for (std::int64_t row = 0; row < ps[word].grad.shape()[0]; ++row) {
+      const bool late = std::find(rows.begin(), rows.end(), row) != rows.end();
+      const bool same = std::memcmp(now + row * row_bytes, at_announcement.data() + row * row_bytes, row_bytes) == 0;
+      if (!late) EXPECT_TRUE(same) << "row " << row << " was written after the head";
+      written += late && !same;
+    }
+    EXPECT_GT(written, 0u) << "the lookup wrote none of its rows";
+  }
+}
+
 // A group of two whose all-reduce only counts its calls.
 class CountingGroup final : public comms::SimulatedWorldCommunicator {
  public:

@@ -115,10 +115,14 @@ TEST(GradientSync, DataParallelMatchesOneProcessForEveryBucketSize) {
       EXPECT_LE(relative(got.loss, want.loss), 1e-6) << when;
       EXPECT_LE(relative(got.grad_norm, want.grad_norm), 1e-6) << when;
       EXPECT_GT(want.grad_norm, kGradClip) << when << ": clipping should be active";
-      // Every gradient element is all-reduced once: n x 4 bytes per step.
+      // Every gradient element is all-reduced once, n x 4 bytes per step, and the row mask of
+      // the tied embedding (one float per row of the table) once.
       std::int64_t elements = 0;
       for (const auto& p : grid.model.parameters()) elements += p.grad.numel();
-      EXPECT_EQ(got.comm_bytes, elements * 4) << when;
+      const std::int64_t vocab_rows = grid.model.parameters()[0].grad.shape()[0];
+      ASSERT_EQ(grid.model.parameters()[0].name, "bert.embeddings.word_embeddings.weight");
+      EXPECT_EQ(grid.gradient_sync->row_mask_bytes(), static_cast<std::size_t>(vocab_rows) * 4);
+      EXPECT_EQ(got.comm_bytes, (elements + vocab_rows) * 4) << when;
       EXPECT_GE(got.time_comm_exposed_s, 0.0);
     }
     auto& g = grid.model.parameters();
@@ -148,6 +152,48 @@ TEST(GradientSync, OneBucketPerParameterIsBitwiseThePerParameterSum) {
   for (std::size_t i = 0; i < x.size(); ++i) {
     EXPECT_EQ(std::memcmp(x[i].value.data<float>(), y[i].value.data<float>(), x[i].value.nbytes()), 0)
         << x[i].name;
+  }
+}
+
+// Note [The tied embedding's rows are summed in two parts]: with a vocabulary much larger than
+// a step's tokens, most rows of the word table go ahead of the embeddings' backward. Each
+// element is still the sum of every rank's final value: against one all-reduce per bucket
+// after backward, bitwise on 2 ranks (a sum of two is the same in any grouping), within
+// rounding on 4, over steps with and without accumulation.
+TEST(GradientSync, TheTiedEmbeddingsRowsOutsideTheBatchAreSummedDuringBackward) {
+  auto world = comms::make_world_communicator();
+  for (int accumulation : {1, 3}) {
+    Config c = sync_config(1.0);
+    c.model.vocab_size = 2048;
+    c.training.global_batch_size = accumulation * c.training.micro_batch_size * world->size();
+    SyncRun split(c, *world, /*sync=*/true);
+    SyncRun whole(c, *world, /*sync=*/false);
+    ASSERT_TRUE(split.gradient_sync->overlaps());
+    const std::int64_t rows = split.model.parameters()[0].grad.shape()[0];
+    for (std::int64_t s = 0; s < 3; ++s) {
+      const StepResult a = split.step(s);
+      const StepResult b = whole.step(s);
+      // The last micro-batch's B x T tokens per rank touch at most that many rows each.
+      const std::int64_t tokens = std::int64_t{c.training.micro_batch_size} * c.data.seq_length;
+      EXPECT_GE(split.gradient_sync->early_rows(), rows - tokens * world->size()) << "step " << s;
+      EXPECT_LT(split.gradient_sync->early_rows(), rows) << "step " << s;
+      if (world->size() == 2) {
+        EXPECT_EQ(a.loss, b.loss);
+        EXPECT_EQ(a.grad_norm, b.grad_norm);
+      } else {
+        EXPECT_LE(relative(a.grad_norm, b.grad_norm), 1e-6);
+      }
+    }
+    auto& x = split.model.parameters();
+    auto& y = whole.model.parameters();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (world->size() == 2) {
+        EXPECT_EQ(std::memcmp(x[i].value.data<float>(), y[i].value.data<float>(), x[i].value.nbytes()), 0)
+            << x[i].name;
+      } else {
+        EXPECT_LE(relative_error(floats(x[i].value), floats(y[i].value)), 1e-6) << x[i].name;
+      }
+    }
   }
 }
 
