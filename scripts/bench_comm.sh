@@ -122,15 +122,17 @@ for layers, prefix in ((2, "overlap-"), (12, "overlap12-")):
         lines.append(f"| {layers} layers, {name} | {1000 * m['time_comm_exposed_s']:.1f} ms | "
                      f"{1000 * m['time_backward_s']:.0f} ms | {m['tokens_per_s']:.0f} | "
                      f"{m['comm_bytes'] / 2**20:.1f} MiB | {m['n']} |")
-# The tied word embedding (30522 x 768) is final only after the embeddings' backward, the last
-# stage, so its all-reduce cannot overlap anything: its share of the bytes stays exposed.
+# The tied word embedding (30522 x 768): the embeddings' backward, the last stage, writes the
+# rows of the batch's tokens; the others go right after the decoder (Note [The tied
+# embedding's rows are summed in two parts]). Its share of the bytes, for the record.
 C, V, I, P = 768, 30522, 3072, 512
 layer = 4 * (C * C + C) + 2 * 2 * C + (I * C + I) + (C * I + C)
 for layers in (2, 12):
     total = layers * layer + V * C + P * C + 2 * C + 2 * C + (C * C + C) + 2 * C + V
     lines += ["", f"{layers} layers: share of the gradient sync hidden behind backward {100 * hidden[layers]:.0f} % "
-              f"(the word embedding's {V * C / 1e6:.1f} M of {total / 1e6:.1f} M gradients, "
-              f"{100 * V * C / total:.0f} % of the bytes, are final only when backward ends)."]
+              f"(the tied word embedding holds {V * C / 1e6:.1f} M of the {total / 1e6:.1f} M gradients, "
+              f"{100 * V * C / total:.0f} % of the bytes; its rows outside the batch go before the encoder's "
+              f"backward)."]
 z = {}
 for name, rs in (("0", rows("true")), ("1", rows("", prefix="zero1"))):
     z[name] = {k: statistics.median(m[k] for m in rs)
