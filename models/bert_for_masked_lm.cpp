@@ -273,7 +273,17 @@ StepStats BertForMaskedLM::forward_backward(const core::MlmBatch& batch, float g
                                             std::uint64_t seed, std::uint64_t step) {
   validate(batch, batch.masked_positions, &batch.masked_labels);
   StepStats stats;
-  if (batch.masked_positions.empty()) return stats;
+  if (batch.masked_positions.empty()) {
+    // Note [A rank without masked tokens announces like the others]
+    // The data-parallel peers issue their collectives in the order of the announcements, so a
+    // rank whose micro-batch has nothing to learn from still makes every announcement, in
+    // backward's order: its gradients are final as they are, and its lookup writes no rows.
+    for (std::size_t stage = 0; stage < ready_stages_.size(); ++stage) {
+      announce(stage);
+      if (stage == 0 && rows_hook_) rows_hook_(word_index_, {});
+    }
+    return stats;
+  }
   PassState s = make_pass(batch, /*training=*/true, seed, step);
   // forward_s: embeddings, encoder, head and the loss (whose fused kernel also writes d logits,
   // O(M V), small beside the head's GEMMs); backward_s: the head, encoder and embeddings

@@ -58,7 +58,9 @@ class BertForMaskedLM {
   // Forward, masked-LM loss and backward on one micro-batch. Parameter gradients ACCUMULATE.
   // The loss gradient is multiplied by grad_scale (= 1 / masked tokens of the global batch).
   // Dropout keyed by (seed, step, layer, site, batch.first_sample + b, element): Note
-  // [Dropout keys]. A micro-batch without masked tokens contributes nothing and runs nothing.
+  // [Dropout keys]. A micro-batch without masked tokens contributes nothing and runs nothing,
+  // but makes the hooks' announcements all the same (Note [A rank without masked tokens
+  // announces like the others]).
   // Throws memtrain::RuntimeError for a malformed batch (sizes, ids out of range, positions
   // not ascending in [0, B*T), labels out of range), before touching any gradient.
   StepStats forward_backward(const core::MlmBatch& batch, float grad_scale, std::uint64_t seed,

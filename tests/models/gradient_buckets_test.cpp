@@ -156,11 +156,44 @@ TEST(GradientBuckets, TheWordTablesRowsOutsideTheBatchAreFinalAfterTheHead) {
     for (std::int64_t row = 0; row < ps[word].grad.shape()[0]; ++row) {
       const bool late = std::find(rows.begin(), rows.end(), row) != rows.end();
       const bool same = std::memcmp(now + row * row_bytes, at_announcement.data() + row * row_bytes, row_bytes) == 0;
-      if (!late) EXPECT_TRUE(same) << "row " << row << " was written after the head";
+      if (!late) {
+        EXPECT_TRUE(same) << "row " << row << " was written after the head";
+      }
       written += late && !same;
     }
     EXPECT_GT(written, 0u) << "the lookup wrote none of its rows";
   }
+}
+
+// Note [A rank without masked tokens announces like the others]: the data-parallel peers issue
+// collectives in announcement order, so a micro-batch with nothing to learn from announces
+// the same gradients in the same order, the rows announcement included (with no rows).
+TEST(GradientBuckets, AMicroBatchWithoutMaskedTokensAnnouncesInBackwardsOrder) {
+  Rig r(1);
+  constexpr std::size_t kRows = 1u << 30;  // marks the rows announcement in the sequence
+  auto record = [&](core::MlmBatch batch, std::vector<std::int32_t>* rows) {
+    std::vector<std::size_t> events;
+    r.model.set_gradient_ready_hook(
+        [&](std::size_t i) { events.push_back(i); },
+        [&](std::size_t, const std::vector<std::int32_t>& late) {
+          events.push_back(kRows);
+          *rows = late;
+        });
+    r.model.zero_grad();
+    r.model.forward_backward(batch, 1.0f / 8, 1, 0);
+    r.model.set_gradient_ready_hook({});
+    return events;
+  };
+  std::vector<std::int32_t> rows_full, rows_empty = {7};
+  const auto full = record(synthetic_batch(2, 16, 96, 0), &rows_full);
+  auto empty_batch = synthetic_batch(2, 16, 96, 0);
+  empty_batch.masked_positions.clear();
+  empty_batch.masked_labels.clear();
+  const auto empty = record(empty_batch, &rows_empty);
+  EXPECT_EQ(full.size(), r.model.parameters().size() + 1);
+  EXPECT_EQ(empty, full);
+  EXPECT_FALSE(rows_full.empty());
+  EXPECT_TRUE(rows_empty.empty());
 }
 
 // A group of two whose all-reduce only counts its calls.
