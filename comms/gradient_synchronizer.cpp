@@ -34,7 +34,8 @@ bool failure_injected_here() {
 
 GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
                                            Communicator& group, core::Context& ctx, bool overlap,
-                                           GradientReduction reduction)
+                                           GradientReduction reduction,
+                                           const Compression* compression)
     : buckets_(buckets),
       group_(group),
       reduction_(reduction),
@@ -67,7 +68,7 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
                            " is marked split_rows but has no rows");
       }
       // Note [The tied embedding's rows are summed in two parts]
-      if (group.size() > 1 && reduction_ == GradientReduction::all_reduce &&
+      if (group.size() > 1 && reduction_ == GradientReduction::all_reduce && compression == nullptr &&
           buckets_[b].buffer.dtype() == core::DType::f32) {
         split_.emplace();
         split_->bucket = static_cast<int>(b);
@@ -96,6 +97,13 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     if (reduction_ == GradientReduction::reduce_scatter) elements = std::max<std::int64_t>(elements, group.size());
     staging_ = core::Tensor::empty(ctx, {elements}, core::DType::f32, core::tags().communication);
   }
+  if (compression != nullptr) {
+    if (reduction_ != GradientReduction::all_reduce) {
+      throw RuntimeError("GradientSynchronizer: gradient compression needs ZeRO stage 0 (all-reduced buckets)");
+    }
+    if (group.size() > 1) compressor_.emplace(buckets_, compression->powersgd, ctx);
+    start_iter_ = compression->start_iter;
+  }
   if (split_) {
     split_->mask = core::Tensor::empty(ctx, {split_->rows}, core::DType::f32, core::tags().communication);
   }
@@ -117,7 +125,8 @@ GradientSynchronizer::~GradientSynchronizer() {
   worker_.join();
 }
 
-void GradientSynchronizer::begin_step() {
+void GradientSynchronizer::begin_step(std::int64_t iteration) {
+  iteration_ = iteration;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     missing_[b] = static_cast<std::int64_t>(buckets_[b].entries.size());
     queued_[b] = false;
@@ -200,8 +209,17 @@ void GradientSynchronizer::sum(Item item, GradientSyncStats& into) {
     throw RuntimeError("injected failure of a collective (MEMTRAIN_TEST_FAIL_GRADIENT_SYNC)");
   }
   const auto t0 = Clock::now();
+  const std::int64_t before = into.bytes;
   switch (item.part) {
     case Part::whole:
+      if (compressor_ && iteration_ >= start_iter_) {
+        core::Tensor& buf = buckets_[static_cast<std::size_t>(item.bucket)].buffer;
+        compressor_->sum(static_cast<std::size_t>(item.bucket), buf.data<float>(), group_,
+                         iteration_, into);
+        into.uncompressed_bytes += buf.numel() * 4;
+        into.comm_s += seconds_since(t0);
+        return;
+      }
       sum_bucket(item.bucket, into);
       break;
     case Part::early_rows:
@@ -211,6 +229,7 @@ void GradientSynchronizer::sum(Item item, GradientSyncStats& into) {
       sum_rest(into);
       break;
   }
+  into.uncompressed_bytes += into.bytes - before;
   into.comm_s += seconds_since(t0);
 }
 
@@ -374,9 +393,11 @@ void GradientSynchronizer::all_gather_shards(core::DType value_dtype) {
                                            : reinterpret_cast<std::uint16_t*>(buf.data<float>());
         group_.allgather_in_place(words, counts);
         stats_.bytes += counts[rank_] * 2;
+        stats_.uncompressed_bytes += counts[rank_] * 2;
       } else {
         group_.allgather_in_place(buf.data<float>(), counts);
         stats_.bytes += counts[rank_] * 4;
+        stats_.uncompressed_bytes += counts[rank_] * 4;
       }
       ++stats_.calls;
     } catch (const std::exception& e) {
@@ -407,6 +428,7 @@ void GradientSynchronizer::work() {
     lock.lock();
     if (failure && !error_) error_ = failure;
     thread_stats_.bytes += done.bytes;
+    thread_stats_.uncompressed_bytes += done.uncompressed_bytes;
     thread_stats_.calls += done.calls;
     thread_stats_.comm_s += done.comm_s;
     if (--in_flight_ == 0) work_done_.notify_all();
@@ -424,6 +446,7 @@ void GradientSynchronizer::finish() {
     std::unique_lock<std::mutex> lock(mutex_);
     work_done_.wait(lock, [this] { return in_flight_ == 0; });
     stats_.bytes = thread_stats_.bytes;
+    stats_.uncompressed_bytes = thread_stats_.uncompressed_bytes;
     stats_.calls = thread_stats_.calls;
     stats_.comm_s = thread_stats_.comm_s;
     thread_stats_ = {};

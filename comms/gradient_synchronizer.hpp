@@ -15,6 +15,8 @@
 
 #include "comms/communicator.hpp"
 #include "comms/gradient_bucket.hpp"
+#include "comms/gradient_sync_stats.hpp"
+#include "comms/powersgd_compressor.hpp"
 #include "comms/shard_layout.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
@@ -26,20 +28,6 @@ namespace memtrain::comms {
 // 5.1: P_os), elements [shard_begin(b), shard_begin(b) + shard_count(b)) of the bucket, as
 // shard_counts splits it; the rest of the bucket is left undefined.
 enum class GradientReduction { all_reduce, reduce_scatter };
-
-// What one step's synchronisation did on this rank.
-struct GradientSyncStats {
-  // Payload bytes handed to collectives: n x 4 per all-reduce of n f32 elements (16-bit
-  // gradients travel as f32, Note [16-bit gradients are summed in f32]), whatever algorithm
-  // MPI picks. metrics.jsonl comm_bytes.
-  std::int64_t bytes = 0;
-  std::int64_t calls = 0;  // collectives
-  // Seconds inside the collectives (on the communication thread when it overlaps backward).
-  double comm_s = 0;
-  // Seconds finish() waited: the communication backward did not hide (all of it without
-  // overlap). metrics.jsonl time_comm_exposed_s.
-  double exposed_s = 0;
-};
 
 // Note [Buckets overlap backward]
 // Backward produces gradients from the last layer to the first, so the buckets are laid out in
@@ -105,9 +93,19 @@ class GradientSynchronizer {
   // the row mask of a split_rows entry) is allocated as in a compute run. Throws
   // memtrain::RuntimeError when two entries share a key, or when more than one entry, or one
   // without rows, is marked split_rows.
+  // compression: PowerSGD (Note [PowerSGD sums, it does not average], powersgd_compressor.hpp)
+  // for every bucket from iteration compression->start_iter on (plain sums before, as
+  // PyTorch's hook); its state is allocated here. It needs all_reduce and f32 buckets, and
+  // turns the tied embedding's early rows off (PowerSGD compresses the table whole). Throws
+  // memtrain::RuntimeError otherwise.
+  struct Compression {
+    PowerSgdOptions powersgd;
+    std::int64_t start_iter = 10;
+  };
   GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group,
                        core::Context& ctx, bool overlap = true,
-                       GradientReduction reduction = GradientReduction::all_reduce);
+                       GradientReduction reduction = GradientReduction::all_reduce,
+                       const Compression* compression = nullptr);
   // Joins the communication thread: a sum in flight completes, buckets still queued (a step
   // that failed before finish) are dropped.
   ~GradientSynchronizer();
@@ -115,8 +113,9 @@ class GradientSynchronizer {
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
 
   // Starts a step: every bucket waits for its gradients again. Call before the backward of the
-  // step's last micro-batch (earlier micro-batches only accumulate).
-  void begin_step();
+  // step's last micro-batch (earlier micro-batches only accumulate). `iteration`: the
+  // optimizer step, which decides whether compression has started.
+  void begin_step(std::int64_t iteration = 0);
   // Gradient `key` is final for this step; its bucket is queued when it is the bucket's last
   // one. Throws memtrain::RuntimeError for an unknown key or a key announced twice in a step.
   void mark_ready(std::size_t key);
@@ -204,6 +203,8 @@ class GradientSynchronizer {
   bool fail_injected_;
   core::Tensor staging_;  // [min(kStagingElements, largest 16-bit bucket or split entry)] f32
   std::optional<RowSplit> split_;
+  std::optional<PowerSgdCompressor> compressor_;
+  std::int64_t start_iter_ = 0, iteration_ = 0;
   std::int64_t early_rows_ = 0;
   std::unordered_map<std::size_t, std::pair<int, bool>> where_;  // key -> (bucket, announced)
   std::vector<std::int64_t> missing_;  // per bucket: entries not announced yet this step

@@ -9,7 +9,7 @@
 
 #include "comms/communicator.hpp"
 #include "comms/gradient_bucket.hpp"
-#include "comms/gradient_synchronizer.hpp"
+#include "comms/gradient_sync_stats.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
 

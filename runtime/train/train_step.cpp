@@ -79,7 +79,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   } guard{model};
   for (std::size_t a = 0; a < batches.size(); ++a) {
     if (a + 1 == batches.size() && gradient_sync != nullptr) {
-      gradient_sync->begin_step();
+      gradient_sync->begin_step(step);
       model.set_gradient_ready_hook(
           [gradient_sync](std::size_t i) { gradient_sync->mark_ready(i); },
           [gradient_sync](std::size_t i, const std::vector<std::int32_t>& late_rows) {

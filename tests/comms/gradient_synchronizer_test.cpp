@@ -336,7 +336,9 @@ TEST(GradientSynchronizer, ASplitIsIgnoredWhereItCannotHappenAndBadRowsAreErrors
     EXPECT_THROW(sync.mark_rows_ready(21, {6}), RuntimeError);  // outside [0, 6)
     EXPECT_THROW(sync.mark_rows_ready(21, {-1}), RuntimeError);
     sync.mark_rows_ready(21, {2});
-    if (overlap) EXPECT_THROW(sync.mark_rows_ready(21, {2}), RuntimeError);  // twice
+    if (overlap) {
+      EXPECT_THROW(sync.mark_rows_ready(21, {2}), RuntimeError);  // twice
+    }
     sync.finish();
     if (overlap) {
       EXPECT_EQ(group.sizes().size(), 3u);
@@ -356,6 +358,46 @@ TEST(GradientSynchronizer, ASplitIsIgnoredWhereItCannotHappenAndBadRowsAreErrors
   sync.mark_rows_ready(21, {2});
   sync.finish();
   EXPECT_EQ(group.sizes(), (std::vector<std::int64_t>{29}));
+}
+
+// PowerSGD behind the synchroniser: plain sums before start_iter, the compressed sum from it
+// on (Note [PowerSGD sums, it does not average]), with the payload and what it replaced
+// counted; no early rows (the table is compressed whole); ZeRO-1 refused.
+TEST(GradientSynchronizer, CompressionStartsAtItsIterationAndCountsBothPayloads) {
+  for (bool overlap : {true, false}) {
+    auto alloc = std::make_shared<TestAllocator>();
+    core::Context ctx(alloc);
+    auto buckets = split_bucket(ctx, core::DType::f32, 6, 4);  // [3 | 6 x 4 | 2]
+    FakeGroup group;
+    group.twin = true;
+    GradientSynchronizer::Compression compression;
+    compression.powersgd.rank = 4;
+    compression.powersgd.min_compression_rate = 1e-9;
+    compression.start_iter = 1;
+    GradientSynchronizer sync(buckets, group, ctx, overlap, GradientReduction::all_reduce, &compression);
+    EXPECT_EQ(sync.row_mask_bytes(), 0u);
+    for (std::int64_t step = 0; step < 3; ++step) {
+      const std::vector<float> before = iota(buckets[0].buffer);
+      sync.begin_step(step);
+      sync.mark_rows_ready(21, {1});  // ignored: no split under compression
+      for (std::size_t key : {20, 21, 22}) sync.mark_ready(key);
+      sync.finish();
+      const float* g = buckets[0].buffer.data<float>();
+      for (std::size_t i = 0; i < before.size(); ++i) {
+        EXPECT_NEAR(g[i], 2.0f * before[i], 1e-5f * 2.0f * before[i]) << "step " << step << " element " << i;
+      }
+      EXPECT_EQ(sync.step_stats().uncompressed_bytes, 29 * 4);
+      // From start_iter: the uncompressed 1-D entries (5), then P (6 x 4) and Q (4 x 4).
+      EXPECT_EQ(sync.step_stats().bytes, step < 1 ? 29 * 4 : (5 + 24 + 16) * 4) << "step " << step;
+    }
+  }
+  auto alloc = std::make_shared<TestAllocator>();
+  core::Context ctx(alloc);
+  auto buckets = split_bucket(ctx, core::DType::f32, 6, 4);
+  FakeGroup group;
+  GradientSynchronizer::Compression compression;
+  EXPECT_THROW(GradientSynchronizer(buckets, group, ctx, true, GradientReduction::reduce_scatter, &compression),
+               RuntimeError);
 }
 
 TEST(GradientSynchronizer, TwoSplitEntriesAreAnError) {
