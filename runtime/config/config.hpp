@@ -91,8 +91,14 @@ struct ParallelConfig {
   int zero_stage = 0;
 };
 
+// Gradient compression of the data-parallel sync (comms/powersgd_compressor.hpp). The keys
+// other than method are accepted with method none and do nothing there.
 struct CompressionConfig {
-  std::string method = "none";
+  std::string method = "none";       // none | powersgd (onebit is not built yet)
+  int rank = 4;                       // PowerSGD's r (PyTorch's matrix_approximation_rank)
+  int start_iter = 10;                // plain all-reduce before this optimizer step
+  double min_compression_rate = 2.0;  // compress a matrix only if (n + m) r < n m / rate
+  bool warm_start = true;             // reuse last step's Q
 };
 
 // Checkpoints are not built yet (a later issue): interval must stay 0 and keep_last at its

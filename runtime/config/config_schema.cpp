@@ -266,8 +266,14 @@ std::vector<KeySpec> make_keys() {
                },
                [](const Config& c) { return std::to_string(c.parallel.zero_stage); }});
 
-  k.push_back(choice("compression.method", {"none"}, {"fp16", "bf16", "int8", "topk", "randomk", "powersgd", "onebit"},
+  k.push_back(choice("compression.method", {"none", "powersgd"}, {"fp16", "bf16", "int8", "topk", "randomk", "onebit"},
                      [](Config& c) -> std::string& { return c.compression.method; }));
+  k.push_back(integer("compression.rank", 1, 1 << 16, [](Config& c) -> int& { return c.compression.rank; }));
+  k.push_back(integer("compression.start_iter", 0, kMaxSteps,
+                      [](Config& c) -> int& { return c.compression.start_iter; }));
+  k.push_back(real<double>("compression.min_compression_rate", kPositive,
+                           [](Config& c) -> double& { return c.compression.min_compression_rate; }));
+  k.push_back(boolean("compression.warm_start", [](Config& c) -> bool& { return c.compression.warm_start; }));
 
   // checkpoint: checkpoints are not built yet (a later issue). Their "off" values are accepted,
   // anything that would ask for a checkpoint is rejected rather than silently ignored.

@@ -92,6 +92,23 @@ void check_parallel(const Config& c) {
   }
 }
 
+// PowerSGD sums f32 buckets whole (ZeRO-1 reduce-scatters them; DeepSpeed's 1-bit Adam needs
+// stage 0 too). 16-bit gradients are not built yet: they would need f32 error buffers.
+void check_compression(const Config& c) {
+  if (c.compression.method == "none") return;
+  if (c.parallel.zero_stage != 0) {
+    fail(c, blamed(c, "compression.method", "parallel.zero_stage"),
+         "gradient compression needs ZeRO stage 0, and " + other(c, "parallel.zero_stage") +
+             " reduce-scatters the gradients",
+         "compression.method = none with zero_stage 1, or parallel.zero_stage = 0");
+  }
+  if (c.precision.dtype != "fp32") {
+    fail(c, "compression.method", "not supported yet with " + other(c, "precision.dtype") +
+             " (PowerSGD compresses f32 gradients only)",
+         "none, or precision.dtype = fp32");
+  }
+}
+
 void check_training(const Config& c) {
   const auto& t = c.training;
   if (t.global_batch_size % t.micro_batch_size != 0) {
@@ -285,6 +302,7 @@ void validate_config(const Config& c) {
   check_model(c);
   check_parallel(c);
   check_training(c);
+  check_compression(c);
   check_precision(c);
   check_memory(c);
   check_recompute(c);

@@ -115,8 +115,10 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     models::BertForMaskedLM model(
         config.model, ctx, model_options(config),
         tensor_parallel(config, &grid.tp()));
+    const auto compression = gradient_compression(config);
     comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), world, ctx, true,
-                                              gradient_reduction(config));
+                                              gradient_reduction(config),
+                                              compression ? &*compression : nullptr);
     const auto optimizer = make_optimizer(config, model, gradient_sync, world, ctx, &grid.tp());
     LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
     m.parameters = model.num_parameters();

@@ -9,6 +9,18 @@ comms::GradientReduction gradient_reduction(const Config& config) {
                                          : comms::GradientReduction::all_reduce;
 }
 
+std::optional<comms::GradientSynchronizer::Compression> gradient_compression(const Config& config) {
+  const auto& k = config.compression;
+  if (k.method == "none") return std::nullopt;
+  comms::GradientSynchronizer::Compression c;
+  c.powersgd.rank = k.rank;
+  c.powersgd.min_compression_rate = k.min_compression_rate;
+  c.powersgd.warm_start = k.warm_start;
+  c.powersgd.seed = config.training.seed;
+  c.start_iter = k.start_iter;
+  return c;
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const Config& config, models::BertForMaskedLM& model,
                                           comms::GradientSynchronizer& sync, comms::Communicator& dp,
                                           core::Context& ctx, comms::Communicator* tp_group) {

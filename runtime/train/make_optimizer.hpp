@@ -3,6 +3,7 @@
 // the planner build them.
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "comms/communicator.hpp"
 #include "comms/gradient_synchronizer.hpp"
@@ -15,6 +16,10 @@ namespace memtrain::train {
 
 // all_reduce for zero_stage 0, reduce_scatter for 1.
 comms::GradientReduction gradient_reduction(const Config& config);
+
+// The synchroniser's compression for compression.method (none: nullopt): PowerSGD with the
+// compression section's options and training.seed for the initial Q.
+std::optional<comms::GradientSynchronizer::Compression> gradient_compression(const Config& config);
 
 // AdamW (zero_stage 0) or ZeroAdamW over `dp` (1), with the training section's Adam settings;
 // `sync` must have been built with gradient_reduction(config). Everything passed must outlive

@@ -31,6 +31,7 @@ void MetricsWriter::write(const TrainMetrics& m) {
   j["tp_comm_bytes"] = m.tp_comm_bytes;
   j["comm_bytes"] = m.comm_bytes;
   j["time_comm_exposed_s"] = m.time_comm_exposed_s;
+  j["compression_ratio"] = m.compression_ratio;
   j["allocated_bytes"] = m.allocated_bytes;
   j["reserved_bytes"] = m.reserved_bytes;
   j["peak_allocated_bytes"] = m.peak_allocated_bytes;

@@ -37,6 +37,9 @@ struct TrainMetrics {
   // collectives, and the seconds of it backward did not hide (comms::GradientSyncStats).
   double comm_bytes = 0;
   double time_comm_exposed_s = 0;
+  // The logged step's uncompressed payload over its comm_bytes (1 without compression, and
+  // with one data-parallel rank).
+  double compression_ratio = 1;
   std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;
   std::int64_t peak_allocated_bytes = 0;

@@ -101,6 +101,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   auto record_sync = [&] {
     if (gradient_sync == nullptr) return;
     r.comm_bytes = gradient_sync->step_stats().bytes;
+    r.uncompressed_comm_bytes = gradient_sync->step_stats().uncompressed_bytes;
     r.time_comm_exposed_s = gradient_sync->step_stats().exposed_s;
   };
   if (gradient_sync != nullptr) {

@@ -39,6 +39,9 @@ struct StepResult {
   // part not hidden behind backward; also inside time_comm_s). 0 with one data-parallel rank.
   std::int64_t comm_bytes = 0;
   double time_comm_exposed_s = 0;
+  // What comm_bytes would have been uncompressed (= comm_bytes without compression.method):
+  // metrics.jsonl compression_ratio is their quotient.
+  std::int64_t uncompressed_comm_bytes = 0;
   // Tensor-parallel collectives of the step (inside forward and backward, so also part of
   // time_forward_s and time_backward_s): seconds and bytes this rank handed to them
   // (comms::CountingCommunicator). Filled by the trainer; 0 without tensor parallelism.

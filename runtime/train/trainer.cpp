@@ -129,10 +129,11 @@ int train(const Config& config, const RunOptions& options) {
       config.model, ctx, model_options(resolved),
       tensor_parallel(config, &tp_group));
   // Note [Buckets overlap backward]: under tensor parallelism only with MPI_THREAD_MULTIPLE.
+  const auto compression = gradient_compression(config);
   comms::GradientSynchronizer gradient_sync(
       model.gradient_buckets(), *comm, ctx,
       config.parallel.overlap_grad_reduce && (grid.tp_size() == 1 || world.allows_concurrent_calls()),
-      gradient_reduction(config));
+      gradient_reduction(config), compression ? &*compression : nullptr);
   const std::unique_ptr<Optimizer> optimizer =
       make_optimizer(config, model, gradient_sync, *comm, ctx, &tp_group);
   init_parameters(model, *optimizer, tc.seed);

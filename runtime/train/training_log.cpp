@@ -72,6 +72,9 @@ void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
   m.tp_comm_bytes = window_tp_comm_bytes_ / n;
   m.comm_bytes = window_comm_bytes_ / n;
   m.time_comm_exposed_s = window_comm_exposed_s_ / n;
+  m.compression_ratio = r.comm_bytes > 0 ? static_cast<double>(r.uncompressed_comm_bytes) /
+                                               static_cast<double>(r.comm_bytes)
+                                         : 1.0;
   m.allocated_bytes = mem.allocated_bytes.current;
   m.reserved_bytes = mem.reserved_bytes.current;
   m.peak_allocated_bytes = mem.allocated_bytes.peak;

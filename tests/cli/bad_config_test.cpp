@@ -108,8 +108,8 @@ TEST(BadConfig, KjvWithoutTheBibleProgram) {
 }
 
 TEST(BadConfig, FeatureNotBuiltYet) {
-  expect_config_error(std::string(kTinyMockYaml) + "compression:\n  method: powersgd\n",
-                      "exp.yaml:17: compression.method = powersgd: not supported yet; expected none");
+  expect_config_error(std::string(kTinyMockYaml) + "compression:\n  method: onebit\n",
+                      "exp.yaml:17: compression.method = onebit: not supported yet; expected one of none, powersgd");
 }
 
 TEST(BadConfig, BadSetArgumentIsNamed) {

@@ -2,7 +2,7 @@
 // The keys of metrics.jsonl lines (README, "Outputs of a run"), written out independently of
 // runtime/train/metrics_writer.cpp: issue 2 ("The interface other parts rely on"), issue 5
 // (loss_scale, skipped_steps) and issue 9 (sgemm_fraction and the figures mfu is computed from), issue 10 (tensor-parallel
-// collectives) and issue 11 (comm_bytes, time_comm_exposed_s).
+// collectives) and issue 11 (comm_bytes, time_comm_exposed_s) and issue 12 (compression_ratio).
 #include <string>
 #include <vector>
 
@@ -26,6 +26,7 @@ inline const std::vector<std::string> kTrainKeys = {"step",
                                                     "tp_comm_bytes",
                                                     "comm_bytes",
                                                     "time_comm_exposed_s",
+                                                    "compression_ratio",
                                                     "allocated_bytes",
                                                     "reserved_bytes",
                                                     "peak_allocated_bytes",

@@ -227,7 +227,9 @@ struct ZeroRun {
         // The context is in dry-run mode before the model allocates (the comma expression).
         model((ctx.set_dry_run(dry_run), c.model), ctx, model_options(c), tensor_parallel(c, &grid.tp())),
         data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)),
-        sync(model.gradient_buckets(), grid.dp(), ctx, true, gradient_reduction(c)),
+        compression(gradient_compression(c)),
+        sync(model.gradient_buckets(), grid.dp(), ctx, true, gradient_reduction(c),
+             compression ? &*compression : nullptr),
         optimizer(make_optimizer(c, model, sync, grid.dp(), ctx, &grid.tp())),
         grid(grid),
         plan(BatchPlan::make(c.training.global_batch_size, c.training.micro_batch_size,
@@ -245,6 +247,7 @@ struct ZeroRun {
   core::Context ctx;
   models::BertForMaskedLM model;
   data::MlmDataset data;
+  std::optional<comms::GradientSynchronizer::Compression> compression;
   comms::GradientSynchronizer sync;
   std::unique_ptr<Optimizer> optimizer;
   comms::ProcessGrid& grid;
@@ -315,6 +318,34 @@ TEST(GradientSync, ZeroStageOneLeavesEveryRankWithTheSameParameters) {
   }
 }
 
+// compression.method powersgd (rank 1) over the data-parallel group: the same bits as no
+// compression before start_iter, then fewer bytes (the ratio PowerSGD's formula gives) and a
+// training that still follows the uncompressed one.
+TEST(GradientSync, PowerSgdSendsFewerBytesFromStartIter) {
+  Config plain = sync_config(1.0), compressed = plain;
+  compressed.compression.method = "powersgd";
+  compressed.compression.rank = 1;
+  compressed.compression.start_iter = 2;
+  comms::ProcessGrid grid(comms::make_world_communicator(), 1);
+  ZeroRun a(plain, grid), b(compressed, grid);
+  for (std::int64_t s = 0; s < 6; ++s) {
+    const StepResult x = a.step(s), y = b.step(s);
+    // Without compression the tied embedding's row mask travels too (no early rows under
+    // compression: the table is compressed whole).
+    const auto plain_bytes = x.comm_bytes - static_cast<std::int64_t>(a.sync.row_mask_bytes());
+    EXPECT_EQ(b.sync.row_mask_bytes(), 0u);
+    EXPECT_EQ(y.uncompressed_comm_bytes, plain_bytes) << "step " << s;
+    if (s < 2) {
+      EXPECT_EQ(x.loss, y.loss) << "step " << s;
+      EXPECT_EQ(y.comm_bytes, plain_bytes) << "step " << s;
+    } else {
+      EXPECT_LT(y.comm_bytes * 2, plain_bytes) << "step " << s;
+      EXPECT_TRUE(std::isfinite(y.loss));
+      EXPECT_LE(relative(y.loss, x.loss), 0.05) << "step " << s;
+    }
+  }
+}
+
 // design.md, "Execution modes": under ZeRO-1 and small buckets too, a dry run allocates what
 // the compute run allocates, event for event, on every rank (the buckets, the shards' moments
 // and masters, the staging buffer, and in fp32 at stage 0 the tied embedding's row mask).
@@ -326,10 +357,14 @@ TEST(GradientSync, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
   };
   for (const Setting& k : {Setting{"fp32", 1, 0.001}, Setting{"bf16", 1, 25.0},
                            Setting{"fp16", 0, 0.001}, Setting{"bf16", 0, 1e-9},
-                           Setting{"fp32", 0, 1.0}}) {
+                           Setting{"fp32", 0, 1.0}, Setting{"fp32", -1, 1.0}}) {
     Config c = sync_config(k.bucket_mb);
     c.precision.dtype = k.dtype;
-    c.parallel.zero_stage = k.zero_stage;
+    c.parallel.zero_stage = std::max(k.zero_stage, 0);
+    if (k.zero_stage < 0) {  // PowerSGD's errors, Qs and scratch, from the first step on
+      c.compression.method = "powersgd";
+      c.compression.start_iter = 0;
+    }
     comms::ProcessGrid grid(comms::make_world_communicator(), 1);
     auto trace = [&](bool dry) {
       std::shared_ptr<memory::CachingAllocator> alloc =
