@@ -131,10 +131,9 @@ PowerSgdCompressor::PowerSgdCompressor(const std::vector<GradientBucket>& bucket
 
 // Standard normal entries (Box-Muller over Philox uniforms) keyed by (seed, iteration or 0,
 // entry name): the same Q on every rank.
-void PowerSgdCompressor::draw_q(Bucket& bucket, Matrix& mat, std::int64_t iteration) {
-  const auto& entry_name = layouts_[static_cast<std::size_t>(&bucket - buckets_.data())]
-                               .entries[mat.entry]
-                               .name;
+void PowerSgdCompressor::draw_q(std::size_t b, Matrix& mat, std::int64_t iteration) {
+  Bucket& bucket = buckets_[b];
+  const auto& entry_name = layouts_[b].entries[mat.entry].name;
   const kernels::RngKey key{options_.seed,
                             options_.warm_start ? 0u : static_cast<std::uint64_t>(iteration),
                             name_id(entry_name), /*site=*/0x9053u, 0};
@@ -184,7 +183,7 @@ void PowerSgdCompressor::sum(std::size_t b, float* grad, Communicator& group, st
   float* p_all = p_scratch_.data<float>();
   float* q_all = bucket.q.data<float>();
   for (Matrix& mat : bucket.matrices) {
-    if (!options_.warm_start || !mat.q_drawn) draw_q(bucket, mat, iteration);
+    if (!options_.warm_start || !mat.q_drawn) draw_q(b, mat, iteration);
     const int n = static_cast<int>(mat.n), m = static_cast<int>(mat.m), r = static_cast<int>(mat.r);
     float* p = p_all + mat.p_offset;                      // [n, r]
     const float* q = q_all + mat.q_offset;                // [m, r]

@@ -88,7 +88,7 @@ class PowerSgdCompressor {
     std::int64_t p_elements = 0, uncompressed_elements = 0;
     core::Tensor q;  // [sum m_k r_k] f32
   };
-  void draw_q(Bucket& bucket, Matrix& mat, std::int64_t iteration);
+  void draw_q(std::size_t b, Matrix& mat, std::int64_t iteration);
 
   PowerSgdOptions options_;
   const std::vector<GradientBucket>& layouts_;
