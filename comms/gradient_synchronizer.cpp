@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "comms/onebit_compressor.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
@@ -101,7 +102,11 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     if (reduction_ != GradientReduction::all_reduce) {
       throw RuntimeError("GradientSynchronizer: gradient compression needs ZeRO stage 0 (all-reduced buckets)");
     }
-    if (group.size() > 1) compressor_.emplace(buckets_, compression->powersgd, ctx);
+    if (group.size() > 1 && compression->method == CompressionMethod::powersgd) {
+      compressor_ = std::make_unique<PowerSgdCompressor>(buckets_, compression->powersgd, ctx);
+    } else if (group.size() > 1) {
+      compressor_ = std::make_unique<OneBitCompressor>(buckets_, group.size(), ctx);
+    }
     start_iter_ = compression->start_iter;
   }
   if (split_) {

@@ -8,6 +8,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "comms/communicator.hpp"
 #include "comms/gradient_bucket.hpp"
 #include "comms/gradient_sync_stats.hpp"
+#include "comms/gradient_compressor.hpp"
 #include "comms/powersgd_compressor.hpp"
 #include "comms/shard_layout.hpp"
 #include "runtime/core/context.hpp"
@@ -94,12 +96,15 @@ class GradientSynchronizer {
   // memtrain::RuntimeError when two entries share a key, or when more than one entry, or one
   // without rows, is marked split_rows.
   // compression: PowerSGD (Note [PowerSGD sums, it does not average], powersgd_compressor.hpp)
-  // for every bucket from iteration compression->start_iter on (plain sums before, as
-  // PyTorch's hook); its state is allocated here. It needs all_reduce and f32 buckets, and
-  // turns the tied embedding's early rows off (PowerSGD compresses the table whole). Throws
+  // or 1-bit with error feedback (Note [1-bit sums in two stages], onebit_compressor.hpp) for
+  // every bucket from iteration compression->start_iter on (plain sums before, as PyTorch's
+  // hook); its state is allocated here. It needs all_reduce and f32 buckets, and turns the
+  // tied embedding's early rows off (a compressor takes the table whole). Throws
   // memtrain::RuntimeError otherwise.
+  enum class CompressionMethod { powersgd, onebit };
   struct Compression {
-    PowerSgdOptions powersgd;
+    CompressionMethod method = CompressionMethod::powersgd;
+    PowerSgdOptions powersgd;  // method powersgd only
     std::int64_t start_iter = 10;
   };
   GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group,
@@ -151,6 +156,8 @@ class GradientSynchronizer {
   // Bytes of the row mask of a split_rows entry (0 when it cannot split).
   std::size_t row_mask_bytes() const { return split_ ? split_->mask.nbytes() : 0; }
   bool overlaps() const { return worker_.joinable(); }
+  // The compressor (null without compression or with one rank), for tests and byte counts.
+  const GradientCompressor* compressor() const { return compressor_.get(); }
   // Bucket indices in the order this step queued them complete (for tests and the overlap
   // benchmark); the early rows of a split entry are not a bucket of their own.
   const std::vector<int>& queue_order() const { return queue_order_; }
@@ -203,7 +210,7 @@ class GradientSynchronizer {
   bool fail_injected_;
   core::Tensor staging_;  // [min(kStagingElements, largest 16-bit bucket or split entry)] f32
   std::optional<RowSplit> split_;
-  std::optional<PowerSgdCompressor> compressor_;
+  std::unique_ptr<GradientCompressor> compressor_;
   std::int64_t start_iter_ = 0, iteration_ = 0;
   std::int64_t early_rows_ = 0;
   std::unordered_map<std::size_t, std::pair<int, bool>> where_;  // key -> (bucket, announced)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comms/communicator.hpp"
+#include "comms/gradient_compressor.hpp"
 #include "comms/gradient_bucket.hpp"
 #include "comms/gradient_sync_stats.hpp"
 #include "runtime/core/context.hpp"
@@ -51,7 +52,7 @@ struct PowerSgdOptions {
 // bucket's Qs side by side, so that one all-reduce sums them); shared scratch for one bucket's
 // Ps and one bucket's uncompressed entries. Throws memtrain::RuntimeError for 16-bit buckets
 // (not supported yet), rank < 1 or min_compression_rate <= 0.
-class PowerSgdCompressor {
+class PowerSgdCompressor final : public GradientCompressor {
  public:
   PowerSgdCompressor(const std::vector<GradientBucket>& buckets, const PowerSgdOptions& options,
                      core::Context& ctx);
@@ -64,7 +65,7 @@ class PowerSgdCompressor {
   // every rank calls it for the same buckets in the same order. Adds the payload bytes (the
   // uncompressed entries, then sum (n_k + m_k) r_k floats) to `into`.
   void sum(std::size_t b, float* grad, Communicator& group, std::int64_t iteration,
-           GradientSyncStats& into);
+           GradientSyncStats& into) override;
 
   // One compressed matrix: entry `entry` of its bucket, [n, m] at element `offset`, rank r.
   struct Matrix {
@@ -76,7 +77,7 @@ class PowerSgdCompressor {
   };
   const std::vector<Matrix>& matrices(std::size_t b) const { return buckets_[b].matrices; }
   // Bytes of the errors, Qs and scratch.
-  std::int64_t state_bytes() const { return state_bytes_; }
+  std::int64_t state_bytes() const override { return state_bytes_; }
 
  private:
   struct Range {

@@ -91,10 +91,11 @@ struct ParallelConfig {
   int zero_stage = 0;
 };
 
-// Gradient compression of the data-parallel sync (comms/powersgd_compressor.hpp). The keys
-// other than method are accepted with method none and do nothing there.
+// Gradient compression of the data-parallel sync (comms/powersgd_compressor.hpp,
+// comms/onebit_compressor.hpp). The keys other than method are accepted with method none and do
+// nothing there; a key of another method is refused (rank with onebit).
 struct CompressionConfig {
-  std::string method = "none";       // none | powersgd (onebit is not built yet)
+  std::string method = "none";       // none | powersgd | onebit
   int rank = 4;                       // PowerSGD's r (PyTorch's matrix_approximation_rank)
   int start_iter = 10;                // plain all-reduce before this optimizer step
   double min_compression_rate = 2.0;  // compress a matrix only if (n + m) r < n m / rate

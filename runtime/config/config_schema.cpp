@@ -266,7 +266,7 @@ std::vector<KeySpec> make_keys() {
                },
                [](const Config& c) { return std::to_string(c.parallel.zero_stage); }});
 
-  k.push_back(choice("compression.method", {"none", "powersgd"}, {"fp16", "bf16", "int8", "topk", "randomk", "onebit"},
+  k.push_back(choice("compression.method", {"none", "powersgd", "onebit"}, {"fp16", "bf16", "int8", "topk", "randomk"},
                      [](Config& c) -> std::string& { return c.compression.method; }));
   k.push_back(integer("compression.rank", 1, 1 << 16, [](Config& c) -> int& { return c.compression.rank; }));
   k.push_back(integer("compression.start_iter", 0, kMaxSteps,

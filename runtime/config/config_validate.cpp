@@ -92,10 +92,19 @@ void check_parallel(const Config& c) {
   }
 }
 
-// PowerSGD sums f32 buckets whole (ZeRO-1 reduce-scatters them; DeepSpeed's 1-bit Adam needs
-// stage 0 too). 16-bit gradients are not built yet: they would need f32 error buffers.
+// The compressors sum f32 buckets whole (ZeRO-1 reduce-scatters them; DeepSpeed's 1-bit Adam
+// needs stage 0 too). 16-bit gradients are not built yet: they would need f32 error buffers.
+// PowerSGD's own keys mean nothing to 1-bit: set with onebit, they are refused rather than
+// silently ignored (with none every key is accepted, as precision.loss_scale.* with fp32).
 void check_compression(const Config& c) {
   if (c.compression.method == "none") return;
+  if (c.compression.method == "onebit") {
+    for (const std::string key : {"compression.rank", "compression.min_compression_rate", "compression.warm_start"}) {
+      if (!c.origin.count(key)) continue;
+      fail(c, key, "is a PowerSGD option and " + other(c, "compression.method") + " has no use for it",
+           "no " + key + " with onebit, or compression.method = powersgd");
+    }
+  }
   if (c.parallel.zero_stage != 0) {
     fail(c, blamed(c, "compression.method", "parallel.zero_stage"),
          "gradient compression needs ZeRO stage 0, and " + other(c, "parallel.zero_stage") +
@@ -104,7 +113,7 @@ void check_compression(const Config& c) {
   }
   if (c.precision.dtype != "fp32") {
     fail(c, "compression.method", "not supported yet with " + other(c, "precision.dtype") +
-             " (PowerSGD compresses f32 gradients only)",
+             " (the compressors take f32 gradients only)",
          "none, or precision.dtype = fp32");
   }
 }

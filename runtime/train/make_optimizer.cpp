@@ -13,6 +13,8 @@ std::optional<comms::GradientSynchronizer::Compression> gradient_compression(con
   const auto& k = config.compression;
   if (k.method == "none") return std::nullopt;
   comms::GradientSynchronizer::Compression c;
+  c.method = k.method == "onebit" ? comms::GradientSynchronizer::CompressionMethod::onebit
+                                  : comms::GradientSynchronizer::CompressionMethod::powersgd;
   c.powersgd.rank = k.rank;
   c.powersgd.min_compression_rate = k.min_compression_rate;
   c.powersgd.warm_start = k.warm_start;

@@ -108,8 +108,8 @@ TEST(BadConfig, KjvWithoutTheBibleProgram) {
 }
 
 TEST(BadConfig, FeatureNotBuiltYet) {
-  expect_config_error(std::string(kTinyMockYaml) + "compression:\n  method: onebit\n",
-                      "exp.yaml:17: compression.method = onebit: not supported yet; expected one of none, powersgd");
+  expect_config_error(std::string(kTinyMockYaml) + "compression:\n  method: topk\n",
+                      "exp.yaml:17: compression.method = topk: not supported yet; expected one of none, powersgd, onebit");
 }
 
 TEST(BadConfig, BadSetArgumentIsNamed) {

@@ -217,6 +217,14 @@ TEST(ConfigErrors, CompressionNeedsStageZeroFp32AndValidOptions) {
   const std::string d = files.write(
       "d.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  min_compression_rate: -1\n");
   EXPECT_TRUE(contains(load_error(d), d + ":5: compression.min_compression_rate = -1")) << load_error(d);
+  // PowerSGD's options mean nothing to 1-bit: refused, with the method's line.
+  const std::string f = files.write("f.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  rank: 8\n");
+  EXPECT_TRUE(contains(load_error(f), f + ":5: compression.rank = 8: is a PowerSGD option and compression.method = "
+                                          "onebit (" + f + ":4) has no use for it"))
+      << load_error(f);
+  const std::string g = files.write(
+      "g.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  warm_start: false\n  start_iter: 3\n");
+  EXPECT_TRUE(contains(load_error(g), g + ":5: compression.warm_start = false: is a PowerSGD option")) << load_error(g);
   const std::string e = files.write(
       "e.yaml", "data:\n  mock: true\nparallel:\n  zero_stage: 1\ncompression:\n  method: none\n  rank: 8\n"
                 "  start_iter: 0\n  warm_start: false\n");
@@ -438,7 +446,7 @@ TEST_P(NotSupportedYet, IsRejectedWithThePhrase) {
 
 INSTANTIATE_TEST_SUITE_P(
     ConfigErrors, NotSupportedYet,
-    ::testing::Values(NotBuilt{"compression:\n  method: onebit\n", "compression.method = onebit"},
+    ::testing::Values(NotBuilt{"compression:\n  method: topk\n", "compression.method = topk"},
                       NotBuilt{"device: cuda\n", "device = cuda"},
                       NotBuilt{"health:\n  nan_check: true\n", "health.nan_check = true"},
                       NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"},
@@ -586,8 +594,8 @@ TEST(SetErrors, CrossKeyRuleBlamesTheOverride) {
 
 TEST(SetErrors, NotSupportedYetThroughSet) {
   ConfigFiles files;
-  EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"compression.method=onebit"}),
-              "--set compression.method=onebit: compression.method = onebit: not supported yet; expected one of none, powersgd"));
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"compression.method=topk"}),
+              "--set compression.method=topk: compression.method = topk: not supported yet; expected one of none, powersgd, onebit"));
 }
 
 }  // namespace

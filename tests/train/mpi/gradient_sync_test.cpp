@@ -12,6 +12,7 @@
 
 #include "comms/communicator.hpp"
 #include "comms/gradient_synchronizer.hpp"
+#include "comms/onebit_compressor.hpp"
 #include "comms/single_rank_communicator.hpp"
 #include "models/f32_access.hpp"
 #include "runtime/config/model_options_from_config.hpp"
@@ -318,30 +319,42 @@ TEST(GradientSync, ZeroStageOneLeavesEveryRankWithTheSameParameters) {
   }
 }
 
-// compression.method powersgd (rank 1) over the data-parallel group: the same bits as no
-// compression before start_iter, then fewer bytes (the ratio PowerSGD's formula gives) and a
-// training that still follows the uncompressed one.
-TEST(GradientSync, PowerSgdSendsFewerBytesFromStartIter) {
-  Config plain = sync_config(1.0), compressed = plain;
-  compressed.compression.method = "powersgd";
-  compressed.compression.rank = 1;
-  compressed.compression.start_iter = 2;
-  comms::ProcessGrid grid(comms::make_world_communicator(), 1);
-  ZeroRun a(plain, grid), b(compressed, grid);
-  for (std::int64_t s = 0; s < 6; ++s) {
-    const StepResult x = a.step(s), y = b.step(s);
-    // Without compression the tied embedding's row mask travels too (no early rows under
-    // compression: the table is compressed whole).
-    const auto plain_bytes = x.comm_bytes - static_cast<std::int64_t>(a.sync.row_mask_bytes());
-    EXPECT_EQ(b.sync.row_mask_bytes(), 0u);
-    EXPECT_EQ(y.uncompressed_comm_bytes, plain_bytes) << "step " << s;
-    if (s < 2) {
-      EXPECT_EQ(x.loss, y.loss) << "step " << s;
-      EXPECT_EQ(y.comm_bytes, plain_bytes) << "step " << s;
-    } else {
-      EXPECT_LT(y.comm_bytes * 2, plain_bytes) << "step " << s;
+// compression.method powersgd (rank 1) and onebit over the data-parallel group: the same bits
+// as no compression before start_iter, then fewer bytes (the ratio each method's formula
+// gives) and a training that still follows the uncompressed one.
+TEST(GradientSync, CompressionSendsFewerBytesFromStartIter) {
+  for (const char* method : {"powersgd", "onebit"}) {
+    Config plain = sync_config(1.0), compressed = plain;
+    compressed.compression.method = method;
+    compressed.compression.rank = 1;
+    compressed.compression.start_iter = 2;
+    comms::ProcessGrid grid(comms::make_world_communicator(), 1);
+    ZeroRun a(plain, grid), b(compressed, grid);
+    const auto* onebit = dynamic_cast<const comms::OneBitCompressor*>(b.sync.compressor());
+    ASSERT_EQ(onebit != nullptr, std::string(method) == "onebit");
+    for (std::int64_t s = 0; s < 6; ++s) {
+      const StepResult x = a.step(s), y = b.step(s);
+      // Without compression the tied embedding's row mask travels too (no early rows under
+      // compression: the table is compressed whole).
+      const auto plain_bytes = x.comm_bytes - static_cast<std::int64_t>(a.sync.row_mask_bytes());
+      EXPECT_EQ(b.sync.row_mask_bytes(), 0u);
+      EXPECT_EQ(y.uncompressed_comm_bytes, plain_bytes) << method << " step " << s;
+      if (s < 2) {
+        EXPECT_EQ(x.loss, y.loss) << method << " step " << s;
+        EXPECT_EQ(y.comm_bytes, plain_bytes) << method << " step " << s;
+        continue;
+      }
+      EXPECT_LT(y.comm_bytes * 2, plain_bytes) << method << " step " << s;
+      if (onebit != nullptr) {
+        // Note [1-bit sums in two stages]: both stages of every bucket.
+        std::int64_t want = 0;
+        for (std::size_t k = 0; k < b.model.gradient_buckets().size(); ++k) {
+          want += onebit->alltoall_bytes(k) + onebit->allgather_bytes(k);
+        }
+        EXPECT_EQ(y.comm_bytes, want) << "step " << s;
+      }
       EXPECT_TRUE(std::isfinite(y.loss));
-      EXPECT_LE(relative(y.loss, x.loss), 0.05) << "step " << s;
+      EXPECT_LE(relative(y.loss, x.loss), 0.05) << method << " step " << s;
     }
   }
 }
@@ -357,12 +370,13 @@ TEST(GradientSync, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
   };
   for (const Setting& k : {Setting{"fp32", 1, 0.001}, Setting{"bf16", 1, 25.0},
                            Setting{"fp16", 0, 0.001}, Setting{"bf16", 0, 1e-9},
-                           Setting{"fp32", 0, 1.0}, Setting{"fp32", -1, 1.0}}) {
+                           Setting{"fp32", 0, 1.0}, Setting{"fp32", -1, 1.0},
+                           Setting{"fp32", -2, 1.0}}) {
     Config c = sync_config(k.bucket_mb);
     c.precision.dtype = k.dtype;
     c.parallel.zero_stage = std::max(k.zero_stage, 0);
-    if (k.zero_stage < 0) {  // PowerSGD's errors, Qs and scratch, from the first step on
-      c.compression.method = "powersgd";
+    if (k.zero_stage < 0) {  // PowerSGD's or 1-bit's state and scratch, from the first step on
+      c.compression.method = k.zero_stage == -1 ? "powersgd" : "onebit";
       c.compression.start_iter = 0;
     }
     comms::ProcessGrid grid(comms::make_world_communicator(), 1);

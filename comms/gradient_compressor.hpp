@@ -1,0 +1,32 @@
+#pragma once
+// What the gradient synchroniser asks of a compressor: one bucket in, its (approximate) sum
+// over the group out.
+#include <cstddef>
+#include <cstdint>
+
+#include "comms/communicator.hpp"
+#include "comms/gradient_sync_stats.hpp"
+
+namespace memtrain::comms {
+
+// A compressed all-reduce over the buckets it was built for, with whatever state it keeps
+// (error feedback, factors) keyed by their layout. Implementations: PowerSgdCompressor
+// (powersgd_compressor.hpp) and OneBitCompressor (onebit_compressor.hpp). The sum is a sum,
+// not a mean: memtrain's ranks hold gradients already scaled by one over the global token count
+// (Note [Buckets overlap backward], gradient_synchronizer.hpp).
+class GradientCompressor {
+ public:
+  virtual ~GradientCompressor() = default;
+  // Replaces `data` ([numel of bucket b] f32, laid out as bucket b, this rank's values) by the
+  // compressed sum over `group` and updates the state, or, when some rank's values are not
+  // finite, by the plain sum with the state left as it was (an fp16 step that overflowed is
+  // skipped and must not reach the state). Collective over group: every rank calls it for the
+  // same buckets in the same order. `iteration`: the optimizer step. Adds the payload bytes
+  // and collectives to `into`. Throws memtrain::RuntimeError when a collective fails.
+  virtual void sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration,
+                   GradientSyncStats& into) = 0;
+  // Bytes of the state and scratch buffers (tag communication, allocated by the constructor).
+  virtual std::int64_t state_bytes() const = 0;
+};
+
+}  // namespace memtrain::comms

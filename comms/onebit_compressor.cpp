@@ -1,0 +1,229 @@
+#include "comms/onebit_compressor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "runtime/core/errors.hpp"
+#include "runtime/core/tags.hpp"
+
+namespace memtrain::comms {
+namespace {
+
+constexpr std::int64_t kBitsPerWord = 16;
+constexpr std::int64_t kScaleWords = 2;  // an f32 scale travels as two 16-bit words
+
+// Elements of chunk c of an entry that are real rather than padding.
+std::int64_t real_count(const OneBitCompressor::Entry& e, std::int64_t c) {
+  return std::clamp<std::int64_t>(e.numel - c * e.chunk, 0, e.chunk);
+}
+
+void put_scale(std::uint16_t* words, float s) { std::memcpy(words, &s, sizeof s); }
+float get_scale(const std::uint16_t* words) {
+  float s;
+  std::memcpy(&s, words, sizeof s);
+  return s;
+}
+
+// +1 or -1 from bit j of a chunk's words.
+float sign_at(const std::uint16_t* bits, std::int64_t j) {
+  return ((bits[j / kBitsPerWord] >> (j % kBitsPerWord)) & 1u) != 0 ? -1.0f : 1.0f;
+}
+
+// ||x||_2 / sqrt(count) accumulated in double; 0 for count 0, non-finite when x is.
+float rms_scale(const float* x, std::int64_t count) {
+  if (count == 0) return 0.0f;
+  double sumsq = 0;
+  for (std::int64_t j = 0; j < count; ++j) sumsq += double{x[j]} * x[j];
+  return static_cast<float>(std::sqrt(sumsq / static_cast<double>(count)));
+}
+
+}  // namespace
+
+std::int64_t packed_words(std::int64_t n) { return (n + kBitsPerWord - 1) / kBitsPerWord; }
+
+void pack_signs(const float* x, std::int64_t n, std::uint16_t* words) {
+  std::fill(words, words + packed_words(n), std::uint16_t{0});
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (x[j] < 0.0f) words[j / kBitsPerWord] |= static_cast<std::uint16_t>(1u << (j % kBitsPerWord));
+  }
+}
+
+void unpack_signs(const std::uint16_t* words, std::int64_t n, float scale, float* out) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = scale * sign_at(words, j);
+}
+
+OneBitCompressor::OneBitCompressor(const std::vector<GradientBucket>& buckets, int world,
+                                   core::Context& ctx)
+    : world_(world) {
+  if (world < 1) {
+    throw RuntimeError("OneBitCompressor: world = " + std::to_string(world) + "; expected >= 1");
+  }
+  const std::int64_t multiple = padding_multiple();
+  std::int64_t max_words = 0, max_chunk = 0;
+  for (const auto& layout : buckets) {
+    if (layout.buffer.dtype() != core::DType::f32) {
+      throw RuntimeError("OneBitCompressor: bucket of " + core::dtype_name(layout.buffer.dtype()) +
+                         " gradients; only f32 buckets are supported");
+    }
+    Bucket bucket;
+    std::int64_t server = 0;
+    for (const auto& entry : layout.entries) {
+      Entry e;
+      e.offset = entry.offset;
+      e.numel = entry.numel;
+      const std::int64_t padded = (entry.numel + multiple - 1) / multiple * multiple;
+      e.chunk = padded / world;
+      e.word = bucket.words;
+      e.server_offset = server;
+      bucket.words += e.chunk / kBitsPerWord + kScaleWords;
+      server += e.chunk;
+      max_chunk = std::max(max_chunk, e.chunk);
+      bucket.entries.push_back(e);
+    }
+    const auto comm = core::tags().communication;
+    bucket.worker_error = core::Tensor::zeros(ctx, {layout.buffer.numel()}, core::DType::f32, comm);
+    bucket.server_error = core::Tensor::zeros(ctx, {std::max<std::int64_t>(server, 1)}, core::DType::f32, comm);
+    state_bytes_ += static_cast<std::int64_t>(bucket.worker_error.nbytes() + bucket.server_error.nbytes());
+    max_words = std::max(max_words, bucket.words);
+    buckets_.push_back(std::move(bucket));
+  }
+  if (max_words > 0) {
+    // 16-bit words of packed signs and scales; bf16 is only the storage type of the words.
+    const auto comm = core::tags().communication;
+    const std::int64_t all = max_words * world;
+    send_ = core::Tensor::empty(ctx, {all}, core::DType::bf16, comm);
+    recv_ = core::Tensor::empty(ctx, {all}, core::DType::bf16, comm);
+    gather_send_ = core::Tensor::empty(ctx, {max_words}, core::DType::bf16, comm);
+    gather_recv_ = core::Tensor::empty(ctx, {all}, core::DType::bf16, comm);
+    state_bytes_ += (3 * all + max_words) * 2;
+    x_ = core::Tensor::empty(ctx, {max_chunk}, core::DType::f32, comm);
+    state_bytes_ += max_chunk * 4;
+  }
+}
+
+std::int64_t OneBitCompressor::alltoall_bytes(std::size_t b) const {
+  return buckets_.at(b).words * world_ * 2;
+}
+std::int64_t OneBitCompressor::allgather_bytes(std::size_t b) const {
+  return buckets_.at(b).words * 2;
+}
+
+void OneBitCompressor::sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration,
+                           GradientSyncStats& into) {
+  (void)iteration;  // 1-bit keeps no per-step draw
+  Bucket& bucket = buckets_.at(b);
+  if (group.size() != world_) {
+    throw RuntimeError("OneBitCompressor: built for " + std::to_string(world_) +
+                       " ranks, summed over " + std::to_string(group.size()));
+  }
+  const std::int64_t W = bucket.words;  // per chunk block
+  std::uint16_t* send = send_.data<std::uint16_t>();           // [world, W]
+  std::uint16_t* recv = recv_.data<std::uint16_t>();           // [world, W]
+  std::uint16_t* gsend = gather_send_.data<std::uint16_t>();   // [W]
+  std::uint16_t* grecv = gather_recv_.data<std::uint16_t>();   // [world, W]
+  float* e = bucket.worker_error.data<float>();                // [numel]
+  float* es = bucket.server_error.data<float>();               // [sum k]
+  const int me = group.rank();
+  if (W == 0) return;
+
+  // 1. Worker: x = data + e, compressed chunk by chunk into block c of send; data and e stay
+  // as they were until the all-gather has shown every scale finite.
+  float* x = x_.data<float>();  // [k]
+  bool finite = true;
+  for (const Entry& en : bucket.entries) {
+    const std::int64_t words = en.chunk / kBitsPerWord;
+    for (std::int64_t c = 0; c < world_; ++c) {
+      const std::int64_t count = real_count(en, c);
+      const std::int64_t first = en.offset + c * en.chunk;
+      for (std::int64_t j = 0; j < count; ++j) x[j] = data[first + j] + e[first + j];
+      std::uint16_t* block = send + c * W + en.word;
+      std::fill(block, block + words, std::uint16_t{0});  // padding bits: +1
+      pack_signs(x, count, block);
+      const float s = rms_scale(x, count);
+      finite = finite && std::isfinite(s);
+      put_scale(block + words, s);
+    }
+  }
+  if (!finite) {
+    // Note [A non-finite step leaves 1-bit's state untouched]
+    for (std::int64_t c = 0; c < world_; ++c) {
+      for (const Entry& en : bucket.entries) {
+        put_scale(send + c * W + en.word + en.chunk / kBitsPerWord, std::numeric_limits<float>::quiet_NaN());
+      }
+    }
+  }
+  group.alltoall(send, recv, W);
+  into.bytes += W * world_ * 2;
+  ++into.calls;
+
+  // 2. Server: the chunk this rank owns, summed over ranks in rank order, plus the server
+  // error, compressed into gsend.
+  bool all_finite = true;
+  for (std::int64_t i = 0; i < world_ && all_finite; ++i) {
+    for (const Entry& en : bucket.entries) {
+      all_finite = all_finite && std::isfinite(get_scale(recv + i * W + en.word + en.chunk / kBitsPerWord));
+    }
+  }
+  for (const Entry& en : bucket.entries) {
+    const std::int64_t count = real_count(en, me);
+    const std::int64_t words = en.chunk / kBitsPerWord;
+    std::uint16_t* out = gsend + en.word;
+    if (!all_finite) {
+      std::fill(out, out + words, std::uint16_t{0});
+      put_scale(out + words, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    float* z = es + en.server_offset;  // [k]: z = y + e_server, then the new server error
+    for (std::int64_t i = 0; i < world_; ++i) {
+      const std::uint16_t* bits = recv + i * W + en.word;
+      const float s = get_scale(bits + words);
+      for (std::int64_t j = 0; j < count; ++j) {
+        // y accumulates into z in rank order, starting from e_server: (e + y_0) + y_1 ...
+        z[j] += s * sign_at(bits, j);
+      }
+    }
+    std::fill(out, out + words, std::uint16_t{0});
+    pack_signs(z, count, out);
+    const float s = rms_scale(z, count);
+    put_scale(out + words, s);
+    for (std::int64_t j = 0; j < count; ++j) z[j] -= s * sign_at(out, j);
+  }
+  group.allgather(gsend, grecv, W);
+  into.bytes += W * 2;
+  ++into.calls;
+
+  // 3. Every chunk's compressed sum; this rank's error from what it sent.
+  bool sum_finite = true;
+  for (std::int64_t c = 0; c < world_ && sum_finite; ++c) {
+    for (const Entry& en : bucket.entries) {
+      sum_finite = sum_finite && std::isfinite(get_scale(grecv + c * W + en.word + en.chunk / kBitsPerWord));
+    }
+  }
+  if (!sum_finite) {
+    const std::int64_t n = bucket.worker_error.numel();
+    group.allreduce_sum(data, n);
+    into.bytes += n * 4;
+    ++into.calls;
+    return;
+  }
+  for (const Entry& en : bucket.entries) {
+    const std::int64_t words = en.chunk / kBitsPerWord;
+    for (std::int64_t c = 0; c < world_; ++c) {
+      const std::int64_t count = real_count(en, c);
+      const std::int64_t first = en.offset + c * en.chunk;
+      const std::uint16_t* mine = send + c * W + en.word;
+      const float s_mine = get_scale(mine + words);
+      const std::uint16_t* sum_bits = grecv + c * W + en.word;
+      const float s_sum = get_scale(sum_bits + words);
+      for (std::int64_t j = 0; j < count; ++j) {
+        e[first + j] = (data[first + j] + e[first + j]) - s_mine * sign_at(mine, j);
+      }
+      unpack_signs(sum_bits, count, s_sum, data + first);
+    }
+  }
+}
+
+}  // namespace memtrain::comms
