@@ -132,6 +132,7 @@ GradientSynchronizer::~GradientSynchronizer() {
 
 void GradientSynchronizer::begin_step(std::int64_t iteration) {
   iteration_ = iteration;
+  local_ = iteration >= local_from_;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     missing_[b] = static_cast<std::int64_t>(buckets_[b].entries.size());
     queued_[b] = false;
@@ -184,7 +185,7 @@ void GradientSynchronizer::mark_rows_ready(std::size_t key, const std::vector<st
     }
   }
   // Without a communication thread every bucket is summed whole in finish().
-  if (!split_ || !worker_.joinable()) return;
+  if (!split_ || !worker_.joinable() || local_) return;
   float* mask = split_->mask.data<float>();
   std::fill(mask, mask + rows, 0.0f);
   for (std::int32_t r : late_rows) mask[r] = 1.0f;
@@ -195,7 +196,7 @@ void GradientSynchronizer::mark_rows_ready(std::size_t key, const std::vector<st
 void GradientSynchronizer::enqueue(int bucket) {
   queued_[static_cast<std::size_t>(bucket)] = true;
   queue_order_.push_back(bucket);
-  if (!worker_.joinable()) return;  // finish() sums on this thread
+  if (!worker_.joinable() || local_) return;  // finish() sums on this thread, or nothing
   const bool rest = split_ && split_->bucket == bucket && split_->early_queued;
   push(Item{bucket, rest ? Part::rest : Part::whole});
 }
@@ -445,7 +446,7 @@ void GradientSynchronizer::finish() {
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     if (!queued_[b]) enqueue(static_cast<int>(b));
   }
-  if (!active_) return;
+  if (!active_ || local_) return;
   std::exception_ptr failure;
   if (worker_.joinable()) {
     std::unique_lock<std::mutex> lock(mutex_);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <memory>
 #include <optional>
@@ -131,6 +132,10 @@ class GradientSynchronizer {
   // entry cannot split (see the Note). Throws memtrain::RuntimeError for an unknown key, a key
   // not marked split_rows, one already announced, or a row outside [0, rows).
   void mark_rows_ready(std::size_t key, const std::vector<std::int32_t>& late_rows);
+  // From optimizer step `iteration` on, every step keeps each rank's own gradients: nothing is
+  // communicated and step_stats() stays zero (1-bit Adam after its freeze step synchronises the
+  // momentum instead, runtime/train/onebit_adam.hpp). Takes effect at the next begin_step.
+  void keep_local_from(std::int64_t iteration) { local_from_ = iteration; }
   // Queues the buckets not queued yet (in bucket order), waits until every bucket is summed,
   // and fills step_stats(). Throws memtrain::RuntimeError when a collective failed (on the
   // communication thread or here): the gradients are then not a sum and must not be used.
@@ -212,6 +217,8 @@ class GradientSynchronizer {
   std::optional<RowSplit> split_;
   std::unique_ptr<GradientCompressor> compressor_;
   std::int64_t start_iter_ = 0, iteration_ = 0;
+  std::int64_t local_from_ = std::numeric_limits<std::int64_t>::max();
+  bool local_ = false;  // this step keeps local gradients (keep_local_from)
   std::int64_t early_rows_ = 0;
   std::unordered_map<std::size_t, std::pair<int, bool>> where_;  // key -> (bucket, announced)
   std::vector<std::int64_t> missing_;  // per bucket: entries not announced yet this step

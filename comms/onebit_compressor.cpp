@@ -114,6 +114,11 @@ std::int64_t OneBitCompressor::allgather_bytes(std::size_t b) const {
 void OneBitCompressor::sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration,
                            GradientSyncStats& into) {
   (void)iteration;  // 1-bit keeps no per-step draw
+  sum_entries(b, data, group, into, nullptr);
+}
+
+void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& group,
+                                   GradientSyncStats& into, const std::vector<bool>* skip) {
   Bucket& bucket = buckets_.at(b);
   if (group.size() != world_) {
     throw RuntimeError("OneBitCompressor: built for " + std::to_string(world_) +
@@ -128,14 +133,24 @@ void OneBitCompressor::sum(std::size_t b, float* data, Communicator& group, std:
   float* es = bucket.server_error.data<float>();               // [sum k]
   const int me = group.rank();
   if (W == 0) return;
+  if (skip != nullptr && skip->size() != bucket.entries.size()) {
+    throw RuntimeError("OneBitCompressor::sum_entries: " + std::to_string(skip->size()) +
+                       " skip flags for a bucket of " + std::to_string(bucket.entries.size()) + " entries");
+  }
+  auto skipped = [&](std::size_t t) { return skip != nullptr && (*skip)[t]; };
 
   // 1. Worker: x = data + e, compressed chunk by chunk into block c of send; data and e stay
   // as they were until the all-gather has shown every scale finite.
   float* x = x_.data<float>();  // [k]
   bool finite = true;
-  for (const Entry& en : bucket.entries) {
+  for (std::size_t t = 0; t < bucket.entries.size(); ++t) {
+    const Entry& en = bucket.entries[t];
     const std::int64_t words = en.chunk / kBitsPerWord;
     for (std::int64_t c = 0; c < world_; ++c) {
+      if (skipped(t)) {
+        std::fill(send + c * W + en.word, send + c * W + en.word + words + kScaleWords, std::uint16_t{0});
+        continue;
+      }
       const std::int64_t count = real_count(en, c);
       const std::int64_t first = en.offset + c * en.chunk;
       for (std::int64_t j = 0; j < count; ++j) x[j] = data[first + j] + e[first + j];
@@ -167,10 +182,15 @@ void OneBitCompressor::sum(std::size_t b, float* data, Communicator& group, std:
       all_finite = all_finite && std::isfinite(get_scale(recv + i * W + en.word + en.chunk / kBitsPerWord));
     }
   }
-  for (const Entry& en : bucket.entries) {
+  for (std::size_t t = 0; t < bucket.entries.size(); ++t) {
+    const Entry& en = bucket.entries[t];
     const std::int64_t count = real_count(en, me);
     const std::int64_t words = en.chunk / kBitsPerWord;
     std::uint16_t* out = gsend + en.word;
+    if (skipped(t)) {
+      std::fill(out, out + words + kScaleWords, std::uint16_t{0});
+      continue;
+    }
     if (!all_finite) {
       std::fill(out, out + words, std::uint16_t{0});
       put_scale(out + words, std::numeric_limits<float>::quiet_NaN());
@@ -209,7 +229,9 @@ void OneBitCompressor::sum(std::size_t b, float* data, Communicator& group, std:
     ++into.calls;
     return;
   }
-  for (const Entry& en : bucket.entries) {
+  for (std::size_t t = 0; t < bucket.entries.size(); ++t) {
+    const Entry& en = bucket.entries[t];
+    if (skipped(t)) continue;
     const std::int64_t words = en.chunk / kBitsPerWord;
     for (std::int64_t c = 0; c < world_; ++c) {
       const std::int64_t count = real_count(en, c);

@@ -67,6 +67,12 @@ class OneBitCompressor final : public GradientCompressor {
   void sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration,
            GradientSyncStats& into) override;
   std::int64_t state_bytes() const override { return state_bytes_; }
+  // As sum, except that the entries t with skip[t] true (skip: one flag per entry of bucket b,
+  // the same on every rank) are neither compressed nor written: their data and both errors keep
+  // their bits, and their words travel as zeros (the payload stays bytes_per_step). 1-bit Adam
+  // leaves a parameter whose gradient is zero on every rank so.
+  void sum_entries(std::size_t b, float* data, Communicator& group, GradientSyncStats& into,
+                   const std::vector<bool>* skip);
 
   // Bytes bucket b hands to the all-to-all and to the all-gather: sum over entries of
   // padded / 8 + 4 world, and padded / (8 world) + 4.

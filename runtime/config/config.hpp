@@ -100,6 +100,9 @@ struct CompressionConfig {
   int start_iter = 10;                // plain all-reduce before this optimizer step
   double min_compression_rate = 2.0;  // compress a matrix only if (n + m) r < n m / rate
   bool warm_start = true;             // reuse last step's Q
+  // training.optimizer onebit_adam: steps of plain Adam before the variance freezes and the
+  // momentum goes 1-bit (runtime/train/onebit_adam.hpp).
+  int freeze_step = 400;
 };
 
 // Checkpoints are not built yet (a later issue): interval must stay 0 and keep_last at its

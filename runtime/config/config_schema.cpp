@@ -162,7 +162,7 @@ std::vector<KeySpec> make_keys() {
   k.push_back(integer("training.eval_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_interval; }));
   k.push_back(integer("training.eval_steps", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_steps; }));
   k.push_back(integer("training.num_threads", 0, 4096, [](Config& c) -> int& { return c.training.num_threads; }));
-  k.push_back(choice("training.optimizer", {"adamw"}, {"adam", "sgd", "lamb", "adafactor"},
+  k.push_back(choice("training.optimizer", {"adamw", "onebit_adam"}, {"adam", "sgd", "lamb", "adafactor"},
                      [](Config& c) -> std::string& { return c.training.optimizer; }));
 
   // precision: storage dtype of weights, activations and gradients; loss scaling for fp16.
@@ -274,6 +274,8 @@ std::vector<KeySpec> make_keys() {
   k.push_back(real<double>("compression.min_compression_rate", kPositive,
                            [](Config& c) -> double& { return c.compression.min_compression_rate; }));
   k.push_back(boolean("compression.warm_start", [](Config& c) -> bool& { return c.compression.warm_start; }));
+  k.push_back(integer("compression.freeze_step", 1, kMaxSteps,
+                      [](Config& c) -> int& { return c.compression.freeze_step; }));
 
   // checkpoint: checkpoints are not built yet (a later issue). Their "off" values are accepted,
   // anything that would ask for a checkpoint is rejected rather than silently ignored.

@@ -97,7 +97,38 @@ void check_parallel(const Config& c) {
 // PowerSGD's own keys mean nothing to 1-bit: set with onebit, they are refused rather than
 // silently ignored (with none every key is accepted, as precision.loss_scale.* with fp32).
 void check_compression(const Config& c) {
+  if (c.training.optimizer == "onebit_adam") {
+    // runtime/train/onebit_adam.hpp: the momentum is what goes 1-bit; gradients before the
+    // freeze are summed in full precision.
+    if (c.compression.method != "none") {
+      fail(c, blamed(c, "compression.method", "training.optimizer"),
+           "compresses the gradients, and " + other(c, "training.optimizer") +
+               " compresses the momentum after compression.freeze_step instead",
+           "compression.method = none with onebit_adam, or training.optimizer = adamw");
+    }
+    const std::string why = " (1-bit Adam is built for f32 replicated parameters)";
+    if (c.precision.dtype != "fp32") {
+      fail(c, "training.optimizer", "not supported yet with " + other(c, "precision.dtype") + why,
+           "adamw, or precision.dtype = fp32");
+    }
+    if (c.parallel.zero_stage != 0) {
+      fail(c, blamed(c, "training.optimizer", "parallel.zero_stage"),
+           "needs ZeRO stage 0, and " + other(c, "parallel.zero_stage") + " shards the optimizer state",
+           "training.optimizer = adamw with zero_stage 1, or parallel.zero_stage = 0");
+    }
+    if (c.parallel.tensor_model_parallel_size != 1) {
+      fail(c, "training.optimizer", "not supported yet with " + other(c, "parallel.tensor_model_parallel_size") + why,
+           "adamw, or tensor_model_parallel_size = 1");
+    }
+    return;
+  }
   if (c.compression.method == "none") return;
+  if (c.origin.count("compression.freeze_step")) {
+    fail(c, "compression.freeze_step", "is an option of training.optimizer = onebit_adam and " +
+                                           other(c, "training.optimizer") + " has no use for it",
+         "no compression.freeze_step with compression.method = " + c.compression.method +
+             ", or training.optimizer = onebit_adam");
+  }
   if (c.compression.method == "onebit") {
     for (const std::string key : {"compression.rank", "compression.min_compression_rate", "compression.warm_start"}) {
       if (!c.origin.count(key)) continue;

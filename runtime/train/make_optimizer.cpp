@@ -1,5 +1,6 @@
 #include "runtime/train/make_optimizer.hpp"
 
+#include "runtime/train/onebit_adam.hpp"
 #include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
@@ -28,6 +29,10 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& config, models::BertForM
                                           core::Context& ctx, comms::Communicator* tp_group) {
   const auto& tc = config.training;
   const AdamWOptions options{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay};
+  if (tc.optimizer == "onebit_adam") {
+    return std::make_unique<OneBitAdam>(model.parameters(), model.gradient_buckets(), sync, dp, ctx,
+                                        options, OneBitAdamOptions{config.compression.freeze_step});
+  }
   if (config.parallel.zero_stage == 1) {
     return std::make_unique<ZeroAdamW>(model.parameters(), model.gradient_buckets(), sync, dp, ctx,
                                        options, tp_group);

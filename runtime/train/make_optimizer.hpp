@@ -21,7 +21,8 @@ comms::GradientReduction gradient_reduction(const Config& config);
 // compression section's options and training.seed for the initial Q.
 std::optional<comms::GradientSynchronizer::Compression> gradient_compression(const Config& config);
 
-// AdamW (zero_stage 0) or ZeroAdamW over `dp` (1), with the training section's Adam settings;
+// AdamW (zero_stage 0), ZeroAdamW over `dp` (1) or OneBitAdam (training.optimizer onebit_adam,
+// compression.freeze_step), with the training section's Adam settings;
 // `sync` must have been built with gradient_reduction(config). Everything passed must outlive
 // the optimizer.
 std::unique_ptr<Optimizer> make_optimizer(const Config& config, models::BertForMaskedLM& model,

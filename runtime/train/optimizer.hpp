@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "comms/communicator.hpp"
+#include "comms/gradient_sync_stats.hpp"
 #include "models/parameter.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
@@ -34,6 +35,9 @@ class Optimizer {
   // One update with learning rate lr, every gradient used as grad * grad_multiplier.
   virtual void step(double lr, double grad_multiplier = 1.0) = 0;
   virtual std::int64_t step_count() const = 0;
+  // What the last step() communicated itself, beyond the gradient synchroniser (1-bit Adam's
+  // momentum sum); null for optimizers that communicate nothing of their own.
+  virtual const comms::GradientSyncStats* step_comm() const { return nullptr; }
 };
 
 // AdamW (Loshchilov & Hutter 2019, Algorithm 2, in torch.optim.AdamW's formulation; the update

@@ -98,11 +98,16 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   model.set_gradient_ready_hook({});
   // The synchroniser's figures, read at every return: ZeRO-1's all-gather in optimizer.step
   // adds to them.
-  auto record_sync = [&] {
+  // 1-bit Adam's momentum sum (optimizer.step_comm) counts as the step's communication too.
+  auto record_sync = [&](bool stepped) {
     if (gradient_sync == nullptr) return;
     r.comm_bytes = gradient_sync->step_stats().bytes;
     r.uncompressed_comm_bytes = gradient_sync->step_stats().uncompressed_bytes;
     r.time_comm_exposed_s = gradient_sync->step_stats().exposed_s;
+    if (const comms::GradientSyncStats* own = stepped ? optimizer.step_comm() : nullptr) {
+      r.comm_bytes += own->bytes;
+      r.uncompressed_comm_bytes += own->uncompressed_bytes;
+    }
   };
   if (gradient_sync != nullptr) {
     gradient_sync->finish();
@@ -115,7 +120,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
 
   if (r.num_masked == 0) {
     r.loss = std::numeric_limits<double>::quiet_NaN();
-    record_sync();
+    record_sync(false);
     return r;
   }
   r.loss = loss_sum / static_cast<double>(r.num_masked);
@@ -138,7 +143,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
     if (skip) {
       r.skipped = true;
       r.grad_norm = std::numeric_limits<double>::quiet_NaN();
-      record_sync();
+      record_sync(false);
       return r;
     }
   }
@@ -157,7 +162,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
     optimizer.step(settings.lr, inv_scale * clip_factor(r.grad_norm, settings.grad_clip));
   }
   r.time_optimizer_s += seconds_since(t0);
-  record_sync();
+  record_sync(true);
   return r;
 }
 

@@ -1,0 +1,86 @@
+#pragma once
+// 1-bit Adam (Tang et al., "1-bit Adam: Communication Efficient Large-Scale Training with Adam's
+// Convergence Speed", ICML 2021, Algorithm 1), with DeepSpeed's OnebitAdam as the reference
+// behaviour: Adam with full-precision gradient sums for a warm-up of freeze_step steps, then
+// the variance frozen and the momentum summed through the 1-bit compressed all-reduce.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "comms/communicator.hpp"
+#include "comms/gradient_bucket.hpp"
+#include "comms/gradient_sync_stats.hpp"
+#include "comms/gradient_synchronizer.hpp"
+#include "comms/onebit_compressor.hpp"
+#include "models/parameter.hpp"
+#include "runtime/core/context.hpp"
+#include "runtime/core/tensor.hpp"
+#include "runtime/train/optimizer.hpp"
+
+namespace memtrain::train {
+
+// Note [1-bit Adam sums the momentum]
+// Adam's variance settles early in training, and then its momentum is what carries the
+// gradients: Tang et al. freeze v after a warm-up and from then on communicate only m, which
+// error-compensated 1-bit compression (comms/onebit_compressor.hpp) can carry. Up to
+// freeze_step the synchroniser sums the gradients and this is torch.optim.AdamW, bit for bit.
+// From freeze_step on, the synchroniser keeps each rank's own gradient g_i (keep_local_from)
+// and rank i forms its share of the momentum,
+//     m_i = beta1 m / N + (1 - beta1) g_i,
+// so that sum_i m_i = beta1 m + (1 - beta1) sum_i g_i is the momentum of the summed gradient
+// (memtrain sums rather than averages: each g_i is already scaled by one over the global
+// masked-token count); the compressed sum of the m_i is the new m on every rank, and
+//     p <- p (1 - lr wd) - lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t_freeze)) + eps)
+// with v as it was at the freeze. A parameter whose gradient is exactly zero on every rank (one
+// all-reduce of a flag per parameter) keeps its momentum and value: it took no part in the step,
+// as a parameter without a .grad in PyTorch. Gradient clipping needs the summed gradient, which
+// no rank holds after the freeze: from then on clip_grad_norm does not clip and grad_norm is NaN
+// (DeepSpeed's 1-bit Adam does not clip the compressed phase either).
+
+// Settings of 1-bit Adam beyond AdamW's.
+struct OneBitAdamOptions {
+  std::int64_t freeze_step = 400;  // optimizer steps of plain Adam before the variance freezes
+};
+
+// 1-bit Adam over an fp32 model without tensor parallelism. The momentum lives in one f32
+// buffer per gradient bucket, laid out as the bucket (tag optimizer_state), the variance per
+// parameter (optimizer_state), the compressor's errors and scratch in tag communication: all
+// allocated by the constructor, in a dry run too. Calls sync.keep_local_from(freeze_step).
+// Throws memtrain::RuntimeError for a 16-bit parameter or gradient, or freeze_step < 1.
+// `params`, `buckets`, `sync` and `dp` must outlive it.
+class OneBitAdam final : public Optimizer {
+ public:
+  OneBitAdam(std::vector<models::Parameter>& params, const std::vector<comms::GradientBucket>& buckets,
+             comms::GradientSynchronizer& sync, comms::Communicator& dp, core::Context& ctx,
+             AdamWOptions options, OneBitAdamOptions onebit);
+
+  // Before the freeze, AdamW's; after it NaN (Note [1-bit Adam sums the momentum]).
+  double grad_norm() const override;
+  bool grads_finite() const override;
+  double clip_grad_norm(double max_norm) override;
+  // Before the freeze AdamW's update; from it the compressed momentum step of the Note,
+  // collective over dp.
+  void step(double lr, double grad_multiplier = 1.0) override;
+  std::int64_t step_count() const override { return step_; }
+  const comms::GradientSyncStats* step_comm() const override { return &comm_; }
+
+  bool frozen() const { return step_ >= onebit_.freeze_step; }
+  // Parameter i's moments (for checkpoints and tests): [the parameter's shape].
+  const core::Tensor& exp_avg(std::size_t i) const { return m_[i]; }
+  const core::Tensor& exp_avg_sq(std::size_t i) const { return v_[i]; }
+
+ private:
+  std::vector<models::Parameter>& params_;
+  const std::vector<comms::GradientBucket>& buckets_;
+  comms::Communicator& dp_;
+  AdamWOptions options_;
+  OneBitAdamOptions onebit_;
+  bool dry_run_;
+  std::vector<core::Tensor> m_buffers_;  // [bucket numel] f32, per bucket
+  std::vector<core::Tensor> m_, v_;      // per parameter; m_ are views of m_buffers_
+  std::optional<comms::OneBitCompressor> compressor_;  // with more than one rank
+  std::int64_t step_ = 0;
+  comms::GradientSyncStats comm_;  // this step's momentum sum
+};
+
+}  // namespace memtrain::train
