@@ -23,47 +23,12 @@
 #include "runtime/core/context.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/train/model_memory.hpp"
+#include "benchmarks/bert_base_gradients.hpp"
 
 namespace {
 
 using namespace memtrain;
 using Clock = std::chrono::steady_clock;
-
-// BERT-Base's parameter shapes (hidden 768, 12 layers, FFN 3072, vocabulary 30522), in the
-// order backward finishes them: head, layers 11 .. 0, embeddings with the word table last.
-std::vector<comms::GradientSpec> bert_base_gradients(double scale) {
-  const std::int64_t C = static_cast<std::int64_t>(768 * scale), I = 4 * C, V = 30522, P = 512;
-  std::vector<comms::GradientSpec> g;
-  auto add = [&](std::string name, std::vector<std::int64_t> shape) {
-    g.push_back({g.size(), std::move(name), std::move(shape)});
-  };
-  add("cls.predictions.bias", {V});
-  add("cls.transform.dense.weight", {C, C});
-  add("cls.transform.dense.bias", {C});
-  add("cls.transform.LayerNorm.weight", {C});
-  add("cls.transform.LayerNorm.bias", {C});
-  for (int l = 11; l >= 0; --l) {
-    const std::string p = "layer." + std::to_string(l) + ".";
-    for (const char* w : {"query", "key", "value", "attention.output"}) {
-      add(p + w + ".weight", {C, C});
-      add(p + w + ".bias", {C});
-    }
-    add(p + "attention.LayerNorm.weight", {C});
-    add(p + "attention.LayerNorm.bias", {C});
-    add(p + "intermediate.weight", {I, C});
-    add(p + "intermediate.bias", {I});
-    add(p + "output.weight", {C, I});
-    add(p + "output.bias", {C});
-    add(p + "output.LayerNorm.weight", {C});
-    add(p + "output.LayerNorm.bias", {C});
-  }
-  add("embeddings.LayerNorm.weight", {C});
-  add("embeddings.LayerNorm.bias", {C});
-  add("embeddings.token_type_embeddings.weight", {2, C});
-  add("embeddings.position_embeddings.weight", {P, C});
-  add("embeddings.word_embeddings.weight", {V, C});
-  return g;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -99,7 +64,7 @@ int main(int argc, char** argv) {
   }
   auto world = comms::make_world_communicator();
   core::Context ctx(train::make_model_allocator(train::MemoryConfig{}));
-  const auto specs = bert_base_gradients(scale);
+  const auto specs = bench::bert_base_gradients(scale);
   auto buckets = comms::make_gradient_buckets(
       ctx, specs, core::DType::f32, static_cast<std::int64_t>(bucket_mb * (1 << 20)));
   std::int64_t n = 0;

@@ -52,11 +52,14 @@ OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params,
 }
 
 double OneBitAdam::grad_norm() const {
-  if (frozen()) return std::numeric_limits<double>::quiet_NaN();
   if (dry_run_) return 0.0;
   double sum = 0.0;
   for (const auto& p : params_) sum += detail::sum_of_squares(p.grad, 0, p.grad.numel());
-  return std::sqrt(sum);
+  double norm = std::sqrt(sum);
+  if (!frozen() || dp_.size() <= 1) return norm;
+  // Note [1-bit Adam clips by a bound of the summed norm]
+  dp_.allreduce_max(&norm, 1);
+  return norm * dp_.size();
 }
 
 bool OneBitAdam::grads_finite() const {
@@ -69,7 +72,7 @@ bool OneBitAdam::grads_finite() const {
 
 double OneBitAdam::clip_grad_norm(double max_norm) {
   const double norm = grad_norm();
-  if (dry_run_ || frozen()) return norm;
+  if (dry_run_) return norm;
   const double scale = clip_factor(norm, max_norm);
   if (scale < 1.0) {
     for (auto& p : params_) kernels::scale_inplace(p.grad.data<float>(), p.grad.numel(), static_cast<float>(scale));
@@ -143,7 +146,12 @@ void OneBitAdam::step(double lr, double grad_multiplier) {
     float* x = p.value.data<float>();
     const float* m = m_[i].data<float>();
     const float* v = v_[i].data<float>();
+    float* mw = m_[i].data<float>();
     for (std::int64_t j = 0; j < p.value.numel(); ++j) {
+      if (v[j] == 0.0f) {  // Note [1-bit Adam sums the momentum]: never had a gradient
+        mw[j] = 0.0f;
+        continue;
+      }
       x[j] = x[j] * decay - step_size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bc2 + eps);
     }
   }

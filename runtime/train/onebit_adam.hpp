@@ -33,9 +33,17 @@ namespace memtrain::train {
 //     p <- p (1 - lr wd) - lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t_freeze)) + eps)
 // with v as it was at the freeze. A parameter whose gradient is exactly zero on every rank (one
 // all-reduce of a flag per parameter) keeps its momentum and value: it took no part in the step,
-// as a parameter without a .grad in PyTorch. Gradient clipping needs the summed gradient, which
-// no rank holds after the freeze: from then on clip_grad_norm does not clip and grad_norm is NaN
-// (DeepSpeed's 1-bit Adam does not clip the compressed phase either).
+// as a parameter without a .grad in PyTorch; so does an element whose variance is 0 at the freeze
+// (it never had a gradient: DeepSpeed's exp_avg_mask, found rather than given).
+//
+// Note [1-bit Adam clips by a bound of the summed norm]
+// Clipping needs the norm of the summed gradient G = sum_i g_i, which no rank holds after the
+// freeze. Its bound N max_i ||g_i|| >= ||G|| (the triangle inequality; one all-reduce of a
+// double) is the same on every rank, and clipping every g_i by the factor it gives keeps ||G||
+// below max_norm, as clipping does; it clips more often than the exact norm would. grad_norm
+// reports that bound after the freeze (the exact norm before it, and with one rank). Without
+// clipping a frozen variance cannot damp a gradient that grows, and the tiny job diverged
+// within 20 steps of the freeze.
 
 // Settings of 1-bit Adam beyond AdamW's.
 struct OneBitAdamOptions {
@@ -54,7 +62,8 @@ class OneBitAdam final : public Optimizer {
              comms::GradientSynchronizer& sync, comms::Communicator& dp, core::Context& ctx,
              AdamWOptions options, OneBitAdamOptions onebit);
 
-  // Before the freeze, AdamW's; after it NaN (Note [1-bit Adam sums the momentum]).
+  // Before the freeze (and with one rank), AdamW's; after it N max_i ||g_i|| over the dp ranks
+  // (Note [1-bit Adam clips by a bound of the summed norm]), collective over dp.
   double grad_norm() const override;
   bool grads_finite() const override;
   double clip_grad_norm(double max_norm) override;

@@ -217,6 +217,33 @@ TEST(ConfigErrors, CompressionNeedsStageZeroFp32AndValidOptions) {
   const std::string d = files.write(
       "d.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  min_compression_rate: -1\n");
   EXPECT_TRUE(contains(load_error(d), d + ":5: compression.min_compression_rate = -1")) << load_error(d);
+  // 1-bit Adam compresses the momentum: a gradient compressor beside it, 16-bit, ZeRO-1 and
+  // tensor parallelism are refused; freeze_step with a gradient compressor is refused too.
+  const std::string h = files.write(
+      "h.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  method: onebit\n");
+  EXPECT_TRUE(contains(load_error(h), h + ":6: compression.method = onebit: compresses the gradients, and "
+                                          "training.optimizer = onebit_adam (" + h + ":4) compresses the momentum"))
+      << load_error(h);
+  const std::string i = files.write(
+      "i.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\nprecision:\n  dtype: bf16\n");
+  EXPECT_TRUE(contains(load_error(i), i + ":4: training.optimizer = onebit_adam: not supported yet with "
+                                          "precision.dtype = bf16"))
+      << load_error(i);
+  const std::string j = files.write(
+      "j.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\nparallel:\n  zero_stage: 1\n");
+  EXPECT_TRUE(contains(load_error(j), j + ":4: training.optimizer = onebit_adam: needs ZeRO stage 0, and "
+                                          "parallel.zero_stage = 1 (" + j + ":6) shards the optimizer state")) << load_error(j);
+  const std::string k = files.write(
+      "k.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  freeze_step: 5\n");
+  EXPECT_TRUE(contains(load_error(k), k + ":5: compression.freeze_step = 5: is an option of training.optimizer = "
+                                          "onebit_adam and training.optimizer = adamw (default) has no use for it"))
+      << load_error(k);
+  const std::string l = files.write(
+      "l.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  freeze_step: 0\n");
+  EXPECT_TRUE(contains(load_error(l), l + ":6: compression.freeze_step = 0")) << load_error(l);
+  const Config adam = load_config(
+      files.write("m.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  freeze_step: 7\n"), {});
+  EXPECT_EQ(adam.compression.freeze_step, 7);
   // PowerSGD's options mean nothing to 1-bit: refused, with the method's line.
   const std::string f = files.write("f.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  rank: 8\n");
   EXPECT_TRUE(contains(load_error(f), f + ":5: compression.rank = 8: is a PowerSGD option and compression.method = "

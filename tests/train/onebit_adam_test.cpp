@@ -35,7 +35,7 @@ struct Rig {
     for (std::size_t i = 0; i < 2; ++i) {
       models::Parameter p{i == 0 ? "w" : "b",
                           core::Tensor::empty(ctx, shapes[i], core::DType::f32, core::tags().parameter),
-                          core::Tensor::unbound(shapes[i], core::DType::f32), i == 0};
+                          core::Tensor::unbound(shapes[i], core::DType::f32), i == 0, core::Tensor{}, {}};
       for (const auto& e : buckets[0].entries) {
         if (e.key == i) p.grad.bind(buckets[0].buffer, e.offset);
       }
@@ -79,8 +79,7 @@ TEST(OneBitAdam, BeforeTheFreezeItIsAdamWBitForBit) {
 }
 
 // After the freeze: v stays, m follows the gradient, the update divides by the frozen v with the
-// freeze step's bias correction; the bias's zero gradient leaves its m and value as they were;
-// no clipping and a NaN norm.
+// freeze step's bias correction; the bias's zero gradient leaves its m and value as they were.
 TEST(OneBitAdam, AfterTheFreezeTheVarianceStaysAndZeroGradientsLeaveTheMomentum) {
   Rig a;
   const AdamWOptions o{0.9, 0.98, 1e-8, 0.01};
@@ -102,7 +101,7 @@ TEST(OneBitAdam, AfterTheFreezeTheVarianceStaysAndZeroGradientsLeaveTheMomentum)
   const auto bias_value = copy(a.params[1].value);
   for (int s = freeze; s < freeze + 4; ++s) {
     a.set_grads(s, true);
-    EXPECT_TRUE(std::isnan(opt.clip_grad_norm(1e-9)));  // no clipping: the gradients stay
+    EXPECT_GT(opt.clip_grad_norm(0.0), 0.0);  // measures only: one rank's norm is exact
     const int t = s + 1;
     const double lr = 1e-2;
     for (std::size_t j = 0; j < m[0].size(); ++j) {

@@ -19,6 +19,7 @@
 #include "comms/process_grid.hpp"
 #include "runtime/train/make_optimizer.hpp"
 #include "runtime/train/model_memory.hpp"
+#include "runtime/train/onebit_adam.hpp"
 #include "runtime/train/zero_adamw.hpp"
 #include "memory/trace_recorder.hpp"
 #include "runtime/train/train_step.hpp"
@@ -359,6 +360,52 @@ TEST(GradientSync, CompressionSendsFewerBytesFromStartIter) {
   }
 }
 
+// training.optimizer onebit_adam (freeze_step 3) against adamw on the same grid: the same bits
+// up to the freeze (plain Adam on summed gradients); from it no gradient sum, the momentum sum's
+// bytes (a flag per parameter, then both 1-bit stages of every bucket, Note [1-bit Adam sums the
+// momentum]), a grad_norm bounding the summed one, a loss that still follows AdamW's, and every rank with the same
+// parameters.
+TEST(GradientSync, OneBitAdamIsAdamWUntilTheFreezeThenSumsTheMomentumIn1Bit) {
+  Config plain = sync_config(1.0), onebit = plain;
+  onebit.training.optimizer = "onebit_adam";
+  onebit.compression.freeze_step = 3;
+  comms::ProcessGrid grid(comms::make_world_communicator(), 1);
+  const int P = grid.dp_size();
+  ZeroRun a(plain, grid), b(onebit, grid);
+  ASSERT_NE(dynamic_cast<OneBitAdam*>(b.optimizer.get()), nullptr);
+  const auto& buckets = b.model.gradient_buckets();
+  const comms::OneBitCompressor layout(buckets, P, b.ctx);  // for its byte counts only
+  const auto flags = static_cast<std::int64_t>(b.model.parameters().size()) * 8;
+  std::int64_t compressed = flags, uncompressed = flags;
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    compressed += layout.alltoall_bytes(k) + layout.allgather_bytes(k);
+    uncompressed += buckets[k].buffer.numel() * 4;
+  }
+  for (std::int64_t s = 0; s < 6; ++s) {
+    const StepResult x = a.step(s), y = b.step(s);
+    if (s < 3) {  // (the 1-bit Adam run's momentum sum adds no bytes before the freeze)
+      EXPECT_EQ(x.loss, y.loss) << "step " << s;
+      EXPECT_EQ(x.grad_norm, y.grad_norm) << "step " << s;
+      EXPECT_EQ(x.comm_bytes, y.comm_bytes) << "step " << s;
+      continue;
+    }
+    // Note [1-bit Adam clips by a bound of the summed norm]: N max_i ||g_i|| >= ||sum g_i||,
+    // which AdamW's run measures exactly (the two runs are close at these steps).
+    EXPECT_GE(y.grad_norm, 0.9 * x.grad_norm) << "step " << s;
+    EXPECT_LE(y.grad_norm, P * 1.5 * x.grad_norm) << "step " << s;
+    EXPECT_EQ(y.comm_bytes, compressed) << "step " << s;
+    EXPECT_EQ(y.uncompressed_comm_bytes, uncompressed) << "step " << s;
+    EXPECT_TRUE(std::isfinite(y.loss));
+    EXPECT_LE(relative(y.loss, x.loss), 0.05) << "step " << s;
+  }
+  for (std::size_t i = 0; i < b.model.parameters().size(); ++i) {
+    std::vector<float> mine = b.values(i), rank0 = mine;
+    grid.dp().broadcast(rank0.data(), static_cast<std::int64_t>(rank0.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(mine.data(), rank0.data(), mine.size() * sizeof(float)), 0)
+        << b.model.parameters()[i].name;
+  }
+}
+
 // design.md, "Execution modes": under ZeRO-1 and small buckets too, a dry run allocates what
 // the compute run allocates, event for event, on every rank (the buckets, the shards' moments
 // and masters, the staging buffer, and in fp32 at stage 0 the tied embedding's row mask).
@@ -371,11 +418,14 @@ TEST(GradientSync, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
   for (const Setting& k : {Setting{"fp32", 1, 0.001}, Setting{"bf16", 1, 25.0},
                            Setting{"fp16", 0, 0.001}, Setting{"bf16", 0, 1e-9},
                            Setting{"fp32", 0, 1.0}, Setting{"fp32", -1, 1.0},
-                           Setting{"fp32", -2, 1.0}}) {
+                           Setting{"fp32", -2, 1.0}, Setting{"fp32", -3, 1.0}}) {
     Config c = sync_config(k.bucket_mb);
     c.precision.dtype = k.dtype;
     c.parallel.zero_stage = std::max(k.zero_stage, 0);
-    if (k.zero_stage < 0) {  // PowerSGD's or 1-bit's state and scratch, from the first step on
+    if (k.zero_stage == -3) {  // 1-bit Adam's momentum buckets and compressor, frozen at step 1
+      c.training.optimizer = "onebit_adam";
+      c.compression.freeze_step = 1;
+    } else if (k.zero_stage < 0) {  // PowerSGD's or 1-bit's state and scratch, from the first step on
       c.compression.method = k.zero_stage == -1 ? "powersgd" : "onebit";
       c.compression.start_iter = 0;
     }
