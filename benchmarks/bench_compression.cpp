@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "benchmarks/bert_base_gradients.hpp"
+#include "benchmarks/median.hpp"
 #include "comms/communicator.hpp"
 #include "comms/counting_communicator.hpp"
 #include "comms/gradient_bucket.hpp"
@@ -32,12 +33,7 @@ namespace {
 
 using namespace memtrain;
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 struct Method {
   std::string name;

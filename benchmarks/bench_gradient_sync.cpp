@@ -24,17 +24,13 @@
 #include "runtime/config/config.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "benchmarks/bert_base_gradients.hpp"
+#include "benchmarks/median.hpp"
 
 namespace {
 
 using namespace memtrain;
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();

@@ -124,6 +124,15 @@ OneBitCompressor::OneBitCompressor(const std::vector<GradientBucket>& buckets, i
   }
 }
 
+bool OneBitCompressor::scales_finite(const Bucket& bucket, const std::uint16_t* blocks) const {
+  for (std::int64_t i = 0; i < world_; ++i) {
+    for (const Entry& en : bucket.entries) {
+      if (!std::isfinite(get_scale(blocks + i * bucket.words + en.word + en.chunk / kBitsPerWord))) return false;
+    }
+  }
+  return true;
+}
+
 std::int64_t OneBitCompressor::alltoall_bytes(std::size_t b) const {
   return buckets_.at(b).words * world_ * 2;
 }
@@ -196,12 +205,7 @@ void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& gro
 
   // 2. Server: the chunk this rank owns, summed over ranks in rank order, plus the server
   // error, compressed into gsend.
-  bool all_finite = true;
-  for (std::int64_t i = 0; i < world_ && all_finite; ++i) {
-    for (const Entry& en : bucket.entries) {
-      all_finite = all_finite && std::isfinite(get_scale(recv + i * W + en.word + en.chunk / kBitsPerWord));
-    }
-  }
+  const bool all_finite = scales_finite(bucket, recv);
   for (std::size_t t = 0; t < bucket.entries.size(); ++t) {
     const Entry& en = bucket.entries[t];
     const std::int64_t count = real_count(en, me);
@@ -234,13 +238,7 @@ void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& gro
   ++into.calls;
 
   // 3. Every chunk's compressed sum; this rank's error from what it sent.
-  bool sum_finite = true;
-  for (std::int64_t c = 0; c < world_ && sum_finite; ++c) {
-    for (const Entry& en : bucket.entries) {
-      sum_finite = sum_finite && std::isfinite(get_scale(grecv + c * W + en.word + en.chunk / kBitsPerWord));
-    }
-  }
-  if (!sum_finite) {
+  if (!scales_finite(bucket, grecv)) {
     const std::int64_t n = bucket.worker_error.numel();
     group.allreduce_sum(data, n);
     into.bytes += n * 4;

@@ -62,14 +62,14 @@ class OneBitCompressor final : public GradientCompressor {
   OneBitCompressor(const std::vector<GradientBucket>& buckets, int world, core::Context& ctx);
 
   // Note [1-bit sums in two stages]; `group` must have the constructor's `world` ranks.
-  // Payload: both stages' send buffers (bytes_per_step(b)); the fallback of Note [A non-finite
+  // Payload: both stages' send buffers (alltoall_bytes(b) + allgather_bytes(b)); the fallback of Note [A non-finite
   // step leaves 1-bit's state untouched] adds numel x 4.
   void sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration,
            GradientSyncStats& into) override;
   std::int64_t state_bytes() const override { return state_bytes_; }
   // As sum, except that the entries t with skip[t] true (skip: one flag per entry of bucket b,
   // the same on every rank) are neither compressed nor written: their data and both errors keep
-  // their bits, and their words travel as zeros (the payload stays bytes_per_step). 1-bit Adam
+  // their bits, and their words travel as zeros (the payload stays alltoall_bytes(b) + allgather_bytes(b)). 1-bit Adam
   // leaves a parameter whose gradient is zero on every rank so.
   void sum_entries(std::size_t b, float* data, Communicator& group, GradientSyncStats& into,
                    const std::vector<bool>* skip);
@@ -99,6 +99,9 @@ class OneBitCompressor final : public GradientCompressor {
     std::int64_t words = 0;  // per chunk block: sum over entries of k / 16 + 2 (the scale)
     core::Tensor worker_error, server_error;
   };
+
+  // True when every scale in `blocks` ([world, bucket.words] 16-bit words) is finite.
+  bool scales_finite(const Bucket& bucket, const std::uint16_t* blocks) const;
 
   int world_;
   std::vector<Bucket> buckets_;

@@ -53,6 +53,30 @@ void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<
 }
 
 template <class T>
+void adam_frozen_variance_update(T* param, T* m, const T* v, std::int64_t n, NoDeduce<T> lr,
+                                 NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
+                                 NoDeduce<T> weight_decay, std::int64_t step, std::int64_t freeze_step) {
+  if (step < 1 || freeze_step < 1) {
+    throw std::invalid_argument("adam_frozen_variance_update: step = " + std::to_string(step) +
+                                ", freeze_step = " + std::to_string(freeze_step) + "; expected both >= 1");
+  }
+  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(freeze_step));
+  const T step_size = static_cast<T>(lr / bc1);
+  const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+  const T decay = T(1) - lr * weight_decay;
+  for_chunks(n, [=](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      if (v[i] == T(0)) {
+        m[i] = T(0);
+        continue;
+      }
+      param[i] = param[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+    }
+  });
+}
+
+template <class T>
 double sum_of_squares(const T* x, std::int64_t n) {
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
   return detail::parallel_sums(chunks, chunks > 1,
@@ -77,6 +101,8 @@ void scale_inplace(T* x, std::int64_t n, NoDeduce<T> s) {
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                   \
   template void adamw_update<T>(T*, const T*, T*, T*, std::int64_t, T, T, T, T, T, std::int64_t); \
+  template void adam_frozen_variance_update<T>(T*, T*, const T*, std::int64_t, T, T, T, T, T,      \
+                                               std::int64_t, std::int64_t);                        \
   template double sum_of_squares<T>(const T*, std::int64_t);                                      \
   template void scale_inplace<T>(T*, std::int64_t, T);
 MEMTRAIN_INSTANTIATE(float)

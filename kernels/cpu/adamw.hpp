@@ -14,6 +14,17 @@ void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<
                   NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
                   std::int64_t step);
 
+// Adam's update with the second moment frozen (1-bit Adam after its freeze step: Tang et al.
+// 2021, Algorithm 1), with a momentum m the caller has already formed:
+// param = param (1 - lr weight_decay) - lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^freeze_step)) + eps)
+// for every element with v != 0; an element with v == 0 (no gradient ever reached it) keeps its
+// param and gets m = 0, as DeepSpeed's exp_avg_mask does. Shapes: param, m, v [n]. Throws
+// std::invalid_argument if step < 1 or freeze_step < 1.
+template <class T>
+void adam_frozen_variance_update(T* param, T* m, const T* v, std::int64_t n, NoDeduce<T> lr,
+                                 NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
+                                 NoDeduce<T> weight_decay, std::int64_t step, std::int64_t freeze_step);
+
 // Sum of squares of x [n], accumulated in double (for the global gradient norm).
 template <class T>
 double sum_of_squares(const T* x, std::int64_t n);

@@ -1,11 +1,13 @@
 #pragma once
 // How the optimizers read a gradient as f32, whatever its storage: shared by AdamW
-// (optimizer.cpp) and ZeroAdamW (zero_adamw.cpp).
+// (optimizer.cpp), ZeroAdamW (zero_adamw.cpp) and OneBitAdam (onebit_adam.cpp).
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/half_convert.hpp"
+#include "models/parameter.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/tensor.hpp"
 
@@ -58,6 +60,21 @@ inline bool all_finite(const core::Tensor& grad, std::int64_t lo, std::int64_t n
   return is_half(grad.dtype())
              ? kernels::all_finite(grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()))
              : kernels::all_finite(grad.data<float>() + lo, n);
+}
+
+// Sum over every parameter's whole gradient of sum_of_squares (in double).
+inline double grads_sum_of_squares(const std::vector<models::Parameter>& params) {
+  double sum = 0.0;
+  for (const auto& p : params) sum += sum_of_squares(p.grad, 0, p.grad.numel());
+  return sum;
+}
+
+// False when any element of any parameter's gradient is inf or NaN.
+inline bool grads_all_finite(const std::vector<models::Parameter>& params) {
+  for (const auto& p : params) {
+    if (!all_finite(p.grad, 0, p.grad.numel())) return false;
+  }
+  return true;
 }
 
 }  // namespace memtrain::train::detail

@@ -1,7 +1,6 @@
 #include "runtime/train/onebit_adam.hpp"
 
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "kernels/cpu/adamw.hpp"
@@ -53,22 +52,14 @@ OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params,
 
 double OneBitAdam::grad_norm() const {
   if (dry_run_) return 0.0;
-  double sum = 0.0;
-  for (const auto& p : params_) sum += detail::sum_of_squares(p.grad, 0, p.grad.numel());
-  double norm = std::sqrt(sum);
+  double norm = std::sqrt(detail::grads_sum_of_squares(params_));
   if (!frozen() || dp_.size() <= 1) return norm;
   // Note [1-bit Adam clips by a bound of the summed norm]
   dp_.allreduce_max(&norm, 1);
   return norm * dp_.size();
 }
 
-bool OneBitAdam::grads_finite() const {
-  if (dry_run_) return true;
-  for (const auto& p : params_) {
-    if (!detail::all_finite(p.grad, 0, p.grad.numel())) return false;
-  }
-  return true;
-}
+bool OneBitAdam::grads_finite() const { return dry_run_ || detail::grads_all_finite(params_); }
 
 double OneBitAdam::clip_grad_norm(double max_norm) {
   const double norm = grad_norm();
@@ -134,26 +125,13 @@ void OneBitAdam::step(double lr, double grad_multiplier) {
       compressor_->sum_entries(b, m_buffers_[b].data<float>(), dp_, comm_, &skip);
     }
   }
-  const double bc1 = 1.0 - std::pow(options_.beta1, static_cast<double>(step_));
-  const double bc2 = 1.0 - std::pow(options_.beta2, static_cast<double>(onebit_.freeze_step));
-  const auto step_size = static_cast<float>(lr / bc1);
-  const auto inv_sqrt_bc2 = static_cast<float>(onebit_.freeze_step > 0 ? 1.0 / std::sqrt(bc2) : 1.0);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (nonzero[i] == 0) continue;
     auto& p = params_[i];
     const auto wd = static_cast<float>(p.weight_decay ? options_.weight_decay : 0.0);
-    const float decay = 1.0f - flr * wd;
-    float* x = p.value.data<float>();
-    const float* m = m_[i].data<float>();
-    const float* v = v_[i].data<float>();
-    float* mw = m_[i].data<float>();
-    for (std::int64_t j = 0; j < p.value.numel(); ++j) {
-      if (v[j] == 0.0f) {  // Note [1-bit Adam sums the momentum]: never had a gradient
-        mw[j] = 0.0f;
-        continue;
-      }
-      x[j] = x[j] * decay - step_size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bc2 + eps);
-    }
+    kernels::adam_frozen_variance_update(p.value.data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+                                         p.value.numel(), flr, b1, b2, eps, wd, step_,
+                                         onebit_.freeze_step);
   }
 }
 

@@ -56,11 +56,7 @@ AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOp
 
 double AdamW::grad_norm() const {
   if (dry_run_) return 0.0;
-  if (tp_group_ == nullptr || tp_group_->size() <= 1) {
-    double sum = 0.0;
-    for (const auto& p : params_) sum += sum_of_squares(p.grad);
-    return std::sqrt(sum);
-  }
+  if (tp_group_ == nullptr || tp_group_->size() <= 1) return std::sqrt(detail::grads_sum_of_squares(params_));
   // Note [The global norm counts every element once]
   // Under tensor parallelism a sharded parameter's elements are spread over the group, a
   // replicated one's are on every rank (bitwise equal: Note [Collectives leave every rank with
@@ -74,13 +70,7 @@ double AdamW::grad_norm() const {
   return std::sqrt(sharded + replicated);
 }
 
-bool AdamW::grads_finite() const {
-  if (dry_run_) return true;
-  for (const auto& p : params_) {
-    if (!detail::all_finite(p.grad, 0, p.grad.numel())) return false;
-  }
-  return true;
-}
+bool AdamW::grads_finite() const { return dry_run_ || detail::grads_all_finite(params_); }
 
 double AdamW::clip_grad_norm(double max_norm) {
   const double norm = grad_norm();

@@ -62,6 +62,31 @@ TEST(AdamwUpdate, RejectsStepZero) {
 
 // Global-norm clipping pieces: sum of squares accumulates in double (a float running sum of
 // 2^20 ones would still be exact, so use 0.1, whose float sum drifts), scale multiplies.
+// 1-bit Adam's frozen-variance step (Tang et al. 2021, Algorithm 1), written out in double with
+// the freeze step's bias correction; an element with v = 0 keeps its value and gets m = 0.
+TEST(AdamFrozenVarianceUpdate, UsesTheFrozenVarianceAndLeavesZeroVarianceAlone) {
+  const int n = 100;
+  const double lr = 1e-3, b1 = 0.9, b2 = 0.98, eps = 1e-8, wd = 0.01;
+  auto p = random_normal(n, 3), m = random_normal(n, 4), v = random_normal(n, 5);
+  for (auto& x : v) x = x * x;
+  v[7] = 0.0;
+  const auto p0 = p, m0 = m;
+  adam_frozen_variance_update(p.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, 12, 10);
+  for (int i = 0; i < n; ++i) {
+    if (i == 7) {
+      EXPECT_EQ(p[i], p0[i]);
+      EXPECT_EQ(m[i], 0.0);
+      continue;
+    }
+    const double want = p0[i] * (1 - lr * wd) -
+                        lr * (m0[i] / (1 - std::pow(b1, 12))) / (std::sqrt(v[i] / (1 - std::pow(b2, 10))) + eps);
+    EXPECT_NEAR(p[i], want, 1e-12 * std::abs(want) + 1e-15) << i;
+    EXPECT_EQ(m[i], m0[i]);
+  }
+  EXPECT_THROW(adam_frozen_variance_update(p.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, 1, 0),
+               std::invalid_argument);
+}
+
 TEST(GradClip, SumOfSquaresAccumulatesInDoubleAndScaleMultiplies) {
   const std::int64_t n = 1 << 20;
   std::vector<float> x(n, 0.1f);
