@@ -102,6 +102,15 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     if (reduction_ != GradientReduction::all_reduce) {
       throw RuntimeError("GradientSynchronizer: gradient compression needs ZeRO stage 0 (all-reduced buckets)");
     }
+    // Note [16-bit gradients are compressed in f32]
+    std::int64_t largest_half_bucket = 0;
+    for (const auto& b : buckets_) {
+      if (is_half(b.buffer.dtype())) largest_half_bucket = std::max(largest_half_bucket, b.buffer.numel());
+    }
+    if (group.size() > 1 && largest_half_bucket > 0) {
+      compress_staging_ = core::Tensor::empty(ctx, {largest_half_bucket}, core::DType::f32,
+                                              core::tags().communication);
+    }
     if (group.size() > 1 && compression->method == CompressionMethod::powersgd) {
       compressor_ = std::make_unique<PowerSgdCompressor>(buckets_, compression->powersgd, ctx);
     } else if (group.size() > 1) {
@@ -219,10 +228,7 @@ void GradientSynchronizer::sum(Item item, GradientSyncStats& into) {
   switch (item.part) {
     case Part::whole:
       if (compressor_ && iteration_ >= start_iter_) {
-        core::Tensor& buf = buckets_[static_cast<std::size_t>(item.bucket)].buffer;
-        compressor_->sum(static_cast<std::size_t>(item.bucket), buf.data<float>(), group_,
-                         iteration_, into);
-        into.uncompressed_bytes += buf.numel() * 4;
+        sum_compressed(item.bucket, into);
         into.comm_s += seconds_since(t0);
         return;
       }
@@ -237,6 +243,25 @@ void GradientSynchronizer::sum(Item item, GradientSyncStats& into) {
   }
   into.uncompressed_bytes += into.bytes - before;
   into.comm_s += seconds_since(t0);
+}
+
+// Note [16-bit gradients are compressed in f32]
+void GradientSynchronizer::sum_compressed(int bucket, GradientSyncStats& into) {
+  core::Tensor& buf = buckets_[static_cast<std::size_t>(bucket)].buffer;
+  const std::int64_t n = buf.numel();
+  const auto b = static_cast<std::size_t>(bucket);
+  if (!is_half(buf.dtype())) {
+    compressor_->sum(b, buf.data<float>(), group_, iteration_, into);
+  } else {
+    const auto format =
+        buf.dtype() == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
+    std::uint16_t* g = buf.data<std::uint16_t>();
+    float* whole = compress_staging_.data<float>();
+    kernels::convert_half_to_float(whole, g, n, format);
+    compressor_->sum(b, whole, group_, iteration_, into);
+    kernels::convert_float_to_half(g, whole, n, format);
+  }
+  into.uncompressed_bytes += n * 4;
 }
 
 // Note [The tied embedding's rows are summed in two parts]: the union of the ranks' late rows,

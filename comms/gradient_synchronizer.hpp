@@ -77,6 +77,15 @@ enum class GradientReduction { all_reduce, reduce_scatter };
 // Note [Communication buffers are allocated up front]): converted in, summed in f32, rounded
 // back to nearest even, so the sum of N ranks is rounded once rather than at every hop.
 //
+// Note [16-bit gradients are compressed in f32]
+// A compressor works on a whole bucket (its matrices and chunks span it) and keeps f32 state,
+// so a 16-bit bucket is converted whole into an f32 staging buffer the size of the largest
+// 16-bit bucket (tag communication, allocated by the constructor when compression is on),
+// compressed and summed there against f32 error buffers, and rounded back to nearest even once.
+// The uncompressed payload counts 4 bytes per element, as the plain 16-bit sum does. Under fp16
+// the errors hold loss-scaled values; a change of scale leaves the carried error in the old
+// scale for the steps it takes to decay (PyTorch's PowerSGD hook under GradScaler does the same).
+//
 // Note [Communication buffers are allocated up front]
 // A buffer allocated inside the step by a communication path would make the allocation trace
 // depend on when communication happens, and the dry run (which does not communicate) must
@@ -99,9 +108,9 @@ class GradientSynchronizer {
   // compression: PowerSGD (Note [PowerSGD sums, it does not average], powersgd_compressor.hpp)
   // or 1-bit with error feedback (Note [1-bit sums in two stages], onebit_compressor.hpp) for
   // every bucket from iteration compression->start_iter on (plain sums before, as PyTorch's
-  // hook); its state is allocated here. It needs all_reduce and f32 buckets, and turns the
-  // tied embedding's early rows off (a compressor takes the table whole). Throws
-  // memtrain::RuntimeError otherwise.
+  // hook); its state is allocated here (16-bit buckets: Note [16-bit gradients are compressed
+  // in f32]). It needs all_reduce, and turns the tied embedding's early rows off (a compressor
+  // takes the table whole). Throws memtrain::RuntimeError otherwise.
   enum class CompressionMethod { powersgd, onebit };
   struct Compression {
     CompressionMethod method = CompressionMethod::powersgd;
@@ -195,6 +204,7 @@ class GradientSynchronizer {
   void push(Item item);       // training thread
   void sum(Item item, GradientSyncStats& into);
   void sum_bucket(int bucket, GradientSyncStats& into);
+  void sum_compressed(int bucket, GradientSyncStats& into);
   void sum_early_rows(GradientSyncStats& into);
   void sum_rest(GradientSyncStats& into);
   void sum_ranges(float* g, std::vector<Range> ranges, GradientSyncStats& into);
@@ -216,6 +226,7 @@ class GradientSynchronizer {
   core::Tensor staging_;  // [min(kStagingElements, largest 16-bit bucket or split entry)] f32
   std::optional<RowSplit> split_;
   std::unique_ptr<GradientCompressor> compressor_;
+  core::Tensor compress_staging_;  // [largest 16-bit bucket] f32, with compression only
   std::int64_t start_iter_ = 0, iteration_ = 0;
   std::int64_t local_from_ = std::numeric_limits<std::int64_t>::max();
   bool local_ = false;  // this step keeps local gradients (keep_local_from)

@@ -84,10 +84,6 @@ OneBitCompressor::OneBitCompressor(const std::vector<GradientBucket>& buckets, i
   const std::int64_t multiple = padding_multiple();
   std::int64_t max_words = 0, max_chunk = 0;
   for (const auto& layout : buckets) {
-    if (layout.buffer.dtype() != core::DType::f32) {
-      throw RuntimeError("OneBitCompressor: bucket of " + core::dtype_name(layout.buffer.dtype()) +
-                         " gradients; only f32 buckets are supported");
-    }
     Bucket bucket;
     std::int64_t server = 0;
     for (const auto& entry : layout.entries) {

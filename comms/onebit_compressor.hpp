@@ -56,7 +56,9 @@ void unpack_signs(const std::uint16_t* words, std::int64_t n, float scale, float
 // f32; shared scratch for one bucket's packed chunks (all-to-all send and receive,
 // [world x words] each; all-gather send [words] and receive [world x words], 16-bit words) and
 // one chunk of x [largest k] f32.
-// Throws memtrain::RuntimeError for a bucket that is not f32 or world < 1.
+// The values summed are f32 whatever the buckets' dtype (only their layout is used: the
+// synchroniser converts a 16-bit bucket, Note [16-bit gradients are compressed in f32]).
+// Throws memtrain::RuntimeError for world < 1.
 class OneBitCompressor final : public GradientCompressor {
  public:
   OneBitCompressor(const std::vector<GradientBucket>& buckets, int world, core::Context& ctx);

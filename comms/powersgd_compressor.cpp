@@ -76,10 +76,6 @@ PowerSgdCompressor::PowerSgdCompressor(const std::vector<GradientBucket>& bucket
   }
   std::int64_t max_p = 0, max_uncompressed = 0;
   for (const auto& layout : buckets) {
-    if (layout.buffer.dtype() != core::DType::f32) {
-      throw RuntimeError("PowerSgdCompressor: bucket of " + core::dtype_name(layout.buffer.dtype()) +
-                         " gradients; only f32 buckets are supported");
-    }
     Bucket bucket;
     std::int64_t q_elements = 0;
     for (std::size_t e = 0; e < layout.entries.size(); ++e) {

@@ -50,8 +50,10 @@ struct PowerSgdOptions {
 // Buffers, all f32, tag communication, allocated by the constructor (Note [Communication
 // buffers are allocated up front]): per compressed matrix an error [n, m] and Q [m, r] (each
 // bucket's Qs side by side, so that one all-reduce sums them); shared scratch for one bucket's
-// Ps and one bucket's uncompressed entries. Throws memtrain::RuntimeError for 16-bit buckets
-// (not supported yet), rank < 1 or min_compression_rate <= 0.
+// Ps and one bucket's uncompressed entries. The values summed are f32 whatever the buckets'
+// dtype (only their layout is used: Note [16-bit gradients are compressed in f32],
+// gradient_synchronizer.hpp). Throws memtrain::RuntimeError for rank < 1 or
+// min_compression_rate <= 0.
 class PowerSgdCompressor final : public GradientCompressor {
  public:
   PowerSgdCompressor(const std::vector<GradientBucket>& buckets, const PowerSgdOptions& options,

@@ -92,8 +92,9 @@ void check_parallel(const Config& c) {
   }
 }
 
-// The compressors sum f32 buckets whole (ZeRO-1 reduce-scatters them; DeepSpeed's 1-bit Adam
-// needs stage 0 too). 16-bit gradients are not built yet: they would need f32 error buffers.
+// The compressors sum buckets whole (ZeRO-1 reduce-scatters them; DeepSpeed's 1-bit Adam needs
+// stage 0 too); 16-bit buckets are compressed in f32 (Note [16-bit gradients are compressed in
+// f32], comms/gradient_synchronizer.hpp).
 // PowerSGD's own keys mean nothing to 1-bit: set with onebit, they are refused rather than
 // silently ignored (with none every key is accepted, as precision.loss_scale.* with fp32).
 void check_compression(const Config& c) {
@@ -141,11 +142,6 @@ void check_compression(const Config& c) {
          "gradient compression needs ZeRO stage 0, and " + other(c, "parallel.zero_stage") +
              " reduce-scatters the gradients",
          "compression.method = none with zero_stage 1, or parallel.zero_stage = 0");
-  }
-  if (c.precision.dtype != "fp32") {
-    fail(c, "compression.method", "not supported yet with " + other(c, "precision.dtype") +
-             " (the compressors take f32 gradients only)",
-         "none, or precision.dtype = fp32");
   }
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "comms/simulated_world_communicator.hpp"
+#include "kernels/cpu/half_convert.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 #include "tests/core/test_allocator.hpp"
@@ -398,6 +399,43 @@ TEST(GradientSynchronizer, CompressionStartsAtItsIterationAndCountsBothPayloads)
   GradientSynchronizer::Compression compression;
   EXPECT_THROW(GradientSynchronizer(buckets, group, ctx, true, GradientReduction::reduce_scatter, &compression),
                RuntimeError);
+}
+
+// Note [16-bit gradients are compressed in f32]: a bf16 bucket goes whole through the f32
+// staging buffer (its own size, tag communication) and back, for PowerSGD at full rank (the sum
+// exactly, up to bf16 rounding) and for 1-bit (the staging only: its sum needs an all-to-all).
+TEST(GradientSynchronizer, SixteenBitBucketsAreCompressedInF32) {
+  for (auto method : {GradientSynchronizer::CompressionMethod::powersgd, GradientSynchronizer::CompressionMethod::onebit}) {
+    auto alloc = std::make_shared<TestAllocator>();
+    core::Context ctx(alloc);
+    auto buckets = split_bucket(ctx, core::DType::bf16, 6, 4);  // [3 | 6 x 4 | 2]
+    FakeGroup group;
+    group.twin = true;
+    GradientSynchronizer::Compression compression;
+    compression.method = method;
+    compression.powersgd.rank = 4;
+    compression.powersgd.min_compression_rate = 1e-9;
+    compression.start_iter = 0;
+    const std::size_t before = alloc->live_bytes(core::tags().communication);
+    GradientSynchronizer sync(buckets, group, ctx, false, GradientReduction::all_reduce, &compression);
+    ASSERT_NE(sync.compressor(), nullptr);
+    // The staging buffer of Note [16-bit gradients are summed in f32] (29 elements) and the
+    // compression one (29 elements), beside the compressor's own state.
+    EXPECT_EQ(alloc->live_bytes(core::tags().communication) - before,
+              2u * 29 * 4 + static_cast<std::size_t>(sync.compressor()->state_bytes()));
+    if (method != GradientSynchronizer::CompressionMethod::powersgd) continue;
+    std::vector<float> values(29);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + static_cast<float>(i);  // exact in bf16
+    std::uint16_t* g = buckets[0].buffer.data<std::uint16_t>();
+    kernels::convert_float_to_half(g, values.data(), 29, kernels::HalfFormat::bf16);
+    sync.begin_step(0);
+    for (std::size_t key : {20, 21, 22}) sync.mark_ready(key);
+    sync.finish();
+    std::vector<float> out(29);
+    kernels::convert_half_to_float(out.data(), g, 29, kernels::HalfFormat::bf16);
+    for (std::size_t i = 0; i < 29; ++i) EXPECT_NEAR(out[i], 2.0f * values[i], 2.0f * values[i] / 128) << i;
+    EXPECT_EQ(sync.step_stats().uncompressed_bytes, 29 * 4);
+  }
 }
 
 TEST(GradientSynchronizer, TwoSplitEntriesAreAnError) {

@@ -116,11 +116,9 @@ TEST(OneBitCompressor, ErrorFeedbackKeepsTheLostPartOfTheSumBounded) {
   EXPECT_LT(worst, 10 * 1e-3 * std::sqrt(static_cast<double>(n)));
 }
 
-TEST(OneBitCompressor, SixteenBitBucketsAndBadWorldsAreErrors) {
+TEST(OneBitCompressor, BadWorldsAreErrors) {
   auto alloc = std::make_shared<TestAllocator>();
   core::Context ctx(alloc);
-  auto half = make_gradient_buckets(ctx, {{1, "w", {4}}}, core::DType::bf16, std::int64_t{1} << 30);
-  EXPECT_THROW(OneBitCompressor(half, 2, ctx), RuntimeError);
   auto f32 = make_gradient_buckets(ctx, {{1, "w", {4}}}, core::DType::f32, std::int64_t{1} << 30);
   EXPECT_THROW(OneBitCompressor(f32, 0, ctx), RuntimeError);
   OneBitCompressor two(f32, 2, ctx);

@@ -320,19 +320,22 @@ TEST(GradientSync, ZeroStageOneLeavesEveryRankWithTheSameParameters) {
   }
 }
 
-// compression.method powersgd (rank 1) and onebit over the data-parallel group: the same bits
-// as no compression before start_iter, then fewer bytes (the ratio each method's formula
+// compression.method powersgd (rank 1) and onebit over the data-parallel group, in fp32 and bf16:
+// the same bits as no compression before start_iter, then fewer bytes (the ratio each method's formula
 // gives) and a training that still follows the uncompressed one.
 TEST(GradientSync, CompressionSendsFewerBytesFromStartIter) {
-  for (const char* method : {"powersgd", "onebit"}) {
-    Config plain = sync_config(1.0), compressed = plain;
-    compressed.compression.method = method;
+  for (const std::string method : {"powersgd", "onebit", "powersgd bf16", "onebit bf16"}) {
+    Config plain = sync_config(1.0);
+    // Note [16-bit gradients are compressed in f32]
+    if (method.find("bf16") != std::string::npos) plain.precision.dtype = "bf16";
+    Config compressed = plain;
+    compressed.compression.method = method.substr(0, method.find(' '));
     compressed.compression.rank = 1;
     compressed.compression.start_iter = 2;
     comms::ProcessGrid grid(comms::make_world_communicator(), 1);
     ZeroRun a(plain, grid), b(compressed, grid);
     const auto* onebit = dynamic_cast<const comms::OneBitCompressor*>(b.sync.compressor());
-    ASSERT_EQ(onebit != nullptr, std::string(method) == "onebit");
+    ASSERT_EQ(onebit != nullptr, compressed.compression.method == "onebit");
     for (std::int64_t s = 0; s < 6; ++s) {
       const StepResult x = a.step(s), y = b.step(s);
       // Without compression the tied embedding's row mask travels too (no early rows under
@@ -418,7 +421,8 @@ TEST(GradientSync, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
   for (const Setting& k : {Setting{"fp32", 1, 0.001}, Setting{"bf16", 1, 25.0},
                            Setting{"fp16", 0, 0.001}, Setting{"bf16", 0, 1e-9},
                            Setting{"fp32", 0, 1.0}, Setting{"fp32", -1, 1.0},
-                           Setting{"fp32", -2, 1.0}, Setting{"fp32", -3, 1.0}}) {
+                           Setting{"fp32", -2, 1.0}, Setting{"fp32", -3, 1.0},
+                           Setting{"bf16", -1, 1.0}, Setting{"fp16", -2, 0.001}}) {
     Config c = sync_config(k.bucket_mb);
     c.precision.dtype = k.dtype;
     c.parallel.zero_stage = std::max(k.zero_stage, 0);
