@@ -28,4 +28,7 @@ void add_data_command(CLI::App& app, int& exit_code);
 // memtrain replay --trace FILE --policy P --capacity SIZE [--json]
 void add_replay_command(CLI::App& app, int& exit_code);
 
+// memtrain checkpoint verify DIR (exit 0 valid, 1 corrupt) | inspect DIR
+void add_checkpoint_command(CLI::App& app, int& exit_code);
+
 }  // namespace memtrain::cli

@@ -15,6 +15,9 @@ struct TrainingConfig {
   int micro_batch_size = 8;
   int global_batch_size = 8;  // = micro_batch_size * accumulation steps * data-parallel size
   int max_steps = 100;
+  // Steps the learning-rate schedule decays over (Megatron-LM --lr-decay-iters); 0 = max_steps.
+  // Set it to lengthen a run on resume without changing its schedule (effective_lr_decay_steps).
+  int lr_decay_steps = 0;
   double lr = 1e-4;
   double min_lr = 0.0;
   int warmup_steps = 0;
@@ -105,12 +108,19 @@ struct CompressionConfig {
   int freeze_step = 400;
 };
 
-// Checkpoints are not built yet (a later issue): interval must stay 0 and keep_last at its
-// default; load_config rejects anything else with "not supported yet".
+// Checkpoints (runtime/checkpoint/): run_dir/checkpoints/step-NNNNNNNN/.
 struct CheckpointConfig {
-  int interval = 0;  // steps between checkpoints; 0 = none
-  int keep_last = 2;
+  // Steps between checkpoints; one is also written at the end of the run and when SIGTERM or
+  // SIGUSR1 stops it. 0 = checkpointing off (Megatron-LM without --save): nothing is written.
+  int interval = 0;
+  int keep_last = 2;  // complete checkpoints kept; older ones are removed after a new one
+  bool on_interrupt = false;  // SIGINT also saves one (SIGTERM and SIGUSR1 always do)
 };
+
+// training.lr_decay_steps, or training.max_steps when it is 0.
+inline int effective_lr_decay_steps(const TrainingConfig& t) {
+  return t.lr_decay_steps > 0 ? t.lr_decay_steps : t.max_steps;
+}
 
 struct Config {
   std::string path;  // the YAML file it was loaded from

@@ -83,20 +83,6 @@ KeySpec size_or_zero(std::string name, std::string expected, Field<std::size_t> 
           [=](const Config& c) { return std::to_string(field_of(f, c)); }};
 }
 
-// An integer key whose feature is not built yet: any value in [lo, hi] other than the
-// default (what the build does now) is "not supported yet"; out of range is out of range.
-KeySpec only_default(std::string name, long long lo, long long hi, std::string expected, Field<int> f) {
-  Config defaults;
-  const int def = f(defaults);
-  return {std::move(name), std::move(expected),
-          [=](Config& c, std::string_view t) {
-            const auto v = parse_integer(t, lo, hi);
-            if (v != def) throw ValueError("not supported yet");
-            f(c) = static_cast<int>(v);
-          },
-          [=](const Config& c) { return std::to_string(field_of(f, c)); }};
-}
-
 // Open and closed intervals as the messages print them.
 const Range kProbability{0.0, false, 1.0, true, "a number in [0, 1)"};
 const Range kPositive{0.0, true, 1e300, false, "a number > 0"};
@@ -144,6 +130,7 @@ std::vector<KeySpec> make_keys() {
   k.push_back(integer("training.micro_batch_size", 1, 1 << 20, [](Config& c) -> int& { return c.training.micro_batch_size; }));
   k.push_back(integer("training.global_batch_size", 1, 1 << 30, [](Config& c) -> int& { return c.training.global_batch_size; }));
   k.push_back(integer("training.max_steps", 1, kMaxSteps, [](Config& c) -> int& { return c.training.max_steps; }));
+  k.push_back(integer("training.lr_decay_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.lr_decay_steps; }));
   k.push_back(real<double>("training.lr", kPositive, [](Config& c) -> double& { return c.training.lr; }));
   k.push_back(real<double>("training.min_lr", kNonNegative, [](Config& c) -> double& { return c.training.min_lr; }));
   k.push_back(integer("training.warmup_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.warmup_steps; }));
@@ -277,12 +264,10 @@ std::vector<KeySpec> make_keys() {
   k.push_back(integer("compression.freeze_step", 1, kMaxSteps,
                       [](Config& c) -> int& { return c.compression.freeze_step; }));
 
-  // checkpoint: checkpoints are not built yet (a later issue). Their "off" values are accepted,
-  // anything that would ask for a checkpoint is rejected rather than silently ignored.
-  k.push_back(only_default("checkpoint.interval", 0, kMaxSteps, "0 (checkpoints are not built yet)",
-                           [](Config& c) -> int& { return c.checkpoint.interval; }));
-  k.push_back(only_default("checkpoint.keep_last", 1, 1 << 20, "2 (checkpoints are not built yet)",
-                           [](Config& c) -> int& { return c.checkpoint.keep_last; }));
+  // checkpoint: runtime/checkpoint/ (docs/config.md, "checkpoint").
+  k.push_back(integer("checkpoint.interval", 0, kMaxSteps, [](Config& c) -> int& { return c.checkpoint.interval; }));
+  k.push_back(integer("checkpoint.keep_last", 1, 1 << 20, [](Config& c) -> int& { return c.checkpoint.keep_last; }));
+  k.push_back(boolean("checkpoint.on_interrupt", [](Config& c) -> bool& { return c.checkpoint.on_interrupt; }));
   return k;
 }
 

@@ -160,15 +160,16 @@ std::map<std::string, HostArray> read_safetensors(const std::string& path,
   return out;
 }
 
-void write_safetensors(const std::string& path, const std::map<std::string, HostArray>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::vector<std::byte> encode_safetensors(const std::map<std::string, HostArray>& tensors,
+                                          const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   std::uint64_t offset = 0;
   for (const auto& [name, a] : tensors) {
     const auto expected = static_cast<std::uint64_t>(a.numel()) * safetensors_dtype_size(a.dtype);
     if (a.data.size() != expected) {
-      fail(path, "tensor \"" + name + "\" holds " + std::to_string(a.data.size()) +
-                     " bytes; its dtype and shape need " + std::to_string(expected));
+      throw RuntimeError("safetensors: tensor \"" + name + "\" holds " +
+                         std::to_string(a.data.size()) + " bytes; its dtype and shape need " +
+                         std::to_string(expected));
     }
     header[name] = {
         {"dtype", a.dtype}, {"shape", a.shape}, {"data_offsets", {offset, offset + expected}}};
@@ -178,17 +179,29 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
 
+  std::vector<std::byte> bytes(8 + text.size() + offset);
+  const std::uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>(n >> (8 * i));
+  std::memcpy(bytes.data() + 8, text.data(), text.size());
+  std::byte* at = bytes.data() + 8 + text.size();
+  for (const auto& [name, a] : tensors) {
+    if (!a.data.empty()) std::memcpy(at, a.data.data(), a.data.size());
+    at += a.data.size();
+  }
+  return bytes;
+}
+
+void write_safetensors(const std::string& path, const std::map<std::string, HostArray>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<std::byte> bytes;
+  try {
+    bytes = encode_safetensors(tensors, metadata);
+  } catch (const RuntimeError& e) {
+    fail(path, std::string(e.what()).substr(std::string("safetensors: ").size()));
+  }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) fail(path, "cannot open for writing");
-  unsigned char len_bytes[8];
-  std::uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
-  out.write(reinterpret_cast<const char*>(len_bytes), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& [name, a] : tensors) {
-    out.write(reinterpret_cast<const char*>(a.data.data()),
-              static_cast<std::streamsize>(a.data.size()));
-  }
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   out.flush();
   if (!out) fail(path, "write failed (disk full or I/O error)");
 }

@@ -39,6 +39,12 @@ std::map<std::string, HostArray> read_safetensors(
 void write_safetensors(const std::string& path, const std::map<std::string, HostArray>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// The bytes write_safetensors writes (the whole file in memory), for writers that need them
+// first (checkpoints: a durable write that counts its bytes). Throws memtrain::RuntimeError
+// "safetensors: tensor ..." when an array's byte count disagrees with its dtype and shape.
+std::vector<std::byte> encode_safetensors(const std::map<std::string, HostArray>& tensors,
+                                          const std::map<std::string, std::string>& metadata = {});
+
 // An F32 array holding a copy of values[0, numel(shape)).
 HostArray host_array_f32(const float* values, std::vector<std::int64_t> shape);
 // An I32 array holding a copy of values[0, numel(shape)).

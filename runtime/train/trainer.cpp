@@ -23,7 +23,9 @@
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/model_options_from_config.hpp"
 #include "runtime/core/context.hpp"
+#include "runtime/checkpoint/fault_injection.hpp"
 #include "runtime/train/batch_plan.hpp"
+#include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/fill_mask.hpp"
 #include "runtime/train/hardware_peak.hpp"
@@ -116,6 +118,7 @@ int train(const Config& config, const RunOptions& options) {
                               : config;
   memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
   const bool dry = options.dry_run.has_value();
+  const checkpoint::FaultPlan faults = checkpoint::fault_plan_from_environment();
   const DeviceTarget target = dry ? options.dry_run->for_world_size(world.size()) : DeviceTarget{};
   auto allocator = dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
                                                 "simulated " + target.describe())
@@ -236,6 +239,37 @@ int train(const Config& config, const RunOptions& options) {
       return e;
     };
 
+    // Checkpoints (checkpoint_saver.hpp): every checkpoint.interval steps, at the end, and when
+    // SIGTERM or SIGUSR1 (SIGINT with checkpoint.on_interrupt) stops the run. A dry run has no
+    // values to save.
+    const bool checkpointing = config.checkpoint.interval > 0 && !dry;
+    std::string checkpoints_root;
+    if (checkpointing) {
+      // Rank 0 named the run directory; the other writers need the same path.
+      std::string path = root ? run_dir->file("checkpoints") : std::string();
+      std::int64_t length = static_cast<std::int64_t>(path.size());
+      world.broadcast(&length, sizeof length, 0);
+      path.resize(static_cast<std::size_t>(length));
+      if (length > 0) world.broadcast(path.data(), length, 0);
+      checkpoints_root = path;
+    }
+    const std::string canonical = canonical_yaml(config);
+    const std::string hash = config_hash(config);
+    auto save = [&](std::int64_t at) {
+      const auto t0 = Clock::now();
+      checkpoint::WriteBudget budget = faults.kill_in_checkpoint
+                                           ? checkpoint::WriteBudget(*faults.kill_in_checkpoint)
+                                           : checkpoint::WriteBudget();
+      const CheckpointSource source{config, model.parameters(), *optimizer, scaler, canonical, hash};
+      const std::string path = save_checkpoint(source, grid, checkpoints_root, at, &budget);
+      if (root) {
+        progress.break_line();
+        char line[64];
+        std::snprintf(line, sizeof line, " (%.2f s)\n", seconds_since(t0));
+        out << "memtrain: checkpoint of step " << at << " saved to " << path << line << std::flush;
+      }
+    };
+
     const EvalResult start_eval = evaluate_and_log(0);
     EvalResult end_eval = start_eval;
     std::int64_t last_eval_step = 0;
@@ -265,7 +299,7 @@ int train(const Config& config, const RunOptions& options) {
     while (!interrupted && step < tc.max_steps) {
       ++step;
       const StepSettings settings{
-          kernels::learning_rate(static_cast<int>(step), tc.max_steps, tc.warmup_steps, tc.lr,
+          kernels::learning_rate(static_cast<int>(step), effective_lr_decay_steps(tc), tc.warmup_steps, tc.lr,
                                  tc.min_lr, tc.lr_schedule),
           tc.grad_clip, tc.seed};
       const auto t0 = Clock::now();
@@ -295,6 +329,12 @@ int train(const Config& config, const RunOptions& options) {
         end_eval = evaluate_and_log(step);
         last_eval_step = step;
       }
+      const bool saving_stop = interrupted && (stop_signal == SIGTERM || stop_signal == SIGUSR1 ||
+                                               config.checkpoint.on_interrupt);
+      if (checkpointing && (step % config.checkpoint.interval == 0 || step == tc.max_steps || saving_stop)) {
+        save(step);
+      }
+      if (faults.kill_at_step && step == *faults.kill_at_step) checkpoint::kill_self();
     }
     if (last_eval_step != step) end_eval = evaluate_and_log(step);
     progress.break_line();

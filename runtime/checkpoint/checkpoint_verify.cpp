@@ -1,0 +1,84 @@
+#include "runtime/checkpoint/checkpoint_verify.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "runtime/checkpoint/manifest.hpp"
+#include "runtime/data/file_hash.hpp"
+
+namespace memtrain::checkpoint {
+namespace fs = std::filesystem;
+
+VerifyReport verify_checkpoint(const std::string& dir) {
+  VerifyReport r;
+  const fs::path d(dir);
+  std::error_code ec;
+  if (!fs::is_directory(d, ec)) {
+    r.problems.push_back(dir + ": not a directory");
+    return r;
+  }
+  std::ifstream in(d / "manifest.json");
+  if (!in) {
+    r.problems.push_back("manifest.json: missing");
+    return r;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  Manifest m;
+  try {
+    m = parse_manifest(text.str());
+  } catch (const std::exception& e) {
+    r.problems.push_back(std::string("manifest.json: ") + e.what());
+    return r;
+  }
+  if (!m.count("meta.json")) r.problems.push_back("meta.json: not in the manifest");
+  std::set<std::string> listed;
+  for (const auto& [name, digest] : m) {
+    listed.insert(name);
+    const fs::path p = d / name;
+    if (!fs::is_regular_file(p, ec)) {
+      r.problems.push_back(name + ": missing");
+      continue;
+    }
+    const auto size = fs::file_size(p, ec);
+    if (ec) {
+      r.problems.push_back(name + ": unreadable (" + ec.message() + ")");
+      continue;
+    }
+    if (size != digest.bytes) {
+      r.problems.push_back(name + ": " + std::to_string(size) + " bytes, the manifest records " +
+                           std::to_string(digest.bytes) + " (truncated or overwritten)");
+      continue;
+    }
+    try {
+      const std::string actual = data::hex64(data::xxh64_file(p.string()));
+      if (actual != digest.xxh64) {
+        r.problems.push_back(name + ": XXH64 " + actual + ", the manifest records " + digest.xxh64 +
+                             " (corrupted)");
+      }
+    } catch (const std::exception& e) {
+      r.problems.push_back(name + ": " + e.what());
+    }
+  }
+  for (const auto& e : fs::directory_iterator(d, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name != "manifest.json" && !listed.count(name)) r.problems.push_back(name + ": not in the manifest");
+  }
+  return r;
+}
+
+std::optional<StoredCheckpoint> newest_valid_checkpoint(const std::string& root,
+                                                        std::vector<std::string>* warnings) {
+  for (const auto& c : list_checkpoints(root)) {
+    const VerifyReport r = verify_checkpoint(c.path);
+    if (r.ok()) return c;
+    if (warnings) {
+      for (const auto& p : r.problems) warnings->push_back("skipping checkpoint " + c.path + ": " + p);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace memtrain::checkpoint

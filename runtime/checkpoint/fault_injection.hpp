@@ -1,0 +1,33 @@
+#pragma once
+// MEMTRAIN_FAULT: faults a test injects into a run on purpose (docs/checkpoints.md, "Fault
+// injection"), so that recovery is tested against the failures it exists for.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace memtrain::checkpoint {
+
+// The faults named by MEMTRAIN_FAULT, a comma-separated list of NAME=VALUE:
+//   kill_at_step=K          the process SIGKILLs itself right after optimizer step K;
+//   kill_in_checkpoint=N    it SIGKILLs itself once N bytes of one checkpoint's files are written
+//                           (counted per process, over that checkpoint's files in write order).
+// Every rank reads the same variable (mpirun exports it to all of them).
+struct FaultPlan {
+  std::optional<std::int64_t> kill_at_step;
+  std::optional<std::int64_t> kill_in_checkpoint;
+
+  bool any() const { return kill_at_step.has_value() || kill_in_checkpoint.has_value(); }
+};
+
+// Parses `text` (the variable's value; empty = no faults). Throws memtrain::ConfigError
+// "MEMTRAIN_FAULT=<text>: <what>; expected ..." for an unknown name, a missing or non-integer
+// value, or a negative count.
+FaultPlan parse_fault_plan(const std::string& text);
+
+// parse_fault_plan(getenv("MEMTRAIN_FAULT")), or no faults when unset.
+FaultPlan fault_plan_from_environment();
+
+// SIGKILL of this process: no handler, no flush, no destructor runs (what a killed rank does).
+[[noreturn]] void kill_self();
+
+}  // namespace memtrain::checkpoint

@@ -1,0 +1,96 @@
+// memtrain checkpoint verify DIR | inspect DIR: checking and describing a checkpoint directory
+// (run_dir/checkpoints/step-NNNNNNNN) without loading it into a model.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "runtime/checkpoint/checkpoint_verify.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/core/safetensors.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void require_directory(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw ConfigError("checkpoint " + dir + ": not a directory; expected a checkpoint directory "
+                      "such as runs/<name>/checkpoints/step-00000100");
+  }
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int inspect(const std::string& dir, std::ostream& out) {
+  const checkpoint::VerifyReport report = checkpoint::verify_checkpoint(dir);
+  std::ifstream meta_in(fs::path(dir) / "meta.json");
+  const auto meta = nlohmann::json::parse(meta_in, nullptr, /*allow_exceptions=*/false);
+  out << "checkpoint " << dir << ": " << (report.ok() ? "valid" : "CORRUPT") << "\n";
+  if (meta.is_object()) {
+    for (const char* key : {"step", "consumed_samples", "dtype", "tensor_model_parallel_size",
+                            "data_parallel_size", "config_hash", "memtrain_version"}) {
+      if (meta.contains(key)) out << "  " << key << ": " << meta[key].dump() << "\n";
+    }
+  }
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    const auto bytes = fs::file_size(fs::path(dir) / f);
+    out << "  file " << f << ": " << bytes << " bytes\n";
+    if (!f.ends_with(".safetensors")) continue;
+    try {
+      for (const auto& [name, a] : core::read_safetensors((fs::path(dir) / f).string())) {
+        out << "    " << name << " " << a.dtype << " " << shape_text(a.shape) << "\n";
+      }
+    } catch (const std::exception& e) {
+      out << "    unreadable: " << e.what() << "\n";
+    }
+  }
+  for (const auto& p : report.problems) out << "  problem: " << p << "\n";
+  return report.ok() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_checkpoint_command(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("checkpoint", "Check or describe a checkpoint directory");
+  cmd->require_subcommand(1);
+  auto dir = std::make_shared<std::string>();
+
+  CLI::App* verify = cmd->add_subcommand(
+      "verify", "Check every file against manifest.json (exit 0 valid, 1 corrupt)");
+  verify->add_option("dir", *dir, "Checkpoint directory (run_dir/checkpoints/step-NNNNNNNN)")->required();
+  verify->callback([dir, &exit_code] {
+    require_directory(*dir);
+    const checkpoint::VerifyReport report = checkpoint::verify_checkpoint(*dir);
+    if (report.ok()) {
+      std::cout << "checkpoint " << *dir << ": valid\n";
+      exit_code = 0;
+      return;
+    }
+    std::cout << "checkpoint " << *dir << ": corrupt\n";
+    for (const auto& p : report.problems) std::cout << "  " << *dir << "/" << p << "\n";
+    exit_code = 1;
+  });
+
+  CLI::App* inspect_cmd = cmd->add_subcommand(
+      "inspect", "Print step, layout, files and every tensor's name, dtype and shape");
+  inspect_cmd->add_option("dir", *dir, "Checkpoint directory (run_dir/checkpoints/step-NNNNNNNN)")->required();
+  inspect_cmd->callback([dir, &exit_code] {
+    require_directory(*dir);
+    exit_code = inspect(*dir, std::cout);
+  });
+}
+
+}  // namespace memtrain::cli
