@@ -9,8 +9,9 @@ namespace memtrain::checkpoint {
 
 // The faults named by MEMTRAIN_FAULT, a comma-separated list of NAME=VALUE:
 //   kill_at_step=K          the process SIGKILLs itself right after optimizer step K;
-//   kill_in_checkpoint=N    it SIGKILLs itself once N bytes of one checkpoint's files are written
-//                           (counted per process, over that checkpoint's files in write order).
+//   kill_in_checkpoint=N    it SIGKILLs itself once it has written N bytes of checkpoint files
+//                           (counted per process over all its checkpoints, in write order, so
+//                           N past the first checkpoint's size dies inside the second).
 // Every rank reads the same variable (mpirun exports it to all of them).
 struct FaultPlan {
   std::optional<std::int64_t> kill_at_step;

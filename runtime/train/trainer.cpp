@@ -255,11 +255,13 @@ int train(const Config& config, const RunOptions& options) {
     }
     const std::string canonical = canonical_yaml(config);
     const std::string hash = config_hash(config);
+    // MEMTRAIN_FAULT=kill_in_checkpoint counts over all of this process's checkpoints, so a
+    // test can die inside the second one with the first one complete.
+    checkpoint::WriteBudget budget = faults.kill_in_checkpoint
+                                         ? checkpoint::WriteBudget(*faults.kill_in_checkpoint)
+                                         : checkpoint::WriteBudget();
     auto save = [&](std::int64_t at) {
       const auto t0 = Clock::now();
-      checkpoint::WriteBudget budget = faults.kill_in_checkpoint
-                                           ? checkpoint::WriteBudget(*faults.kill_in_checkpoint)
-                                           : checkpoint::WriteBudget();
       const CheckpointSource source{config, model.parameters(), *optimizer, scaler, canonical, hash};
       const std::string path = save_checkpoint(source, grid, checkpoints_root, at, &budget);
       if (root) {

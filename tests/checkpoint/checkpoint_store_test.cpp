@@ -1,0 +1,249 @@
+// runtime/checkpoint/: the on-disk protocol of a checkpoint (Note [A checkpoint appears whole or
+// not at all]), checked against what the files must hold: the sizes and XXH64 of the bytes
+// written (computed here with the xxhash library over the test's own buffers), the directories
+// left after pruning, and the problems verification reports for damaged files.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/checkpoint_verify.hpp"
+#include "runtime/checkpoint/durable_file.hpp"
+#include "runtime/checkpoint/fault_injection.hpp"
+#include "runtime/core/errors.hpp"
+
+namespace memtrain::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Dir {
+ public:
+  Dir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("memtrain_ckpt_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~Dir() { fs::remove_all(path_); }
+  std::string sub(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
+  std::vector<std::byte> b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::byte>((i * 131 + seed * 17) & 0xff);
+  return b;
+}
+
+std::string hex(std::uint64_t v) {
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(v));
+  return s;
+}
+
+// One complete checkpoint of `step` holding a.bin (1000 bytes) and b.bin (3 bytes).
+std::string write_checkpoint(const std::string& root, std::int64_t step, int keep_last = 2) {
+  const std::string tmp = begin_checkpoint(root, step);
+  write_file_durably(tmp + "/a.bin", pattern(1000, static_cast<unsigned>(step)));
+  write_file_durably(tmp + "/b.bin", pattern(3, 7));
+  nlohmann::ordered_json meta;
+  meta["step"] = step;
+  return commit_checkpoint(root, step, meta, keep_last);
+}
+
+void flip_byte(const std::string& path, std::streamoff at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x10);
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
+TEST(CheckpointStore, StepDirectoryNamesRoundTrip) {
+  EXPECT_EQ(step_directory_name(12), "step-00000012");
+  EXPECT_EQ(step_directory_name(123456789), "step-123456789");
+  EXPECT_EQ(parse_step_directory_name("step-00000012"), 12);
+  EXPECT_FALSE(parse_step_directory_name("step-00000012.tmp").has_value());
+  EXPECT_FALSE(parse_step_directory_name("latest").has_value());
+  EXPECT_FALSE(parse_step_directory_name("step-").has_value());
+}
+
+TEST(CheckpointStore, CommitWritesManifestOfTheBytesAndLatest) {
+  Dir d;
+  const std::string root = d.sub("checkpoints");
+  const std::string path = write_checkpoint(root, 5);
+  EXPECT_EQ(path, root + "/step-00000005");
+  EXPECT_FALSE(fs::exists(root + "/step-00000005.tmp"));
+  EXPECT_EQ(slurp(root + "/latest"), "step-00000005\n");
+
+  const auto manifest = nlohmann::json::parse(slurp(path + "/manifest.json"));
+  const auto a = pattern(1000, 5);
+  EXPECT_EQ(manifest["files"]["a.bin"]["bytes"], 1000);
+  EXPECT_EQ(manifest["files"]["a.bin"]["xxh64"], hex(XXH64(a.data(), a.size(), 0)));
+  const std::string meta_text = slurp(path + "/meta.json");
+  EXPECT_EQ(manifest["files"]["meta.json"]["xxh64"], hex(XXH64(meta_text.data(), meta_text.size(), 0)));
+  const auto meta = nlohmann::json::parse(meta_text);
+  EXPECT_EQ(meta["step"], 5);
+  EXPECT_EQ(meta["files"]["a.bin"], 1000);
+  EXPECT_EQ(meta["files"]["b.bin"], 3);
+  EXPECT_TRUE(verify_checkpoint(path).ok());
+}
+
+TEST(CheckpointStore, KeepLastRemovesOlderOnesOnlyAfterTheNewOne) {
+  Dir d;
+  const std::string root = d.sub("checkpoints");
+  for (int step : {2, 4, 6, 8}) write_checkpoint(root, step, /*keep_last=*/2);
+  const auto left = list_checkpoints(root);
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].step, 8);
+  EXPECT_EQ(left[1].step, 6);
+}
+
+TEST(CheckpointStore, ACommitRemovesTheFutureAResumeAbandoned) {
+  Dir d;
+  const std::string root = d.sub("checkpoints");
+  for (int step : {2, 4, 6}) write_checkpoint(root, step, 3);
+  write_checkpoint(root, 3, 3);  // resumed from 2, checkpointing at 3: 4 and 6 are another past
+  const auto left = list_checkpoints(root);
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].step, 3);
+  EXPECT_EQ(left[1].step, 2);
+  EXPECT_EQ(slurp(root + "/latest"), "step-00000003\n");
+}
+
+TEST(CheckpointStore, BeginRemovesLeftoversOfACrashedWrite) {
+  Dir d;
+  const std::string root = d.sub("checkpoints");
+  write_checkpoint(root, 2);
+  fs::create_directories(root + "/step-00000004.tmp");
+  std::ofstream(root + "/step-00000004.tmp/a.bin") << "partial";
+  begin_checkpoint(root, 6);
+  EXPECT_FALSE(fs::exists(root + "/step-00000004.tmp"));
+  EXPECT_TRUE(fs::is_directory(root + "/step-00000006.tmp"));
+  EXPECT_EQ(list_checkpoints(root).size(), 1u);  // a .tmp is never a checkpoint
+}
+
+TEST(CheckpointVerify, AFlippedByteIsReportedWithItsFile) {
+  Dir d;
+  const std::string path = write_checkpoint(d.sub("c"), 1);
+  flip_byte(path + "/a.bin", 500);
+  const auto r = verify_checkpoint(path);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0].rfind("a.bin: XXH64 ", 0), 0u) << r.problems[0];
+  EXPECT_NE(r.problems[0].find("(corrupted)"), std::string::npos);
+}
+
+TEST(CheckpointVerify, ATruncatedFileIsReportedWithBothSizes) {
+  Dir d;
+  const std::string path = write_checkpoint(d.sub("c"), 1);
+  fs::resize_file(path + "/a.bin", 999);
+  const auto r = verify_checkpoint(path);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0], "a.bin: 999 bytes, the manifest records 1000 (truncated or overwritten)");
+}
+
+TEST(CheckpointVerify, MissingManifestMissingFileAndUnlistedFile) {
+  Dir d;
+  const std::string one = write_checkpoint(d.sub("c1"), 1);
+  fs::remove(one + "/manifest.json");
+  EXPECT_EQ(verify_checkpoint(one).problems, std::vector<std::string>{"manifest.json: missing"});
+
+  const std::string two = write_checkpoint(d.sub("c2"), 1);
+  fs::remove(two + "/b.bin");
+  std::ofstream(two + "/extra.bin") << "x";
+  const auto r = verify_checkpoint(two);
+  EXPECT_EQ(r.problems, (std::vector<std::string>{"b.bin: missing", "extra.bin: not in the manifest"}));
+
+  const std::string three = write_checkpoint(d.sub("c3"), 1);
+  std::ofstream(three + "/manifest.json") << "{not json";
+  EXPECT_EQ(verify_checkpoint(three).problems, std::vector<std::string>{"manifest.json: not valid JSON"});
+}
+
+TEST(CheckpointVerify, TheNewestValidOneIsChosenAndTheSkippedOnesNamed) {
+  Dir d;
+  const std::string root = d.sub("checkpoints");
+  write_checkpoint(root, 2, 3);
+  write_checkpoint(root, 4, 3);
+  const std::string newest = write_checkpoint(root, 6, 3);
+  fs::resize_file(newest + "/b.bin", 1);
+  std::vector<std::string> warnings;
+  const auto chosen = newest_valid_checkpoint(root, &warnings);
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(chosen->step, 4);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "skipping checkpoint " + newest +
+                             ": b.bin: 1 bytes, the manifest records 3 (truncated or overwritten)");
+  EXPECT_FALSE(newest_valid_checkpoint(d.sub("nothing-here"), &warnings).has_value());
+}
+
+TEST(DurableFile, AFailedWriteThrowsNamingThePath) {
+  Dir d;
+  try {
+    write_file_durably(d.sub("no-such-dir/x.bin"), pattern(10, 1));
+    FAIL() << "expected RuntimeError";
+  } catch (const RuntimeError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write " + d.sub("no-such-dir/x.bin") + ": No such file or directory");
+  }
+}
+
+// kill_in_checkpoint: the process dies by SIGKILL with exactly the budget's bytes on disk.
+TEST(DurableFile, TheWriteBudgetKillsAfterItsBytes) {
+  Dir d;
+  const std::string path = d.sub("x.bin");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    WriteBudget budget(1234);
+    write_file_durably(path, pattern(5000, 3), &budget);
+    std::_Exit(0);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_EQ(fs::file_size(path), 1234u);
+}
+
+TEST(FaultPlan, ParsesTheDocumentedFaultsAndRefusesOthers) {
+  const FaultPlan p = parse_fault_plan("kill_at_step=3,kill_in_checkpoint=4096");
+  EXPECT_EQ(p.kill_at_step, 3);
+  EXPECT_EQ(p.kill_in_checkpoint, 4096);
+  EXPECT_FALSE(parse_fault_plan("").any());
+  const auto error = [](const std::string& text) {
+    try {
+      parse_fault_plan(text);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("kill_at_stp=3").rfind("MEMTRAIN_FAULT=kill_at_stp=3: unknown fault kill_at_stp; expected ", 0), 0u);
+  EXPECT_EQ(error("kill_at_step=-1").rfind("MEMTRAIN_FAULT=kill_at_step=-1: kill_at_step = -1 is not a non-negative integer", 0), 0u);
+  EXPECT_EQ(error("kill_at_step").rfind("MEMTRAIN_FAULT=kill_at_step: kill_at_step has no value", 0), 0u);
+}
+
+}  // namespace
+}  // namespace memtrain::checkpoint
