@@ -16,7 +16,10 @@
 // the SIGINT by sending the ranks SIGTERM, stops forwarding their output, and kills them
 // odls_base_sigkill_timeout (1 s) later, so the ranks stop after the current step with their
 // metrics flushed but their summary may never reach the terminal, and mpirun exits 1.
-// (Issue 13 adds a checkpoint to the SIGUSR1 and SIGTERM stops.)
+// With checkpoint.interval > 0 the SIGUSR1 and SIGTERM stops write a checkpoint after that step
+// (SIGINT only with checkpoint.on_interrupt); under a Ctrl-C in mpirun's terminal the second's
+// grace may cut it short, which leaves the previous checkpoint (Note [A checkpoint appears
+// whole or not at all]).
 
 #include <csignal>
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -169,6 +170,39 @@ TEST(Interrupt, SigtermStopsTrainAfterTheStepInProgressWithExit143) {
 }
 
 // Processes whose working directory is `dir` (this test's scratch directory: only its ranks).
+// With checkpointing on, SIGTERM saves the step it stopped after; SIGINT does not unless
+// checkpoint.on_interrupt (docs/checkpoints.md). interval 1000000: no save but the stop's.
+std::vector<std::string> with_checkpoints(std::vector<std::string> args, bool on_interrupt) {
+  for (const char* a : {"--set", "checkpoint.interval=1000000", "--set"}) args.push_back(a);
+  args.push_back(std::string("checkpoint.on_interrupt=") + (on_interrupt ? "true" : "false"));
+  return args;
+}
+
+TEST(Interrupt, SigtermSavesACheckpointOfTheStepItStoppedAfter) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  const auto r = interrupt_run(s, with_checkpoints(train_args(kBinary), false), SIGTERM, false);
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  expect_clean_stop(s, r, "SIGTERM", true);
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(r.final_step));
+  EXPECT_EQ(slurp(s.path("run/checkpoints/latest")), std::string(name) + "\n");
+  const auto meta = nlohmann::json::parse(slurp(s.path("run/checkpoints/" + std::string(name) + "/meta.json")),
+                                          nullptr, false);
+  ASSERT_TRUE(meta.is_object());
+  EXPECT_EQ(meta["step"].get<std::int64_t>(), r.final_step);
+}
+
+TEST(Interrupt, SigintSavesACheckpointOnlyWithOnInterrupt) {
+  for (const bool on_interrupt : {false, true}) {
+    Scratch s;
+    s.write("exp.yaml", kTinyMockYaml);
+    const auto r = interrupt_run(s, with_checkpoints(train_args(kBinary), on_interrupt), SIGINT, false);
+    EXPECT_EQ(r.exit_code, 130) << r.err;
+    EXPECT_EQ(std::filesystem::exists(s.path("run/checkpoints/latest")), on_interrupt) << on_interrupt;
+  }
+}
+
 int processes_in(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path wanted = fs::weakly_canonical(dir);
