@@ -3,13 +3,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
+#include "runtime/train/root_only.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -45,21 +45,6 @@ const char* sharding_name(models::Sharding s) {
 
 std::span<const std::byte> bytes_of(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
-// Runs `work` on every rank, then all meet: a failure anywhere throws everywhere.
-template <class Work>
-void on_all_ranks(comms::Communicator& world, const std::string& what, Work&& work) {
-  std::exception_ptr error;
-  try {
-    work();
-  } catch (...) {
-    error = std::current_exception();
-  }
-  std::int64_t failed = error ? 1 : 0;
-  world.allreduce_sum(&failed, 1);
-  if (error) std::rethrow_exception(error);
-  if (failed != 0) throw RuntimeError(what + " failed on another rank (its message says why)");
 }
 
 void write_rank_files(const CheckpointSource& src, const std::string& dir, int tp_rank,
@@ -101,17 +86,13 @@ void write_rank_files(const CheckpointSource& src, const std::string& dir, int t
 std::string save_checkpoint(const CheckpointSource& src, comms::ProcessGrid& grid,
                             const std::string& root, std::int64_t step, checkpoint::WriteBudget* budget) {
   comms::Communicator& world = grid.world();
-  std::string dir;
-  on_all_ranks(world, "starting checkpoint " + std::to_string(step), [&] {
-    if (world.rank() == 0) dir = checkpoint::begin_checkpoint(root, step);
-  });
+  std::string dir;  // rank 0 creates it; the others know its name
+  run_on_root(world, "starting checkpoint " + std::to_string(step),
+              [&] { checkpoint::begin_checkpoint(root, step); });
   dir = (fs::path(root) / (checkpoint::step_directory_name(step) + ".tmp")).string();
-  on_all_ranks(world, "writing checkpoint " + std::to_string(step), [&] {
-    if (grid.dp_rank() == 0) write_rank_files(src, dir, grid.tp_rank(), budget);
-  });
-  std::string final_path;
-  on_all_ranks(world, "completing checkpoint " + std::to_string(step), [&] {
-    if (world.rank() != 0) return;
+  run_where(world, grid.dp_rank() == 0, "writing checkpoint " + std::to_string(step), "another rank",
+            [&] { write_rank_files(src, dir, grid.tp_rank(), budget); });
+  run_on_root(world, "completing checkpoint " + std::to_string(step), [&] {
     const LossScaler::State s = src.scaler.state();
     nlohmann::ordered_json trainer;
     trainer["loss_scaler"] = {{"enabled", src.scaler.enabled()},
@@ -138,7 +119,7 @@ std::string save_checkpoint(const CheckpointSource& src, comms::ProcessGrid& gri
     meta["created_at_unix_s"] = std::chrono::duration_cast<std::chrono::seconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count();
-    final_path = checkpoint::commit_checkpoint(root, step, std::move(meta),
+    checkpoint::commit_checkpoint(root, step, std::move(meta),
                                                src.config.checkpoint.keep_last, budget);
   });
   return (fs::path(root) / checkpoint::step_directory_name(step)).string();

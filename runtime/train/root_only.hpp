@@ -3,19 +3,22 @@
 // ranks wait, with its failure reported on every rank instead of leaving them blocked.
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "comms/communicator.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
 
-// Runs `work` on rank 0, then all ranks meet in one collective. When `work` threw on rank 0 it
-// rethrows there, and the other ranks throw RuntimeError("<what> failed on rank 0"), so no rank
-// waits forever at a later collective. `what` names the work for that message.
+// Runs `work` on every rank for which `mine` is true, then all ranks meet in one collective.
+// When `work` threw on a rank it rethrows there, and the other ranks throw
+// RuntimeError("<what> failed on <elsewhere> (its message says why)"), so no rank waits forever
+// at a later collective.
 template <class Work>
-void run_on_root(comms::Communicator& comm, const std::string& what, Work&& work) {
+void run_where(comms::Communicator& comm, bool mine, const std::string& what,
+               const std::string& elsewhere, Work&& work) {
   std::exception_ptr error;
-  if (comm.rank() == 0) {
+  if (mine) {
     try {
       work();
     } catch (...) {
@@ -25,7 +28,13 @@ void run_on_root(comms::Communicator& comm, const std::string& what, Work&& work
   std::int64_t failed = error ? 1 : 0;
   comm.allreduce_sum(&failed, 1);
   if (error) std::rethrow_exception(error);
-  if (failed != 0) throw RuntimeError(what + " failed on rank 0 (its message says why)");
+  if (failed != 0) throw RuntimeError(what + " failed on " + elsewhere + " (its message says why)");
+}
+
+// Runs `work` on rank 0 while the others wait (run_where).
+template <class Work>
+void run_on_root(comms::Communicator& comm, const std::string& what, Work&& work) {
+  run_where(comm, comm.rank() == 0, what, "rank 0", std::forward<Work>(work));
 }
 
 }  // namespace memtrain::train
