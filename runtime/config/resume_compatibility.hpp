@@ -1,0 +1,47 @@
+#pragma once
+// Which config changes a resume from a checkpoint accepts (docs/config.md, "Resuming").
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/config/config.hpp"
+
+namespace memtrain::train {
+
+// Note [What a resume may change]
+// A resume must continue the trajectory the checkpoint was on (Note [A checkpoint needs no RNG
+// state and no data cursor]). A key may differ from the checkpoint's config.yaml only when the
+// values it drives never reach the parameters: how often to log, evaluate or checkpoint, how
+// many threads (a property of the machine, as in PyTorch and Megatron-LM), the health checks, the memory
+// trace, where the data cache lives, and how the allocator pools memory (the same bytes end up
+// in the same tensors whatever the policy). training.max_steps may grow or shrink as long as
+// the learning-rate schedule keeps its length: effective_lr_decay_steps, recorded in the
+// checkpoint, must be equal (Megatron-LM's --lr-decay-iters), so lr_decay_steps itself may be
+// spelled differently (0 with max_steps N, or N). Everything else (the model, data, batch,
+// optimizer, precision, recomputation, parallel layout) is part of the trajectory and a change
+// is refused, naming every key that differs.
+//
+// A run directory belongs to a trajectory, not to a config text: run.json's config_hash is
+// trajectory_hash, so a resume that lengthens a run or logs more often opens the same run
+// directory (Note [A run directory belongs to one config]).
+
+// True for a key a resume may change: training.max_steps, training.lr_decay_steps (both
+// subject to the schedule-length rule), training.log_interval, training.eval_interval,
+// training.eval_steps, training.num_threads, data.cache_dir, checkpoint.*, health.*,
+// memory.trace and the allocator's keys (memory.policy, max_split_size,
+// garbage_collection_threshold, expandable_segments, capacity, limit, reservation, ledger).
+bool resume_may_change(std::string_view key);
+
+// XXH64 (16 hex digits) of the trajectory: every key resume_may_change refuses, with its
+// canonical value, plus effective_lr_decay_steps. Equal for two configs a resume accepts.
+std::string trajectory_hash(const Config& config);
+
+// The differences between the config a checkpoint was written with (its config.yaml text,
+// canonical_yaml's format) and `config` that a resume refuses, one line each:
+// "training.lr: checkpoint 0.001, now 0.002". `saved_lr_decay_steps` is the checkpoint's
+// effective schedule length (meta.json). Empty when the resume is allowed. Throws ConfigError
+// when `saved_yaml` is not YAML.
+std::vector<std::string> resume_conflicts(const std::string& saved_yaml, int saved_lr_decay_steps,
+                                          const Config& config);
+
+}  // namespace memtrain::train
