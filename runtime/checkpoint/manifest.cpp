@@ -35,8 +35,17 @@ Manifest parse_manifest(const std::string& text) {
   if (!j.is_object() || !j.contains("files") || !j["files"].is_object()) {
     throw RuntimeError("has no \"files\" object");
   }
+  if (j.contains("version") && j["version"] != 1) {
+    throw RuntimeError("has version " + j["version"].dump() + "; this memtrain reads version 1");
+  }
   Manifest m;
   for (const auto& [name, d] : j["files"].items()) {
+    // Files of the checkpoint directory itself: a name that leaves it would make verification
+    // read (and vouch for) a file elsewhere.
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos) {
+      throw RuntimeError("entry \"" + name + "\" is not a file name inside the checkpoint directory");
+    }
     if (!d.is_object() || !d.contains("bytes") || !d["bytes"].is_number_unsigned() ||
         !d.contains("xxh64") || !d["xxh64"].is_string()) {
       throw RuntimeError("entry \"" + name + "\" lacks bytes or xxh64");

@@ -182,6 +182,23 @@ TEST(CheckpointVerify, MissingManifestMissingFileAndUnlistedFile) {
   EXPECT_EQ(verify_checkpoint(three).problems, std::vector<std::string>{"manifest.json: not valid JSON"});
 }
 
+// A manifest naming a file outside its directory, or of a later format, is not trusted.
+TEST(CheckpointVerify, AManifestNamingFilesOutsideItsDirectoryIsRefused) {
+  Dir d;
+  const std::string dir = write_checkpoint(d.sub("c"), 1);
+  std::ofstream(d.sub("outside.bin")) << "x";
+  const std::string digest = "{\"bytes\": 1, \"xxh64\": \"0\"}";
+  for (const std::string name : {"../outside.bin", "sub/a.bin", "..", ""}) {
+    std::ofstream(dir + "/manifest.json") << "{\"version\": 1, \"files\": {\"" + name + "\": " + digest + "}}";
+    const auto r = verify_checkpoint(dir);
+    ASSERT_FALSE(r.problems.empty()) << name;
+    EXPECT_EQ(r.problems[0], "manifest.json: entry \"" + name + "\" is not a file name inside the checkpoint directory");
+  }
+  std::ofstream(dir + "/manifest.json") << "{\"version\": 2, \"files\": {}}";
+  EXPECT_EQ(verify_checkpoint(dir).problems,
+            std::vector<std::string>{"manifest.json: has version 2; this memtrain reads version 1"});
+}
+
 TEST(CheckpointVerify, TheNewestValidOneIsChosenAndTheSkippedOnesNamed) {
   Dir d;
   const std::string root = d.sub("checkpoints");
