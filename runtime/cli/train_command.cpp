@@ -21,6 +21,7 @@ struct TrainArgs {
   bool dry_run = false;
   std::string target;
   std::string non_allocator;
+  std::string resume = "auto";
 };
 
 constexpr const char* kDefaultTarget = "a100-40gb";
@@ -52,12 +53,18 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--non-allocator", args->non_allocator,
                   "With --dry-run: device bytes outside the allocator (CUDA context, cuBLAS, NCCL), "
                   "replacing the target's estimate, e.g. 1GiB");
+  cmd->add_option("--resume", args->resume,
+                  "auto (default): resume from the run directory's newest valid checkpoint if it has "
+                  "one; required: refuse to start without one; never: refuse a run directory with "
+                  "checkpoints")
+      ->type_name("auto|required|never");
   cmd->callback([args, &exit_code] {
     if (!args->dry_run && (!args->target.empty() || !args->non_allocator.empty())) {
       throw ConfigError(std::string(args->target.empty() ? "--non-allocator" : "--target") +
                         " needs --dry-run (a compute run uses the real device)");
     }
-    train::RunOptions options{args->run_dir, std::nullopt, train::resolve_recompute};
+    train::RunOptions options{args->run_dir, std::nullopt, train::resolve_recompute,
+                              train::parse_resume_mode(args->resume)};
     if (args->dry_run) {
       options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);
       if (!args->non_allocator.empty()) {

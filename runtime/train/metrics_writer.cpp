@@ -1,7 +1,11 @@
 #include "runtime/train/metrics_writer.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
+#include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
@@ -49,10 +53,53 @@ void MetricsWriter::write(const EvalMetrics& m) {
   write_line(j.dump());
 }
 
+void MetricsWriter::write_resumed(std::int64_t step, const std::string& checkpoint, int checkpoint_dp,
+                                  int dp) {
+  nlohmann::ordered_json j;
+  j["resumed_from"] = step;
+  j["checkpoint"] = checkpoint;
+  j["checkpoint_data_parallel_size"] = checkpoint_dp;
+  j["data_parallel_size"] = dp;
+  write_line(j.dump());
+}
+
 void MetricsWriter::write_line(const std::string& line) {
   out_ << line << '\n';
   out_.flush();
   if (!out_) throw RuntimeError("cannot write to " + path_);
+}
+
+MetricsTruncation truncate_metrics_after(const std::string& path, std::int64_t step) {
+  MetricsTruncation result;
+  if (!std::filesystem::exists(path)) return result;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw RuntimeError("cannot read " + path);
+  std::vector<std::string> kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      ++result.dropped_lines;  // torn by a kill mid-write
+      continue;
+    }
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) {
+      const auto s = j["step"].get<std::int64_t>();
+      if (s > step) {
+        ++result.dropped_lines;
+        continue;
+      }
+      if (s == step && j.contains("eval_loss")) result.eval_at_step = true;
+    }
+    kept.push_back(line);
+  }
+  if (in.bad()) throw RuntimeError("cannot read " + path);
+  core::write_file_atomically(path, [&](std::ostream& out) {
+    for (const auto& l : kept) out << l << '\n';
+  });
+  return result;
 }
 
 }  // namespace memtrain::train

@@ -62,6 +62,10 @@ class MetricsWriter {
   explicit MetricsWriter(const std::string& path);
   void write(const TrainMetrics& m);
   void write(const EvalMetrics& m);
+  // {"resumed_from": step, "checkpoint": path, "checkpoint_data_parallel_size": n,
+  //  "data_parallel_size": m}: training continues after `step` from that checkpoint. It has no
+  // "step" key, so readers of step lines skip it.
+  void write_resumed(std::int64_t step, const std::string& checkpoint, int checkpoint_dp, int dp);
   const std::string& path() const { return path_; }
 
  private:
@@ -69,5 +73,17 @@ class MetricsWriter {
   std::string path_;
   std::ofstream out_;
 };
+
+// What truncate_metrics_after kept.
+struct MetricsTruncation {
+  std::int64_t dropped_lines = 0;
+  bool eval_at_step = false;  // an eval line of the step kept through survived
+};
+
+// Rewrites `path` (atomically) without its lines of steps after `step`, and without a torn
+// last line (a process killed while writing it), so that after a resume from the checkpoint of
+// `step` no step appears twice. Lines without "step" (resumed_from) are kept. A missing file
+// is left missing. Throws RuntimeError when it cannot be read or rewritten.
+MetricsTruncation truncate_metrics_after(const std::string& path, std::int64_t step);
 
 }  // namespace memtrain::train

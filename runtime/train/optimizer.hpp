@@ -87,6 +87,12 @@ class AdamW final : public Optimizer {
   // The moments of parameter i (for checkpoints and tests): [same shape as the parameter].
   const core::Tensor& exp_avg(std::size_t i) const { return m_[i]; }
   const core::Tensor& exp_avg_sq(std::size_t i) const { return v_[i]; }
+  // The same, to be overwritten when a checkpoint is loaded (checkpoint_loader.hpp).
+  core::Tensor& exp_avg(std::size_t i) { return m_[i]; }
+  core::Tensor& exp_avg_sq(std::size_t i) { return v_[i]; }
+  // The number of steps taken, restored from a checkpoint: the next step's bias correction
+  // uses step_count + 1.
+  void set_step_count(std::int64_t steps) { step_ = steps; }
 
  private:
   std::vector<models::Parameter>& params_;

@@ -12,23 +12,30 @@ namespace memtrain::train {
 
 // Runs `work` on every rank for which `mine` is true, then all ranks meet in one collective.
 // When `work` threw on a rank it rethrows there, and the other ranks throw
-// RuntimeError("<what> failed on <elsewhere> (its message says why)"), so no rank waits forever
-// at a later collective.
+// "<what> failed on <elsewhere> (its message says why)", so no rank waits forever at a later
+// collective: a ConfigError when any rank's failure was one (every rank then exits 2, the
+// usage code), else a RuntimeError.
 template <class Work>
 void run_where(comms::Communicator& comm, bool mine, const std::string& what,
                const std::string& elsewhere, Work&& work) {
   std::exception_ptr error;
+  std::int64_t failed[2] = {0, 0};  // any failure, config failures
   if (mine) {
     try {
       work();
+    } catch (const ConfigError&) {
+      error = std::current_exception();
+      failed[1] = 1;
     } catch (...) {
       error = std::current_exception();
     }
   }
-  std::int64_t failed = error ? 1 : 0;
-  comm.allreduce_sum(&failed, 1);
+  if (error) failed[0] = 1;
+  comm.allreduce_sum(failed, 2);
   if (error) std::rethrow_exception(error);
-  if (failed != 0) throw RuntimeError(what + " failed on " + elsewhere + " (its message says why)");
+  const std::string message = what + " failed on " + elsewhere + " (its message says why)";
+  if (failed[1] != 0) throw ConfigError(message);
+  if (failed[0] != 0) throw RuntimeError(message);
 }
 
 // Runs `work` on rank 0 while the others wait (run_where).

@@ -22,9 +22,11 @@
 #include "runtime/config/config_hash.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/model_options_from_config.hpp"
+#include "runtime/config/resume_compatibility.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/checkpoint/fault_injection.hpp"
 #include "runtime/train/batch_plan.hpp"
+#include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/fill_mask.hpp"
@@ -35,6 +37,7 @@
 #include "runtime/train/model_memory.hpp"
 #include "runtime/train/optimizer.hpp"
 #include "runtime/train/progress_line.hpp"
+#include "runtime/train/resume.hpp"
 #include "runtime/train/root_only.hpp"
 #include "runtime/train/run_directory.hpp"
 #include "runtime/train/run_summary.hpp"
@@ -64,6 +67,15 @@ std::string plain_number(double x) {
   std::ostringstream os;
   os << std::setprecision(17) << x;
   return os.str();
+}
+
+// Rank 0's string on every rank of `comm`.
+std::string broadcast_string(comms::Communicator& comm, std::string s) {
+  std::int64_t length = static_cast<std::int64_t>(s.size());
+  comm.broadcast(&length, sizeof length, 0);
+  s.resize(static_cast<std::size_t>(length));
+  if (length > 0) comm.broadcast(s.data(), length, 0);
+  return s;
 }
 
 EvalMetrics to_metrics(std::int64_t step, const EvalResult& e) {
@@ -160,11 +172,43 @@ int train(const Config& config, const RunOptions& options) {
   }
   std::optional<RunDirectory> run_dir;
   std::optional<MetricsWriter> metrics;
+  ResumePoint resume;
+  MetricsTruncation truncation;
   run_on_root(world, "creating the run directory", [&] {
-    run_dir = RunDirectory::open(run_path, config_hash(config), canonical_yaml(config),
+    // Before the run directory is opened: a refused resume names the keys that differ, which
+    // says more than the run directory's hash mismatch would.
+    if (!dry) resume = find_resume_point(run_path, options.resume, config, std::cerr);
+    // Note [What a resume may change]: the directory belongs to a trajectory.
+    run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config),
                                  config.name, config.path, world.size());
+    // Starting over (no checkpoint verified) drops every logged step; a resume those after it.
+    if (resume.resume || resume.none_valid) {
+      truncation = truncate_metrics_after(run_dir->file("metrics.jsonl"), resume.resume ? resume.step : -1);
+    }
     metrics.emplace(run_dir->file("metrics.jsonl"));
+    if (resume.resume) {
+      metrics->write_resumed(resume.step, resume.checkpoint, resume.data_parallel_size, grid.dp_size());
+    }
   });
+  // Every rank loads its tensor-parallel rank's files (Note [A checkpoint needs no RNG state
+  // and no data cursor]: nothing else is needed to continue the trajectory).
+  {
+    std::int64_t header[2] = {resume.resume ? 1 : 0, resume.step};
+    world.broadcast(header, sizeof header, 0);
+    resume.resume = header[0] != 0;
+    resume.step = header[1];
+    resume.checkpoint = broadcast_string(world, resume.checkpoint);
+  }
+  if (resume.resume) {
+    const auto t0 = Clock::now();
+    run_where(world, true, "loading checkpoint " + resume.checkpoint, "another rank", [&] {
+      load_checkpoint(resume.checkpoint, grid, model.parameters(), *optimizer, scaler);
+    });
+    char line[64];
+    std::snprintf(line, sizeof line, " in %.2f s\n", seconds_since(t0));
+    out << "memtrain: resumed from checkpoint " << resume.checkpoint << " (step " << resume.step
+        << ")" << line << std::flush;
+  }
 
   // Note [Memory record of an out-of-memory run]
   // An OutOfMemory is the failure the memory outputs exist to explain: the allocator's
@@ -224,11 +268,12 @@ int train(const Config& config, const RunOptions& options) {
 
     ProgressLine progress(out, root && stdout_is_terminal());
 
-    auto evaluate_and_log = [&](std::int64_t step) {
+    // `write`: false for the evaluation at a resumed step that metrics.jsonl already has.
+    auto evaluate_and_log = [&](std::int64_t step, bool write = true) {
       auto e = evaluate_model(model, *data.validation, *comm, tc.micro_batch_size, tc.eval_steps);
       if (dry) e.loss = e.accuracy = e.perplexity = std::nan("");
       if (root) {
-        metrics->write(to_metrics(step, e));
+        if (write) metrics->write(to_metrics(step, e));
         progress.break_line();
         char line[160];
         std::snprintf(line, sizeof line,
@@ -246,12 +291,7 @@ int train(const Config& config, const RunOptions& options) {
     std::string checkpoints_root;
     if (checkpointing) {
       // Rank 0 named the run directory; the other writers need the same path.
-      std::string path = root ? run_dir->file("checkpoints") : std::string();
-      std::int64_t length = static_cast<std::int64_t>(path.size());
-      world.broadcast(&length, sizeof length, 0);
-      path.resize(static_cast<std::size_t>(length));
-      if (length > 0) world.broadcast(path.data(), length, 0);
-      checkpoints_root = path;
+      checkpoints_root = broadcast_string(world, root ? run_dir->file("checkpoints") : std::string());
     }
     const std::string canonical = canonical_yaml(config);
     const std::string hash = config_hash(config);
@@ -272,9 +312,9 @@ int train(const Config& config, const RunOptions& options) {
       }
     };
 
-    const EvalResult start_eval = evaluate_and_log(0);
+    const EvalResult start_eval = evaluate_and_log(resume.step, !truncation.eval_at_step);
     EvalResult end_eval = start_eval;
-    std::int64_t last_eval_step = 0;
+    std::int64_t last_eval_step = resume.step;
 
     // All ranks must agree to stop, or the others would wait in the next all-reduce forever.
     // Every rank stops at the same step: the ranks vote on the stop signals after every step.
@@ -295,7 +335,7 @@ int train(const Config& config, const RunOptions& options) {
                   TrainingLogSettings{tc.max_steps, tc.log_interval, peak_flops, sgemm_flops, dry});
     }
     double last_loss = std::nan("");
-    std::int64_t step = 0;
+    std::int64_t step = resume.step;
     // A SIGINT during setup (data preparation can take a minute) stops before the first step.
     bool interrupted = stop_requested();
     while (!interrupted && step < tc.max_steps) {

@@ -7,6 +7,7 @@
 
 #include "runtime/config/config.hpp"
 #include "runtime/config/device_target.hpp"
+#include "runtime/train/resume.hpp"
 
 namespace memtrain::train {
 
@@ -22,6 +23,9 @@ struct RunOptions {
   // the resolver in: given the config, the world size and the log, it returns the config with
   // memory.recompute* resolved. Unset and recompute auto: run_training throws ConfigError.
   std::function<Config(const Config&, int world_size, std::ostream& log)> resolve_recompute{};
+  // `train --resume`: whether run_dir's checkpoints are resumed (resume.hpp). A dry run never
+  // resumes (it has no values to load).
+  ResumeMode resume = ResumeMode::automatic;
 };
 
 // Trains config.model on config.data for training.max_steps steps on every rank of the world
@@ -36,8 +40,14 @@ struct RunOptions {
 // prints the progress line, the fill-mask predictions (not with data.mock) and the summary, and
 // writes run_dir/memory_snapshot.json (and memory_trace.json with memory.trace).
 //
+// With checkpoints in the run directory, training resumes from the newest valid one (per
+// options.resume, find_resume_point): every rank loads it (load_checkpoint), metrics.jsonl
+// loses its lines after the checkpoint's step and gains a resumed_from line, and the steps
+// after it run exactly as an uninterrupted run's would.
+//
 // Throws ConfigError (exit 2) for what the world size or environment makes invalid
-// (global_batch_size vs. ranks, a run directory written by another config, corpus errors) and
+// (global_batch_size vs. ranks, a run directory written by another trajectory, a checkpoint
+// the config may not resume, corpus errors) and
 // RuntimeError / memtrain::OutOfMemory (exit 1) for failures while running.
 int run_training(const Config& config, const RunOptions& options);
 

@@ -1,7 +1,7 @@
 // Checkpoints written by `memtrain train` and checked by `memtrain checkpoint verify/inspect`,
 // run as a user runs them: where they land, what survives a SIGKILL at a chosen step or at a
 // chosen byte of a checkpoint write (MEMTRAIN_FAULT), and what a damaged file looks like.
-// Resuming from them is not built yet.
+// Resuming from them: resume_cli_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/core/safetensors.hpp"
+#include "tests/cli/checkpoint_config.hpp"
 #include "tests/cli/run_memtrain.hpp"
 
 namespace memtrain::cli {
@@ -23,14 +24,8 @@ using testing::kTinyMockYaml;
 using testing::Scratch;
 using testing::slurp;
 
-// The tiny mock config with max_steps, a fixed schedule length and checkpoint.interval.
 std::string config(const Scratch& s, const std::string& name, int max_steps, int interval) {
-  std::string text = kTinyMockYaml;
-  const std::string from = "  max_steps: 2\n";
-  text.replace(text.find(from), from.size(),
-               "  max_steps: " + std::to_string(max_steps) + "\n  lr_decay_steps: 5\n  log_interval: 1\n");
-  text += "checkpoint:\n  interval: " + std::to_string(interval) + "\n  keep_last: 2\n";
-  return s.write(name, text);
+  return testing::checkpoint_config(s, name, max_steps, interval);
 }
 
 std::uintmax_t directory_bytes(const std::string& dir) {

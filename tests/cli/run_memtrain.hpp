@@ -67,11 +67,13 @@ class Scratch {
   // the working directory, e.g. a script), under `timeout` so that a hung job fails the test
   // (exit 124) instead of stalling it. --allow-run-as-root only as root, --oversubscribe
   // always (2 cores here, up to 4 ranks).
-  Run mpirun(int ranks, const std::string& args) const {
+  // `env` ("NAME=VALUE", or empty) is set for every rank (mpirun -x NAME).
+  Run mpirun(int ranks, const std::string& args, const std::string& env = "") const {
     const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
     const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
-    return shell("timeout -k 10 300 mpirun --oversubscribe" + root + " -np " +
-                 std::to_string(ranks) + " '" + binary + "' " + args);
+    const std::string forward = env.empty() ? "" : " -x " + env.substr(0, env.find('='));
+    return shell((env.empty() ? "" : env + " ") + "timeout -k 10 300 mpirun --oversubscribe" + root +
+                 forward + " -np " + std::to_string(ranks) + " '" + binary + "' " + args);
   }
 
   // `command` run by /bin/sh in the scratch directory, output captured.

@@ -1,0 +1,140 @@
+#include "runtime/train/checkpoint_loader.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/core/errors.hpp"
+#include "runtime/core/safetensors.hpp"
+
+namespace memtrain::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json read_json(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw RuntimeError(file + ": cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeError(file + ": not JSON (" + e.what() + ")");
+  }
+}
+
+template <class T>
+T field(const nlohmann::json& j, const char* key, const std::string& file) {
+  if (!j.is_object() || !j.contains(key)) throw RuntimeError(file + ": no field \"" + key + "\"");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw RuntimeError(file + ": field \"" + key + "\" has the wrong type: " + j.at(key).dump());
+  }
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::string tp_suffix(int tp_rank) {
+  char s[16];
+  std::snprintf(s, sizeof s, "tp%02d", tp_rank);
+  return s;
+}
+
+// Copies the array `name` of `arrays` (read from `file`) into `t`, after checking that its
+// dtype and shape are t's.
+void copy_into(core::Tensor& t, const std::map<std::string, core::HostArray>& arrays,
+               const std::string& name, const std::string& file) {
+  const auto it = arrays.find(name);
+  if (it == arrays.end()) throw RuntimeError(file + ": no tensor " + name + " (a checkpoint of another model?)");
+  const core::HostArray& a = it->second;
+  const std::string dtype = core::dtype_name(t.dtype());
+  if (a.dtype != dtype || a.shape != t.shape()) {
+    throw RuntimeError(file + ": tensor " + name + " is " + a.dtype + " " + shape_text(a.shape) +
+                       ", the model's is " + dtype + " " + shape_text(t.shape()));
+  }
+  if (t.nbytes() == 0) return;
+  void* dst = t.dtype() == core::DType::f32   ? static_cast<void*>(t.data<float>())
+              : t.dtype() == core::DType::i32 ? static_cast<void*>(t.data<std::int32_t>())
+                                              : static_cast<void*>(t.data<std::uint16_t>());
+  std::memcpy(dst, a.data.data(), t.nbytes());
+}
+
+}  // namespace
+
+CheckpointMeta read_checkpoint_meta(const std::string& dir) {
+  const std::string file = (fs::path(dir) / "meta.json").string();
+  const nlohmann::json j = read_json(file);
+  CheckpointMeta m;
+  m.step = field<std::int64_t>(j, "step", file);
+  m.tensor_model_parallel_size = field<int>(j, "tensor_model_parallel_size", file);
+  m.data_parallel_size = field<int>(j, "data_parallel_size", file);
+  m.lr_decay_steps = field<int>(j, "lr_decay_steps", file);
+  m.dtype = field<std::string>(j, "dtype", file);
+  return m;
+}
+
+void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
+                     std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler) {
+  const CheckpointMeta meta = read_checkpoint_meta(dir);
+  if (meta.tensor_model_parallel_size != grid.tp_size()) {
+    throw ConfigError("checkpoint " + dir + " was written with tensor_model_parallel_size " +
+                      std::to_string(meta.tensor_model_parallel_size) + ", this run has " +
+                      std::to_string(grid.tp_size()) +
+                      "; resharding on load is not built: resume with the checkpoint's "
+                      "tensor_model_parallel_size");
+  }
+  auto* adamw = dynamic_cast<AdamW*>(&optimizer);
+  if (!adamw) throw RuntimeError("loading checkpoints into this optimizer is not built (AdamW only)");
+
+  const std::string suffix = tp_suffix(grid.tp_rank());
+  const std::string model_file = (fs::path(dir) / ("model-" + suffix + ".safetensors")).string();
+  const std::string optim_file = (fs::path(dir) / ("optimizer-" + suffix + ".safetensors")).string();
+  const auto model = core::read_safetensors(model_file);
+  const auto optim = core::read_safetensors(optim_file);
+  if (model.size() != params.size()) {
+    throw RuntimeError(model_file + ": " + std::to_string(model.size()) + " tensors, the model has " +
+                       std::to_string(params.size()) + " parameters (a checkpoint of another model?)");
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto& p = params[i];
+    copy_into(p.value, model, p.name, model_file);
+    copy_into(adamw->exp_avg(i), optim, p.name + ".exp_avg", optim_file);
+    copy_into(adamw->exp_avg_sq(i), optim, p.name + ".exp_avg_sq", optim_file);
+    if (p.master.defined()) copy_into(p.master, optim, p.name + ".master", optim_file);
+  }
+  const auto step = optim.find("step");
+  if (step == optim.end() || step->second.dtype != "I64" || step->second.numel() != 1) {
+    throw RuntimeError(optim_file + ": no I64 scalar \"step\"");
+  }
+  std::int64_t steps = 0;
+  std::memcpy(&steps, step->second.data.data(), sizeof steps);
+  adamw->set_step_count(steps);
+
+  const std::string state_file = (fs::path(dir) / "trainer_state.json").string();
+  const nlohmann::json state = read_json(state_file);
+  const nlohmann::json ls = state.is_object() && state.contains("loss_scaler") ? state["loss_scaler"]
+                                                                               : nlohmann::json();
+  const std::string where = state_file + " loss_scaler";
+  LossScaler::State s;
+  s.scale = field<double>(ls, "scale", where);
+  s.growth_tracker = field<int>(ls, "growth_tracker", where);
+  s.consecutive_overflows = field<int>(ls, "consecutive_overflows", where);
+  s.skipped_steps = field<std::int64_t>(ls, "skipped_steps", where);
+  s.consecutive_overflows_at_min = field<int>(ls, "consecutive_overflows_at_min", where);
+  scaler.load(s);
+}
+
+}  // namespace memtrain::train

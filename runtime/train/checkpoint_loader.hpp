@@ -1,0 +1,40 @@
+#pragma once
+// Loading a checkpoint written by save_checkpoint back into a model, its AdamW and its loss
+// scaler, so that training continues on the same trajectory (docs/checkpoints.md, "Resume").
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comms/process_grid.hpp"
+#include "models/parameter.hpp"
+#include "runtime/train/loss_scaler.hpp"
+#include "runtime/train/optimizer.hpp"
+
+namespace memtrain::train {
+
+// What meta.json of a checkpoint says about it (the fields a resume checks).
+struct CheckpointMeta {
+  std::int64_t step = 0;
+  int tensor_model_parallel_size = 1;
+  int data_parallel_size = 1;
+  int lr_decay_steps = 0;
+  std::string dtype;
+};
+
+// Reads dir/meta.json. Throws RuntimeError naming the file and the field when it is missing,
+// not JSON, or a field is absent or of the wrong type.
+CheckpointMeta read_checkpoint_meta(const std::string& dir);
+
+// Overwrites this rank's parameter values and fp32 masters, AdamW's moments and step count,
+// and the loss scaler's state with those of the checkpoint in `dir` (a complete, verified
+// step-NNNNNNNN directory): model-tpXX.safetensors and optimizer-tpXX.safetensors of this
+// rank's tensor-parallel rank, and trainer_state.json. Any data-parallel size loads (AdamW's
+// state is replicated); the tensor-parallel size must be the checkpoint's, since resharding
+// on load is not built (ConfigError naming both sizes). Throws RuntimeError naming the file and
+// the tensor when a tensor is missing or its dtype or shape differs from the model's (a
+// checkpoint of another model), and for an optimizer other than AdamW. Not collective: the
+// caller reports a failure on one rank to the others (run_where).
+void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
+                     std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler);
+
+}  // namespace memtrain::train
