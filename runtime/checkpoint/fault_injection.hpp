@@ -8,7 +8,8 @@
 namespace memtrain::checkpoint {
 
 // The faults named by MEMTRAIN_FAULT, a comma-separated list of NAME=VALUE:
-//   kill_at_step=K          the process SIGKILLs itself right after optimizer step K;
+//   kill_at_step=K[:R]      the process SIGKILLs itself right after optimizer step K (with R:
+//                           only world rank R; mpirun then ends the others);
 //   kill_in_checkpoint=N    it SIGKILLs itself once it has written N bytes of checkpoint files
 //                           (counted per process over all its checkpoints, in write order, so
 //                           N past the first checkpoint's size dies inside the second).
@@ -16,6 +17,12 @@ namespace memtrain::checkpoint {
 struct FaultPlan {
   std::optional<std::int64_t> kill_at_step;
   std::optional<std::int64_t> kill_in_checkpoint;
+  std::optional<std::int64_t> kill_rank;  // kill_at_step's rank; none: every rank
+
+  // True when this world rank dies after `step`.
+  bool kills_after(std::int64_t step, int world_rank) const {
+    return kill_at_step && step == *kill_at_step && (!kill_rank || *kill_rank == world_rank);
+  }
 
   bool any() const { return kill_at_step.has_value() || kill_in_checkpoint.has_value(); }
 };

@@ -10,7 +10,7 @@
 
 namespace memtrain::cli {
 
-// memtrain train --config F [--set section.key=value]... [--run-dir D]
+// memtrain train --config F [--set section.key=value]... [--run-dir D] [--resume MODE]
 //               [--dry-run [--target D] [--non-allocator SIZE]]
 void add_train_command(CLI::App& app, int& exit_code);
 
@@ -30,5 +30,9 @@ void add_replay_command(CLI::App& app, int& exit_code);
 
 // memtrain checkpoint verify DIR (exit 0 valid, 1 corrupt) | inspect DIR
 void add_checkpoint_command(CLI::App& app, int& exit_code);
+
+// memtrain supervise [--max-restarts N] [--backoff S] [--min-ranks N] -- COMMAND...
+// (supervisor.hpp): the last attempt's exit code.
+void add_supervise_command(CLI::App& app, int& exit_code);
 
 }  // namespace memtrain::cli

@@ -27,13 +27,14 @@ int main(int argc, char** argv) {
   memtrain::cli::add_replay_command(app, exit_code);
   memtrain::cli::add_plan_command(app, exit_code);
   memtrain::cli::add_checkpoint_command(app, exit_code);
+  memtrain::cli::add_supervise_command(app, exit_code);
   // CLI11 reports a mistyped verb as "a subcommand is required"; name it instead.
   const auto is_verb = [&](const char* word) {
     return !app.get_subcommands([word](CLI::App* sub) { return sub->get_name() == word; }).empty();
   };
   if (argc > 1 && argv[1][0] != '-' && !is_verb(argv[1])) {
     std::cerr << "memtrain: usage error: unknown verb '" << argv[1]
-              << "'; expected train, plan, data, replay or checkpoint (see memtrain --help)\n";
+              << "'; expected train, plan, data, replay, checkpoint or supervise (see memtrain --help)\n";
     return memtrain::cli::kExitUsage;
   }
   // The same for the second word of a verb with sub-verbs (`memtrain data frob`).

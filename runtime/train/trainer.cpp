@@ -376,7 +376,7 @@ int train(const Config& config, const RunOptions& options) {
       if (checkpointing && (step % config.checkpoint.interval == 0 || step == tc.max_steps || saving_stop)) {
         save(step);
       }
-      if (faults.kill_at_step && step == *faults.kill_at_step) checkpoint::kill_self();
+      if (faults.kills_after(step, world.rank())) checkpoint::kill_self();
     }
     if (last_eval_step != step) end_eval = evaluate_and_log(step);
     progress.break_line();

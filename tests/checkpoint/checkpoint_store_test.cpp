@@ -260,6 +260,14 @@ TEST(FaultPlan, ParsesTheDocumentedFaultsAndRefusesOthers) {
   EXPECT_EQ(error("kill_at_stp=3").rfind("MEMTRAIN_FAULT=kill_at_stp=3: unknown fault kill_at_stp; expected ", 0), 0u);
   EXPECT_EQ(error("kill_at_step=-1").rfind("MEMTRAIN_FAULT=kill_at_step=-1: kill_at_step = -1 is not a non-negative integer", 0), 0u);
   EXPECT_EQ(error("kill_at_step").rfind("MEMTRAIN_FAULT=kill_at_step: kill_at_step has no value", 0), 0u);
+  // kill_at_step=STEP:RANK kills one rank only.
+  const FaultPlan one = parse_fault_plan("kill_at_step=3:1");
+  EXPECT_TRUE(one.kills_after(3, 1));
+  EXPECT_FALSE(one.kills_after(3, 0));
+  EXPECT_FALSE(one.kills_after(2, 1));
+  EXPECT_TRUE(p.kills_after(3, 0) && p.kills_after(3, 5));
+  EXPECT_EQ(error("kill_at_step=3:x").rfind("MEMTRAIN_FAULT=kill_at_step=3:x: kill_at_step rank x is not a non-negative integer", 0), 0u);
+  EXPECT_EQ(error("kill_in_checkpoint=3:1").rfind("MEMTRAIN_FAULT=kill_in_checkpoint=3:1: kill_in_checkpoint = 3:1 is not", 0), 0u);
 }
 
 }  // namespace

@@ -20,32 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::checkpoint_config;
+using testing::expect_same_state;
+using testing::losses;
 using testing::contains;
 using testing::Scratch;
 using testing::slurp;
-
-// step -> loss of the training lines of run_dir/metrics.jsonl; a step twice fails the test.
-std::map<long, double> losses(const Scratch& s, const std::string& run_dir) {
-  std::map<long, double> out;
-  std::ifstream in(s.path(run_dir + "/metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (!j.contains("loss") || !j.contains("step")) continue;
-    EXPECT_TRUE(out.emplace(j["step"].get<long>(), j["loss"].get<double>()).second) << run_dir << ": " << line;
-  }
-  return out;
-}
-
-// The state files of a checkpoint are those of `reference`'s checkpoint of the same step.
-void expect_same_state(const Scratch& s, const std::string& reference, const std::string& other, int step) {
-  char dir[32];
-  std::snprintf(dir, sizeof dir, "/checkpoints/step-%08d/", step);
-  for (const char* f : {"model-tp00.safetensors", "optimizer-tp00.safetensors", "trainer_state.json"}) {
-    const std::string a = slurp(s.path(reference + dir + f));
-    EXPECT_FALSE(a.empty()) << reference << dir << f;
-    EXPECT_EQ(slurp(s.path(other + dir + f)), a) << other << dir << f;
-  }
-}
 
 TEST(ResumeCli, AfterSigkillTheRunContinuesOntoTheUninterruptedTrajectory) {
   Scratch s;

@@ -1,0 +1,188 @@
+#include "runtime/cli/supervisor.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/core/errors.hpp"
+
+extern char** environ;
+
+namespace memtrain::cli {
+namespace {
+
+std::atomic<pid_t> g_child{0};
+std::atomic<int> g_forwarded{0};
+
+void forward(int sig) {
+  g_forwarded.store(sig);
+  const pid_t child = g_child.load();
+  if (child > 0) ::kill(child, sig);  // mpirun forwards it to every rank
+}
+
+// Installs `forward` for the stop signals while alive, restoring the previous handlers after.
+class ForwardStopSignals {
+ public:
+  ForwardStopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~ForwardStopSignals() {
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGUSR1};
+  struct sigaction old_[3];
+};
+
+std::string describe_exit(int code) {
+  if (code > 128 && code < 128 + 65) {
+    const char* name = ::strsignal(code - 128);
+    return "exit " + std::to_string(code) + " (" + (name ? name : "signal") + ")";
+  }
+  return "exit " + std::to_string(code);
+}
+
+std::string join(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// Runs argv in its own process group (so that a Ctrl-C reaches it only through `forward`, once)
+// and returns its exit code, 128 + signal when a signal killed it.
+int run_once(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = 0;
+  const int rc = ::posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw RuntimeError("memtrain supervise: cannot start " + argv[0] + ": " + std::strerror(rc));
+  g_child.store(pid);
+  // A signal that arrived before the child existed is forwarded now.
+  if (const int sig = g_forwarded.load()) ::kill(pid, sig);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw RuntimeError(std::string("memtrain supervise: waitpid: ") + std::strerror(errno));
+  }
+  g_child.store(0);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+bool restartable(int code) {
+  return code != 0 && code != 2 && code != 130 && code != 138 && code != 143;
+}
+
+}  // namespace
+
+std::string run_dir_of(const std::vector<std::string>& command) {
+  for (std::size_t i = 0; i < command.size(); ++i) {
+    if (command[i] == "--run-dir" && i + 1 < command.size()) return command[i + 1];
+    if (command[i].rfind("--run-dir=", 0) == 0) return command[i].substr(10);
+  }
+  return "";
+}
+
+std::vector<std::string> relaunch_command(const std::vector<std::string>& command, const std::string& resume_mode,
+                                          int min_ranks) {
+  std::vector<std::string> out;
+  bool resume_set = false, ranks_set = min_ranks <= 0;
+  for (std::size_t i = 0; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    if (a == "--resume" && i + 1 < command.size()) {
+      out.push_back(a);
+      out.push_back(resume_mode);
+      ++i;
+      resume_set = true;
+    } else if (a.rfind("--resume=", 0) == 0) {
+      out.push_back("--resume=" + resume_mode);
+      resume_set = true;
+    } else if (!ranks_set && (a == "-np" || a == "-n" || a == "--np") && i + 1 < command.size()) {
+      out.push_back(a);
+      out.push_back(std::to_string(min_ranks));
+      ++i;
+      ranks_set = true;
+    } else {
+      out.push_back(a);
+    }
+  }
+  if (!ranks_set) {
+    throw ConfigError("memtrain supervise --min-ranks " + std::to_string(min_ranks) +
+                      ": the command has no -np N to replace (expected an mpirun command line)");
+  }
+  if (!resume_set) {
+    out.push_back("--resume");
+    out.push_back(resume_mode);
+  }
+  return out;
+}
+
+int supervise(const SupervisorOptions& options, std::ostream& log) {
+  if (options.command.empty()) {
+    throw ConfigError("memtrain supervise: no command; expected `memtrain supervise [options] -- COMMAND...`");
+  }
+  const std::string run_dir = run_dir_of(options.command);
+  if (run_dir.empty()) {
+    throw ConfigError("memtrain supervise: the command names no --run-dir; a relaunch resumes the run "
+                      "directory, so the command must name it (--run-dir D)");
+  }
+  if (options.max_restarts < 0) throw ConfigError("memtrain supervise --max-restarts must be >= 0");
+  if (options.backoff_s < 0) throw ConfigError("memtrain supervise --backoff must be >= 0 seconds");
+  relaunch_command(options.command, "required", options.min_ranks);  // refuse a bad --min-ranks now
+
+  ForwardStopSignals signals;
+  g_forwarded.store(0);
+  std::vector<std::string> command = options.command;
+  double backoff = options.backoff_s;
+  for (int attempt = 0;; ++attempt) {
+    const int code = run_once(command);
+    if (const int sig = g_forwarded.load()) {
+      log << "memtrain supervise: stopped by " << ::strsignal(sig) << " (forwarded to the job): "
+          << describe_exit(code) << ", not restarted\n";
+      return code;
+    }
+    if (!restartable(code)) {
+      if (code != 0) log << "memtrain supervise: " << describe_exit(code) << " is not restarted (Note [Which exits the supervisor restarts])\n";
+      return code;
+    }
+    if (attempt >= options.max_restarts) {
+      log << "memtrain supervise: " << describe_exit(code) << "; giving up after " << options.max_restarts
+          << " restart" << (options.max_restarts == 1 ? "" : "s") << "\n";
+      return code;
+    }
+    std::error_code ec;
+    const std::string root = (std::filesystem::path(run_dir) / "checkpoints").string();
+    const bool has_checkpoint =
+        std::filesystem::is_directory(root, ec) && !checkpoint::list_checkpoints(root).empty();
+    command = relaunch_command(options.command, has_checkpoint ? "required" : "auto", options.min_ranks);
+    log << "memtrain supervise: " << describe_exit(code) << "; restart " << attempt + 1 << " of "
+        << options.max_restarts << " in " << backoff << " s: " << join(command) << "\n"
+        << std::flush;
+    std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    backoff *= 2;
+    ::setenv("MEMTRAIN_FAULT", "", 1);
+    if (g_forwarded.load()) return code;  // told to stop while waiting
+  }
+}
+
+}  // namespace memtrain::cli
