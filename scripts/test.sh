@@ -11,7 +11,12 @@ for a in "$@"; do
     *) echo "usage: scripts/test.sh [--slow]" >&2; exit 2 ;;
   esac
 done
-bash scripts/install_deps.sh
+# --slow also compares memtrain with PyTorch (tests/cli/slow/export_pytorch_test.cpp).
+if ((SLOW)); then
+  bash scripts/install_deps.sh --with-torch
+else
+  bash scripts/install_deps.sh
+fi
 bash scripts/build.sh
 JOBS=${MEMTRAIN_JOBS:-$(nproc)}
 if ((SLOW)); then

@@ -31,6 +31,13 @@ void add_replay_command(CLI::App& app, int& exit_code);
 // memtrain checkpoint verify DIR (exit 0 valid, 1 corrupt) | inspect DIR
 void add_checkpoint_command(CLI::App& app, int& exit_code);
 
+// memtrain export-hf CHECKPOINT OUT [--fp32] (checkpoint_export.hpp)
+void add_export_command(CLI::App& app, int& exit_code);
+
+// memtrain eval --checkpoint DIR [--input FILE.json]: one JSON object on stdout
+// (checkpoint_eval.hpp).
+void add_eval_command(CLI::App& app, int& exit_code);
+
 // memtrain supervise [--max-restarts N] [--backoff S] [--min-ranks N] -- COMMAND...
 // (supervisor.hpp): the last attempt's exit code.
 void add_supervise_command(CLI::App& app, int& exit_code);

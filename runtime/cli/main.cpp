@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   memtrain::cli::add_replay_command(app, exit_code);
   memtrain::cli::add_plan_command(app, exit_code);
   memtrain::cli::add_checkpoint_command(app, exit_code);
+  memtrain::cli::add_eval_command(app, exit_code);
+  memtrain::cli::add_export_command(app, exit_code);
   memtrain::cli::add_supervise_command(app, exit_code);
   // CLI11 reports a mistyped verb as "a subcommand is required"; name it instead.
   const auto is_verb = [&](const char* word) {
@@ -34,7 +36,7 @@ int main(int argc, char** argv) {
   };
   if (argc > 1 && argv[1][0] != '-' && !is_verb(argv[1])) {
     std::cerr << "memtrain: usage error: unknown verb '" << argv[1]
-              << "'; expected train, plan, data, replay, checkpoint or supervise (see memtrain --help)\n";
+              << "'; expected train, plan, data, replay, checkpoint, eval, export-hf or supervise (see memtrain --help)\n";
     return memtrain::cli::kExitUsage;
   }
   // The same for the second word of a verb with sub-verbs (`memtrain data frob`).

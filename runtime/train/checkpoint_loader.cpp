@@ -53,9 +53,9 @@ std::string tp_suffix(int tp_rank) {
   return s;
 }
 
-// Copies the array `name` of `arrays` (read from `file`) into `t`, after checking that its
-// dtype and shape are t's.
-void copy_into(core::Tensor& t, const std::map<std::string, core::HostArray>& arrays,
+}  // namespace
+
+void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArray>& arrays,
                const std::string& name, const std::string& file) {
   const auto it = arrays.find(name);
   if (it == arrays.end()) throw RuntimeError(file + ": no tensor " + name + " (a checkpoint of another model?)");
@@ -71,8 +71,6 @@ void copy_into(core::Tensor& t, const std::map<std::string, core::HostArray>& ar
                                               : static_cast<void*>(t.data<std::uint16_t>());
   std::memcpy(dst, a.data.data(), t.nbytes());
 }
-
-}  // namespace
 
 CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   const std::string file = (fs::path(dir) / "meta.json").string();
@@ -110,10 +108,10 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
   }
   for (std::size_t i = 0; i < params.size(); ++i) {
     auto& p = params[i];
-    copy_into(p.value, model, p.name, model_file);
-    copy_into(adamw->exp_avg(i), optim, p.name + ".exp_avg", optim_file);
-    copy_into(adamw->exp_avg_sq(i), optim, p.name + ".exp_avg_sq", optim_file);
-    if (p.master.defined()) copy_into(p.master, optim, p.name + ".master", optim_file);
+    copy_array_into(p.value, model, p.name, model_file);
+    copy_array_into(adamw->exp_avg(i), optim, p.name + ".exp_avg", optim_file);
+    copy_array_into(adamw->exp_avg_sq(i), optim, p.name + ".exp_avg_sq", optim_file);
+    if (p.master.defined()) copy_array_into(p.master, optim, p.name + ".master", optim_file);
   }
   const auto step = optim.find("step");
   if (step == optim.end() || step->second.dtype != "I64" || step->second.numel() != 1) {

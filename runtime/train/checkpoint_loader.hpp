@@ -2,11 +2,13 @@
 // Loading a checkpoint written by save_checkpoint back into a model, its AdamW and its loss
 // scaler, so that training continues on the same trajectory (docs/checkpoints.md, "Resume").
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "comms/process_grid.hpp"
 #include "models/parameter.hpp"
+#include "runtime/core/safetensors.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
 
@@ -20,6 +22,12 @@ struct CheckpointMeta {
   int lr_decay_steps = 0;
   std::string dtype;
 };
+
+// Copies arrays[name] into `t` after checking that its dtype and shape are t's. Throws
+// RuntimeError "<source>: no tensor NAME" or "<source>: tensor NAME is F16 [2, 3], the model's
+// is F32 [2, 3]".
+void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArray>& arrays,
+                     const std::string& name, const std::string& source);
 
 // Reads dir/meta.json. Throws RuntimeError naming the file and the field when it is missing,
 // not JSON, or a field is absent or of the wrong type.

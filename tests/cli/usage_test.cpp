@@ -43,7 +43,7 @@ TEST(Usage, UnknownVerbIsNamed) {
   Scratch s;
   const auto r = s.memtrain("trian --config x.yaml");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrain: usage error: unknown verb 'trian'; expected train, plan, data, replay, checkpoint or supervise (see memtrain --help)\n");
+  EXPECT_EQ(r.err, "memtrain: usage error: unknown verb 'trian'; expected train, plan, data, replay, checkpoint, eval, export-hf or supervise (see memtrain --help)\n");
 }
 
 TEST(Usage, UnknownDataSubcommandIsNamed) {

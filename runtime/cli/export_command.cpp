@@ -1,0 +1,48 @@
+// memtrain export-hf CHECKPOINT OUT [--fp32]: a checkpoint as a Hugging Face BertForMaskedLM
+// directory (checkpoint_export.hpp).
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "runtime/checkpoint/checkpoint_verify.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/train/checkpoint_export.hpp"
+
+namespace memtrain::cli {
+
+namespace {
+struct ExportArgs {
+  std::string checkpoint, out;
+  bool fp32 = false;
+};
+}  // namespace
+
+void add_export_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ExportArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "export-hf", "Write a checkpoint as a Hugging Face BertForMaskedLM directory (config.json, model.safetensors)");
+  cmd->add_option("checkpoint", args->checkpoint, "Checkpoint directory, e.g. runs/x/checkpoints/step-00000100")
+      ->required();
+  cmd->add_option("out", args->out, "Output directory (created)")->required();
+  cmd->add_flag("--fp32", args->fp32, "Write 16-bit weights as fp32 (default: as stored)");
+  cmd->callback([args, &exit_code] {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(args->checkpoint, ec)) {
+      throw ConfigError("export-hf: checkpoint " + args->checkpoint + ": not a directory; expected a checkpoint "
+                        "directory such as runs/<name>/checkpoints/step-00000100");
+    }
+    const auto report = checkpoint::verify_checkpoint(args->checkpoint);
+    if (!report.ok()) {
+      std::string m = "export-hf: checkpoint " + args->checkpoint + " does not verify:";
+      for (const auto& p : report.problems) m += "\n  " + p;
+      throw RuntimeError(m);
+    }
+    train::export_hf(args->checkpoint, args->out, args->fp32);
+    std::cout << "memtrain: exported " << args->checkpoint << " to " << args->out
+              << " (config.json, model.safetensors, TOKENIZER.md)\n";
+    exit_code = 0;
+  });
+}
+
+}  // namespace memtrain::cli

@@ -1,0 +1,193 @@
+#include "runtime/train/checkpoint_eval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "comms/communicator.hpp"
+#include "models/bert_for_masked_lm.hpp"
+#include "runtime/checkpoint/checkpoint_verify.hpp"
+#include "runtime/config/model_options_from_config.hpp"
+#include "runtime/core/context.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/train/checkpoint_export.hpp"
+#include "runtime/train/checkpoint_loader.hpp"
+#include "runtime/train/model_memory.hpp"
+#include "runtime/train/training_data.hpp"
+
+namespace memtrain::train {
+namespace {
+
+// [B, T] integers of `key`; empty when absent and not required.
+std::vector<std::vector<std::int64_t>> rows_of(const nlohmann::json& j, const char* key, bool required,
+                                               const std::string& file) {
+  std::vector<std::vector<std::int64_t>> rows;
+  if (!j.contains(key)) {
+    if (required) throw ConfigError(file + ": no \"" + key + "\"; expected {\"input_ids\": [[...]], \"labels\": [[...]]}");
+    return rows;
+  }
+  const auto& a = j[key];
+  if (!a.is_array() || a.empty()) throw ConfigError(file + ": " + key + " must be a non-empty list of rows");
+  for (std::size_t r = 0; r < a.size(); ++r) {
+    if (!a[r].is_array()) throw ConfigError(file + ": " + key + "[" + std::to_string(r) + "] is not a list");
+    std::vector<std::int64_t> row;
+    for (std::size_t t = 0; t < a[r].size(); ++t) {
+      if (!a[r][t].is_number_integer()) {
+        throw ConfigError(file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) + "] = " +
+                          a[r][t].dump() + " is not an integer");
+      }
+      row.push_back(a[r][t].get<std::int64_t>());
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+struct LoadedModel {
+  Config config;
+  std::unique_ptr<core::Context> ctx;
+  std::unique_ptr<models::BertForMaskedLM> model;
+  std::int64_t step = 0;
+};
+
+LoadedModel load_model(const std::string& dir, std::ostream& log) {
+  const checkpoint::VerifyReport report = checkpoint::verify_checkpoint(dir);
+  if (!report.ok()) {
+    std::string m = "checkpoint " + dir + " does not verify:";
+    for (const auto& p : report.problems) m += "\n  " + p;
+    throw RuntimeError(m);
+  }
+  LoadedModel l;
+  l.config = checkpoint_model_config(dir);
+  l.config.model.hidden_dropout_prob = 0.0f;  // evaluation: no dropout (evaluate() runs none either)
+  l.config.model.attention_probs_dropout_prob = 0.0f;
+  l.step = read_checkpoint_meta(dir).step;
+  l.ctx = std::make_unique<core::Context>(make_model_allocator(MemoryConfig{}));
+  l.model = std::make_unique<models::BertForMaskedLM>(l.config.model, *l.ctx, model_options(l.config),
+                                                      tensor_parallel(l.config, nullptr));
+  const auto tensors = merged_model_tensors(dir);
+  for (auto& p : l.model->parameters()) copy_array_into(p.value, tensors, p.name, dir + " (merged model)");
+  log << "memtrain: evaluating checkpoint " << dir << " (step " << l.step << ")\n";
+  return l;
+}
+
+}  // namespace
+
+EvalInput parse_eval_input(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot be read; expected a JSON file of token ids");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) throw ConfigError(path + ": not a JSON object");
+  const auto ids = rows_of(j, "input_ids", true, path);
+  const auto labels = rows_of(j, "labels", true, path);
+  const auto mask = rows_of(j, "attention_mask", false, path);
+  const auto types = rows_of(j, "token_type_ids", false, path);
+  EvalInput e;
+  e.batch_size = static_cast<int>(ids.size());
+  e.seq_length = static_cast<int>(ids[0].size());
+  if (e.seq_length == 0) throw ConfigError(path + ": input_ids[0] is empty");
+  const auto check = [&](const std::vector<std::vector<std::int64_t>>& rows, const char* key) {
+    if (rows.empty()) return;
+    if (rows.size() != ids.size()) {
+      throw ConfigError(path + ": " + key + " has " + std::to_string(rows.size()) + " rows, input_ids " +
+                        std::to_string(ids.size()));
+    }
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      if (rows[r].size() != static_cast<std::size_t>(e.seq_length)) {
+        throw ConfigError(path + ": " + key + "[" + std::to_string(r) + "] has " + std::to_string(rows[r].size()) +
+                          " values, input_ids[0] has " + std::to_string(e.seq_length));
+      }
+    }
+  };
+  check(ids, "input_ids");
+  check(labels, "labels");
+  check(mask, "attention_mask");
+  check(types, "token_type_ids");
+  const std::size_t n = static_cast<std::size_t>(e.batch_size) * static_cast<std::size_t>(e.seq_length);
+  e.input_ids.resize(n);
+  e.labels.resize(n);
+  e.attention_mask.assign(n, 1.0f);
+  e.token_type_ids.assign(n, 0);
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    for (int t = 0; t < e.seq_length; ++t) {
+      const std::size_t i = r * static_cast<std::size_t>(e.seq_length) + static_cast<std::size_t>(t);
+      e.input_ids[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(ids[r][t], -1, INT32_MAX));
+      e.labels[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(labels[r][t], -101, INT32_MAX));
+      if (!types.empty()) e.token_type_ids[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(types[r][t], -1, INT32_MAX));
+      if (!mask.empty()) {
+        if (mask[r][t] != 0 && mask[r][t] != 1) {
+          throw ConfigError(path + ": attention_mask[" + std::to_string(r) + "][" + std::to_string(t) + "] = " +
+                            std::to_string(mask[r][t]) + "; expected 0 or 1");
+        }
+        e.attention_mask[i] = static_cast<float>(mask[r][t]);
+      }
+    }
+  }
+  return e;
+}
+
+TokenEval evaluate_tokens(const std::string& dir, const EvalInput& in, std::ostream& log) {
+  LoadedModel l = load_model(dir, log);
+  const auto& m = l.config.model;
+  if (in.seq_length > m.max_position_embeddings) {
+    throw ConfigError("eval --input: rows of " + std::to_string(in.seq_length) + " tokens exceed model.max_position_embeddings = " +
+                      std::to_string(m.max_position_embeddings));
+  }
+  core::MlmBatch batch;
+  batch.batch_size = in.batch_size;
+  batch.seq_length = in.seq_length;
+  batch.input_ids = in.input_ids;
+  batch.token_type_ids = in.token_type_ids;
+  batch.attention_mask = in.attention_mask;
+  const auto where = [&](std::size_t i) {
+    return "[" + std::to_string(i / static_cast<std::size_t>(in.seq_length)) + "][" +
+           std::to_string(i % static_cast<std::size_t>(in.seq_length)) + "]";
+  };
+  for (std::size_t i = 0; i < in.input_ids.size(); ++i) {
+    if (in.input_ids[i] < 0 || in.input_ids[i] >= m.vocab_size) {
+      throw ConfigError("eval --input: input_ids" + where(i) + " = " + std::to_string(in.input_ids[i]) +
+                        " is outside the vocabulary [0, " + std::to_string(m.vocab_size) + ")");
+    }
+    if (in.token_type_ids[i] < 0 || in.token_type_ids[i] >= m.type_vocab_size) {
+      throw ConfigError("eval --input: token_type_ids" + where(i) + " = " + std::to_string(in.token_type_ids[i]) +
+                        " is outside [0, " + std::to_string(m.type_vocab_size) + ")");
+    }
+    if (in.labels[i] == -100) continue;
+    if (in.labels[i] < 0 || in.labels[i] >= m.vocab_size) {
+      throw ConfigError("eval --input: labels" + where(i) + " = " + std::to_string(in.labels[i]) +
+                        "; expected -100 or an id in [0, " + std::to_string(m.vocab_size) + ")");
+    }
+    batch.masked_positions.push_back(static_cast<std::int32_t>(i));
+    batch.masked_labels.push_back(in.labels[i]);
+  }
+  if (batch.masked_positions.empty()) throw ConfigError("eval --input: no labelled position (every label is -100)");
+  const std::vector<float> log_probs = l.model->predict_log_probs(batch, batch.masked_positions);  // [P, V]
+  TokenEval out;
+  out.step = l.step;
+  const std::size_t V = static_cast<std::size_t>(m.vocab_size);
+  double sum = 0;
+  for (std::size_t p = 0; p < batch.masked_positions.size(); ++p) {
+    const float* row = log_probs.data() + p * V;
+    sum -= row[static_cast<std::size_t>(batch.masked_labels[p])];
+    out.argmax.push_back(static_cast<std::int32_t>(std::max_element(row, row + V) - row));
+  }
+  out.loss = sum / static_cast<double>(batch.masked_positions.size());
+  return out;
+}
+
+EvalResult evaluate_checkpoint(const std::string& dir, std::int64_t* step, std::ostream& log) {
+  LoadedModel l = load_model(dir, log);
+  if (step) *step = l.step;
+  auto world = comms::make_world_communicator();
+  TrainingData data = load_training_data(l.config, *world, log);
+  return evaluate_model(*l.model, *data.validation, *world, l.config.training.micro_batch_size,
+                        l.config.training.eval_steps);
+}
+
+}  // namespace memtrain::train

@@ -1,0 +1,203 @@
+#include "runtime/train/checkpoint_export.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/cpu/half_convert.hpp"
+#include "runtime/config/config_loader.hpp"
+#include "runtime/core/atomic_file.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/data/prepare_data.hpp"
+#include "runtime/train/checkpoint_loader.hpp"
+
+namespace memtrain::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string model_file(const std::string& dir, int tp_rank) {
+  char name[40];
+  std::snprintf(name, sizeof name, "model-tp%02d.safetensors", tp_rank);
+  return (fs::path(dir) / name).string();
+}
+
+struct Layout {
+  std::string sharding;  // dim0, dim1
+  std::int64_t offset = 0, full_extent = 0, valid_extent = 0;
+};
+
+std::map<std::string, Layout> layouts_of(const std::map<std::string, std::string>& metadata,
+                                         const std::string& file) {
+  std::map<std::string, Layout> out;
+  const auto it = metadata.find("memtrain_shards");
+  if (it == metadata.end()) return out;
+  try {
+    const auto j = nlohmann::json::parse(it->second);
+    for (const auto& [name, l] : j.items()) {
+      out[name] = Layout{l.at("sharding").get<std::string>(), l.at("offset").get<std::int64_t>(),
+                         l.at("full_extent").get<std::int64_t>(), l.at("valid_extent").get<std::int64_t>()};
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw RuntimeError(file + ": metadata memtrain_shards is not a shard layout (" + e.what() + ")");
+  }
+  return out;
+}
+
+// 0.1 rather than 0.10000000149011612: the float as its shortest decimal, as config.yaml has it.
+double shortest(float f) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", static_cast<double>(f));
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(f));
+    if (std::strtof(text, nullptr) == f) break;
+  }
+  return std::strtod(text, nullptr);
+}
+
+}  // namespace
+
+std::map<std::string, core::HostArray> merged_model_tensors(const std::string& dir) {
+  const CheckpointMeta meta = read_checkpoint_meta(dir);
+  const int tp = meta.tensor_model_parallel_size;
+  std::vector<std::map<std::string, core::HostArray>> shards(static_cast<std::size_t>(tp));
+  std::vector<std::map<std::string, Layout>> layouts(static_cast<std::size_t>(tp));
+  for (int r = 0; r < tp; ++r) {
+    std::map<std::string, std::string> metadata;
+    shards[r] = core::read_safetensors(model_file(dir, r), &metadata);
+    layouts[r] = layouts_of(metadata, model_file(dir, r));
+    if (shards[r].size() != shards[0].size()) {
+      throw RuntimeError(model_file(dir, r) + ": " + std::to_string(shards[r].size()) + " tensors, rank 0 has " +
+                         std::to_string(shards[0].size()));
+    }
+  }
+  std::map<std::string, core::HostArray> merged;
+  for (const auto& [name, first] : shards[0]) {
+    const auto l0 = layouts[0].find(name);
+    if (l0 == layouts[0].end()) {  // replicated
+      merged[name] = first;
+      continue;
+    }
+    const Layout& layout = l0->second;
+    const int dim = layout.sharding == "dim0" ? 0 : layout.sharding == "dim1" ? 1 : -1;
+    if (dim < 0 || static_cast<int>(first.shape.size()) <= dim) {
+      throw RuntimeError(model_file(dir, 0) + ": tensor " + name + " has sharding " + layout.sharding +
+                         " that its shape cannot have");
+    }
+    const std::size_t elem = core::safetensors_dtype_size(first.dtype);
+    // rows x (extent along dim) x inner: dim0 has one outer row, dim1 the tensor's rows.
+    const std::int64_t outer = dim == 0 ? 1 : first.shape[0];
+    std::int64_t inner = 1;
+    for (std::size_t d = static_cast<std::size_t>(dim) + 1; d < first.shape.size(); ++d) inner *= first.shape[d];
+    core::HostArray out{first.dtype, first.shape, {}};
+    out.shape[static_cast<std::size_t>(dim)] = layout.valid_extent;
+    out.data.resize(static_cast<std::size_t>(out.numel()) * elem);
+    for (int r = 0; r < tp; ++r) {
+      const auto a = shards[r].find(name);
+      const auto l = layouts[r].find(name);
+      if (a == shards[r].end() || l == layouts[r].end() || a->second.dtype != first.dtype) {
+        throw RuntimeError(model_file(dir, r) + ": tensor " + name + " is missing, unsharded or of another dtype");
+      }
+      const std::int64_t extent = a->second.shape[static_cast<std::size_t>(dim)];
+      const std::int64_t offset = l->second.offset;
+      if (offset < 0 || offset + extent > layout.full_extent) {
+        throw RuntimeError(model_file(dir, r) + ": tensor " + name + " shard [" + std::to_string(offset) + ", " +
+                           std::to_string(offset + extent) + ") lies outside its full extent " +
+                           std::to_string(layout.full_extent));
+      }
+      // Only indices below valid_extent are kept: the rest is padding.
+      const std::int64_t keep = std::max<std::int64_t>(0, std::min(extent, layout.valid_extent - offset));
+      for (std::int64_t o = 0; o < outer; ++o) {
+        const std::byte* src = a->second.data.data() + static_cast<std::size_t>(o * extent * inner) * elem;
+        std::byte* dst = out.data.data() +
+                         static_cast<std::size_t>((o * layout.valid_extent + offset) * inner) * elem;
+        if (keep > 0) std::memcpy(dst, src, static_cast<std::size_t>(keep * inner) * elem);
+      }
+    }
+    merged[name] = std::move(out);
+  }
+  return merged;
+}
+
+Config checkpoint_model_config(const std::string& dir) {
+  Config c = load_config((fs::path(dir) / "config.yaml").string(), {});
+  c.parallel.tensor_model_parallel_size = 1;
+  c.parallel.sequence_parallel = false;
+  return c;
+}
+
+void export_hf(const std::string& dir, const std::string& out, bool fp32) {
+  const Config c = checkpoint_model_config(dir);
+  auto tensors = merged_model_tensors(dir);
+  if (fp32) {
+    for (auto& [name, a] : tensors) {
+      if (a.dtype != "F16" && a.dtype != "BF16") continue;
+      std::vector<std::uint16_t> half(static_cast<std::size_t>(a.numel()));
+      std::memcpy(half.data(), a.data.data(), a.data.size());
+      std::vector<float> f(half.size());
+      kernels::convert_half_to_float(f.data(), half.data(), a.numel(),
+                                     a.dtype == "F16" ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16);
+      a = core::host_array_f32(f.data(), a.shape);
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw RuntimeError("export-hf: cannot create " + out + ": " + ec.message());
+  const std::string dtype = fp32 || c.precision.dtype == "fp32" ? "float32"
+                            : c.precision.dtype == "fp16"      ? "float16"
+                                                               : "bfloat16";
+  nlohmann::ordered_json j;
+  j["architectures"] = {"BertForMaskedLM"};
+  j["model_type"] = "bert";
+  j["vocab_size"] = c.model.vocab_size;
+  j["hidden_size"] = c.model.hidden_size;
+  j["num_hidden_layers"] = c.model.num_hidden_layers;
+  j["num_attention_heads"] = c.model.num_attention_heads;
+  j["intermediate_size"] = c.model.intermediate_size;
+  j["hidden_act"] = "gelu";
+  j["hidden_dropout_prob"] = shortest(c.model.hidden_dropout_prob);
+  j["attention_probs_dropout_prob"] = shortest(c.model.attention_probs_dropout_prob);
+  j["max_position_embeddings"] = c.model.max_position_embeddings;
+  j["type_vocab_size"] = c.model.type_vocab_size;
+  j["initializer_range"] = shortest(c.model.initializer_range);
+  j["layer_norm_eps"] = shortest(c.model.layer_norm_eps);
+  j["position_embedding_type"] = "absolute";
+  j["tie_word_embeddings"] = true;
+  j["torch_dtype"] = dtype;
+  core::write_file_atomically((fs::path(out) / "config.json").string(),
+                              [&](std::ostream& o) { o << j.dump(2) << "\n"; });
+  const auto bytes = core::encode_safetensors(tensors, {{"format", "pt"}});
+  core::write_file_atomically((fs::path(out) / "model.safetensors").string(), [&](std::ostream& o) {
+    o.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  });
+  std::string note = "# Tokenizer\n\n";
+  if (c.data.mock) {
+    note += "This model was trained on data.mock: uniform random token ids in [0, vocab_size), with no "
+            "tokenizer. Feed it ids directly.\n";
+  } else {
+    // The SentencePiece model of the run's data cache, when this machine has it.
+    std::string model;
+    try {
+      model = (fs::path(data::cache_key_dir(c.data, c.model.vocab_size)) / "tokenizer.model").string();
+    } catch (const std::exception&) {
+      model.clear();  // the corpus is not here: the note says where the model lives
+    }
+    const bool copied = !model.empty() && fs::is_regular_file(model, ec) &&
+                        fs::copy_file(model, fs::path(out) / "tokenizer.model",
+                                      fs::copy_options::overwrite_existing, ec);
+    note += "The ids come from memtrain's SentencePiece model (data.tokenizer_type: " + c.data.tokenizer_type +
+            ", vocab_size " + std::to_string(c.model.vocab_size) + "), " +
+            (copied ? std::string("copied here as tokenizer.model")
+                    : "trained by `memtrain data prepare` into data.cache_dir (" + c.data.cache_dir +
+                          "; not found on the machine that exported)") +
+            ". Tokenize with sentencepiece.SentencePieceProcessor(model_file=\"tokenizer.model\").encode(text) "
+            "and wrap each sequence as [CLS] ids [SEP], as memtrain's data pipeline does; the special "
+            "tokens' ids are those of runtime/data/special_tokens.hpp.\n";
+  }
+  core::write_file_atomically((fs::path(out) / "TOKENIZER.md").string(), [&](std::ostream& o) { o << note; });
+}
+
+}  // namespace memtrain::train

@@ -1,0 +1,258 @@
+// `memtrain export-hf` and `memtrain eval --checkpoint`, checked without PyTorch: the export's
+// names, shapes and bytes against Hugging Face BertForMaskedLM's published state-dict layout
+// and the safetensors format (parsed here by hand), tensor-parallel shards merged with the
+// vocabulary padding removed, fp16 widened exactly, and every bad input named. The comparison
+// with an independent PyTorch reader is tests/cli/slow/export_pytorch_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::contains;
+using testing::Scratch;
+using testing::slurp;
+
+// Two layers, hidden 32, 4 heads, FFN 64, vocabulary 64, a checkpoint at the last step.
+std::string config(const Scratch& s, const std::string& name, int steps, const std::string& extra = "") {
+  return s.write(name,
+                 "model:\n  vocab_size: 64\n  hidden_size: 32\n  num_hidden_layers: 2\n  num_attention_heads: 4\n"
+                 "  intermediate_size: 64\n  max_position_embeddings: 16\n"
+                 "data:\n  mock: true\n  seq_length: 16\n"
+                 "training:\n  micro_batch_size: 2\n  global_batch_size: 2\n  max_steps: " +
+                     std::to_string(steps) + "\n  eval_steps: 1\ncheckpoint:\n  interval: " + std::to_string(steps) +
+                     "\n" + extra);
+}
+
+struct Entry {
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::vector<unsigned char> bytes;
+};
+
+// The published format, read by hand: u64 LE header length, JSON header, raw bytes.
+std::map<std::string, Entry> parse_safetensors(const std::string& path, nlohmann::json* metadata) {
+  const std::string data = slurp(path);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(data[static_cast<std::size_t>(i)]);
+  const auto header = nlohmann::json::parse(data.substr(8, n));
+  std::map<std::string, Entry> out;
+  std::uint64_t expected_begin = 0;
+  for (const auto& [name, e] : header.items()) {  // nlohmann sorts keys: the file's order
+    if (name == "__metadata__") {
+      *metadata = e;
+      continue;
+    }
+    const auto begin = e["data_offsets"][0].get<std::uint64_t>(), end = e["data_offsets"][1].get<std::uint64_t>();
+    EXPECT_EQ(begin, expected_begin) << name << ": tensors are contiguous, in name order";
+    expected_begin = end;
+    Entry en{e["dtype"], e["shape"].get<std::vector<std::int64_t>>(), {}};
+    en.bytes.assign(data.begin() + static_cast<std::ptrdiff_t>(8 + n + begin),
+                    data.begin() + static_cast<std::ptrdiff_t>(8 + n + end));
+    out[name] = std::move(en);
+  }
+  EXPECT_EQ(8 + n + expected_begin, data.size()) << "no bytes after the last tensor";
+  return out;
+}
+
+// BertForMaskedLM's state dict for this config (transformers' modeling_bert: no pooler in the
+// masked-LM model; the decoder weight is tied to the word embeddings).
+std::map<std::string, std::vector<std::int64_t>> hf_layout(int V, int C, int I, int P, int layers) {
+  std::map<std::string, std::vector<std::int64_t>> m = {
+      {"bert.embeddings.word_embeddings.weight", {V, C}},
+      {"bert.embeddings.position_embeddings.weight", {P, C}},
+      {"bert.embeddings.token_type_embeddings.weight", {2, C}},
+      {"bert.embeddings.LayerNorm.weight", {C}},
+      {"bert.embeddings.LayerNorm.bias", {C}},
+      {"cls.predictions.transform.dense.weight", {C, C}},
+      {"cls.predictions.transform.dense.bias", {C}},
+      {"cls.predictions.transform.LayerNorm.weight", {C}},
+      {"cls.predictions.transform.LayerNorm.bias", {C}},
+      {"cls.predictions.bias", {V}}};
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "bert.encoder.layer." + std::to_string(l) + ".";
+    for (const char* qkv : {"query", "key", "value"}) {
+      m[p + "attention.self." + qkv + ".weight"] = {C, C};
+      m[p + "attention.self." + qkv + ".bias"] = {C};
+    }
+    m[p + "attention.output.dense.weight"] = {C, C};
+    m[p + "attention.output.dense.bias"] = {C};
+    m[p + "attention.output.LayerNorm.weight"] = {C};
+    m[p + "attention.output.LayerNorm.bias"] = {C};
+    m[p + "intermediate.dense.weight"] = {I, C};
+    m[p + "intermediate.dense.bias"] = {I};
+    m[p + "output.dense.weight"] = {C, I};
+    m[p + "output.dense.bias"] = {C};
+    m[p + "output.LayerNorm.weight"] = {C};
+    m[p + "output.LayerNorm.bias"] = {C};
+  }
+  return m;
+}
+
+std::vector<float> floats(const Entry& e) {
+  std::vector<float> v(e.bytes.size() / 4);
+  std::memcpy(v.data(), e.bytes.data(), e.bytes.size());
+  return v;
+}
+
+// IEEE 754 binary16 to float by its definition (sign, 5-bit exponent, 10-bit fraction).
+float half_to_float(std::uint16_t h) {
+  const int sign = h >> 15, exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff;
+  const double magnitude = exponent == 0 ? std::ldexp(fraction, -24) : std::ldexp(1024 + fraction, exponent - 25);
+  return static_cast<float>(sign ? -magnitude : magnitude);
+}
+
+TEST(ExportHf, NamesShapesAndFormatAreBertForMaskedLMs) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2) + " --run-dir run").exit_code, 0);
+  const auto r = s.memtrain("export-hf run/checkpoints/step-00000002 hf");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json metadata;
+  const auto tensors = parse_safetensors(s.path("hf/model.safetensors"), &metadata);
+  EXPECT_EQ(metadata["format"], "pt");
+  std::map<std::string, std::vector<std::int64_t>> got;
+  for (const auto& [name, e] : tensors) {
+    got[name] = e.shape;
+    EXPECT_EQ(e.dtype, "F32") << name;
+  }
+  EXPECT_EQ(got, hf_layout(64, 32, 64, 16, 2));
+  const auto cfg = nlohmann::json::parse(slurp(s.path("hf/config.json")));
+  EXPECT_EQ(cfg["model_type"], "bert");
+  EXPECT_EQ(cfg["architectures"], nlohmann::json::array({"BertForMaskedLM"}));
+  EXPECT_EQ(cfg["hidden_act"], "gelu");
+  for (const auto& [key, value] :
+       std::map<std::string, int>{{"vocab_size", 64}, {"hidden_size", 32}, {"num_hidden_layers", 2},
+                                  {"num_attention_heads", 4}, {"intermediate_size", 64},
+                                  {"max_position_embeddings", 16}, {"type_vocab_size", 2}}) {
+    EXPECT_EQ(cfg[key], value) << key;
+  }
+  EXPECT_EQ(cfg["layer_norm_eps"], 1e-12);
+  EXPECT_EQ(cfg["hidden_dropout_prob"], 0.1);
+  EXPECT_EQ(cfg["torch_dtype"], "float32");
+  // The parameters are the checkpoint's bytes (one tensor-parallel rank: nothing to merge).
+  std::map<std::string, nlohmann::json> unused;
+  nlohmann::json ckpt_meta;
+  const auto stored = parse_safetensors(s.path("run/checkpoints/step-00000002/model-tp00.safetensors"), &ckpt_meta);
+  for (const auto& [name, e] : tensors) EXPECT_EQ(e.bytes, stored.at(name).bytes) << name;
+  EXPECT_TRUE(contains(slurp(s.path("hf/TOKENIZER.md")), "data.mock"));
+}
+
+// Two tensor-parallel ranks: the vocabulary (64, padded to 256 over the ranks) and the column-
+// and row-parallel weights come back whole, in place: after one step they equal a tp = 1 run's
+// within AdamW's first update (lr per element, a sign apart where a gradient is ~0), far below
+// the 0.02 scale of the weights a misplaced shard would show.
+TEST(ExportHf, TensorParallelShardsAreMergedWithoutTheVocabularyPadding) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "one.yaml", 1) + " --run-dir one").exit_code, 0);
+  const auto two = s.mpirun(2, "train --config " + config(s, "two.yaml", 1, "parallel:\n  tensor_model_parallel_size: 2\n") +
+                                   " --run-dir two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  ASSERT_EQ(s.memtrain("export-hf one/checkpoints/step-00000001 hf1").exit_code, 0);
+  const auto r = s.memtrain("export-hf two/checkpoints/step-00000001 hf2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json m1, m2;
+  const auto a = parse_safetensors(s.path("hf1/model.safetensors"), &m1);
+  const auto b = parse_safetensors(s.path("hf2/model.safetensors"), &m2);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, e] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    ASSERT_EQ(b.at(name).shape, e.shape) << name;
+    const auto x = floats(e), y = floats(b.at(name));
+    double worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(double(x[i]) - y[i]));
+    EXPECT_LE(worst, 2.5e-4) << name;  // lr 1e-4: at most 2 lr apart
+  }
+}
+
+TEST(ExportHf, Fp16IsKeptAsStoredOrWidenedExactly) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 1, "precision:\n  dtype: fp16\n") + " --run-dir run")
+                .exit_code, 0);
+  ASSERT_EQ(s.memtrain("export-hf run/checkpoints/step-00000001 stored").exit_code, 0);
+  ASSERT_EQ(s.memtrain("export-hf run/checkpoints/step-00000001 wide --fp32").exit_code, 0);
+  nlohmann::json m;
+  const auto stored = parse_safetensors(s.path("stored/model.safetensors"), &m);
+  const auto wide = parse_safetensors(s.path("wide/model.safetensors"), &m);
+  EXPECT_EQ(nlohmann::json::parse(slurp(s.path("stored/config.json")))["torch_dtype"], "float16");
+  EXPECT_EQ(nlohmann::json::parse(slurp(s.path("wide/config.json")))["torch_dtype"], "float32");
+  const auto& q = "bert.encoder.layer.0.attention.self.query.weight";
+  ASSERT_EQ(stored.at(q).dtype, "F16");
+  ASSERT_EQ(wide.at(q).dtype, "F32");
+  const auto w = floats(wide.at(q));
+  ASSERT_EQ(w.size() * 2, stored.at(q).bytes.size());
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::uint16_t h = static_cast<std::uint16_t>(stored.at(q).bytes[2 * i] | (stored.at(q).bytes[2 * i + 1] << 8));
+    ASSERT_EQ(w[i], half_to_float(h)) << i;
+  }
+}
+
+// eval --input: one JSON object on stdout, messages on stderr; bad inputs named, exit 2.
+TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2) + " --run-dir run").exit_code, 0);
+  const std::string ckpt = "run/checkpoints/step-00000002";
+  s.write("in.json", R"({"input_ids": [[1,2,3,4],[5,6,7,8]], "labels": [[-100,2,-100,9],[63,-100,-100,-100]]})");
+  const auto r = s.memtrain("eval --checkpoint " + ckpt + " --input in.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // the whole of stdout is one object
+  EXPECT_EQ(j["step"], 2);
+  EXPECT_EQ(j["labelled_positions"], 3);
+  ASSERT_EQ(j["argmax"].size(), 3u);
+  // Untrained-scale weights: the loss is near ln(64) = 4.16, the uniform guess.
+  EXPECT_NEAR(j["loss"].get<double>(), std::log(64.0), 0.5);
+  const auto v = s.memtrain("eval --checkpoint " + ckpt);
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_TRUE(nlohmann::json::parse(v.out).contains("accuracy"));
+
+  struct Case {
+    std::string json, message;
+  };
+  const std::vector<Case> cases = {
+      {"{\"labels\": [[1]]}", "bad.json: no \"input_ids\""},
+      {"[1, 2]", "bad.json: not a JSON object"},
+      {R"({"input_ids": [[1,2],[3]], "labels": [[1,2],[3,4]]})", "bad.json: input_ids[1] has 1 values, input_ids[0] has 2"},
+      {R"({"input_ids": [[1,2.5]], "labels": [[1,2]]})", "bad.json: input_ids[0][1] = 2.5 is not an integer"},
+      {R"({"input_ids": [[1,64]], "labels": [[1,2]]})", "input_ids[0][1] = 64 is outside the vocabulary [0, 64)"},
+      {R"({"input_ids": [[1,2]], "labels": [[-100,-100]]})", "no labelled position (every label is -100)"},
+      {R"({"input_ids": [[1,2]], "labels": [[-5,1]]})", "labels[0][0] = -5; expected -100 or an id in [0, 64)"},
+      {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_mask": [[1,2]]})", "attention_mask[0][1] = 2; expected 0 or 1"},
+      {R"({"input_ids": [[1,2]], "labels": [[1,1]], "token_type_ids": [[0,2]]})", "token_type_ids[0][1] = 2 is outside [0, 2)"},
+      {R"({"input_ids": [[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]], "labels": [[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]]})",
+       "rows of 17 tokens exceed model.max_position_embeddings = 16"}};
+  for (const auto& c : cases) {
+    s.write("bad.json", c.json);
+    const auto b = s.memtrain("eval --checkpoint " + ckpt + " --input bad.json");
+    EXPECT_EQ(b.exit_code, 2) << c.json;
+    EXPECT_TRUE(contains(b.err, c.message)) << c.json << "\n" << b.err;
+    EXPECT_TRUE(b.out.empty()) << c.json;
+  }
+  const auto missing = s.memtrain("eval --checkpoint nowhere --input in.json");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(contains(missing.err, "eval --checkpoint nowhere: not a directory"));
+  // A corrupted checkpoint is refused by eval and export-hf alike (exit 1, the file named).
+  std::fstream f(s.path(ckpt + "/model-tp00.safetensors"), std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(-3, std::ios::end);
+  f.put('\x7f');
+  f.close();
+  for (const std::string command : {"eval --checkpoint " + ckpt + " --input in.json", "export-hf " + ckpt + " out"}) {
+    const auto c = s.memtrain(command);
+    EXPECT_EQ(c.exit_code, 1) << command;
+    EXPECT_TRUE(contains(c.err, "does not verify:\n  model-tp00.safetensors: XXH64 ")) << command << c.err;
+  }
+  EXPECT_FALSE(fs::exists(s.path("out")));
+}
+
+}  // namespace
+}  // namespace memtrain::cli
