@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include "runtime/core/errors.hpp"
 
@@ -13,7 +14,8 @@ namespace memtrain::checkpoint {
 namespace {
 
 constexpr const char* kExpected =
-    "a comma-separated list of kill_at_step=STEP[:RANK], kill_in_checkpoint=BYTES (non-negative integers)";
+    "a comma-separated list of kill_at_step=STEP[:RANK], kill_in_checkpoint=BYTES, nan_grad=STEP:RANK[:COUNT], "
+    "flip_param=STEP:RANK (non-negative integers)";
 
 [[noreturn]] void bad(const std::string& text, const std::string& what) {
   throw ConfigError("MEMTRAIN_FAULT=" + text + ": " + what + "; expected " + kExpected);
@@ -36,36 +38,50 @@ FaultPlan parse_fault_plan(const std::string& text) {
       bad(text, what);
     }
     const std::string name(item.substr(0, eq));
-    std::string_view value = item.substr(eq + 1);
-    // kill_at_step=STEP:RANK: only that world rank (a rank killed, not the whole job).
-    std::optional<std::int64_t> rank;
-    if (const auto colon = value.find(':'); colon != std::string_view::npos && name == "kill_at_step") {
-      const std::string_view r = value.substr(colon + 1);
-      std::int64_t parsed = -1;
-      const auto [rend, rec] = std::from_chars(r.data(), r.data() + r.size(), parsed);
-      if (rec != std::errc{} || rend != r.data() + r.size() || r.empty() || parsed < 0) {
-        std::string what = "kill_at_step rank ";
-        what += r;
+    const std::string_view value = item.substr(eq + 1);
+    // STEP, STEP:RANK or STEP:RANK:COUNT, each a non-negative integer.
+    std::vector<std::int64_t> parts;
+    std::string_view rest_value = value;
+    while (true) {
+      const auto colon = rest_value.find(':');
+      const std::string_view part = rest_value.substr(0, colon);
+      std::int64_t v = 0;
+      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+      if (ec != std::errc{} || end != part.data() + part.size() || part.empty() || v < 0) {
+        std::string what = name;
+        what += " = ";
+        what += value;
         what += " is not a non-negative integer";
+        if (parts.size() > 0) what += " (in " + std::string(part) + ")";
         bad(text, what);
       }
-      rank = parsed;
-      value = value.substr(0, colon);
+      parts.push_back(v);
+      if (colon == std::string_view::npos) break;
+      rest_value = rest_value.substr(colon + 1);
     }
-    std::int64_t v = 0;
-    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc{} || end != value.data() + value.size() || value.empty() || v < 0) {
-      std::string what = name;
-      what += " = ";
-      what += value;
-      what += " is not a non-negative integer";
-      bad(text, what);
-    }
+    const auto arity = [&](std::size_t lo, std::size_t hi, const char* form) {
+      if (parts.size() < lo || parts.size() > hi) {
+        std::string what = name;
+        what += " = ";
+        what += value;
+        what += "; expected ";
+        what += form;
+        bad(text, what);
+      }
+    };
     if (name == "kill_at_step") {
-      plan.kill_at_step = v;
-      plan.kill_rank = rank;
+      arity(1, 2, "STEP or STEP:RANK");
+      plan.kill_at_step = parts[0];
+      if (parts.size() > 1) plan.kill_rank = parts[1];
     } else if (name == "kill_in_checkpoint") {
-      plan.kill_in_checkpoint = v;
+      arity(1, 1, "BYTES");
+      plan.kill_in_checkpoint = parts[0];
+    } else if (name == "nan_grad") {
+      arity(2, 3, "STEP:RANK or STEP:RANK:COUNT");
+      plan.nan_grad = RankFault{parts[0], parts[1], parts.size() > 2 ? parts[2] : 1};
+    } else if (name == "flip_param") {
+      arity(2, 2, "STEP:RANK");
+      plan.flip_param = RankFault{parts[0], parts[1], 1};
     } else {
       std::string what = "unknown fault ";
       what += name;

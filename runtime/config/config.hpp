@@ -117,6 +117,18 @@ struct CheckpointConfig {
   bool on_interrupt = false;  // SIGINT also saves one (SIGTERM and SIGUSR1 always do)
 };
 
+// Health checks (docs/config.md, "health"; Note [One rule for steps that cannot be taken],
+// loss_scaler.hpp).
+struct HealthConfig {
+  // Consecutive steps skipped for inf/NaN gradients with nothing left to adjust (fp32, bf16:
+  // every such step; fp16: at min_loss_scale) before the run rolls back to its last checkpoint
+  // (or stops, without one). 0 = precision.loss_scale.max_skipped_steps_at_min.
+  int max_consecutive_skips = 0;
+  // Every N steps the replicas compare an XXH64 of their parameters; 0 = never.
+  int consistency_interval = 0;
+  int max_rollbacks = 2;  // rollbacks of one process before it stops (exit 1)
+};
+
 // training.lr_decay_steps, or training.max_steps when it is 0.
 inline int effective_lr_decay_steps(const TrainingConfig& t) {
   return t.lr_decay_steps > 0 ? t.lr_decay_steps : t.max_steps;
@@ -134,6 +146,7 @@ struct Config {
   ParallelConfig parallel;
   CompressionConfig compression;
   CheckpointConfig checkpoint;
+  HealthConfig health;
   // Where each key was last set: "configs/x.yaml:12", "--set model.hidden_size=256" or
   // "MEMTRAIN_ALLOC_CONF=...". Keys left at their default are absent. Used by validation
   // messages (also the ones raised after loading); not part of config_hash.

@@ -268,6 +268,12 @@ std::vector<KeySpec> make_keys() {
   k.push_back(integer("checkpoint.interval", 0, kMaxSteps, [](Config& c) -> int& { return c.checkpoint.interval; }));
   k.push_back(integer("checkpoint.keep_last", 1, 1 << 20, [](Config& c) -> int& { return c.checkpoint.keep_last; }));
   k.push_back(boolean("checkpoint.on_interrupt", [](Config& c) -> bool& { return c.checkpoint.on_interrupt; }));
+  // health: runtime/train/health_check.hpp (docs/config.md, "health").
+  k.push_back(integer("health.max_consecutive_skips", 0, 1 << 20,
+                      [](Config& c) -> int& { return c.health.max_consecutive_skips; }));
+  k.push_back(integer("health.consistency_interval", 0, kMaxSteps,
+                      [](Config& c) -> int& { return c.health.consistency_interval; }));
+  k.push_back(integer("health.max_rollbacks", 0, 1 << 20, [](Config& c) -> int& { return c.health.max_rollbacks; }));
   return k;
 }
 
@@ -292,7 +298,9 @@ const KeySpec* find_key(std::string_view name) {
 }
 
 std::optional<std::string> not_built_key(std::string_view name) {
-  if (name.starts_with("health.")) return "health checks (NaN/stall detection) are not built yet";
+  if (name.starts_with("health.") && find_key(name) == nullptr) {
+    return "this health check (stall detection, ECC counts) is not built yet";
+  }
   static const std::vector<std::pair<std::string, std::string>> keys = {
       {"parallel.pipeline_model_parallel_size", "pipeline parallelism is not built"},
   };

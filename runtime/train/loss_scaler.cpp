@@ -79,8 +79,24 @@ LossScaler::LossScaler(const LossScaleConfig& config, bool enabled)
 // skipping steps forever would burn the allocation while looking alive. After
 // max_skipped_steps_at_min consecutive overflowing steps at the minimum the run stops.
 bool LossScaler::update(bool found_non_finite) {
-  if (!enabled_) return false;
   State& s = state_;
+  if (!enabled_) {
+    // Note [One rule for steps that cannot be taken]: scale 1 is all there is, so every skip
+    // counts toward the limit.
+    if (!found_non_finite) {
+      s.consecutive_overflows_at_min = 0;
+      return false;
+    }
+    s.skipped_steps += 1;
+    if (++s.consecutive_overflows_at_min >= config_.max_skipped_steps_at_min) {
+      throw NonFiniteStreak("gradients were inf/NaN in " + str(s.consecutive_overflows_at_min) +
+                            " consecutive steps (no loss scale to lower in this precision); the run "
+                            "stops rather than train on garbage: look for inf/NaN in the inputs or a "
+                            "diverged loss, or lower training.lr; health.max_consecutive_skips sets "
+                            "this limit");
+    }
+    return true;
+  }
   if (!found_non_finite) {
     s.consecutive_overflows = 0;
     s.consecutive_overflows_at_min = 0;
@@ -95,13 +111,13 @@ bool LossScaler::update(bool found_non_finite) {
   s.growth_tracker = 0;
   if (s.scale <= config_.min_loss_scale) {
     if (++s.consecutive_overflows_at_min >= config_.max_skipped_steps_at_min) {
-      throw RuntimeError(
+      throw NonFiniteStreak(
           "fp16 gradients overflowed " + str(s.consecutive_overflows_at_min) +
           " consecutive steps at the minimum loss scale " + str(config_.min_loss_scale) +
           "; the run stops rather than train on garbage: look for inf/NaN in the inputs or a "
           "diverged loss, lower training.lr, or use precision.dtype: bf16 (float's range, no "
-          "loss scaling); precision.loss_scale.min_loss_scale and max_skipped_steps_at_min set "
-          "this limit");
+          "loss scaling); precision.loss_scale.min_loss_scale and max_skipped_steps_at_min "
+          "(or health.max_consecutive_skips) set this limit");
     }
   }
   if (++s.consecutive_overflows >= config_.hysteresis) {
@@ -128,7 +144,13 @@ void LossScaler::load(const State& st) {
                  str(config_.max_skipped_steps_at_min) + ")").c_str(),
                 str(st.consecutive_overflows_at_min));
   // A disabled scaler keeps scale 1: a fp16 checkpoint resumed in bf16 must not scale.
-  if (enabled_) state_ = st;
+  state_ = st;
+  if (!enabled_) {
+    // Only the skip counts carry over: a disabled scaler has nothing else.
+    state_.scale = 1.0;
+    state_.growth_tracker = 0;
+    state_.consecutive_overflows = 0;
+  }
 }
 
 }  // namespace memtrain::train

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "runtime/config/config.hpp"
+#include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
 
@@ -16,7 +17,27 @@ namespace memtrain::train {
 //              (and again at each further consecutive overflow);
 //   clean:     growth tracker += 1; at growth_interval, scale *= growth_factor unless that is
 //              not finite as a float (then it stays), and the tracker resets to 0.
-// Enabled only for fp16: bf16 and fp32 have float's exponent range and need no scaling.
+// Enabled only for fp16: bf16 and fp32 have float's exponent range and need no scaling; a
+// disabled scaler keeps scale 1 but still counts skipped steps and applies the limit.
+// Note [One rule for steps that cannot be taken]
+// A step whose gradients hold inf or NaN on any rank is skipped on every rank, in every
+// precision (train_step): parameters, moments and the step count stay as they were, and the
+// skip is counted (skipped_steps). In fp16 a skip is also the scaler's signal to lower the
+// scale, which fixes overflow; in fp32 and bf16 there is nothing to lower. One counter,
+// consecutive_overflows_at_min, counts the skips nothing could fix (fp16: at min_loss_scale;
+// fp32/bf16: every one), and one limit, precision.loss_scale.max_skipped_steps_at_min (which
+// health.max_consecutive_skips replaces when set), ends them: update throws NonFiniteStreak,
+// and the trainer rolls back to the last checkpoint (up to health.max_rollbacks times) or,
+// without one, stops with exit 1. A transient NaN (one bad batch, a flipped bit in a gradient)
+// costs one step; a persistent one costs the steps since the last checkpoint.
+
+// Too many consecutive steps skipped for inf/NaN gradients (Note [One rule for steps that
+// cannot be taken]).
+class NonFiniteStreak : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
+
 class LossScaler {
  public:
   // Everything needed to resume exactly (saved in checkpoints).
@@ -30,7 +51,7 @@ class LossScaler {
   };
 
   // Throws memtrain::ConfigError naming the key when `config` is invalid (see validate), even
-  // when disabled. A disabled scaler has scale 1 and never skips a step.
+  // when disabled. A disabled scaler has scale 1.
   LossScaler(const LossScaleConfig& config, bool enabled);
 
   // Checks precision.loss_scale.*: initial_scale finite and > 0, growth_factor > 1 and finite,
@@ -45,9 +66,9 @@ class LossScaler {
 
   // Called once per optimizer step with whether ANY gradient on ANY rank was inf or NaN (the
   // caller reduces the flag over all ranks first, so that every rank takes the same decision).
-  // Returns true when the step must be skipped (the optimizer must not run). Always false when
-  // disabled. Throws memtrain::RuntimeError when max_skipped_steps_at_min consecutive steps
-  // overflow at min_loss_scale (Note [Giving up at the minimum scale]).
+  // Returns true when the step must be skipped (the optimizer must not run): exactly when
+  // found_non_finite. Throws NonFiniteStreak when max_skipped_steps_at_min consecutive steps
+  // overflow with nothing to adjust (fp16: at min_loss_scale; disabled: any).
   bool update(bool found_non_finite);
 
   std::int64_t skipped_steps() const { return state_.skipped_steps; }

@@ -63,6 +63,22 @@ void MetricsWriter::write_resumed(std::int64_t step, const std::string& checkpoi
   write_line(j.dump());
 }
 
+void MetricsWriter::write_rolled_back(std::int64_t step, const std::string& checkpoint,
+                                      const std::string& reason) {
+  nlohmann::ordered_json j;
+  j["rolled_back_to"] = step;
+  j["checkpoint"] = checkpoint;
+  j["reason"] = reason;
+  write_line(j.dump());
+}
+
+void MetricsWriter::reopen() {
+  out_.close();
+  out_.clear();
+  out_.open(path_, std::ios::out | std::ios::app);
+  if (!out_) throw RuntimeError("cannot open " + path_ + " for writing");
+}
+
 void MetricsWriter::write_line(const std::string& line) {
   out_ << line << '\n';
   out_.flush();

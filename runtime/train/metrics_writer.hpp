@@ -66,6 +66,11 @@ class MetricsWriter {
   //  "data_parallel_size": m}: training continues after `step` from that checkpoint. It has no
   // "step" key, so readers of step lines skip it.
   void write_resumed(std::int64_t step, const std::string& checkpoint, int checkpoint_dp, int dp);
+  // {"rolled_back_to": step, "checkpoint": path, "reason": why}: a health check rolled the run
+  // back (health_check.hpp); no "step" key either.
+  void write_rolled_back(std::int64_t step, const std::string& checkpoint, const std::string& reason);
+  // Opens the file again (after truncate_metrics_after replaced it).
+  void reopen();
   const std::string& path() const { return path_; }
 
  private:

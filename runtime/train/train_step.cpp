@@ -1,6 +1,7 @@
 #include "runtime/train/train_step.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -116,6 +117,7 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   }
   if (comm.size() > 1) comm.allreduce_sum(&loss_sum, 1);
   r.time_comm_s += seconds_since(t0);
+  if (settings.after_gradients) settings.after_gradients(model);
   if (scaler != nullptr) r.skipped_steps = scaler->skipped_steps();
 
   if (r.num_masked == 0) {
@@ -130,10 +132,11 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   // flag is summed anyway: the decision must be the same everywhere by construction, not by the
   // accident of identical floating point (a rank that stepped while another skipped would
   // diverge for the rest of the run). A skipped step leaves parameters, moments and the
-  // optimizer's step count untouched, as torch.cuda.amp.GradScaler.step does.
-  if (scaler != nullptr && scaler->enabled()) {
+  // optimizer's step count untouched, as torch.cuda.amp.GradScaler.step does. In fp32 and bf16
+  // too (Note [One rule for steps that cannot be taken]): a NaN is skipped, not trained on.
+  if (scaler != nullptr) {
     t0 = Clock::now();
-    std::int64_t overflow = optimizer.grads_finite() ? 0 : 1;
+    std::int64_t overflow = optimizer.grads_finite() && std::isfinite(r.loss) ? 0 : 1;
     r.time_optimizer_s += seconds_since(t0);
     t0 = Clock::now();
     if (everyone.size() > 1) everyone.allreduce_sum(&overflow, 1);

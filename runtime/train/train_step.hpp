@@ -2,6 +2,7 @@
 // One optimizer step over a global batch: micro-batches, gradient accumulation, data-parallel
 // gradient sum, the fp16 overflow check, clipping, AdamW.
 #include <cstdint>
+#include <functional>
 
 #include "comms/communicator.hpp"
 #include "comms/gradient_synchronizer.hpp"
@@ -17,6 +18,9 @@ struct StepSettings {
   double lr = 0;
   double grad_clip = 0;     // max global gradient norm; 0 disables
   std::uint64_t seed = 0;   // dropout key (training.seed)
+  // Called on this rank once its gradients are summed, before they are checked for inf/NaN
+  // (MEMTRAIN_FAULT=nan_grad); unset: nothing.
+  std::function<void(models::BertForMaskedLM&)> after_gradients{};
 };
 
 struct StepResult {

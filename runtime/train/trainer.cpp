@@ -24,12 +24,15 @@
 #include "runtime/config/model_options_from_config.hpp"
 #include "runtime/config/resume_compatibility.hpp"
 #include "runtime/core/context.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/checkpoint_verify.hpp"
 #include "runtime/checkpoint/fault_injection.hpp"
 #include "runtime/train/batch_plan.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/fill_mask.hpp"
+#include "runtime/train/health_check.hpp"
 #include "runtime/train/hardware_peak.hpp"
 #include "runtime/train/make_optimizer.hpp"
 #include "runtime/train/memory_outputs.hpp"
@@ -153,7 +156,11 @@ int train(const Config& config, const RunOptions& options) {
       make_optimizer(config, model, gradient_sync, *comm, ctx, &tp_group);
   init_parameters(model, *optimizer, tc.seed);
   // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
-  LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
+  // Note [One rule for steps that cannot be taken]: health.max_consecutive_skips, when set, is
+  // the one limit on skipped steps in every precision.
+  LossScaleConfig loss_scale = config.precision.loss_scale;
+  if (config.health.max_consecutive_skips > 0) loss_scale.max_skipped_steps_at_min = config.health.max_consecutive_skips;
+  LossScaler scaler(loss_scale, config.precision.dtype == "fp16");
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus
@@ -336,18 +343,83 @@ int train(const Config& config, const RunOptions& options) {
     }
     double last_loss = std::nan("");
     std::int64_t step = resume.step;
+
+    // Health checks (health_check.hpp). A rollback loads the newest valid checkpoint no later
+    // than `max_step` on every rank and continues from it; metrics.jsonl loses the steps after
+    // it, as on resume.
+    int rollbacks = 0;
+    std::int64_t last_consistent_step = resume.step;  // a loaded checkpoint is presumed healthy
+    auto rollback = [&](const std::string& reason, std::int64_t max_step) {
+      if (!checkpointing) {
+        throw RuntimeError(reason + "; no checkpoint to roll back to (checkpoint.interval is 0)");
+      }
+      if (++rollbacks > config.health.max_rollbacks) {
+        throw RuntimeError(reason + "; stopping after " + std::to_string(config.health.max_rollbacks) +
+                           " rollbacks (health.max_rollbacks)");
+      }
+      std::string target;
+      std::int64_t at = -1;
+      run_on_root(world, "choosing a checkpoint to roll back to", [&] {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(checkpoints_root, ec)) return;
+        for (const auto& c : checkpoint::list_checkpoints(checkpoints_root)) {
+          if (c.step > max_step) continue;
+          const auto report = checkpoint::verify_checkpoint(c.path);
+          if (report.ok()) {
+            target = c.path;
+            at = c.step;
+            break;
+          }
+          std::cerr << "memtrain: warning: skipping checkpoint " << c.path << ": " << report.problems.front() << "\n";
+        }
+      });
+      world.broadcast(&at, sizeof at, 0);
+      target = broadcast_string(world, target);
+      if (at < 0) {
+        throw RuntimeError(reason + "; no valid checkpoint at or before step " + std::to_string(max_step) +
+                           " to roll back to");
+      }
+      run_where(world, true, "loading checkpoint " + target, "another rank", [&] {
+        load_checkpoint(target, grid, model.parameters(), *optimizer, scaler);
+      });
+      step = at;
+      last_consistent_step = at;
+      if (root) {
+        truncate_metrics_after(metrics->path(), at);
+        metrics->reopen();
+        metrics->write_rolled_back(at, target, reason);
+        progress.break_line();
+        out << "memtrain: health: " << reason << "; rolled back to checkpoint " << target << " (step " << at
+            << ", rollback " << rollbacks << " of at most " << config.health.max_rollbacks << ")\n"
+            << std::flush;
+        std::cerr << "memtrain: health: " << reason << "; rolled back to " << target << "\n";
+      }
+    };
+    // MEMTRAIN_FAULT nan_grad / flip_param: each step's fault once per process.
+    std::int64_t nan_injected_through = -1, flip_done = -1;
     // A SIGINT during setup (data preparation can take a minute) stops before the first step.
     bool interrupted = stop_requested();
     while (!interrupted && step < tc.max_steps) {
       ++step;
-      const StepSettings settings{
+      StepSettings settings{
           kernels::learning_rate(static_cast<int>(step), effective_lr_decay_steps(tc), tc.warmup_steps, tc.lr,
                                  tc.min_lr, tc.lr_schedule),
           tc.grad_clip, tc.seed};
+      if (faults.nan_grad && faults.nan_grad->covers(step, world.rank()) && step > nan_injected_through) {
+        nan_injected_through = step;
+        settings.after_gradients = [](models::BertForMaskedLM& m) { inject_nan_gradient(m); };
+      }
       const auto t0 = Clock::now();
       const comms::CollectiveCounts tp_before = tp_group.counts();
-      StepResult r = train_step(model, *data.train, plan, *comm, *optimizer, step - 1, settings,
-                                &scaler, &gradient_sync, &world);
+      StepResult r;
+      try {
+        r = train_step(model, *data.train, plan, *comm, *optimizer, step - 1, settings, &scaler, &gradient_sync,
+                       &world);
+      } catch (const NonFiniteStreak& e) {
+        // Every rank threw: the flag was reduced over the world before the scaler saw it.
+        rollback(std::string("step ") + std::to_string(step) + ": " + e.what(), step);
+        continue;
+      }
       if (grid.tp_size() > 1) {
         r.time_tp_comm_s = tp_group.counts().seconds - tp_before.seconds;
         r.tp_comm_bytes = tp_group.counts().bytes - tp_before.bytes;
@@ -370,6 +442,19 @@ int train(const Config& config, const RunOptions& options) {
       if (step % tc.eval_interval == 0 || last) {
         end_eval = evaluate_and_log(step);
         last_eval_step = step;
+      }
+      if (faults.flip_param && faults.flip_param->covers(step, world.rank()) && step > flip_done) {
+        flip_done = step;
+        flip_parameter_bit(model);
+      }
+      // Note [Replicas are compared before their state spreads]: before this step's checkpoint.
+      if (config.health.consistency_interval > 0 && step % config.health.consistency_interval == 0 && !dry) {
+        const std::string diverged = check_replicas(model.parameters(), grid, step);
+        if (!diverged.empty()) {
+          rollback(diverged, last_consistent_step);
+          continue;
+        }
+        last_consistent_step = step;
       }
       const bool saving_stop = interrupted && (stop_signal == SIGTERM || stop_signal == SIGUSR1 ||
                                                config.checkpoint.on_interrupt);

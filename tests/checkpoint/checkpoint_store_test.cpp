@@ -266,8 +266,15 @@ TEST(FaultPlan, ParsesTheDocumentedFaultsAndRefusesOthers) {
   EXPECT_FALSE(one.kills_after(3, 0));
   EXPECT_FALSE(one.kills_after(2, 1));
   EXPECT_TRUE(p.kills_after(3, 0) && p.kills_after(3, 5));
-  EXPECT_EQ(error("kill_at_step=3:x").rfind("MEMTRAIN_FAULT=kill_at_step=3:x: kill_at_step rank x is not a non-negative integer", 0), 0u);
-  EXPECT_EQ(error("kill_in_checkpoint=3:1").rfind("MEMTRAIN_FAULT=kill_in_checkpoint=3:1: kill_in_checkpoint = 3:1 is not", 0), 0u);
+  EXPECT_EQ(error("kill_at_step=3:x").rfind("MEMTRAIN_FAULT=kill_at_step=3:x: kill_at_step = 3:x is not a non-negative integer (in x)", 0), 0u);
+  EXPECT_EQ(error("kill_in_checkpoint=3:1").rfind("MEMTRAIN_FAULT=kill_in_checkpoint=3:1: kill_in_checkpoint = 3:1; expected BYTES", 0), 0u);
+  const FaultPlan nan = parse_fault_plan("nan_grad=4:1:3,flip_param=2:0");
+  ASSERT_TRUE(nan.nan_grad && nan.flip_param);
+  EXPECT_FALSE(nan.nan_grad->covers(3, 1));
+  EXPECT_TRUE(nan.nan_grad->covers(4, 1) && nan.nan_grad->covers(6, 1));
+  EXPECT_FALSE(nan.nan_grad->covers(7, 1) || nan.nan_grad->covers(5, 0));
+  EXPECT_TRUE(nan.flip_param->covers(2, 0) && !nan.flip_param->covers(3, 0));
+  EXPECT_EQ(error("nan_grad=4").rfind("MEMTRAIN_FAULT=nan_grad=4: nan_grad = 4; expected STEP:RANK or STEP:RANK:COUNT", 0), 0u);
 }
 
 }  // namespace

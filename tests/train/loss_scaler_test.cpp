@@ -123,14 +123,19 @@ TEST(LossScaler, PersistentOverflowAtTheMinimumStopsTheRun) {
   }
 }
 
-TEST(LossScaler, DisabledScalerIsOneAndNeverSkips) {
+// Note [One rule for steps that cannot be taken]: fp32/bf16 skip non-finite steps too, at
+// scale 1, and max_skipped_steps_at_min consecutive ones end the run.
+TEST(LossScaler, DisabledScalerIsOneSkipsNonFiniteStepsAndGivesUpOnAStreak) {
   LossScaler s(defaults(), /*enabled=*/false);
   EXPECT_FALSE(s.enabled());
   for (int i = 0; i < 3000; ++i) {
-    ASSERT_FALSE(s.update(i % 2 == 0));
+    ASSERT_EQ(s.update(i % 2 == 0), i % 2 == 0);
     ASSERT_EQ(s.scale(), 1.0);
   }
-  EXPECT_EQ(s.skipped_steps(), 0);
+  EXPECT_EQ(s.skipped_steps(), 1500);
+  const int limit = defaults().max_skipped_steps_at_min;
+  for (int i = 1; i < limit; ++i) ASSERT_TRUE(s.update(true));
+  EXPECT_THROW(s.update(true), NonFiniteStreak);
   LossScaler::State st;
   st.scale = 1024;
   s.load(st);

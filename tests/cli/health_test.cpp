@@ -1,0 +1,98 @@
+// Health checks end to end (Note [One rule for steps that cannot be taken], Note [Replicas are
+// compared before their state spreads]): a NaN on one rank is skipped on every rank; a streak
+// of them rolls back to the last checkpoint and the run ends on the clean run's state, bit for
+// bit; a flipped parameter bit on one replica is caught by the consistency check and rolled
+// back the same way; without a checkpoint, or past health.max_rollbacks, the run stops (exit 1).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/core/safetensors.hpp"
+#include "tests/cli/checkpoint_config.hpp"
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+using testing::checkpoint_config;
+using testing::contains;
+using testing::expect_same_state;
+using testing::losses;
+using testing::Scratch;
+using testing::slurp;
+
+std::vector<nlohmann::json> lines(const Scratch& s, const std::string& run) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(s.path(run + "/metrics.jsonl"));
+  for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+std::string dp_config(const Scratch& s, const std::string& name, const std::string& health) {
+  std::string text = slurp(checkpoint_config(s, name, 5, 2, health));
+  text.replace(text.find("  global_batch_size: 2\n"), 23, "  global_batch_size: 4\n");
+  return s.write(name, text);
+}
+
+TEST(Health, ANanOnOneRankIsSkippedOnEveryRank) {
+  Scratch s;
+  const std::string cfg = dp_config(s, "c.yaml", "health:\n  consistency_interval: 1\n");
+  const auto r = s.mpirun(2, "train --config " + cfg + " --run-dir run", "MEMTRAIN_FAULT=nan_grad=3:1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "memtrain: step 3: inf/NaN gradients")) << r.out;
+  EXPECT_FALSE(contains(r.out + r.err, "disagree"));  // both ranks skipped: replicas still equal
+  for (const auto& l : lines(s, "run")) {
+    if (!l.contains("loss") || !l.contains("step")) continue;
+    EXPECT_EQ(l["skipped_steps"], l["step"].get<int>() >= 3 ? 1 : 0) << l.dump();
+  }
+  // AdamW took 4 of the 5 steps.
+  const auto optim = core::read_safetensors(s.path("run/checkpoints/step-00000005/optimizer-tp00.safetensors"));
+  EXPECT_EQ(core::to_doubles(optim.at("step")), std::vector<double>{4.0});
+}
+
+TEST(Health, AStreakOfNansRollsBackAndEndsOnTheCleanRunsState) {
+  Scratch s;
+  const std::string cfg = checkpoint_config(s, "c.yaml", 5, 2, "health:\n  max_consecutive_skips: 2\n");
+  ASSERT_EQ(s.memtrain("train --config " + cfg + " --run-dir clean").exit_code, 0);
+  const auto r = s.memtrain("train --config " + cfg + " --run-dir run", "MEMTRAIN_FAULT=nan_grad=3:0:2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "memtrain: health: step 4: gradients were inf/NaN in 2 consecutive steps")) << r.out;
+  EXPECT_TRUE(contains(r.out, "rolled back to checkpoint run/checkpoints/step-00000002 (step 2, rollback 1 of at most 2)"));
+  EXPECT_EQ(losses(s, "run"), losses(s, "clean"));  // steps 3 and 4 logged once: the clean reruns
+  expect_same_state(s, "clean", "run", 5);
+  int rolled = 0;
+  for (const auto& l : lines(s, "run")) rolled += l.contains("rolled_back_to") ? 1 : 0;
+  EXPECT_EQ(rolled, 1);
+}
+
+TEST(Health, AFlippedBitOnOneReplicaIsCaughtAndRolledBack) {
+  Scratch s;
+  const std::string cfg = dp_config(s, "c.yaml", "health:\n  consistency_interval: 1\n");
+  ASSERT_EQ(s.mpirun(2, "train --config " + cfg + " --run-dir clean").exit_code, 0);
+  const auto r = s.mpirun(2, "train --config " + cfg + " --run-dir run", "MEMTRAIN_FAULT=flip_param=3:1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "memtrain: health: step 3: the data-parallel replicas disagree: world rank 0 has XXH64 "))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "world rank 1 has XXH64 "));
+  EXPECT_TRUE(contains(r.out, "rolled back to checkpoint run/checkpoints/step-00000002 (step 2"));
+  EXPECT_EQ(losses(s, "run"), losses(s, "clean"));
+  expect_same_state(s, "clean", "run", 5);
+}
+
+TEST(Health, WithoutACheckpointOrPastMaxRollbacksTheRunStops) {
+  Scratch s;
+  const std::string none = checkpoint_config(s, "none.yaml", 5, 0, "health:\n  max_consecutive_skips: 2\n");
+  const auto a = s.memtrain("train --config " + none + " --run-dir a", "MEMTRAIN_FAULT=nan_grad=2:0:2");
+  EXPECT_EQ(a.exit_code, 1);
+  EXPECT_TRUE(contains(a.err, "no checkpoint to roll back to (checkpoint.interval is 0)")) << a.err;
+  const std::string some = checkpoint_config(s, "some.yaml", 5, 2, "health:\n  max_consecutive_skips: 2\n  max_rollbacks: 0\n");
+  const auto b = s.memtrain("train --config " + some + " --run-dir b", "MEMTRAIN_FAULT=nan_grad=3:0:2");
+  EXPECT_EQ(b.exit_code, 1);
+  EXPECT_TRUE(contains(b.err, "stopping after 0 rollbacks (health.max_rollbacks)")) << b.err;
+}
+
+}  // namespace
+}  // namespace memtrain::cli
