@@ -28,5 +28,9 @@ class WriteBudget {
 // after removing the partial file. `budget` (optional) counts the bytes for fault injection.
 void write_file_durably(const std::string& path, std::span<const std::byte> bytes,
                         WriteBudget* budget = nullptr);
+// The same for a file made of `pieces` in order (a header, then tensors written straight from
+// their memory, with no copy of the whole file). Same errors.
+void write_file_durably(const std::string& path, std::span<const std::span<const std::byte>> pieces,
+                        WriteBudget* budget = nullptr);
 
 }  // namespace memtrain::checkpoint

@@ -160,12 +160,14 @@ std::map<std::string, HostArray> read_safetensors(const std::string& path,
   return out;
 }
 
-std::vector<std::byte> encode_safetensors(const std::map<std::string, HostArray>& tensors,
+std::vector<std::byte> safetensors_header(const std::map<std::string, TensorView>& tensors,
                                           const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   std::uint64_t offset = 0;
   for (const auto& [name, a] : tensors) {
-    const auto expected = static_cast<std::uint64_t>(a.numel()) * safetensors_dtype_size(a.dtype);
+    std::uint64_t numel = 1;
+    for (const auto d : a.shape) numel *= static_cast<std::uint64_t>(d);
+    const auto expected = numel * safetensors_dtype_size(a.dtype);
     if (a.data.size() != expected) {
       throw RuntimeError("safetensors: tensor \"" + name + "\" holds " +
                          std::to_string(a.data.size()) + " bytes; its dtype and shape need " +
@@ -178,16 +180,22 @@ std::vector<std::byte> encode_safetensors(const std::map<std::string, HostArray>
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-
-  std::vector<std::byte> bytes(8 + text.size() + offset);
+  std::vector<std::byte> bytes(8 + text.size());
   const std::uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>(n >> (8 * i));
   std::memcpy(bytes.data() + 8, text.data(), text.size());
-  std::byte* at = bytes.data() + 8 + text.size();
-  for (const auto& [name, a] : tensors) {
-    if (!a.data.empty()) std::memcpy(at, a.data.data(), a.data.size());
-    at += a.data.size();
-  }
+  return bytes;
+}
+
+std::vector<std::byte> encode_safetensors(const std::map<std::string, HostArray>& tensors,
+                                          const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, TensorView> views;
+  for (const auto& [name, a] : tensors) views[name] = TensorView{a.dtype, a.shape, a.data};
+  std::vector<std::byte> bytes = safetensors_header(views, metadata);
+  std::size_t total = bytes.size();
+  for (const auto& [name, a] : tensors) total += a.data.size();
+  bytes.reserve(total);
+  for (const auto& [name, a] : tensors) bytes.insert(bytes.end(), a.data.begin(), a.data.end());
   return bytes;
 }
 

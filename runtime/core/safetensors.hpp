@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,19 @@ void write_safetensors(const std::string& path, const std::map<std::string, Host
 // first (checkpoints: a durable write that counts its bytes). Throws memtrain::RuntimeError
 // "safetensors: tensor ..." when an array's byte count disagrees with its dtype and shape.
 std::vector<std::byte> encode_safetensors(const std::map<std::string, HostArray>& tensors,
+                                          const std::map<std::string, std::string>& metadata = {});
+
+// A tensor's bytes where they already are (a checkpoint writes parameters without copying them).
+struct TensorView {
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::span<const std::byte> data;  // numel * element size bytes, little-endian
+};
+
+// The first bytes of the file encode_safetensors would write for `tensors` (the 8-byte length
+// and the padded JSON header); the file is these followed by each view's bytes in name order.
+// Throws memtrain::RuntimeError "safetensors: tensor ..." as encode_safetensors.
+std::vector<std::byte> safetensors_header(const std::map<std::string, TensorView>& tensors,
                                           const std::map<std::string, std::string>& metadata = {});
 
 // An F32 array holding a copy of values[0, numel(shape)).

@@ -16,16 +16,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A copy of a tensor's bytes as a safetensors array of its stored dtype.
-core::HostArray host_copy(const core::Tensor& t) {
-  core::HostArray a{core::dtype_name(t.dtype()), t.shape(), {}};
-  a.data.resize(t.nbytes());
-  if (t.nbytes() == 0) return a;
-  const void* src = t.dtype() == core::DType::f32   ? static_cast<const void*>(t.data<float>())
+// A tensor's bytes where they are, as a safetensors entry of its stored dtype: the file is
+// written straight from the parameters and moments, with no copy of the state in between.
+core::TensorView view_of(const core::Tensor& t) {
+  const void* src = t.nbytes() == 0                 ? nullptr
+                    : t.dtype() == core::DType::f32 ? static_cast<const void*>(t.data<float>())
                     : t.dtype() == core::DType::i32 ? static_cast<const void*>(t.data<std::int32_t>())
                                                     : static_cast<const void*>(t.data<std::uint16_t>());
-  std::memcpy(a.data.data(), src, a.data.size());
-  return a;
+  return core::TensorView{core::dtype_name(t.dtype()), t.shape(),
+                          std::span<const std::byte>(static_cast<const std::byte*>(src), t.nbytes())};
+}
+
+// header, then each view's bytes in name order: the pieces of one safetensors file.
+void write_safetensors_durably(const std::string& path, const std::map<std::string, core::TensorView>& tensors,
+                               const std::map<std::string, std::string>& metadata,
+                               checkpoint::WriteBudget* budget) {
+  const std::vector<std::byte> header = core::safetensors_header(tensors, metadata);
+  std::vector<std::span<const std::byte>> pieces{header};
+  for (const auto& [name, v] : tensors) pieces.push_back(v.data);
+  checkpoint::write_file_durably(path, pieces, budget);
 }
 
 std::string tp_suffix(int tp_rank) {
@@ -51,14 +60,14 @@ void write_rank_files(const CheckpointSource& src, const std::string& dir, int t
                       checkpoint::WriteBudget* budget) {
   const auto* adamw = dynamic_cast<const AdamW*>(&src.optimizer);
   if (!adamw) throw RuntimeError("checkpoints of this optimizer are not built (AdamW only)");
-  std::map<std::string, core::HostArray> model, optim;
+  std::map<std::string, core::TensorView> model, optim;
   nlohmann::ordered_json layout = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < src.params.size(); ++i) {
     const auto& p = src.params[i];
-    model[p.name] = host_copy(p.value);
-    optim[p.name + ".exp_avg"] = host_copy(adamw->exp_avg(i));
-    optim[p.name + ".exp_avg_sq"] = host_copy(adamw->exp_avg_sq(i));
-    if (p.master.defined()) optim[p.name + ".master"] = host_copy(p.master);
+    model[p.name] = view_of(p.value);
+    optim[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i));
+    optim[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i));
+    if (p.master.defined()) optim[p.name + ".master"] = view_of(p.master);
     if (p.sharded()) {
       layout[p.name] = {{"sharding", sharding_name(p.shard.sharding)},
                         {"offset", p.shard.offset},
@@ -67,18 +76,16 @@ void write_rank_files(const CheckpointSource& src, const std::string& dir, int t
     }
   }
   const std::int64_t step = adamw->step_count();
-  core::HostArray step_array{"I64", {}, std::vector<std::byte>(sizeof step)};
-  std::memcpy(step_array.data.data(), &step, sizeof step);
-  optim["step"] = std::move(step_array);
+  std::byte step_bytes[sizeof step];
+  std::memcpy(step_bytes, &step, sizeof step);
+  optim["step"] = core::TensorView{"I64", {}, std::span<const std::byte>(step_bytes, sizeof step)};
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"memtrain_tp_rank", std::to_string(tp_rank)}, {"memtrain_shards", layout.dump()}};
   const std::string suffix = tp_suffix(tp_rank);
-  const auto model_bytes = core::encode_safetensors(model, metadata);
-  checkpoint::write_file_durably((fs::path(dir) / ("model-" + suffix + ".safetensors")).string(),
-                                 model_bytes, budget);
-  const auto optim_bytes = core::encode_safetensors(optim, {{"memtrain_tp_rank", std::to_string(tp_rank)}});
-  checkpoint::write_file_durably((fs::path(dir) / ("optimizer-" + suffix + ".safetensors")).string(),
-                                 optim_bytes, budget);
+  write_safetensors_durably((fs::path(dir) / ("model-" + suffix + ".safetensors")).string(), model, metadata,
+                            budget);
+  write_safetensors_durably((fs::path(dir) / ("optimizer-" + suffix + ".safetensors")).string(), optim,
+                            {{"memtrain_tp_rank", std::to_string(tp_rank)}}, budget);
 }
 
 }  // namespace
