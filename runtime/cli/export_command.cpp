@@ -32,6 +32,15 @@ void add_export_command(CLI::App& app, int& exit_code) {
       throw ConfigError("export-hf: checkpoint " + args->checkpoint + ": not a directory; expected a checkpoint "
                         "directory such as runs/<name>/checkpoints/step-00000100");
     }
+    // Writing into a checkpoint (or the checkpoints folder) would add files its manifest does
+    // not list, and make the newest checkpoint fail verification.
+    for (auto p = std::filesystem::weakly_canonical(args->out, ec); !p.empty(); p = p.parent_path()) {
+      if (std::filesystem::exists(p / "manifest.json", ec) || p.filename() == "checkpoints") {
+        throw ConfigError("export-hf: OUT " + args->out + " lies inside " + p.string() +
+                          ", a checkpoint or checkpoints directory; expected a directory outside the run's checkpoints");
+      }
+      if (p == p.parent_path()) break;
+    }
     const auto report = checkpoint::verify_checkpoint(args->checkpoint);
     if (!report.ok()) {
       std::string m = "export-hf: checkpoint " + args->checkpoint + " does not verify:";

@@ -1,6 +1,7 @@
 #include "runtime/train/checkpoint_eval.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -36,11 +37,14 @@ std::vector<std::vector<std::int64_t>> rows_of(const nlohmann::json& j, const ch
     if (!a[r].is_array()) throw ConfigError(file + ": " + key + "[" + std::to_string(r) + "] is not a list");
     std::vector<std::int64_t> row;
     for (std::size_t t = 0; t < a[r].size(); ++t) {
-      if (!a[r][t].is_number_integer()) {
-        throw ConfigError(file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) + "] = " +
-                          a[r][t].dump() + " is not an integer");
-      }
-      row.push_back(a[r][t].get<std::int64_t>());
+      const auto& v = a[r][t];
+      const std::string at = file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) + "] = " + v.dump();
+      if (!v.is_number_integer()) throw ConfigError(at + " is not an integer");
+      // Ids are 32-bit: a larger value is refused as written, never wrapped (to -100 or else).
+      const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t{INT32_MAX}
+                                               : v.get<std::int64_t>() >= INT32_MIN && v.get<std::int64_t>() <= INT32_MAX;
+      if (!fits) throw ConfigError(at + " is outside the 32-bit integer range");
+      row.push_back(v.get<std::int64_t>());
     }
     rows.push_back(std::move(row));
   }
@@ -117,9 +121,9 @@ EvalInput parse_eval_input(const std::string& path) {
   for (std::size_t r = 0; r < ids.size(); ++r) {
     for (int t = 0; t < e.seq_length; ++t) {
       const std::size_t i = r * static_cast<std::size_t>(e.seq_length) + static_cast<std::size_t>(t);
-      e.input_ids[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(ids[r][t], -1, INT32_MAX));
-      e.labels[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(labels[r][t], -101, INT32_MAX));
-      if (!types.empty()) e.token_type_ids[i] = static_cast<std::int32_t>(std::clamp<std::int64_t>(types[r][t], -1, INT32_MAX));
+      e.input_ids[i] = static_cast<std::int32_t>(ids[r][t]);
+      e.labels[i] = static_cast<std::int32_t>(labels[r][t]);
+      if (!types.empty()) e.token_type_ids[i] = static_cast<std::int32_t>(types[r][t]);
       if (!mask.empty()) {
         if (mask[r][t] != 0 && mask[r][t] != 1) {
           throw ConfigError(path + ": attention_mask[" + std::to_string(r) + "][" + std::to_string(t) + "] = " +

@@ -81,6 +81,15 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   m.data_parallel_size = field<int>(j, "data_parallel_size", file);
   m.lr_decay_steps = field<int>(j, "lr_decay_steps", file);
   m.dtype = field<std::string>(j, "dtype", file);
+  const auto require = [&](bool ok, const char* key, std::int64_t value, const char* expected) {
+    if (!ok) {
+      throw RuntimeError(file + ": field \"" + key + "\" = " + std::to_string(value) + "; expected " + expected);
+    }
+  };
+  require(m.step >= 0, "step", m.step, ">= 0");
+  require(m.tensor_model_parallel_size >= 1, "tensor_model_parallel_size", m.tensor_model_parallel_size, ">= 1");
+  require(m.data_parallel_size >= 1, "data_parallel_size", m.data_parallel_size, ">= 1");
+  require(m.lr_decay_steps >= 0, "lr_decay_steps", m.lr_decay_steps, ">= 0");
   return m;
 }
 

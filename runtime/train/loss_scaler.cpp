@@ -90,8 +90,8 @@ bool LossScaler::update(bool found_non_finite) {
     s.skipped_steps += 1;
     if (++s.consecutive_overflows_at_min >= config_.max_skipped_steps_at_min) {
       throw NonFiniteStreak("gradients were inf/NaN in " + str(s.consecutive_overflows_at_min) +
-                            " consecutive steps (no loss scale to lower in this precision); the run "
-                            "stops rather than train on garbage: look for inf/NaN in the inputs or a "
+                            " consecutive steps (no loss scale to lower in this precision), so "
+                            "training on would train on garbage: look for inf/NaN in the inputs or a "
                             "diverged loss, or lower training.lr; health.max_consecutive_skips sets "
                             "this limit");
     }
@@ -114,7 +114,7 @@ bool LossScaler::update(bool found_non_finite) {
       throw NonFiniteStreak(
           "fp16 gradients overflowed " + str(s.consecutive_overflows_at_min) +
           " consecutive steps at the minimum loss scale " + str(config_.min_loss_scale) +
-          "; the run stops rather than train on garbage: look for inf/NaN in the inputs or a "
+          ", so training on would train on garbage: look for inf/NaN in the inputs or a "
           "diverged loss, lower training.lr, or use precision.dtype: bf16 (float's range, no "
           "loss scaling); precision.loss_scale.min_loss_scale and max_skipped_steps_at_min "
           "(or health.max_consecutive_skips) set this limit");

@@ -188,9 +188,16 @@ int train(const Config& config, const RunOptions& options) {
     // Note [What a resume may change]: the directory belongs to a trajectory.
     run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config),
                                  config.name, config.path, world.size());
-    // Starting over (no checkpoint verified) drops every logged step; a resume those after it.
-    if (resume.resume || resume.none_valid) {
+    // A resume drops the logged steps after its checkpoint; starting over in a directory that
+    // has logged steps (no checkpoint, none valid, a supervisor's relaunch before the first
+    // one) drops them all: the run logs them again, and no step may appear twice. A compute
+    // run is deterministic, so what is dropped is what the new run writes.
+    if (!dry && (resume.resume || run_dir->reused())) {
       truncation = truncate_metrics_after(run_dir->file("metrics.jsonl"), resume.resume ? resume.step : -1);
+      if (!resume.resume && truncation.dropped_lines > 0) {
+        std::cerr << "memtrain: run directory " << run_path << ": starting from step 0; the "
+                  << truncation.dropped_lines << " lines of an earlier start in metrics.jsonl are replaced\n";
+      }
     }
     metrics.emplace(run_dir->file("metrics.jsonl"));
     if (resume.resume) {
@@ -319,7 +326,9 @@ int train(const Config& config, const RunOptions& options) {
       }
     };
 
-    const EvalResult start_eval = evaluate_and_log(resume.step, !truncation.eval_at_step);
+    // A resumed run logs the evaluations an uninterrupted one would: none at the resumed step
+    // (its line, if that step had one, was kept).
+    const EvalResult start_eval = evaluate_and_log(resume.step, !resume.resume);
     EvalResult end_eval = start_eval;
     std::int64_t last_eval_step = resume.step;
 

@@ -238,6 +238,16 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
     EXPECT_TRUE(contains(b.err, c.message)) << c.json << "\n" << b.err;
     EXPECT_TRUE(b.out.empty()) << c.json;
   }
+  // 32-bit ids: a value beyond is refused as written, never wrapped (to -100, unscored).
+  s.write("big.json", R"({"input_ids": [[1,2]], "labels": [[1,18446744073709551516]]})");
+  const auto big = s.memtrain("eval --checkpoint " + ckpt + " --input big.json");
+  EXPECT_EQ(big.exit_code, 2);
+  EXPECT_TRUE(contains(big.err, "labels[0][1] = 18446744073709551516 is outside the 32-bit integer range")) << big.err;
+  // An export into a checkpoint would break its manifest: refused, nothing written.
+  const auto into = s.memtrain("export-hf " + ckpt + " " + ckpt + "/hf");
+  EXPECT_EQ(into.exit_code, 2);
+  EXPECT_TRUE(contains(into.err, "a checkpoint or checkpoints directory")) << into.err;
+  EXPECT_EQ(s.memtrain("checkpoint verify " + ckpt).exit_code, 0);
   const auto missing = s.memtrain("eval --checkpoint nowhere --input in.json");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_TRUE(contains(missing.err, "eval --checkpoint nowhere: not a directory"));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/trainer.hpp"
 #include "tests/train/temp_dir.hpp"
 #include "tests/train/tiny_config.hpp"
@@ -131,6 +132,38 @@ TEST(Resume, AChangedTrajectoryKeyIsRefusedByNameAndNothingIsWritten) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("set training.lr_decay_steps: 6"), std::string::npos) << e.what();
   }
+}
+
+// Starting again from step 0 in a run directory without checkpoints (a relaunch before the
+// first one) replaces the earlier start's lines: still no step twice.
+TEST(Resume, StartingOverInAUsedRunDirectoryLogsNoStepTwice) {
+  testing::TempDir tmp;
+  Config c = resumable_config("fp32", 3);
+  c.checkpoint.interval = 0;
+  ASSERT_EQ(run(c, tmp.sub("run")), 0);
+  const auto first = training_lines(tmp.sub("run/metrics.jsonl"));
+  ASSERT_EQ(run(c, tmp.sub("run")), 0);
+  const auto second = training_lines(tmp.sub("run/metrics.jsonl"));  // fails on a repeated step
+  ASSERT_EQ(second.size(), 3u);
+  for (std::int64_t s = 1; s <= 3; ++s) EXPECT_EQ(second.at(s)["loss"], first.at(s)["loss"]) << s;
+}
+
+// meta.json fields outside their ranges are named, not trusted (a checksum only says the bytes
+// are the ones written).
+TEST(CheckpointMeta, FieldsOutOfRangeAreNamed) {
+  testing::TempDir tmp;
+  std::ofstream(tmp.sub("meta.json")) << R"({"step": 4, "tensor_model_parallel_size": 0, "data_parallel_size": 1,
+    "lr_decay_steps": 6, "dtype": "fp32"})";
+  try {
+    read_checkpoint_meta(tmp.str());
+    FAIL() << "accepted tensor_model_parallel_size 0";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("field \"tensor_model_parallel_size\" = 0; expected >= 1"), std::string::npos)
+        << e.what();
+  }
+  std::ofstream(tmp.sub("meta.json")) << R"({"step": -1, "tensor_model_parallel_size": 1, "data_parallel_size": 1,
+    "lr_decay_steps": 6, "dtype": "fp32"})";
+  EXPECT_THROW(read_checkpoint_meta(tmp.str()), RuntimeError);
 }
 
 TEST(Resume, NeverRefusesCheckpointsAndRequiredRefusesTheirAbsence) {
