@@ -13,6 +13,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/data/prepare_data.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
+#include "runtime/train/checkpoint_saver.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -20,9 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string model_file(const std::string& dir, int tp_rank) {
-  char name[40];
-  std::snprintf(name, sizeof name, "model-tp%02d.safetensors", tp_rank);
-  return (fs::path(dir) / name).string();
+  return (fs::path(dir) / model_file_name(tp_rank)).string();
 }
 
 struct Layout {

@@ -10,6 +10,7 @@
 
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
+#include "runtime/train/checkpoint_saver.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -45,12 +46,6 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s + "]";
-}
-
-std::string tp_suffix(int tp_rank) {
-  char s[16];
-  std::snprintf(s, sizeof s, "tp%02d", tp_rank);
-  return s;
 }
 
 }  // namespace
@@ -106,9 +101,8 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
   auto* adamw = dynamic_cast<AdamW*>(&optimizer);
   if (!adamw) throw RuntimeError("loading checkpoints into this optimizer is not built (AdamW only)");
 
-  const std::string suffix = tp_suffix(grid.tp_rank());
-  const std::string model_file = (fs::path(dir) / ("model-" + suffix + ".safetensors")).string();
-  const std::string optim_file = (fs::path(dir) / ("optimizer-" + suffix + ".safetensors")).string();
+  const std::string model_file = (fs::path(dir) / model_file_name(grid.tp_rank())).string();
+  const std::string optim_file = (fs::path(dir) / optimizer_file_name(grid.tp_rank())).string();
   const auto model = core::read_safetensors(model_file);
   const auto optim = core::read_safetensors(optim_file);
   if (model.size() != params.size()) {

@@ -37,12 +37,6 @@ void write_safetensors_durably(const std::string& path, const std::map<std::stri
   checkpoint::write_file_durably(path, pieces, budget);
 }
 
-std::string tp_suffix(int tp_rank) {
-  char s[16];
-  std::snprintf(s, sizeof s, "tp%02d", tp_rank);
-  return s;
-}
-
 const char* sharding_name(models::Sharding s) {
   switch (s) {
     case models::Sharding::replicated: return "replicated";
@@ -81,14 +75,24 @@ void write_rank_files(const CheckpointSource& src, const std::string& dir, int t
   optim["step"] = core::TensorView{"I64", {}, std::span<const std::byte>(step_bytes, sizeof step)};
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"memtrain_tp_rank", std::to_string(tp_rank)}, {"memtrain_shards", layout.dump()}};
-  const std::string suffix = tp_suffix(tp_rank);
-  write_safetensors_durably((fs::path(dir) / ("model-" + suffix + ".safetensors")).string(), model, metadata,
-                            budget);
-  write_safetensors_durably((fs::path(dir) / ("optimizer-" + suffix + ".safetensors")).string(), optim,
+  write_safetensors_durably((fs::path(dir) / model_file_name(tp_rank)).string(), model, metadata, budget);
+  write_safetensors_durably((fs::path(dir) / optimizer_file_name(tp_rank)).string(), optim,
                             {{"memtrain_tp_rank", std::to_string(tp_rank)}}, budget);
 }
 
 }  // namespace
+
+std::string model_file_name(int tp_rank) {
+  char s[40];
+  std::snprintf(s, sizeof s, "model-tp%02d.safetensors", tp_rank);
+  return s;
+}
+
+std::string optimizer_file_name(int tp_rank) {
+  char s[40];
+  std::snprintf(s, sizeof s, "optimizer-tp%02d.safetensors", tp_rank);
+  return s;
+}
 
 std::string save_checkpoint(const CheckpointSource& src, comms::ProcessGrid& grid,
                             const std::string& root, std::int64_t step, checkpoint::WriteBudget* budget) {

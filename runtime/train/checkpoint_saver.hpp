@@ -23,6 +23,11 @@ namespace memtrain::train {
 // stateful random stream or an iterator with a position must add it here, or this stops
 // being true.
 
+// The per-tensor-parallel-rank files of a checkpoint directory: "model-tp00.safetensors",
+// "optimizer-tp00.safetensors" (the saver, the loader and export-hf all use these names).
+std::string model_file_name(int tp_rank);
+std::string optimizer_file_name(int tp_rank);
+
 // What one checkpoint is written from; the references must outlive the call.
 struct CheckpointSource {
   const Config& config;
