@@ -115,6 +115,9 @@ struct CheckpointConfig {
   int interval = 0;
   int keep_last = 2;  // complete checkpoints kept; older ones are removed after a new one
   bool on_interrupt = false;  // SIGINT also saves one (SIGTERM and SIGUSR1 always do)
+  // Copy the state into a staging buffer (tag checkpoint) and write it on a background thread
+  // while training continues; the same files (async_checkpointer.hpp).
+  bool async = false;
 };
 
 // Health checks (docs/config.md, "health"; Note [One rule for steps that cannot be taken],

@@ -268,6 +268,7 @@ std::vector<KeySpec> make_keys() {
   k.push_back(integer("checkpoint.interval", 0, kMaxSteps, [](Config& c) -> int& { return c.checkpoint.interval; }));
   k.push_back(integer("checkpoint.keep_last", 1, 1 << 20, [](Config& c) -> int& { return c.checkpoint.keep_last; }));
   k.push_back(boolean("checkpoint.on_interrupt", [](Config& c) -> bool& { return c.checkpoint.on_interrupt; }));
+  k.push_back(boolean("checkpoint.async", [](Config& c) -> bool& { return c.checkpoint.async; }));
   // health: runtime/train/health_check.hpp (docs/config.md, "health").
   k.push_back(integer("health.max_consecutive_skips", 0, 1 << 20,
                       [](Config& c) -> int& { return c.health.max_consecutive_skips; }));

@@ -15,6 +15,7 @@ const Tags& tags() {
     t.activation = registry.register_tag("activation");
     t.temporary = registry.register_tag("temporary");
     t.communication = registry.register_tag("communication");
+    t.checkpoint = registry.register_tag("checkpoint");
     return t;
   }();
   return instance;

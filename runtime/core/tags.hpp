@@ -13,6 +13,7 @@ struct Tags {
   memory::TagId activation;       // tensors saved by a forward pass for its backward pass
   memory::TagId temporary;        // scratch that dies inside one op or one layer's backward
   memory::TagId communication;    // gradient buckets, compression buffers
+  memory::TagId checkpoint;       // checkpoint.async's staging copy of the state (async_checkpointer)
 };
 
 // The ids of the tags above, registered by these names ("parameter", "gradient", ...) in

@@ -17,6 +17,7 @@
 #include "runtime/train/batch_plan.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/loss_scaler.hpp"
+#include "runtime/train/async_checkpointer.hpp"
 #include "runtime/train/make_optimizer.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "runtime/config/model_options_from_config.hpp"
@@ -121,6 +122,8 @@ StepMeasurement measure_step(const Config& config, int world_size) {
                                               compression ? &*compression : nullptr);
     const auto optimizer = make_optimizer(config, model, gradient_sync, world, ctx, &grid.tp());
     LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
+    // checkpoint.async's staging copy, allocated up front as the trainer does.
+    const core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), grid, ctx);
     m.parameters = model.num_parameters();
     for (const auto& p : model.parameters()) m.parameters_on_rank += p.value.numel();
     m.micro_batch_size = plan.micro_batch_size;

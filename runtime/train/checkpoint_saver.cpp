@@ -50,36 +50,6 @@ std::span<const std::byte> bytes_of(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-void write_rank_files(const CheckpointSource& src, const std::string& dir, int tp_rank,
-                      checkpoint::WriteBudget* budget) {
-  const auto* adamw = dynamic_cast<const AdamW*>(&src.optimizer);
-  if (!adamw) throw RuntimeError("checkpoints of this optimizer are not built (AdamW only)");
-  std::map<std::string, core::TensorView> model, optim;
-  nlohmann::ordered_json layout = nlohmann::ordered_json::object();
-  for (std::size_t i = 0; i < src.params.size(); ++i) {
-    const auto& p = src.params[i];
-    model[p.name] = view_of(p.value);
-    optim[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i));
-    optim[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i));
-    if (p.master.defined()) optim[p.name + ".master"] = view_of(p.master);
-    if (p.sharded()) {
-      layout[p.name] = {{"sharding", sharding_name(p.shard.sharding)},
-                        {"offset", p.shard.offset},
-                        {"full_extent", p.shard.full_extent},
-                        {"valid_extent", p.shard.valid_extent}};
-    }
-  }
-  const std::int64_t step = adamw->step_count();
-  std::byte step_bytes[sizeof step];
-  std::memcpy(step_bytes, &step, sizeof step);
-  optim["step"] = core::TensorView{"I64", {}, std::span<const std::byte>(step_bytes, sizeof step)};
-  const std::map<std::string, std::string> metadata = {
-      {"format", "pt"}, {"memtrain_tp_rank", std::to_string(tp_rank)}, {"memtrain_shards", layout.dump()}};
-  write_safetensors_durably((fs::path(dir) / model_file_name(tp_rank)).string(), model, metadata, budget);
-  write_safetensors_durably((fs::path(dir) / optimizer_file_name(tp_rank)).string(), optim,
-                            {{"memtrain_tp_rank", std::to_string(tp_rank)}}, budget);
-}
-
 }  // namespace
 
 std::string model_file_name(int tp_rank) {
@@ -94,45 +64,113 @@ std::string optimizer_file_name(int tp_rank) {
   return s;
 }
 
+RankFiles rank_files(const CheckpointSource& src, int tp_rank) {
+  const auto* adamw = dynamic_cast<const AdamW*>(&src.optimizer);
+  if (!adamw) throw RuntimeError("checkpoints of this optimizer are not built (AdamW only)");
+  RankFiles f;
+  nlohmann::ordered_json layout = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < src.params.size(); ++i) {
+    const auto& p = src.params[i];
+    f.model[p.name] = view_of(p.value);
+    f.optimizer[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i));
+    f.optimizer[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i));
+    if (p.master.defined()) f.optimizer[p.name + ".master"] = view_of(p.master);
+    if (p.sharded()) {
+      layout[p.name] = {{"sharding", sharding_name(p.shard.sharding)},
+                        {"offset", p.shard.offset},
+                        {"full_extent", p.shard.full_extent},
+                        {"valid_extent", p.shard.valid_extent}};
+    }
+  }
+  const std::int64_t step = adamw->step_count();
+  f.step_bytes.resize(sizeof step);
+  std::memcpy(f.step_bytes.data(), &step, sizeof step);
+  f.optimizer["step"] = core::TensorView{"I64", {}, std::span<const std::byte>(f.step_bytes)};
+  f.model_metadata = {{"format", "pt"}, {"memtrain_tp_rank", std::to_string(tp_rank)}, {"memtrain_shards", layout.dump()}};
+  f.optimizer_metadata = {{"memtrain_tp_rank", std::to_string(tp_rank)}};
+  return f;
+}
+
+std::int64_t tensor_bytes(const RankFiles& f) {
+  std::int64_t n = 0;
+  for (const auto* m : {&f.model, &f.optimizer})
+    for (const auto& [name, v] : *m) n += static_cast<std::int64_t>(v.data.size());
+  return n;
+}
+
+RankFiles copy_into(const RankFiles& f, std::span<std::byte> staging) {
+  const std::int64_t need = tensor_bytes(f);
+  if (static_cast<std::int64_t>(staging.size()) < need) {
+    throw RuntimeError("checkpoint staging buffer holds " + std::to_string(staging.size()) + " bytes; the state needs " +
+                       std::to_string(need));
+  }
+  RankFiles out;
+  out.model_metadata = f.model_metadata;
+  out.optimizer_metadata = f.optimizer_metadata;
+  std::size_t at = 0;
+  for (auto [from, to] : {std::pair{&f.model, &out.model}, std::pair{&f.optimizer, &out.optimizer}}) {
+    for (const auto& [name, v] : *from) {
+      if (!v.data.empty()) std::memcpy(staging.data() + at, v.data.data(), v.data.size());
+      (*to)[name] = core::TensorView{v.dtype, v.shape, staging.subspan(at, v.data.size())};
+      at += v.data.size();
+    }
+  }
+  return out;
+}
+
+void write_rank_files(const RankFiles& f, const std::string& dir, int tp_rank, checkpoint::WriteBudget* budget) {
+  write_safetensors_durably((fs::path(dir) / model_file_name(tp_rank)).string(), f.model, f.model_metadata, budget);
+  write_safetensors_durably((fs::path(dir) / optimizer_file_name(tp_rank)).string(), f.optimizer,
+                            f.optimizer_metadata, budget);
+}
+
+RootFiles root_files(const CheckpointSource& src, const comms::ProcessGrid& grid, std::int64_t step) {
+  RootFiles r;
+  const LossScaler::State s = src.scaler.state();
+  nlohmann::ordered_json trainer;
+  trainer["loss_scaler"] = {{"enabled", src.scaler.enabled()},
+                            {"scale", s.scale},
+                            {"growth_tracker", s.growth_tracker},
+                            {"consecutive_overflows", s.consecutive_overflows},
+                            {"skipped_steps", s.skipped_steps},
+                            {"consecutive_overflows_at_min", s.consecutive_overflows_at_min}};
+  r.trainer_state_json = trainer.dump(2) + "\n";
+  r.config_yaml = src.canonical_config_yaml;
+  auto& meta = r.meta;
+  meta["format"] = "memtrain-checkpoint";
+  meta["version"] = 1;
+  meta["memtrain_version"] = MEMTRAIN_CHECKPOINT_VERSION;
+  meta["step"] = step;
+  meta["consumed_samples"] = step * static_cast<std::int64_t>(src.config.training.global_batch_size);
+  meta["config_hash"] = src.config_hash;
+  meta["tensor_model_parallel_size"] = grid.tp_size();
+  meta["data_parallel_size"] = grid.dp_size();
+  meta["dtype"] = src.config.precision.dtype;
+  meta["lr_decay_steps"] = effective_lr_decay_steps(src.config.training);
+  meta["created_at_unix_s"] =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  r.keep_last = src.config.checkpoint.keep_last;
+  return r;
+}
+
+std::string commit_root_files(const std::string& root, std::int64_t step, RootFiles r,
+                              checkpoint::WriteBudget* budget) {
+  const fs::path dir = fs::path(root) / (checkpoint::step_directory_name(step) + ".tmp");
+  checkpoint::write_file_durably((dir / "trainer_state.json").string(), bytes_of(r.trainer_state_json), budget);
+  checkpoint::write_file_durably((dir / "config.yaml").string(), bytes_of(r.config_yaml), budget);
+  return checkpoint::commit_checkpoint(root, step, std::move(r.meta), r.keep_last, budget);
+}
+
 std::string save_checkpoint(const CheckpointSource& src, comms::ProcessGrid& grid,
                             const std::string& root, std::int64_t step, checkpoint::WriteBudget* budget) {
   comms::Communicator& world = grid.world();
-  std::string dir;  // rank 0 creates it; the others know its name
   run_on_root(world, "starting checkpoint " + std::to_string(step),
               [&] { checkpoint::begin_checkpoint(root, step); });
-  dir = (fs::path(root) / (checkpoint::step_directory_name(step) + ".tmp")).string();
+  const std::string dir = (fs::path(root) / (checkpoint::step_directory_name(step) + ".tmp")).string();
   run_where(world, grid.dp_rank() == 0, "writing checkpoint " + std::to_string(step), "another rank",
-            [&] { write_rank_files(src, dir, grid.tp_rank(), budget); });
-  run_on_root(world, "completing checkpoint " + std::to_string(step), [&] {
-    const LossScaler::State s = src.scaler.state();
-    nlohmann::ordered_json trainer;
-    trainer["loss_scaler"] = {{"enabled", src.scaler.enabled()},
-                              {"scale", s.scale},
-                              {"growth_tracker", s.growth_tracker},
-                              {"consecutive_overflows", s.consecutive_overflows},
-                              {"skipped_steps", s.skipped_steps},
-                              {"consecutive_overflows_at_min", s.consecutive_overflows_at_min}};
-    checkpoint::write_file_durably((fs::path(dir) / "trainer_state.json").string(),
-                                   bytes_of(trainer.dump(2) + "\n"), budget);
-    checkpoint::write_file_durably((fs::path(dir) / "config.yaml").string(),
-                                   bytes_of(src.canonical_config_yaml), budget);
-    nlohmann::ordered_json meta;
-    meta["format"] = "memtrain-checkpoint";
-    meta["version"] = 1;
-    meta["memtrain_version"] = MEMTRAIN_CHECKPOINT_VERSION;
-    meta["step"] = step;
-    meta["consumed_samples"] = step * static_cast<std::int64_t>(src.config.training.global_batch_size);
-    meta["config_hash"] = src.config_hash;
-    meta["tensor_model_parallel_size"] = grid.tp_size();
-    meta["data_parallel_size"] = grid.dp_size();
-    meta["dtype"] = src.config.precision.dtype;
-    meta["lr_decay_steps"] = effective_lr_decay_steps(src.config.training);
-    meta["created_at_unix_s"] = std::chrono::duration_cast<std::chrono::seconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
-    checkpoint::commit_checkpoint(root, step, std::move(meta),
-                                               src.config.checkpoint.keep_last, budget);
-  });
+            [&] { write_rank_files(rank_files(src, grid.tp_rank()), dir, grid.tp_rank(), budget); });
+  run_on_root(world, "completing checkpoint " + std::to_string(step),
+              [&] { commit_root_files(root, step, root_files(src, grid, step), budget); });
   return (fs::path(root) / checkpoint::step_directory_name(step)).string();
 }
 

@@ -1,6 +1,10 @@
 #pragma once
 // Saving the training state of one step as a checkpoint (runtime/checkpoint/ writes the files).
+#include <cstddef>
 #include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -8,6 +12,7 @@
 #include "models/parameter.hpp"
 #include "runtime/checkpoint/durable_file.hpp"
 #include "runtime/config/config.hpp"
+#include "runtime/core/safetensors.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
 
@@ -38,6 +43,43 @@ struct CheckpointSource {
   std::string config_hash;
 };
 
+// The two safetensors files of one tensor-parallel rank, as views of the bytes they are written
+// from (the live tensors, or a staging copy of them). "step" points into `step_bytes`, which a
+// move keeps in place.
+struct RankFiles {
+  std::map<std::string, core::TensorView> model;      // <Hugging Face name> -> stored dtype
+  std::map<std::string, core::TensorView> optimizer;  // exp_avg, exp_avg_sq, master, "step"
+  std::map<std::string, std::string> model_metadata;
+  std::map<std::string, std::string> optimizer_metadata;
+  std::vector<std::byte> step_bytes;                  // AdamW's step count, int64
+};
+
+// This rank's files of `source`, viewing its tensors in place. Throws memtrain::RuntimeError
+// for an optimizer other than AdamW.
+RankFiles rank_files(const CheckpointSource& source, int tp_rank);
+// Bytes of every tensor in `files` (the headers excluded): what a staging copy holds.
+std::int64_t tensor_bytes(const RankFiles& files);
+// `files` with every tensor's bytes copied into `staging` (at least tensor_bytes(files) bytes),
+// in name order, and the views pointing there. Throws memtrain::RuntimeError when it is smaller.
+RankFiles copy_into(const RankFiles& files, std::span<std::byte> staging);
+// Writes files' two safetensors files into `dir`, each fsynced (write_file_durably).
+void write_rank_files(const RankFiles& files, const std::string& dir, int tp_rank,
+                      checkpoint::WriteBudget* budget);
+
+// What rank 0 writes besides its rank files, captured at the step: trainer_state.json (the
+// loss scaler), config.yaml and meta.json (without "files", which the commit adds).
+struct RootFiles {
+  std::string trainer_state_json;
+  std::string config_yaml;
+  nlohmann::ordered_json meta;
+  int keep_last = 2;
+};
+RootFiles root_files(const CheckpointSource& source, const comms::ProcessGrid& grid, std::int64_t step);
+// Writes the root files into root/step-NNNNNNNN.tmp/ and commits the checkpoint
+// (checkpoint::commit_checkpoint); returns its final path. Throws memtrain::RuntimeError.
+std::string commit_root_files(const std::string& checkpoints_root, std::int64_t step, RootFiles files,
+                              checkpoint::WriteBudget* budget);
+
 // Writes run_dir/checkpoints/step-NNNNNNNN/ after optimizer step `step` (1-based count of
 // completed steps); collective over grid.world(). Files: model-tpXX.safetensors (parameters
 // with Hugging Face names, this tensor-parallel rank's shards, vocabulary padding included and
@@ -46,7 +88,7 @@ struct CheckpointSource {
 // config.yaml, meta.json and manifest.json. Data-parallel rank 0 of each tensor-parallel rank
 // writes that rank's files (the replicas are equal); world rank 0 commits. Returns the
 // checkpoint's path (on every rank). Throws memtrain::RuntimeError on every rank when a write
-// fails on any of them.
+// fails on any of them. async_checkpointer.hpp writes the same bytes in the background.
 std::string save_checkpoint(const CheckpointSource& source, comms::ProcessGrid& grid,
                             const std::string& checkpoints_root, std::int64_t step,
                             checkpoint::WriteBudget* budget);

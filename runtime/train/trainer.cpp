@@ -29,6 +29,7 @@
 #include "runtime/checkpoint/fault_injection.hpp"
 #include "runtime/train/batch_plan.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
+#include "runtime/train/async_checkpointer.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/fill_mask.hpp"
@@ -161,6 +162,8 @@ int train(const Config& config, const RunOptions& options) {
   LossScaleConfig loss_scale = config.precision.loss_scale;
   if (config.health.max_consecutive_skips > 0) loss_scale.max_skipped_steps_at_min = config.health.max_consecutive_skips;
   LossScaler scaler(loss_scale, config.precision.dtype == "fp16");
+  // checkpoint.async: allocated up front, as `memtrain plan` counts it (plan_step.cpp).
+  core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), grid, ctx);
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus
@@ -314,16 +317,31 @@ int train(const Config& config, const RunOptions& options) {
     checkpoint::WriteBudget budget = faults.kill_in_checkpoint
                                          ? checkpoint::WriteBudget(*faults.kill_in_checkpoint)
                                          : checkpoint::WriteBudget();
-    auto save = [&](std::int64_t at) {
-      const auto t0 = Clock::now();
+    auto saved_line = [&](std::int64_t at, const std::string& path, double seconds, const char* how) {
+      progress.break_line();
+      char line[96];
+      std::snprintf(line, sizeof line, " (%.2f s%s)\n", seconds, how);
+      out << "memtrain: checkpoint of step " << at << " saved to " << path << line << std::flush;
+    };
+    // checkpoint.async: Note [An asynchronous checkpoint is committed by a vote].
+    std::optional<AsyncCheckpointer> async_checkpoints;
+    if (checkpointing && config.checkpoint.async) {
+      async_checkpoints.emplace(checkpoint_staging, grid, checkpoints_root, &budget,
+                                [&](std::int64_t at, const std::string& path, double seconds) {
+                                  saved_line(at, path, seconds, ", written in the background");
+                                });
+    }
+    // `final`: the run stops after it, so an asynchronous one is waited for.
+    auto save = [&](std::int64_t at, bool final) {
       const CheckpointSource source{config, model.parameters(), *optimizer, scaler, canonical, hash};
-      const std::string path = save_checkpoint(source, grid, checkpoints_root, at, &budget);
-      if (root) {
-        progress.break_line();
-        char line[64];
-        std::snprintf(line, sizeof line, " (%.2f s)\n", seconds_since(t0));
-        out << "memtrain: checkpoint of step " << at << " saved to " << path << line << std::flush;
+      if (async_checkpoints) {
+        async_checkpoints->start(source, at);
+        if (final) async_checkpoints->wait();
+        return;
       }
+      const auto t0 = Clock::now();
+      const std::string path = save_checkpoint(source, grid, checkpoints_root, at, &budget);
+      if (root) saved_line(at, path, seconds_since(t0), "");
     };
 
     // A resumed run logs the evaluations an uninterrupted one would: none at the resumed step
@@ -362,6 +380,7 @@ int train(const Config& config, const RunOptions& options) {
       if (!checkpointing) {
         throw RuntimeError(reason + "; no checkpoint to roll back to (checkpoint.interval is 0)");
       }
+      if (async_checkpoints) async_checkpoints->wait();  // the newest one may be the target
       if (++rollbacks > config.health.max_rollbacks) {
         throw RuntimeError(reason + "; stopping after " + std::to_string(config.health.max_rollbacks) +
                            " rollbacks (health.max_rollbacks)");
@@ -467,11 +486,13 @@ int train(const Config& config, const RunOptions& options) {
       }
       const bool saving_stop = interrupted && (stop_signal == SIGTERM || stop_signal == SIGUSR1 ||
                                                config.checkpoint.on_interrupt);
+      if (async_checkpoints) async_checkpoints->poll();
       if (checkpointing && (step % config.checkpoint.interval == 0 || step == tc.max_steps || saving_stop)) {
-        save(step);
+        save(step, step == tc.max_steps || interrupted);
       }
       if (faults.kills_after(step, world.rank())) checkpoint::kill_self();
     }
+    if (async_checkpoints) async_checkpoints->wait();  // an interrupt without a saving stop
     if (last_eval_step != step) end_eval = evaluate_and_log(step);
     progress.break_line();
 

@@ -268,5 +268,22 @@ TEST(Plan, LargestMicroBatchFitsAndOneMoreDoesNot) {
   EXPECT_FALSE(plan_json(s, above, 3)["fits"].get<bool>());
 }
 
+// checkpoint.async's staging copy is allocated up front (tag checkpoint): every parameter's
+// value, its two f32 AdamW moments and its f32 master when 16-bit, and the 8-byte step count,
+// rounded up to whole f32 elements. Without checkpoint.async there is none.
+TEST(Plan, AsynchronousCheckpointsHoldAStagingCopyOfTheState) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto sync = plan_json(s, "--target 1GiB --set checkpoint.interval=2", 0);
+  EXPECT_FALSE(sync["per_tag_peak_bytes"].contains("checkpoint") &&
+               sync["per_tag_peak_bytes"]["checkpoint"].get<std::int64_t>() > 0);
+  const auto fp32 = plan_json(s, "--target 1GiB --set checkpoint.interval=2 --set checkpoint.async=true", 0);
+  const auto p = fp32["parameters"].get<std::int64_t>();
+  EXPECT_EQ(fp32["per_tag_peak_bytes"]["checkpoint"].get<std::int64_t>(), (4 + 8) * p + 8);
+  const auto bf16 = plan_json(
+      s, "--target 1GiB --set checkpoint.interval=2 --set checkpoint.async=true --set precision.dtype=bf16", 0);
+  EXPECT_EQ(bf16["per_tag_peak_bytes"]["checkpoint"].get<std::int64_t>(), ((2 + 8 + 4) * p + 8 + 3) / 4 * 4);
+}
+
 }  // namespace
 }  // namespace memtrain::cli

@@ -148,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"memory:\n  attention: fast\n",
                  "9: memory.attention = fast: unknown value; expected one of standard, flash"}),
     [](const ::testing::TestParamInfo<BadValue>& info) {
-      return memtrain::testing::case_name(info.param.message.substr(info.param.message.find(': ') + 2), info.index);
+      return memtrain::testing::case_name(info.param.message.substr(info.param.message.find(": ") + 2), info.index);
     });
 
 TEST(RecomputeConfig, RecomputeCountAboveALayerCountSetElsewhereNamesBothPlaces) {
