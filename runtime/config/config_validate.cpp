@@ -146,18 +146,12 @@ void check_compression(const Config& c) {
 }
 
 // What a checkpoint can hold today: parameters, AdamW's moments and masters (replicated, or one
-// file per tensor-parallel rank) and the loss scaler. ZeRO-1 shards, compressor state and 1-bit
-// Adam's frozen variance are not saved yet; a checkpoint without them would resume onto another
+// file per tensor-parallel rank, or ZeRO-1's shards) and the loss scaler. Compressor state and
+// 1-bit Adam's frozen variance are not saved yet; a checkpoint without them would resume onto another
 // trajectory, so those combinations are refused rather than half-saved.
 void check_checkpoint(const Config& c) {
   if (c.checkpoint.interval == 0) return;
   const std::string key = "checkpoint.interval";
-  if (c.parallel.zero_stage != 0) {
-    fail(c, blamed(c, key, "parallel.zero_stage"),
-         "not supported yet with " + other(c, "parallel.zero_stage") +
-             " (checkpoints of ZeRO-1 shards are not built)",
-         "checkpoint.interval = 0, or parallel.zero_stage = 0");
-  }
   if (c.compression.method != "none") {
     fail(c, blamed(c, key, "compression.method"),
          "not supported yet with " + other(c, "compression.method") +

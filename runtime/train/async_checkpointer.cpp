@@ -8,6 +8,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 #include "runtime/train/root_only.hpp"
+#include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -25,19 +26,29 @@ bool ready(const std::future<std::string>& f) {
 
 }  // namespace
 
-std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& params) {
-  std::int64_t n = 8;  // AdamW's step count
+std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& params, const Optimizer& optimizer,
+                                      int dp_rank) {
+  std::int64_t n = 0;
+  if (dp_rank == 0) {
+    for (const auto& p : params) n += static_cast<std::int64_t>(p.value.nbytes());
+  }
+  if (const auto* zero = dynamic_cast<const ZeroAdamW*>(&optimizer)) {
+    return n + zero->shard_elements() * (zero->has_masters() ? 12 : 8) + 8;  // f32 moments (+ master), step
+  }
+  if (dp_rank != 0) return 0;
   for (const auto& p : params) {
-    n += static_cast<std::int64_t>(p.value.nbytes()) + 2 * 4 * p.value.numel();  // value, f32 moments
+    n += 2 * 4 * p.value.numel();  // f32 moments
     if (p.master.defined()) n += static_cast<std::int64_t>(p.master.nbytes());
   }
-  return n;
+  return n + 8;
 }
 
 core::Tensor allocate_checkpoint_staging(const Config& config, const std::vector<models::Parameter>& params,
-                                         const comms::ProcessGrid& grid, core::Context& ctx) {
-  if (!config.checkpoint.async || config.checkpoint.interval == 0 || grid.dp_rank() != 0) return {};
-  const std::int64_t bytes = checkpoint_staging_bytes(params);
+                                         const Optimizer& optimizer, const comms::ProcessGrid& grid,
+                                         core::Context& ctx) {
+  if (!config.checkpoint.async || config.checkpoint.interval == 0) return {};
+  const std::int64_t bytes = checkpoint_staging_bytes(params, optimizer, grid.dp_rank());
+  if (bytes == 0) return {};
   return core::Tensor::empty(ctx, {(bytes + 3) / 4}, core::DType::f32, core::tags().checkpoint);  // [bytes / 4] raw bytes
 }
 
@@ -60,13 +71,14 @@ void AsyncCheckpointer::start(const CheckpointSource& src, std::int64_t step) {
   run_on_root(world, "starting checkpoint " + std::to_string(step),
               [&] { checkpoint::begin_checkpoint(root_, step); });
   const std::string dir = (std::filesystem::path(root_) / (checkpoint::step_directory_name(step) + ".tmp")).string();
-  run_where(world, grid_.dp_rank() == 0, what, "another rank", [&] {
+  run_where(world, true, what, "another rank", [&] {
+    RankFiles files = rank_files(src, grid_.tp_rank(), grid_.dp_rank());
+    if (files.model_name.empty() && files.optimizer_name.empty()) return;
     if (!staging_.defined()) throw RuntimeError("checkpoint.async has no staging buffer on this rank");
     std::span<std::byte> buffer(reinterpret_cast<std::byte*>(staging_.data<float>()), staging_.nbytes());
-    RankFiles copy = copy_into(rank_files(src, grid_.tp_rank()), buffer);
-    const int tp_rank = grid_.tp_rank();
-    writing_ = std::async(std::launch::async, [this, copy = std::move(copy), dir, tp_rank] {
-      write_rank_files(copy, dir, tp_rank, budget_);
+    RankFiles copy = copy_into(files, buffer);
+    writing_ = std::async(std::launch::async, [this, copy = std::move(copy), dir] {
+      write_rank_files(copy, dir, budget_);
     });
   });
   if (world.rank() == 0) root_files_ = root_files(src, grid_, step);

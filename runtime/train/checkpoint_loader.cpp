@@ -1,5 +1,6 @@
 #include "runtime/train/checkpoint_loader.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
+#include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -46,6 +48,103 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s + "]";
+}
+
+// One shard file's piece of a parameter: elements [offset, offset + length) of its flat order.
+struct ShardPiece {
+  std::int64_t offset = 0, length = 0;
+  const core::HostArray* exp_avg = nullptr;
+  const core::HostArray* exp_avg_sq = nullptr;
+  const core::HostArray* master = nullptr;
+  std::string file;
+};
+
+const core::HostArray* f32_piece(const std::map<std::string, core::HostArray>& arrays, const std::string& name,
+                                 std::int64_t length, const std::string& file, bool required) {
+  const auto it = arrays.find(name);
+  if (it == arrays.end()) {
+    if (required) throw RuntimeError(file + ": no tensor " + name);
+    return nullptr;
+  }
+  if (it->second.dtype != "F32" || it->second.shape != std::vector<std::int64_t>{length}) {
+    throw RuntimeError(file + ": tensor " + name + " is " + it->second.dtype + " " + shape_text(it->second.shape) +
+                       ", its piece is F32 [" + std::to_string(length) + "]");
+  }
+  return &it->second;
+}
+
+// Note [ZeRO-1 checkpoints reshard by element ranges]
+// A ZeRO-1 shard file records, per parameter, which range of its flat elements the shard's
+// moments and masters cover (memtrain_zero_pieces). The ranks of another data-parallel size
+// own other ranges, but every element is in exactly one shard of the writing run, so each
+// rank fills its pieces from the overlaps of the old ones, and counts that every element came.
+void load_zero_shards(const std::string& dir, const CheckpointMeta& meta, const comms::ProcessGrid& grid,
+                      const std::vector<models::Parameter>& params, ZeroAdamW& zero,
+                      std::vector<std::map<std::string, core::HostArray>>& files) {
+  if (meta.zero_stage != 1) {
+    throw ConfigError("checkpoint " + dir + " was written with zero_stage " + std::to_string(meta.zero_stage) +
+                      ", this run has 1; resume with the checkpoint's parallel.zero_stage");
+  }
+  std::map<std::string, std::vector<ShardPiece>> by_name;
+  files.resize(static_cast<std::size_t>(meta.data_parallel_size));
+  std::int64_t steps = -1;
+  for (int r = 0; r < meta.data_parallel_size; ++r) {
+    const std::string file = (fs::path(dir) / optimizer_file_name(grid.tp_rank(), r)).string();
+    std::map<std::string, std::string> metadata;
+    files[r] = core::read_safetensors(file, &metadata);
+    const auto& arrays = files[r];
+    nlohmann::json pieces;
+    try {
+      pieces = nlohmann::json::parse(metadata.at("memtrain_zero_pieces"));
+    } catch (const std::exception&) {
+      throw RuntimeError(file + ": no memtrain_zero_pieces metadata (a JSON object of [offset, length])");
+    }
+    if (!pieces.is_object()) throw RuntimeError(file + ": memtrain_zero_pieces is not a JSON object");
+    for (auto it = pieces.begin(); it != pieces.end(); ++it) {
+      ShardPiece sp;
+      try {
+        sp.offset = it.value().at(0).get<std::int64_t>();
+        sp.length = it.value().at(1).get<std::int64_t>();
+      } catch (const nlohmann::json::exception&) {
+        throw RuntimeError(file + ": memtrain_zero_pieces[" + it.key() + "] is not [offset, length]");
+      }
+      sp.file = file;
+      sp.exp_avg = f32_piece(arrays, it.key() + ".exp_avg", sp.length, file, true);
+      sp.exp_avg_sq = f32_piece(arrays, it.key() + ".exp_avg_sq", sp.length, file, true);
+      sp.master = f32_piece(arrays, it.key() + ".master", sp.length, file, zero.has_masters());
+      by_name[it.key()].push_back(sp);
+    }
+    const auto step = arrays.find("step");
+    if (step == arrays.end() || step->second.dtype != "I64" || step->second.numel() != 1) {
+      throw RuntimeError(file + ": no I64 scalar \"step\"");
+    }
+    std::memcpy(&steps, step->second.data.data(), sizeof steps);
+  }
+  for (const auto& pc : zero.state_pieces()) {
+    const std::string& name = params[pc.param].name;
+    std::int64_t covered = 0;
+    for (const auto& sp : by_name[name]) {
+      const std::int64_t lo = std::max(pc.param_offset, sp.offset);
+      const std::int64_t hi = std::min(pc.param_offset + pc.length, sp.offset + sp.length);
+      if (lo >= hi) continue;
+      const auto copy = [&](float* dst, const core::HostArray* src) {
+        if (dst && src) {
+          std::memcpy(dst + (lo - pc.param_offset), src->data.data() + (lo - sp.offset) * 4,
+                      static_cast<std::size_t>(hi - lo) * 4);
+        }
+      };
+      copy(pc.exp_avg, sp.exp_avg);
+      copy(pc.exp_avg_sq, sp.exp_avg_sq);
+      copy(pc.master, sp.master);
+      covered += hi - lo;
+    }
+    if (covered != pc.length) {
+      throw RuntimeError("checkpoint " + dir + ": the ZeRO-1 shards cover " + std::to_string(covered) + " of " +
+                         std::to_string(pc.length) + " elements of " + name + " from element " +
+                         std::to_string(pc.param_offset) + " (a shard file is missing pieces)");
+    }
+  }
+  zero.set_step_count(steps);
 }
 
 }  // namespace
@@ -85,6 +184,8 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   require(m.tensor_model_parallel_size >= 1, "tensor_model_parallel_size", m.tensor_model_parallel_size, ">= 1");
   require(m.data_parallel_size >= 1, "data_parallel_size", m.data_parallel_size, ">= 1");
   require(m.lr_decay_steps >= 0, "lr_decay_steps", m.lr_decay_steps, ">= 0");
+  if (j.contains("zero_stage")) m.zero_stage = field<int>(j, "zero_stage", file);
+  require(m.zero_stage == 0 || m.zero_stage == 1, "zero_stage", m.zero_stage, "0 or 1");
   return m;
 }
 
@@ -99,30 +200,40 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
                       "tensor_model_parallel_size");
   }
   auto* adamw = dynamic_cast<AdamW*>(&optimizer);
-  if (!adamw) throw RuntimeError("loading checkpoints into this optimizer is not built (AdamW only)");
+  auto* zero = dynamic_cast<ZeroAdamW*>(&optimizer);
+  if (!adamw && !zero) throw RuntimeError("loading checkpoints into this optimizer is not built (AdamW and ZeRO-1 only)");
+  if (adamw && meta.zero_stage != 0) {
+    throw ConfigError("checkpoint " + dir + " was written with zero_stage " + std::to_string(meta.zero_stage) +
+                      ", this run has 0; resume with the checkpoint's parallel.zero_stage");
+  }
 
   const std::string model_file = (fs::path(dir) / model_file_name(grid.tp_rank())).string();
-  const std::string optim_file = (fs::path(dir) / optimizer_file_name(grid.tp_rank())).string();
   const auto model = core::read_safetensors(model_file);
-  const auto optim = core::read_safetensors(optim_file);
   if (model.size() != params.size()) {
     throw RuntimeError(model_file + ": " + std::to_string(model.size()) + " tensors, the model has " +
                        std::to_string(params.size()) + " parameters (a checkpoint of another model?)");
   }
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    auto& p = params[i];
-    copy_array_into(p.value, model, p.name, model_file);
-    copy_array_into(adamw->exp_avg(i), optim, p.name + ".exp_avg", optim_file);
-    copy_array_into(adamw->exp_avg_sq(i), optim, p.name + ".exp_avg_sq", optim_file);
-    if (p.master.defined()) copy_array_into(p.master, optim, p.name + ".master", optim_file);
+  for (auto& p : params) copy_array_into(p.value, model, p.name, model_file);
+  if (zero) {
+    std::vector<std::map<std::string, core::HostArray>> shards;
+    load_zero_shards(dir, meta, grid, params, *zero, shards);
+  } else {
+    const std::string optim_file = (fs::path(dir) / optimizer_file_name(grid.tp_rank())).string();
+    const auto optim = core::read_safetensors(optim_file);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      auto& p = params[i];
+      copy_array_into(adamw->exp_avg(i), optim, p.name + ".exp_avg", optim_file);
+      copy_array_into(adamw->exp_avg_sq(i), optim, p.name + ".exp_avg_sq", optim_file);
+      if (p.master.defined()) copy_array_into(p.master, optim, p.name + ".master", optim_file);
+    }
+    const auto step = optim.find("step");
+    if (step == optim.end() || step->second.dtype != "I64" || step->second.numel() != 1) {
+      throw RuntimeError(optim_file + ": no I64 scalar \"step\"");
+    }
+    std::int64_t steps = 0;
+    std::memcpy(&steps, step->second.data.data(), sizeof steps);
+    adamw->set_step_count(steps);
   }
-  const auto step = optim.find("step");
-  if (step == optim.end() || step->second.dtype != "I64" || step->second.numel() != 1) {
-    throw RuntimeError(optim_file + ": no I64 scalar \"step\"");
-  }
-  std::int64_t steps = 0;
-  std::memcpy(&steps, step->second.data.data(), sizeof steps);
-  adamw->set_step_count(steps);
 
   const std::string state_file = (fs::path(dir) / "trainer_state.json").string();
   const nlohmann::json state = read_json(state_file);

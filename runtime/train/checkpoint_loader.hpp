@@ -21,6 +21,7 @@ struct CheckpointMeta {
   int data_parallel_size = 1;
   int lr_decay_steps = 0;
   std::string dtype;
+  int zero_stage = 0;  // absent in checkpoints from before ZeRO-1 was saved: 0
 };
 
 // Copies arrays[name] into `t` after checking that its dtype and shape are t's. Throws
@@ -33,14 +34,16 @@ void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArra
 // not JSON, or a field is absent or of the wrong type.
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
-// Overwrites this rank's parameter values and fp32 masters, AdamW's moments and step count,
-// and the loss scaler's state with those of the checkpoint in `dir` (a complete, verified
-// step-NNNNNNNN directory): model-tpXX.safetensors and optimizer-tpXX.safetensors of this
-// rank's tensor-parallel rank, and trainer_state.json. Any data-parallel size loads (AdamW's
-// state is replicated); the tensor-parallel size must be the checkpoint's, since resharding
-// on load is not built (ConfigError naming both sizes). Throws RuntimeError naming the file and
-// the tensor when a tensor is missing or its dtype or shape differs from the model's (a
-// checkpoint of another model), and for an optimizer other than AdamW. Not collective: the
+// Overwrites this rank's parameter values and fp32 masters, the optimizer's moments and step
+// count, and the loss scaler's state with those of the checkpoint in `dir` (a complete,
+// verified step-NNNNNNNN directory): model-tpXX.safetensors, the optimizer files of this
+// rank's tensor-parallel rank, and trainer_state.json. Any data-parallel size loads: AdamW's
+// state is replicated, and ZeRO-1's shards are resharded (each rank copies its pieces out of
+// every shard file that overlaps them; Note [ZeRO-1 shards the buckets]). The tensor-parallel
+// size must be the checkpoint's, since resharding on load is not built (ConfigError naming both
+// sizes). Throws RuntimeError naming the file and the tensor when a tensor is missing, its dtype
+// or shape differs from the model's (a checkpoint of another model), or the shards do not
+// cover a piece; and for an optimizer other than AdamW and ZeroAdamW. Not collective: the
 // caller reports a failure on one rank to the others (run_where).
 void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
                      std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler);

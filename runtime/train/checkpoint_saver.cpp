@@ -10,6 +10,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/root_only.hpp"
+#include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -58,23 +59,30 @@ std::string model_file_name(int tp_rank) {
   return s;
 }
 
-std::string optimizer_file_name(int tp_rank) {
-  char s[40];
-  std::snprintf(s, sizeof s, "optimizer-tp%02d.safetensors", tp_rank);
+std::string optimizer_file_name(int tp_rank, int dp_rank) {
+  char s[48];
+  if (dp_rank < 0) {
+    std::snprintf(s, sizeof s, "optimizer-tp%02d.safetensors", tp_rank);
+  } else {
+    std::snprintf(s, sizeof s, "optimizer-tp%02d-dp%02d.safetensors", tp_rank, dp_rank);
+  }
   return s;
 }
 
-RankFiles rank_files(const CheckpointSource& src, int tp_rank) {
+RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
   const auto* adamw = dynamic_cast<const AdamW*>(&src.optimizer);
-  if (!adamw) throw RuntimeError("checkpoints of this optimizer are not built (AdamW only)");
+  const auto* zero = dynamic_cast<const ZeroAdamW*>(&src.optimizer);
+  if (!adamw && !zero) throw RuntimeError("checkpoints of this optimizer are not built (AdamW and ZeRO-1 only)");
   RankFiles f;
   nlohmann::ordered_json layout = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < src.params.size(); ++i) {
     const auto& p = src.params[i];
     f.model[p.name] = view_of(p.value);
-    f.optimizer[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i));
-    f.optimizer[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i));
-    if (p.master.defined()) f.optimizer[p.name + ".master"] = view_of(p.master);
+    if (adamw) {
+      f.optimizer[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i));
+      f.optimizer[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i));
+      if (p.master.defined()) f.optimizer[p.name + ".master"] = view_of(p.master);
+    }
     if (p.sharded()) {
       layout[p.name] = {{"sharding", sharding_name(p.shard.sharding)},
                         {"offset", p.shard.offset},
@@ -82,12 +90,32 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank) {
                         {"valid_extent", p.shard.valid_extent}};
     }
   }
-  const std::int64_t step = adamw->step_count();
+  f.optimizer_metadata = {{"memtrain_tp_rank", std::to_string(tp_rank)}};
+  if (zero) {
+    nlohmann::ordered_json pieces = nlohmann::ordered_json::object();
+    const auto piece_view = [](const float* data, std::int64_t n) {
+      return core::TensorView{"F32", {n}, std::span<const std::byte>(reinterpret_cast<const std::byte*>(data),
+                                                                     static_cast<std::size_t>(n) * 4)};
+    };
+    for (const auto& pc : zero->state_pieces()) {
+      const std::string& name = src.params[pc.param].name;
+      f.optimizer[name + ".exp_avg"] = piece_view(pc.exp_avg, pc.length);
+      f.optimizer[name + ".exp_avg_sq"] = piece_view(pc.exp_avg_sq, pc.length);
+      if (pc.master) f.optimizer[name + ".master"] = piece_view(pc.master, pc.length);
+      pieces[name] = {pc.param_offset, pc.length};
+    }
+    f.optimizer_metadata["memtrain_dp_rank"] = std::to_string(dp_rank);
+    f.optimizer_metadata["memtrain_zero_pieces"] = pieces.dump();
+  }
+  const std::int64_t step = src.optimizer.step_count();
   f.step_bytes.resize(sizeof step);
   std::memcpy(f.step_bytes.data(), &step, sizeof step);
   f.optimizer["step"] = core::TensorView{"I64", {}, std::span<const std::byte>(f.step_bytes)};
   f.model_metadata = {{"format", "pt"}, {"memtrain_tp_rank", std::to_string(tp_rank)}, {"memtrain_shards", layout.dump()}};
-  f.optimizer_metadata = {{"memtrain_tp_rank", std::to_string(tp_rank)}};
+  if (dp_rank != 0) f.model.clear();  // the replicas are equal: data-parallel rank 0 writes it
+  f.model_name = dp_rank == 0 ? model_file_name(tp_rank) : std::string();
+  f.optimizer_name = zero ? optimizer_file_name(tp_rank, dp_rank) : dp_rank == 0 ? optimizer_file_name(tp_rank) : std::string();
+  if (f.optimizer_name.empty()) f.optimizer.clear();
   return f;
 }
 
@@ -105,6 +133,8 @@ RankFiles copy_into(const RankFiles& f, std::span<std::byte> staging) {
                        std::to_string(need));
   }
   RankFiles out;
+  out.model_name = f.model_name;
+  out.optimizer_name = f.optimizer_name;
   out.model_metadata = f.model_metadata;
   out.optimizer_metadata = f.optimizer_metadata;
   std::size_t at = 0;
@@ -118,10 +148,13 @@ RankFiles copy_into(const RankFiles& f, std::span<std::byte> staging) {
   return out;
 }
 
-void write_rank_files(const RankFiles& f, const std::string& dir, int tp_rank, checkpoint::WriteBudget* budget) {
-  write_safetensors_durably((fs::path(dir) / model_file_name(tp_rank)).string(), f.model, f.model_metadata, budget);
-  write_safetensors_durably((fs::path(dir) / optimizer_file_name(tp_rank)).string(), f.optimizer,
-                            f.optimizer_metadata, budget);
+void write_rank_files(const RankFiles& f, const std::string& dir, checkpoint::WriteBudget* budget) {
+  if (!f.model_name.empty()) {
+    write_safetensors_durably((fs::path(dir) / f.model_name).string(), f.model, f.model_metadata, budget);
+  }
+  if (!f.optimizer_name.empty()) {
+    write_safetensors_durably((fs::path(dir) / f.optimizer_name).string(), f.optimizer, f.optimizer_metadata, budget);
+  }
 }
 
 RootFiles root_files(const CheckpointSource& src, const comms::ProcessGrid& grid, std::int64_t step) {
@@ -146,6 +179,7 @@ RootFiles root_files(const CheckpointSource& src, const comms::ProcessGrid& grid
   meta["tensor_model_parallel_size"] = grid.tp_size();
   meta["data_parallel_size"] = grid.dp_size();
   meta["dtype"] = src.config.precision.dtype;
+  meta["zero_stage"] = src.config.parallel.zero_stage;
   meta["lr_decay_steps"] = effective_lr_decay_steps(src.config.training);
   meta["created_at_unix_s"] =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -167,8 +201,8 @@ std::string save_checkpoint(const CheckpointSource& src, comms::ProcessGrid& gri
   run_on_root(world, "starting checkpoint " + std::to_string(step),
               [&] { checkpoint::begin_checkpoint(root, step); });
   const std::string dir = (fs::path(root) / (checkpoint::step_directory_name(step) + ".tmp")).string();
-  run_where(world, grid.dp_rank() == 0, "writing checkpoint " + std::to_string(step), "another rank",
-            [&] { write_rank_files(rank_files(src, grid.tp_rank()), dir, grid.tp_rank(), budget); });
+  run_where(world, true, "writing checkpoint " + std::to_string(step), "another rank",
+            [&] { write_rank_files(rank_files(src, grid.tp_rank(), grid.dp_rank()), dir, budget); });
   run_on_root(world, "completing checkpoint " + std::to_string(step),
               [&] { commit_root_files(root, step, root_files(src, grid, step), budget); });
   return (fs::path(root) / checkpoint::step_directory_name(step)).string();

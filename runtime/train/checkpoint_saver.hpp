@@ -28,25 +28,32 @@ namespace memtrain::train {
 // stateful random stream or an iterator with a position must add it here, or this stops
 // being true.
 
-// The per-tensor-parallel-rank files of a checkpoint directory: "model-tp00.safetensors",
-// "optimizer-tp00.safetensors" (the saver, the loader and export-hf all use these names).
+// The per-rank files of a checkpoint directory: "model-tp00.safetensors",
+// "optimizer-tp00.safetensors", and with ZeRO-1 one optimizer file per shard,
+// "optimizer-tp00-dp01.safetensors" (dp_rank >= 0). The saver, the loader and export-hf all use
+// these names.
 std::string model_file_name(int tp_rank);
-std::string optimizer_file_name(int tp_rank);
+std::string optimizer_file_name(int tp_rank, int dp_rank = -1);
 
 // What one checkpoint is written from; the references must outlive the call.
 struct CheckpointSource {
   const Config& config;
   const std::vector<models::Parameter>& params;
-  const Optimizer& optimizer;  // AdamW (config rules refuse checkpoints with the others)
+  const Optimizer& optimizer;  // AdamW or ZeroAdamW (config rules refuse checkpoints of OneBitAdam)
   const LossScaler& scaler;
   std::string canonical_config_yaml;
   std::string config_hash;
 };
 
-// The two safetensors files of one tensor-parallel rank, as views of the bytes they are written
-// from (the live tensors, or a staging copy of them). "step" points into `step_bytes`, which a
-// move keeps in place.
+// The safetensors files one rank writes, as views of the bytes they are written from (the live
+// tensors, or a staging copy of them). "step" points into `step_bytes`, which a move keeps in
+// place. With ZeRO-1 every data-parallel rank writes its shard's optimizer file, holding for
+// each parameter it has a piece of <name>.exp_avg, <name>.exp_avg_sq and <name>.master as
+// [length] f32, and the metadata "memtrain_zero_pieces" {name: [offset, length]} (offsets in
+// the parameter's flat order), so a load onto another data-parallel size can reshard.
 struct RankFiles {
+  std::string model_name;      // empty: this rank writes no model file (dp_rank > 0)
+  std::string optimizer_name;  // empty: no optimizer file (replicated state, dp_rank > 0)
   std::map<std::string, core::TensorView> model;      // <Hugging Face name> -> stored dtype
   std::map<std::string, core::TensorView> optimizer;  // exp_avg, exp_avg_sq, master, "step"
   std::map<std::string, std::string> model_metadata;
@@ -55,16 +62,15 @@ struct RankFiles {
 };
 
 // This rank's files of `source`, viewing its tensors in place. Throws memtrain::RuntimeError
-// for an optimizer other than AdamW.
-RankFiles rank_files(const CheckpointSource& source, int tp_rank);
+// for an optimizer other than AdamW and ZeroAdamW.
+RankFiles rank_files(const CheckpointSource& source, int tp_rank, int dp_rank);
 // Bytes of every tensor in `files` (the headers excluded): what a staging copy holds.
 std::int64_t tensor_bytes(const RankFiles& files);
 // `files` with every tensor's bytes copied into `staging` (at least tensor_bytes(files) bytes),
 // in name order, and the views pointing there. Throws memtrain::RuntimeError when it is smaller.
 RankFiles copy_into(const RankFiles& files, std::span<std::byte> staging);
-// Writes files' two safetensors files into `dir`, each fsynced (write_file_durably).
-void write_rank_files(const RankFiles& files, const std::string& dir, int tp_rank,
-                      checkpoint::WriteBudget* budget);
+// Writes files' safetensors files into `dir`, each fsynced (write_file_durably).
+void write_rank_files(const RankFiles& files, const std::string& dir, checkpoint::WriteBudget* budget);
 
 // What rank 0 writes besides its rank files, captured at the step: trainer_state.json (the
 // loss scaler), config.yaml and meta.json (without "files", which the commit adds).
@@ -86,7 +92,8 @@ std::string commit_root_files(const std::string& checkpoints_root, std::int64_t 
 // recorded in the metadata), optimizer-tpXX.safetensors (<name>.exp_avg, <name>.exp_avg_sq,
 // <name>.master for 16-bit values, and "step"), trainer_state.json (the loss scaler),
 // config.yaml, meta.json and manifest.json. Data-parallel rank 0 of each tensor-parallel rank
-// writes that rank's files (the replicas are equal); world rank 0 commits. Returns the
+// writes that rank's files (the replicas are equal), and with ZeRO-1 every rank its shard's
+// optimizer file (RankFiles); world rank 0 commits. Returns the
 // checkpoint's path (on every rank). Throws memtrain::RuntimeError on every rank when a write
 // fails on any of them. async_checkpointer.hpp writes the same bytes in the background.
 std::string save_checkpoint(const CheckpointSource& source, comms::ProcessGrid& grid,

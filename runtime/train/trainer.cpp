@@ -163,7 +163,7 @@ int train(const Config& config, const RunOptions& options) {
   if (config.health.max_consecutive_skips > 0) loss_scale.max_skipped_steps_at_min = config.health.max_consecutive_skips;
   LossScaler scaler(loss_scale, config.precision.dtype == "fp16");
   // checkpoint.async: allocated up front, as `memtrain plan` counts it (plan_step.cpp).
-  core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), grid, ctx);
+  core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), *optimizer, grid, ctx);
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus

@@ -215,4 +215,20 @@ void ZeroAdamW::step(double lr, double grad_multiplier) {
   unpack();
 }
 
+bool ZeroAdamW::has_masters() const { return is_half(value_dtype_); }
+
+std::vector<ZeroAdamW::StatePiece> ZeroAdamW::state_pieces() const {
+  std::vector<StatePiece> out;
+  for (const auto& b : blocks_) {
+    core::Tensor m = b.exp_avg, v = b.exp_avg_sq, master = b.master;  // handles onto the same storage
+    for (const auto& pc : b.pieces) {
+      if (pc.length == 0) continue;
+      out.push_back({pc.param, pc.param_offset, pc.length, m.data<float>() + pc.state_offset,
+                     v.data<float>() + pc.state_offset,
+                     master.defined() ? master.data<float>() + pc.state_offset : nullptr});
+    }
+  }
+  return out;
+}
+
 }  // namespace memtrain::train

@@ -63,6 +63,24 @@ class ZeroAdamW final : public Optimizer {
 
   // Elements of the optimizer state this rank holds (the sum of its block sizes).
   std::int64_t shard_elements() const;
+  // True when the values are 16-bit and the blocks keep f32 masters.
+  bool has_masters() const;
+
+  // One parameter's part of this rank's state, for checkpoints (checkpoint_saver.hpp): elements
+  // [param_offset, param_offset + length) of parameter `param` (its flat [numel] order), as
+  // [length] f32 arrays; master is null without masters. A block meets a parameter in one
+  // range, and a parameter lies in one bucket, so a rank has at most one piece per parameter.
+  struct StatePiece {
+    std::size_t param;
+    std::int64_t param_offset, length;
+    float* exp_avg;
+    float* exp_avg_sq;
+    float* master;
+  };
+  // This rank's pieces (none of length 0), in block order. Not in a dry run (no memory).
+  std::vector<StatePiece> state_pieces() const;
+  // A loaded checkpoint's count of completed steps (bias correction continues from it).
+  void set_step_count(std::int64_t steps) { step_ = steps; }
 
  private:
   struct Piece {
