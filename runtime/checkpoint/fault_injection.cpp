@@ -79,6 +79,12 @@ FaultPlan parse_fault_plan(const std::string& text) {
     } else if (name == "nan_grad") {
       arity(2, 3, "STEP:RANK or STEP:RANK:COUNT");
       plan.nan_grad = RankFault{parts[0], parts[1], parts.size() > 2 ? parts[2] : 1};
+      if (plan.nan_grad->count < 1) {
+        std::string what = "nan_grad = ";
+        what += value;
+        what += ": COUNT 0 injects nothing";
+        bad(text, what);
+      }
     } else if (name == "flip_param") {
       arity(2, 2, "STEP:RANK");
       plan.flip_param = RankFault{parts[0], parts[1], 1};
@@ -94,6 +100,18 @@ FaultPlan parse_fault_plan(const std::string& text) {
 FaultPlan fault_plan_from_environment() {
   const char* v = std::getenv("MEMTRAIN_FAULT");
   return v ? parse_fault_plan(v) : FaultPlan{};
+}
+
+void check_fault_ranks(const FaultPlan& plan, int world_size) {
+  const auto check = [&](const char* fault, std::optional<std::int64_t> rank) {
+    if (rank && (*rank < 0 || *rank >= world_size)) {
+      throw ConfigError(std::string("MEMTRAIN_FAULT: ") + fault + " names rank " + std::to_string(*rank) +
+                        "; the job has ranks 0.." + std::to_string(world_size - 1));
+    }
+  };
+  check("kill_at_step", plan.kill_rank);
+  if (plan.nan_grad) check("nan_grad", plan.nan_grad->rank);
+  if (plan.flip_param) check("flip_param", plan.flip_param->rank);
 }
 
 void kill_self() {

@@ -54,6 +54,10 @@ FaultPlan parse_fault_plan(const std::string& text);
 
 // parse_fault_plan(getenv("MEMTRAIN_FAULT")), or no faults when unset.
 FaultPlan fault_plan_from_environment();
+// Throws memtrain::ConfigError "MEMTRAIN_FAULT: nan_grad names rank 5; the job has ranks 0..1"
+// when a fault names a rank outside a world of `world_size` (it would never fire, and a test
+// that means to inject one would pass without it).
+void check_fault_ranks(const FaultPlan& plan, int world_size);
 
 // SIGKILL of this process: no handler, no flush, no destructor runs (what a killed rank does).
 [[noreturn]] void kill_self();

@@ -38,7 +38,7 @@ int inspect(const std::string& dir, std::ostream& out) {
   out << "checkpoint " << dir << ": " << (report.ok() ? "valid" : "CORRUPT") << "\n";
   if (meta.is_object()) {
     for (const char* key : {"step", "consumed_samples", "dtype", "tensor_model_parallel_size",
-                            "data_parallel_size", "config_hash", "memtrain_version"}) {
+                            "data_parallel_size", "zero_stage", "config_hash", "memtrain_version"}) {
       if (meta.contains(key)) out << "  " << key << ": " << meta[key].dump() << "\n";
     }
   }

@@ -14,7 +14,8 @@ void add_supervise_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--backoff", options->backoff_s,
                   "Seconds before the first relaunch, doubled for each further one (default 5)");
   cmd->add_option("--min-ranks", options->min_ranks,
-                  "Relaunch with -np N (onto fewer ranks, away from a failed one; default: as launched)");
+                  "Relaunch with -np N (onto fewer ranks, away from a failed one; default: as launched)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("command", options->command, "The job after --, e.g. -- mpirun -np 4 memtrain train ...")
       ->required();
   cmd->callback([options, &exit_code] { exit_code = supervise(*options, std::cerr); });

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -82,12 +83,25 @@ LoadedModel load_model(const std::string& dir, std::ostream& log) {
 }  // namespace
 
 EvalInput parse_eval_input(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError(path + ": is a directory; expected a JSON file of token ids");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot be read; expected a JSON file of token ids");
   std::stringstream text;
   text << in.rdbuf();
   const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) throw ConfigError(path + ": not a JSON object");
+  if (j.is_discarded()) throw ConfigError(path + ": not valid JSON; expected a JSON object of token ids");
+  if (!j.is_object()) throw ConfigError(path + ": not a JSON object");
+  // A misspelt key ("attention_masks") would otherwise be a silent default.
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() != "input_ids" && it.key() != "labels" && it.key() != "attention_mask" &&
+        it.key() != "token_type_ids") {
+      throw ConfigError(path + ": unknown key \"" + it.key() +
+                        "\"; expected input_ids, labels, attention_mask or token_type_ids");
+    }
+  }
   const auto ids = rows_of(j, "input_ids", true, path);
   const auto labels = rows_of(j, "labels", true, path);
   const auto mask = rows_of(j, "attention_mask", false, path);

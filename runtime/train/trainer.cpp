@@ -135,6 +135,7 @@ int train(const Config& config, const RunOptions& options) {
   memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
   const bool dry = options.dry_run.has_value();
   const checkpoint::FaultPlan faults = checkpoint::fault_plan_from_environment();
+  checkpoint::check_fault_ranks(faults, world.size());
   const DeviceTarget target = dry ? options.dry_run->for_world_size(world.size()) : DeviceTarget{};
   auto allocator = dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
                                                 "simulated " + target.describe())
@@ -173,6 +174,10 @@ int train(const Config& config, const RunOptions& options) {
   // The default name has a one-second resolution: a second run started in the same second
   // gets "-2" (and so on) rather than appending to, or being refused by, the first one's.
   std::string run_path = options.run_dir;
+  if (run_path.empty() && options.resume == ResumeMode::required && !dry) {
+    throw ConfigError("--resume required needs --run-dir DIR, the run directory to resume (without one, "
+                      "every run gets a new timestamped directory, which has no checkpoints)");
+  }
   if (run_path.empty()) {
     const std::string base =
         RunDirectory::default_path(config.name, std::chrono::system_clock::now());

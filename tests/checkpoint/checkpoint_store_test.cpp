@@ -275,6 +275,21 @@ TEST(FaultPlan, ParsesTheDocumentedFaultsAndRefusesOthers) {
   EXPECT_FALSE(nan.nan_grad->covers(7, 1) || nan.nan_grad->covers(5, 0));
   EXPECT_TRUE(nan.flip_param->covers(2, 0) && !nan.flip_param->covers(3, 0));
   EXPECT_EQ(error("nan_grad=4").rfind("MEMTRAIN_FAULT=nan_grad=4: nan_grad = 4; expected STEP:RANK or STEP:RANK:COUNT", 0), 0u);
+  EXPECT_EQ(error("nan_grad=4:0:0").rfind("MEMTRAIN_FAULT=nan_grad=4:0:0: nan_grad = 4:0:0: COUNT 0 injects nothing", 0), 0u);
+  // A fault on a rank the job does not have would never fire.
+  const auto rank_error = [](const std::string& text, int world) {
+    try {
+      check_fault_ranks(parse_fault_plan(text), world);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(rank_error("kill_at_step=3:1", 2), "no error");
+  EXPECT_EQ(rank_error("kill_at_step=3", 1), "no error");
+  EXPECT_EQ(rank_error("kill_at_step=3:2", 2), "MEMTRAIN_FAULT: kill_at_step names rank 2; the job has ranks 0..1");
+  EXPECT_EQ(rank_error("nan_grad=1:5", 4), "MEMTRAIN_FAULT: nan_grad names rank 5; the job has ranks 0..3");
+  EXPECT_EQ(rank_error("flip_param=1:1", 1), "MEMTRAIN_FAULT: flip_param names rank 1; the job has ranks 0..0");
 }
 
 }  // namespace

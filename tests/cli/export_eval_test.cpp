@@ -222,6 +222,9 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
   const std::vector<Case> cases = {
       {"{\"labels\": [[1]]}", "bad.json: no \"input_ids\""},
       {"[1, 2]", "bad.json: not a JSON object"},
+      {"{\"input_ids\": [[1", "bad.json: not valid JSON"},
+      {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_masks": [[1,1]]})",
+       "bad.json: unknown key \"attention_masks\"; expected input_ids, labels, attention_mask or token_type_ids"},
       {R"({"input_ids": [[1,2],[3]], "labels": [[1,2],[3,4]]})", "bad.json: input_ids[1] has 1 values, input_ids[0] has 2"},
       {R"({"input_ids": [[1,2.5]], "labels": [[1,2]]})", "bad.json: input_ids[0][1] = 2.5 is not an integer"},
       {R"({"input_ids": [[1,64]], "labels": [[1,2]]})", "input_ids[0][1] = 64 is outside the vocabulary [0, 64)"},
@@ -238,6 +241,10 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
     EXPECT_TRUE(contains(b.err, c.message)) << c.json << "\n" << b.err;
     EXPECT_TRUE(b.out.empty()) << c.json;
   }
+  std::filesystem::create_directories(s.path("dir.json"));
+  const auto dir = s.memtrain("eval --checkpoint " + ckpt + " --input dir.json");
+  EXPECT_EQ(dir.exit_code, 2);
+  EXPECT_TRUE(contains(dir.err, "dir.json: is a directory; expected a JSON file of token ids")) << dir.err;
   // 32-bit ids: a value beyond is refused as written, never wrapped (to -100, unscored).
   s.write("big.json", R"({"input_ids": [[1,2]], "labels": [[1,18446744073709551516]]})");
   const auto big = s.memtrain("eval --checkpoint " + ckpt + " --input big.json");

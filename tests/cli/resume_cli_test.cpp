@@ -137,6 +137,9 @@ TEST(ResumeCli, BadResumeRequestsAreUsageErrors) {
   const auto none = s.memtrain("train --config " + cfg + " --run-dir run --resume required");
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_TRUE(contains(none.err, "--resume required: run directory run has no checkpoints")) << none.err;
+  const auto nowhere = s.memtrain("train --config " + cfg + " --resume required");
+  EXPECT_EQ(nowhere.exit_code, 2);
+  EXPECT_TRUE(contains(nowhere.err, "--resume required needs --run-dir DIR")) << nowhere.err;
   ASSERT_EQ(s.memtrain("train --config " + cfg + " --run-dir run").exit_code, 0);
   const auto never = s.memtrain("train --config " + cfg + " --run-dir run --resume never");
   EXPECT_EQ(never.exit_code, 2);

@@ -100,6 +100,14 @@ TEST(Supervise, UsageErrorsExit2) {
   const auto no_np = s.memtrain("supervise --min-ranks 1 -- sh -c 'exit 1' sh --run-dir x");
   EXPECT_EQ(no_np.exit_code, 2);
   EXPECT_TRUE(contains(no_np.err, "the command has no -np N to replace")) << no_np.err;
+  const auto zero = s.memtrain("supervise --min-ranks 0 -- sh -c 'exit 1' sh --run-dir x");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_TRUE(contains(zero.err, "--min-ranks")) << zero.err;
+  // A fault on a rank the job does not have is refused before training (exit 2), not ignored.
+  const auto fault = s.memtrain("train --config " + s.write("c.yaml", testing::kTinyMockYaml) + " --run-dir f",
+                                "MEMTRAIN_FAULT=nan_grad=1:3");
+  EXPECT_EQ(fault.exit_code, 2);
+  EXPECT_TRUE(contains(fault.err, "MEMTRAIN_FAULT: nan_grad names rank 3; the job has ranks 0..0")) << fault.err;
   const auto missing = s.memtrain("supervise -- /nonexistent/job --run-dir x");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_TRUE(contains(missing.err, "cannot start /nonexistent/job")) << missing.err;

@@ -110,6 +110,9 @@ TEST(ZeroCheckpoint, ShardsHoldTheReplicatedStateAndResumeBitwise) {
   }
   EXPECT_FALSE(fs::exists(dir + "/optimizer-tp00.safetensors"));
   EXPECT_EQ(s.memtrain("checkpoint verify straight/checkpoints/step-00000004").exit_code, 0);
+  const auto inspect = s.memtrain("checkpoint inspect straight/checkpoints/step-00000004");
+  EXPECT_TRUE(contains(inspect.out, "  zero_stage: 1\n")) << inspect.out;
+  EXPECT_TRUE(contains(inspect.out, "file optimizer-tp00-dp01.safetensors: ")) << inspect.out;
 }
 
 // A two-rank ZeRO-1 run's checkpoint of step 2 resumed by one rank: its one shard is put
