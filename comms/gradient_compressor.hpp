@@ -3,9 +3,13 @@
 // over the group out.
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "comms/communicator.hpp"
 #include "comms/gradient_sync_stats.hpp"
+#include "runtime/core/tensor.hpp"
 
 namespace memtrain::comms {
 
@@ -27,6 +31,21 @@ class GradientCompressor {
                    GradientSyncStats& into) = 0;
   // Bytes of the state and scratch buffers (tag communication, allocated by the constructor).
   virtual std::int64_t state_bytes() const = 0;
+
+  // Note [Compression state in checkpoints]
+  // What carries from one step to the next (error feedback, PowerSGD's warm-start Qs and
+  // whether each was drawn) is this rank's own: the errors differ between ranks. A checkpoint
+  // writes it per rank and a resume copies it back by name, so the resumed run compresses
+  // exactly as the uninterrupted one did; scratch buffers are not state. The tensors are
+  // handles onto the live buffers (f32), in a fixed order for a given bucket layout.
+  struct State {
+    std::vector<std::pair<std::string, core::Tensor>> tensors;
+    std::vector<std::int32_t> flags;  // PowerSGD: q_drawn per matrix; 1-bit: none
+  };
+  virtual State state() const = 0;
+  // Restores the flags of a checkpoint's state() (the tensors are copied into state()'s
+  // handles by the caller). Throws memtrain::RuntimeError when the count differs.
+  virtual void set_flags(const std::vector<std::int32_t>& flags) = 0;
 };
 
 }  // namespace memtrain::comms

@@ -172,6 +172,7 @@ class GradientSynchronizer {
   bool overlaps() const { return worker_.joinable(); }
   // The compressor (null without compression or with one rank), for tests and byte counts.
   const GradientCompressor* compressor() const { return compressor_.get(); }
+  GradientCompressor* compressor() { return compressor_.get(); }  // checkpoints restore its state
   // Bucket indices in the order this step queued them complete (for tests and the overlap
   // benchmark); the early rows of a split entry are not a bucket of their own.
   const std::vector<int>& queue_order() const { return queue_order_; }

@@ -260,4 +260,18 @@ void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& gro
   }
 }
 
+GradientCompressor::State OneBitCompressor::state() const {
+  State st;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const std::string bucket = "bucket" + std::to_string(b);
+    st.tensors.emplace_back(bucket + ".worker_error", buckets_[b].worker_error);
+    st.tensors.emplace_back(bucket + ".server_error", buckets_[b].server_error);
+  }
+  return st;
+}
+
+void OneBitCompressor::set_flags(const std::vector<std::int32_t>& flags) {
+  if (!flags.empty()) throw RuntimeError("1-bit state: " + std::to_string(flags.size()) + " flags; it keeps none");
+}
+
 }  // namespace memtrain::comms

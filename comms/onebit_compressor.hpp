@@ -69,6 +69,9 @@ class OneBitCompressor final : public GradientCompressor {
   void sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration,
            GradientSyncStats& into) override;
   std::int64_t state_bytes() const override { return state_bytes_; }
+  // "bucket<B>.worker_error" and "bucket<B>.server_error"; no flags.
+  State state() const override;
+  void set_flags(const std::vector<std::int32_t>& flags) override;
   // As sum, except that the entries t with skip[t] true (skip: one flag per entry of bucket b,
   // the same on every rank) are neither compressed nor written: their data and both errors keep
   // their bits, and their words travel as zeros (the payload stays alltoall_bytes(b) + allgather_bytes(b)). 1-bit Adam

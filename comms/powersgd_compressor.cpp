@@ -214,4 +214,31 @@ void PowerSgdCompressor::sum(std::size_t b, float* grad, Communicator& group, st
   }
 }
 
+GradientCompressor::State PowerSgdCompressor::state() const {
+  State st;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const std::string bucket = "bucket" + std::to_string(b);
+    if (buckets_[b].q.defined()) st.tensors.emplace_back(bucket + ".q", buckets_[b].q);
+    for (std::size_t k = 0; k < buckets_[b].matrices.size(); ++k) {
+      const Matrix& mat = buckets_[b].matrices[k];
+      st.tensors.emplace_back(bucket + ".matrix" + std::to_string(k) + ".error", mat.error);
+      st.flags.push_back(mat.q_drawn ? 1 : 0);
+    }
+  }
+  return st;
+}
+
+void PowerSgdCompressor::set_flags(const std::vector<std::int32_t>& flags) {
+  std::size_t i = 0;
+  for (auto& bucket : buckets_) i += bucket.matrices.size();
+  if (flags.size() != i) {
+    throw RuntimeError("PowerSGD state: " + std::to_string(flags.size()) + " q_drawn flags for " +
+                       std::to_string(i) + " matrices");
+  }
+  i = 0;
+  for (auto& bucket : buckets_) {
+    for (auto& mat : bucket.matrices) mat.q_drawn = flags[i++] != 0;
+  }
+}
+
 }  // namespace memtrain::comms

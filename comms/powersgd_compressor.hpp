@@ -80,6 +80,9 @@ class PowerSgdCompressor final : public GradientCompressor {
   const std::vector<Matrix>& matrices(std::size_t b) const { return buckets_[b].matrices; }
   // Bytes of the errors, Qs and scratch.
   std::int64_t state_bytes() const override { return state_bytes_; }
+  // "bucket<B>.q" and "bucket<B>.matrix<K>.error"; flags: q_drawn per matrix, in bucket order.
+  State state() const override;
+  void set_flags(const std::vector<std::int32_t>& flags) override;
 
  private:
   struct Range {

@@ -145,27 +145,6 @@ void check_compression(const Config& c) {
   }
 }
 
-// What a checkpoint can hold today: parameters, AdamW's moments and masters (replicated, or one
-// file per tensor-parallel rank, or ZeRO-1's shards) and the loss scaler. Compressor state and
-// 1-bit Adam's frozen variance are not saved yet; a checkpoint without them would resume onto another
-// trajectory, so those combinations are refused rather than half-saved.
-void check_checkpoint(const Config& c) {
-  if (c.checkpoint.interval == 0) return;
-  const std::string key = "checkpoint.interval";
-  if (c.compression.method != "none") {
-    fail(c, blamed(c, key, "compression.method"),
-         "not supported yet with " + other(c, "compression.method") +
-             " (checkpoints of compression state are not built)",
-         "checkpoint.interval = 0, or compression.method = none");
-  }
-  if (c.training.optimizer != "adamw") {
-    fail(c, blamed(c, key, "training.optimizer"),
-         "not supported yet with " + other(c, "training.optimizer") +
-             " (checkpoints of 1-bit Adam's state are not built)",
-         "checkpoint.interval = 0, or training.optimizer = adamw");
-  }
-}
-
 void check_training(const Config& c) {
   const auto& t = c.training;
   if (t.global_batch_size % t.micro_batch_size != 0) {
@@ -360,7 +339,6 @@ void validate_config(const Config& c) {
   check_parallel(c);
   check_training(c);
   check_compression(c);
-  check_checkpoint(c);
   check_precision(c);
   check_memory(c);
   check_recompute(c);

@@ -123,7 +123,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     const auto optimizer = make_optimizer(config, model, gradient_sync, world, ctx, &grid.tp());
     LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
     // checkpoint.async's staging copy, allocated up front as the trainer does.
-    const core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), *optimizer, grid, ctx);
+    const core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), *optimizer, gradient_sync.compressor(), grid, ctx);
     m.parameters = model.num_parameters();
     for (const auto& p : model.parameters()) m.parameters_on_rank += p.value.numel();
     m.micro_batch_size = plan.micro_batch_size;

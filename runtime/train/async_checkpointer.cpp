@@ -8,6 +8,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 #include "runtime/train/root_only.hpp"
+#include "runtime/train/onebit_adam.hpp"
 #include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
@@ -26,16 +27,30 @@ bool ready(const std::future<std::string>& f) {
 
 }  // namespace
 
+namespace {
+
+// The compressors' state() bytes: f32 tensors and 4-byte flags (rank_files' "compression").
+std::int64_t compression_bytes(const comms::GradientCompressor* c) {
+  if (!c) return 0;
+  const auto st = c->state();
+  std::int64_t n = static_cast<std::int64_t>(st.flags.size()) * 4;
+  for (const auto& [name, t] : st.tensors) n += static_cast<std::int64_t>(t.nbytes());
+  return n;
+}
+
+}  // namespace
+
 std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& params, const Optimizer& optimizer,
-                                      int dp_rank) {
-  std::int64_t n = 0;
+                                      int dp_rank, const comms::GradientCompressor* gradient_compressor) {
+  std::int64_t n = compression_bytes(gradient_compressor);
+  if (const auto* onebit = dynamic_cast<const OneBitAdam*>(&optimizer)) n += compression_bytes(onebit->compressor());
   if (dp_rank == 0) {
     for (const auto& p : params) n += static_cast<std::int64_t>(p.value.nbytes());
   }
   if (const auto* zero = dynamic_cast<const ZeroAdamW*>(&optimizer)) {
     return n + zero->shard_elements() * (zero->has_masters() ? 12 : 8) + 8;  // f32 moments (+ master), step
   }
-  if (dp_rank != 0) return 0;
+  if (dp_rank != 0) return n;
   for (const auto& p : params) {
     n += 2 * 4 * p.value.numel();  // f32 moments
     if (p.master.defined()) n += static_cast<std::int64_t>(p.master.nbytes());
@@ -44,10 +59,10 @@ std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& para
 }
 
 core::Tensor allocate_checkpoint_staging(const Config& config, const std::vector<models::Parameter>& params,
-                                         const Optimizer& optimizer, const comms::ProcessGrid& grid,
-                                         core::Context& ctx) {
+                                         const Optimizer& optimizer, const comms::GradientCompressor* gradient_compressor,
+                                         const comms::ProcessGrid& grid, core::Context& ctx) {
   if (!config.checkpoint.async || config.checkpoint.interval == 0) return {};
-  const std::int64_t bytes = checkpoint_staging_bytes(params, optimizer, grid.dp_rank());
+  const std::int64_t bytes = checkpoint_staging_bytes(params, optimizer, grid.dp_rank(), gradient_compressor);
   if (bytes == 0) return {};
   return core::Tensor::empty(ctx, {(bytes + 3) / 4}, core::DType::f32, core::tags().checkpoint);  // [bytes / 4] raw bytes
 }
@@ -73,7 +88,7 @@ void AsyncCheckpointer::start(const CheckpointSource& src, std::int64_t step) {
   const std::string dir = (std::filesystem::path(root_) / (checkpoint::step_directory_name(step) + ".tmp")).string();
   run_where(world, true, what, "another rank", [&] {
     RankFiles files = rank_files(src, grid_.tp_rank(), grid_.dp_rank());
-    if (files.model_name.empty() && files.optimizer_name.empty()) return;
+    if (files.model_name.empty() && files.optimizer_name.empty() && files.compression_name.empty()) return;
     if (!staging_.defined()) throw RuntimeError("checkpoint.async has no staging buffer on this rank");
     std::span<std::byte> buffer(reinterpret_cast<std::byte*>(staging_.data<float>()), staging_.nbytes());
     RankFiles copy = copy_into(files, buffer);

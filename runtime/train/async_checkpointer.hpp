@@ -31,17 +31,18 @@ namespace memtrain::train {
 // Bytes a staging copy of this rank's checkpoint files needs (tensor_bytes of its rank_files):
 // on data-parallel rank 0 every value, and with AdamW its moments and masters; with ZeroAdamW
 // every rank's shard of moments and masters; plus the 8-byte step count wherever an optimizer
-// file is written. Reads shapes only, so it works in a dry run.
+// file is written; and on every rank the compressors' state (`gradient_compressor` and 1-bit
+// Adam's). Reads shapes only, so it works in a dry run.
 std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& params, const Optimizer& optimizer,
-                                      int dp_rank);
+                                      int dp_rank, const comms::GradientCompressor* gradient_compressor = nullptr);
 
 // The staging buffer for checkpoint.async, allocated up front under tag "checkpoint" (so
 // `memtrain plan` and the allocator statistics count it): checkpoint_staging_bytes on the ranks
 // that write files, undefined elsewhere and when checkpoint.async is off or
 // checkpoint.interval is 0. Throws memtrain::OutOfMemory.
 core::Tensor allocate_checkpoint_staging(const Config& config, const std::vector<models::Parameter>& params,
-                                         const Optimizer& optimizer, const comms::ProcessGrid& grid,
-                                         core::Context& ctx);
+                                         const Optimizer& optimizer, const comms::GradientCompressor* gradient_compressor,
+                                         const comms::ProcessGrid& grid, core::Context& ctx);
 
 class AsyncCheckpointer {
  public:

@@ -12,6 +12,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
+#include "runtime/train/onebit_adam.hpp"
 #include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
@@ -189,8 +190,33 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   return m;
 }
 
+namespace {
+
+std::string compression_dp_message(const std::string& dir, int checkpoint_dp, int dp) {
+  return "checkpoint " + dir + " holds the compression state of " + std::to_string(checkpoint_dp) +
+         " data-parallel ranks, this run has " + std::to_string(dp) +
+         "; error feedback is per rank: resume with the checkpoint's data-parallel size";
+}
+
+}  // namespace
+
+void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size) {
+  const CheckpointMeta meta = read_checkpoint_meta(dir);
+  if (meta.tensor_model_parallel_size != tp_size) {
+    throw ConfigError("checkpoint " + dir + " was written with tensor_model_parallel_size " +
+                      std::to_string(meta.tensor_model_parallel_size) + ", this run has " + std::to_string(tp_size) +
+                      "; resharding on load is not built: resume with the checkpoint's "
+                      "tensor_model_parallel_size");
+  }
+  const bool compressed = config.compression.method != "none" || config.training.optimizer == "onebit_adam";
+  if (compressed && meta.data_parallel_size != dp_size) {
+    throw ConfigError(compression_dp_message(dir, meta.data_parallel_size, dp_size));
+  }
+}
+
 void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
-                     std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler) {
+                     std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler,
+                     comms::GradientCompressor* gradient_compressor) {
   const CheckpointMeta meta = read_checkpoint_meta(dir);
   if (meta.tensor_model_parallel_size != grid.tp_size()) {
     throw ConfigError("checkpoint " + dir + " was written with tensor_model_parallel_size " +
@@ -201,7 +227,16 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
   }
   auto* adamw = dynamic_cast<AdamW*>(&optimizer);
   auto* zero = dynamic_cast<ZeroAdamW*>(&optimizer);
-  if (!adamw && !zero) throw RuntimeError("loading checkpoints into this optimizer is not built (AdamW and ZeRO-1 only)");
+  auto* onebit = dynamic_cast<OneBitAdam*>(&optimizer);
+  if (!adamw && !zero && !onebit) {
+    throw RuntimeError("loading checkpoints into this optimizer is not built (AdamW, ZeRO-1 and 1-bit Adam only)");
+  }
+  const std::pair<const char*, comms::GradientCompressor*> compressors[] = {
+      {"gradient_sync", gradient_compressor}, {"onebit_adam", onebit ? onebit->compressor() : nullptr}};
+  const bool compressed = compressors[0].second || compressors[1].second;
+  if (compressed && meta.data_parallel_size != grid.dp_size()) {
+    throw ConfigError(compression_dp_message(dir, meta.data_parallel_size, grid.dp_size()));
+  }
   if (adamw && meta.zero_stage != 0) {
     throw ConfigError("checkpoint " + dir + " was written with zero_stage " + std::to_string(meta.zero_stage) +
                       ", this run has 0; resume with the checkpoint's parallel.zero_stage");
@@ -222,9 +257,15 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
     const auto optim = core::read_safetensors(optim_file);
     for (std::size_t i = 0; i < params.size(); ++i) {
       auto& p = params[i];
-      copy_array_into(adamw->exp_avg(i), optim, p.name + ".exp_avg", optim_file);
-      copy_array_into(adamw->exp_avg_sq(i), optim, p.name + ".exp_avg_sq", optim_file);
-      if (p.master.defined()) copy_array_into(p.master, optim, p.name + ".master", optim_file);
+      if (adamw) {
+        copy_array_into(adamw->exp_avg(i), optim, p.name + ".exp_avg", optim_file);
+        copy_array_into(adamw->exp_avg_sq(i), optim, p.name + ".exp_avg_sq", optim_file);
+        if (p.master.defined()) copy_array_into(p.master, optim, p.name + ".master", optim_file);
+      } else {
+        core::Tensor m = onebit->exp_avg(i), v = onebit->exp_avg_sq(i);  // handles onto the moments
+        copy_array_into(m, optim, p.name + ".exp_avg", optim_file);
+        copy_array_into(v, optim, p.name + ".exp_avg_sq", optim_file);
+      }
     }
     const auto step = optim.find("step");
     if (step == optim.end() || step->second.dtype != "I64" || step->second.numel() != 1) {
@@ -232,7 +273,29 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
     }
     std::int64_t steps = 0;
     std::memcpy(&steps, step->second.data.data(), sizeof steps);
-    adamw->set_step_count(steps);
+    if (adamw) adamw->set_step_count(steps);
+    if (onebit) onebit->set_step_count(steps);
+  }
+  if (compressed) {
+    const std::string file = (fs::path(dir) / compression_file_name(grid.tp_rank(), grid.dp_rank())).string();
+    const auto arrays = core::read_safetensors(file);
+    for (const auto& [prefix, compressor] : compressors) {
+      if (!compressor) continue;
+      comms::GradientCompressor::State st = compressor->state();
+      for (auto& [name, t] : st.tensors) copy_array_into(t, arrays, std::string(prefix) + "." + name, file);
+      std::vector<std::int32_t> flags;
+      const auto it = arrays.find(std::string(prefix) + ".flags");
+      if (it != arrays.end()) {
+        if (it->second.dtype != "I32") throw RuntimeError(file + ": " + it->first + " is " + it->second.dtype + ", not I32");
+        flags.resize(static_cast<std::size_t>(it->second.numel()));
+        std::memcpy(flags.data(), it->second.data.data(), flags.size() * sizeof(std::int32_t));
+      }
+      try {
+        compressor->set_flags(flags);
+      } catch (const RuntimeError& e) {
+        throw RuntimeError(file + ": " + e.what());
+      }
+    }
   }
 
   const std::string state_file = (fs::path(dir) / "trainer_state.json").string();

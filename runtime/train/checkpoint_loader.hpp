@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "comms/gradient_compressor.hpp"
 #include "comms/process_grid.hpp"
 #include "models/parameter.hpp"
+#include "runtime/config/config.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
@@ -43,9 +45,19 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 // size must be the checkpoint's, since resharding on load is not built (ConfigError naming both
 // sizes). Throws RuntimeError naming the file and the tensor when a tensor is missing, its dtype
 // or shape differs from the model's (a checkpoint of another model), or the shards do not
-// cover a piece; and for an optimizer other than AdamW and ZeroAdamW. Not collective: the
-// caller reports a failure on one rank to the others (run_where).
+// cover a piece; and for an optimizer other than AdamW, ZeroAdamW and OneBitAdam. The
+// compressors' state (`gradient_compressor`'s and 1-bit Adam's) comes from this rank's
+// compression-tpXX-dpYY file, so such a checkpoint loads only on its data-parallel size (the
+// error feedback is per rank; ConfigError naming both sizes). Not collective: the caller
+// reports a failure on one rank to the others (run_where).
+// The checks of load_checkpoint that need no tensors, run before the run directory is touched:
+// the tensor-parallel size must be the checkpoint's, and so must the data-parallel size when
+// `config` compresses (compression.method, or training.optimizer onebit_adam). Throws
+// ConfigError naming both sizes, RuntimeError for an unreadable meta.json.
+void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size);
+
 void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
-                     std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler);
+                     std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler,
+                     comms::GradientCompressor* gradient_compressor = nullptr);
 
 }  // namespace memtrain::train

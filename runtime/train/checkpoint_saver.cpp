@@ -10,6 +10,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/root_only.hpp"
+#include "runtime/train/onebit_adam.hpp"
 #include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
@@ -72,7 +73,10 @@ std::string optimizer_file_name(int tp_rank, int dp_rank) {
 RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
   const auto* adamw = dynamic_cast<const AdamW*>(&src.optimizer);
   const auto* zero = dynamic_cast<const ZeroAdamW*>(&src.optimizer);
-  if (!adamw && !zero) throw RuntimeError("checkpoints of this optimizer are not built (AdamW and ZeRO-1 only)");
+  const auto* onebit = dynamic_cast<const OneBitAdam*>(&src.optimizer);
+  if (!adamw && !zero && !onebit) {
+    throw RuntimeError("checkpoints of this optimizer are not built (AdamW, ZeRO-1 and 1-bit Adam only)");
+  }
   RankFiles f;
   nlohmann::ordered_json layout = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < src.params.size(); ++i) {
@@ -82,6 +86,9 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
       f.optimizer[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i));
       f.optimizer[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i));
       if (p.master.defined()) f.optimizer[p.name + ".master"] = view_of(p.master);
+    } else if (onebit) {  // fp32 only: the values are their own masters
+      f.optimizer[p.name + ".exp_avg"] = view_of(onebit->exp_avg(i));
+      f.optimizer[p.name + ".exp_avg_sq"] = view_of(onebit->exp_avg_sq(i));
     }
     if (p.sharded()) {
       layout[p.name] = {{"sharding", sharding_name(p.shard.sharding)},
@@ -116,12 +123,32 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
   f.model_name = dp_rank == 0 ? model_file_name(tp_rank) : std::string();
   f.optimizer_name = zero ? optimizer_file_name(tp_rank, dp_rank) : dp_rank == 0 ? optimizer_file_name(tp_rank) : std::string();
   if (f.optimizer_name.empty()) f.optimizer.clear();
+
+  // Note [Compression state in checkpoints]: every rank's own.
+  const std::pair<const char*, const comms::GradientCompressor*> compressors[] = {
+      {"gradient_sync", src.gradient_compressor}, {"onebit_adam", onebit ? onebit->compressor() : nullptr}};
+  for (const auto& [prefix, compressor] : compressors) {
+    if (!compressor) continue;
+    const comms::GradientCompressor::State st = compressor->state();
+    for (const auto& [name, t] : st.tensors) f.compression[std::string(prefix) + "." + name] = view_of(t);
+    if (!st.flags.empty()) {
+      auto& bytes = f.owned.emplace_back(st.flags.size() * sizeof(std::int32_t));
+      std::memcpy(bytes.data(), st.flags.data(), bytes.size());
+      f.compression[std::string(prefix) + ".flags"] =
+          core::TensorView{"I32", {static_cast<std::int64_t>(st.flags.size())}, std::span<const std::byte>(bytes)};
+    }
+  }
+  if (!f.compression.empty()) {
+    f.compression_name = compression_file_name(tp_rank, dp_rank);
+    f.compression_metadata = {{"memtrain_tp_rank", std::to_string(tp_rank)},
+                              {"memtrain_dp_rank", std::to_string(dp_rank)}};
+  }
   return f;
 }
 
 std::int64_t tensor_bytes(const RankFiles& f) {
   std::int64_t n = 0;
-  for (const auto* m : {&f.model, &f.optimizer})
+  for (const auto* m : {&f.model, &f.optimizer, &f.compression})
     for (const auto& [name, v] : *m) n += static_cast<std::int64_t>(v.data.size());
   return n;
 }
@@ -135,10 +162,13 @@ RankFiles copy_into(const RankFiles& f, std::span<std::byte> staging) {
   RankFiles out;
   out.model_name = f.model_name;
   out.optimizer_name = f.optimizer_name;
+  out.compression_name = f.compression_name;
+  out.compression_metadata = f.compression_metadata;
   out.model_metadata = f.model_metadata;
   out.optimizer_metadata = f.optimizer_metadata;
   std::size_t at = 0;
-  for (auto [from, to] : {std::pair{&f.model, &out.model}, std::pair{&f.optimizer, &out.optimizer}}) {
+  for (auto [from, to] : {std::pair{&f.model, &out.model}, std::pair{&f.optimizer, &out.optimizer},
+                          std::pair{&f.compression, &out.compression}}) {
     for (const auto& [name, v] : *from) {
       if (!v.data.empty()) std::memcpy(staging.data() + at, v.data.data(), v.data.size());
       (*to)[name] = core::TensorView{v.dtype, v.shape, staging.subspan(at, v.data.size())};
@@ -154,6 +184,10 @@ void write_rank_files(const RankFiles& f, const std::string& dir, checkpoint::Wr
   }
   if (!f.optimizer_name.empty()) {
     write_safetensors_durably((fs::path(dir) / f.optimizer_name).string(), f.optimizer, f.optimizer_metadata, budget);
+  }
+  if (!f.compression_name.empty()) {
+    write_safetensors_durably((fs::path(dir) / f.compression_name).string(), f.compression, f.compression_metadata,
+                              budget);
   }
 }
 
@@ -193,6 +227,12 @@ std::string commit_root_files(const std::string& root, std::int64_t step, RootFi
   checkpoint::write_file_durably((dir / "trainer_state.json").string(), bytes_of(r.trainer_state_json), budget);
   checkpoint::write_file_durably((dir / "config.yaml").string(), bytes_of(r.config_yaml), budget);
   return checkpoint::commit_checkpoint(root, step, std::move(r.meta), r.keep_last, budget);
+}
+
+std::string compression_file_name(int tp_rank, int dp_rank) {
+  char s[48];
+  std::snprintf(s, sizeof s, "compression-tp%02d-dp%02d.safetensors", tp_rank, dp_rank);
+  return s;
 }
 
 std::string save_checkpoint(const CheckpointSource& src, comms::ProcessGrid& grid,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comms/gradient_compressor.hpp"
 #include "comms/process_grid.hpp"
 #include "models/parameter.hpp"
 #include "runtime/checkpoint/durable_file.hpp"
@@ -34,15 +35,20 @@ namespace memtrain::train {
 // these names.
 std::string model_file_name(int tp_rank);
 std::string optimizer_file_name(int tp_rank, int dp_rank = -1);
+// "compression-tp00-dp01.safetensors": one rank's compression state (Note [Compression state in
+// checkpoints], comms/gradient_compressor.hpp).
+std::string compression_file_name(int tp_rank, int dp_rank);
 
 // What one checkpoint is written from; the references must outlive the call.
 struct CheckpointSource {
   const Config& config;
   const std::vector<models::Parameter>& params;
-  const Optimizer& optimizer;  // AdamW or ZeroAdamW (config rules refuse checkpoints of OneBitAdam)
+  const Optimizer& optimizer;  // AdamW, ZeroAdamW or OneBitAdam
   const LossScaler& scaler;
   std::string canonical_config_yaml;
   std::string config_hash;
+  // The gradient synchroniser's compressor (compression.method), null without one.
+  const comms::GradientCompressor* gradient_compressor = nullptr;
 };
 
 // The safetensors files one rank writes, as views of the bytes they are written from (the live
@@ -54,15 +60,21 @@ struct CheckpointSource {
 struct RankFiles {
   std::string model_name;      // empty: this rank writes no model file (dp_rank > 0)
   std::string optimizer_name;  // empty: no optimizer file (replicated state, dp_rank > 0)
+  std::string compression_name;  // empty: no compressor. Every rank writes its own.
   std::map<std::string, core::TensorView> model;      // <Hugging Face name> -> stored dtype
   std::map<std::string, core::TensorView> optimizer;  // exp_avg, exp_avg_sq, master, "step"
   std::map<std::string, std::string> model_metadata;
   std::map<std::string, std::string> optimizer_metadata;
-  std::vector<std::byte> step_bytes;                  // AdamW's step count, int64
+  // "gradient_sync.<name>" and "onebit_adam.<name>" of each compressor's state(), and its
+  // flags as "<prefix>.flags" (I32).
+  std::map<std::string, core::TensorView> compression;
+  std::map<std::string, std::string> compression_metadata;
+  std::vector<std::byte> step_bytes;                  // the optimizer's step count, int64
+  std::vector<std::vector<std::byte>> owned;          // bytes the flags' views point into
 };
 
 // This rank's files of `source`, viewing its tensors in place. Throws memtrain::RuntimeError
-// for an optimizer other than AdamW and ZeroAdamW.
+// for an optimizer other than AdamW, ZeroAdamW and OneBitAdam.
 RankFiles rank_files(const CheckpointSource& source, int tp_rank, int dp_rank);
 // Bytes of every tensor in `files` (the headers excluded): what a staging copy holds.
 std::int64_t tensor_bytes(const RankFiles& files);

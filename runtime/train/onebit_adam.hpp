@@ -77,6 +77,12 @@ class OneBitAdam final : public Optimizer {
   // Parameter i's moments (for checkpoints and tests): [the parameter's shape].
   const core::Tensor& exp_avg(std::size_t i) const { return m_[i]; }
   const core::Tensor& exp_avg_sq(std::size_t i) const { return v_[i]; }
+  // The momentum's compressor (null with one rank): its error feedback is checkpointed per rank
+  // (Note [Compression state in checkpoints]).
+  const comms::OneBitCompressor* compressor() const { return compressor_ ? &*compressor_ : nullptr; }
+  comms::OneBitCompressor* compressor() { return compressor_ ? &*compressor_ : nullptr; }
+  // A loaded checkpoint's count of completed steps (the freeze and bias correction follow it).
+  void set_step_count(std::int64_t steps) { step_ = steps; }
 
  private:
   std::vector<models::Parameter>& params_;

@@ -164,7 +164,7 @@ int train(const Config& config, const RunOptions& options) {
   if (config.health.max_consecutive_skips > 0) loss_scale.max_skipped_steps_at_min = config.health.max_consecutive_skips;
   LossScaler scaler(loss_scale, config.precision.dtype == "fp16");
   // checkpoint.async: allocated up front, as `memtrain plan` counts it (plan_step.cpp).
-  core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), *optimizer, grid, ctx);
+  core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), *optimizer, gradient_sync.compressor(), grid, ctx);
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus
@@ -193,6 +193,7 @@ int train(const Config& config, const RunOptions& options) {
     // Before the run directory is opened: a refused resume names the keys that differ, which
     // says more than the run directory's hash mismatch would.
     if (!dry) resume = find_resume_point(run_path, options.resume, config, std::cerr);
+    if (resume.resume) check_checkpoint_layout(resume.checkpoint, config, grid.tp_size(), grid.dp_size());
     // Note [What a resume may change]: the directory belongs to a trajectory.
     run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config),
                                  config.name, config.path, world.size());
@@ -224,7 +225,7 @@ int train(const Config& config, const RunOptions& options) {
   if (resume.resume) {
     const auto t0 = Clock::now();
     run_where(world, true, "loading checkpoint " + resume.checkpoint, "another rank", [&] {
-      load_checkpoint(resume.checkpoint, grid, model.parameters(), *optimizer, scaler);
+      load_checkpoint(resume.checkpoint, grid, model.parameters(), *optimizer, scaler, gradient_sync.compressor());
     });
     char line[64];
     std::snprintf(line, sizeof line, " in %.2f s\n", seconds_since(t0));
@@ -338,7 +339,8 @@ int train(const Config& config, const RunOptions& options) {
     }
     // `final`: the run stops after it, so an asynchronous one is waited for.
     auto save = [&](std::int64_t at, bool final) {
-      const CheckpointSource source{config, model.parameters(), *optimizer, scaler, canonical, hash};
+      const CheckpointSource source{config, model.parameters(), *optimizer, scaler, canonical, hash,
+                                    gradient_sync.compressor()};
       if (async_checkpoints) {
         async_checkpoints->start(source, at);
         if (final) async_checkpoints->wait();
@@ -413,7 +415,7 @@ int train(const Config& config, const RunOptions& options) {
                            " to roll back to");
       }
       run_where(world, true, "loading checkpoint " + target, "another rank", [&] {
-        load_checkpoint(target, grid, model.parameters(), *optimizer, scaler);
+        load_checkpoint(target, grid, model.parameters(), *optimizer, scaler, gradient_sync.compressor());
       });
       step = at;
       last_consistent_step = at;

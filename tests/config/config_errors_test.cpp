@@ -480,18 +480,14 @@ INSTANTIATE_TEST_SUITE_P(
       return memtrain::testing::case_name(info.param.message, info.index);
     });
 
-// Checkpoints hold AdamW's state (replicated or ZeRO-1 shards): compression state is refused,
-// with the key that asks for it and the way out.
-TEST(ConfigErrors, CheckpointsRefuseStateTheyCannotHoldYet) {
+// Checkpoints hold every optimizer's and compressor's state: checkpointing loads with each.
+TEST(ConfigErrors, CheckpointsLoadWithEveryOptimizerAndCompressor) {
   ConfigFiles files;
-  EXPECT_NO_THROW(
-      load_config(files.write("z.yaml", with("checkpoint:\n  interval: 5\nparallel:\n  zero_stage: 1\n")), {}));
-  const std::string psgd = load_error(
-      files.write("p.yaml", with("checkpoint:\n  interval: 5\ncompression:\n  method: powersgd\n")));
-  EXPECT_TRUE(contains(psgd, "checkpoint.interval = 5: not supported yet with compression.method = powersgd"));
-  EXPECT_TRUE(contains(psgd, "expected checkpoint.interval = 0, or compression.method = none"));
-  // With checkpointing off the same config loads.
-  EXPECT_NO_THROW(load_config(files.write("ok.yaml", with("compression:\n  method: powersgd\n")), {}));
+  for (const char* extra : {"parallel:\n  zero_stage: 1\n", "compression:\n  method: powersgd\n",
+                            "compression:\n  method: onebit\n", "training:\n  optimizer: onebit_adam\n"}) {
+    const Config c = load_config(files.write("c.yaml", with(std::string("checkpoint:\n  interval: 5\n") + extra)), {});
+    EXPECT_EQ(c.checkpoint.interval, 5) << extra;
+  }
 }
 
 // checkpoint.*: loaded as given; out-of-range values name the key and the range.
