@@ -16,6 +16,10 @@ void add_supervise_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--min-ranks", options->min_ranks,
                   "Relaunch with -np N (onto fewer ranks, away from a failed one; default: as launched)")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--exclude-host", options->exclude_hosts,
+                  "Relaunch without this host (repeatable): its entries leave mpirun's --host list or "
+                  "hostfile, and -np shrinks to the slots left (default: none)")
+      ->allow_extra_args(false);
   cmd->add_option("command", options->command, "The job after --, e.g. -- mpirun -np 4 memtrain train ...")
       ->required();
   cmd->callback([options, &exit_code] { exit_code = supervise(*options, std::cerr); });

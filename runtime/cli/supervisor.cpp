@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/cli/mpirun_hosts.hpp"
 #include "runtime/core/errors.hpp"
 
 extern char** environ;
@@ -103,6 +104,19 @@ std::string run_dir_of(const std::vector<std::string>& command) {
   return "";
 }
 
+int ranks_of(const std::vector<std::string>& command) {
+  for (std::size_t i = 0; i + 1 < command.size(); ++i) {
+    if (command[i] == "-np" || command[i] == "-n" || command[i] == "--np") {
+      try {
+        return std::stoi(command[i + 1]);
+      } catch (const std::exception&) {
+        return 0;
+      }
+    }
+  }
+  return 0;
+}
+
 std::vector<std::string> relaunch_command(const std::vector<std::string>& command, const std::string& resume_mode,
                                           int min_ranks) {
   std::vector<std::string> out;
@@ -149,6 +163,19 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
   if (options.max_restarts < 0) throw ConfigError("memtrain supervise --max-restarts must be >= 0");
   if (options.backoff_s < 0) throw ConfigError("memtrain supervise --backoff must be >= 0 seconds");
   relaunch_command(options.command, "required", options.min_ranks);  // refuse a bad --min-ranks now
+  // Relaunches start from `base` with `ranks` processes (0: as launched).
+  std::vector<std::string> base = options.command;
+  int ranks = options.min_ranks;
+  std::string hostfile_copy;
+  if (!options.exclude_hosts.empty()) {
+    // Checked now, written only at a relaunch (Note [Leaving a host out of a relaunch]).
+    const HostExclusion check = exclude_hosts(options.command, options.exclude_hosts, "");
+    hostfile_copy = std::filesystem::path(run_dir).lexically_normal().string();
+    while (hostfile_copy.size() > 1 && hostfile_copy.back() == '/') hostfile_copy.pop_back();
+    hostfile_copy += ".hostfile";
+    const int launched = ranks_of(options.command);
+    if (ranks <= 0 && check.slots_left > 0 && launched > check.slots_left) ranks = check.slots_left;
+  }
 
   ForwardStopSignals signals;
   g_forwarded.store(0);
@@ -174,7 +201,8 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
     const std::string root = (std::filesystem::path(run_dir) / "checkpoints").string();
     const bool has_checkpoint =
         std::filesystem::is_directory(root, ec) && !checkpoint::list_checkpoints(root).empty();
-    command = relaunch_command(options.command, has_checkpoint ? "required" : "auto", options.min_ranks);
+    if (!options.exclude_hosts.empty()) base = exclude_hosts(options.command, options.exclude_hosts, hostfile_copy).command;
+    command = relaunch_command(base, has_checkpoint ? "required" : "auto", ranks);
     log << "memtrain supervise: " << describe_exit(code) << "; restart " << attempt + 1 << " of "
         << options.max_restarts << " in " << backoff << " s: " << join(command) << "\n"
         << std::flush;

@@ -11,6 +11,7 @@ struct SupervisorOptions {
   int max_restarts = 3;      // relaunches after abnormal exits, then give up
   double backoff_s = 5.0;    // seconds before the first relaunch, doubled for each further one
   int min_ranks = 0;         // > 0: relaunches run with `-np min_ranks` (migration onto fewer ranks)
+  std::vector<std::string> exclude_hosts;  // relaunches run without these hosts (mpirun_hosts.hpp)
   std::vector<std::string> command;  // argv: `mpirun ... memtrain train ...` or `memtrain train ...`
 };
 
@@ -33,14 +34,18 @@ struct SupervisorOptions {
 // Runs options.command, relaunching it after abnormal exits (above) up to max_restarts times,
 // logging each exit and relaunch on `log`. Returns the last attempt's exit code (128 + signal
 // for a job killed by a signal). Throws ConfigError when the command is empty, names no
-// --run-dir, or min_ranks is set and the command has no -np/-n; RuntimeError when it cannot be
-// started (not found, not executable).
+// --run-dir, min_ranks is set and the command has no -np/-n, or exclude_hosts names a host the
+// command does not have (Note [Leaving a host out of a relaunch]); RuntimeError when it cannot
+// be started (not found, not executable).
 int supervise(const SupervisorOptions& options, std::ostream& log);
 
-// The command of a relaunch: `--resume MODE` set, and with min_ranks > 0 the value of the
-// first -np/-n/--np replaced. Throws ConfigError as supervise.
+// The command of a relaunch: `--resume MODE` set, and with ranks > 0 the value of the first
+// -np/-n/--np replaced. Throws ConfigError as supervise.
 std::vector<std::string> relaunch_command(const std::vector<std::string>& command, const std::string& resume_mode,
-                                          int min_ranks);
+                                          int ranks);
+
+// The value of the first -np/-n/--np in `command`; 0 when absent.
+int ranks_of(const std::vector<std::string>& command);
 
 // The value of --run-dir (or --run-dir=D) in `command`; "" when absent.
 std::string run_dir_of(const std::vector<std::string>& command);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "tests/cli/checkpoint_config.hpp"
@@ -70,6 +71,92 @@ TEST(Supervise, MinRanksRelaunchesOntoFewerRanks) {
   for (long step = 1; step <= 4; ++step) {
     EXPECT_NEAR(got.at(step), expected.at(step), 1e-5 * std::fabs(expected.at(step))) << step;
   }
+}
+
+// Migration away from a host (Note [Leaving a host out of a relaunch]): two "hosts" that are
+// both this machine, rank 1 killed, the relaunch runs on the one left with one rank and
+// continues the two-rank trajectory within float rounding.
+TEST(Supervise, ExcludeHostRelaunchesWithoutThatHost) {
+  Scratch s;
+  const std::string cfg = dp_config(s);
+  ASSERT_EQ(s.shell("MEMTRAIN_FAULT= timeout 300 " + mpirun(2) + " train --config " + cfg + " --run-dir straight")
+                .exit_code, 0);
+  const std::string launcher = std::string("mpirun --oversubscribe") +
+                               (::geteuid() == 0 ? " --allow-run-as-root" : "") +
+                               " -x MEMTRAIN_FAULT -np 2 --host localhost:1,127.0.0.1:1 '" + binary() + "'";
+  const auto r = s.shell("MEMTRAIN_FAULT=kill_at_step=3:1 timeout 600 '" + binary() +
+                         "' supervise --backoff 0 --exclude-host 127.0.0.1 -- " + launcher + " train --config " +
+                         cfg + " --run-dir run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, " -np 1 --host localhost:1 ")) << r.err;
+  EXPECT_TRUE(contains(r.out, "resumed from checkpoint run/checkpoints/step-00000002 (step 2)")) << r.out;
+  const auto expected = losses(s, "straight");
+  const auto got = losses(s, "run");
+  ASSERT_EQ(got.size(), 4u);
+  for (long step = 1; step <= 4; ++step) {
+    EXPECT_NEAR(got.at(step), expected.at(step), 1e-5 * std::fabs(expected.at(step))) << step;
+  }
+}
+
+// The relaunch command, read from the supervisor's log, for a job that always fails.
+std::string relaunch_of(const Scratch& s, const std::string& options, const std::string& job_args) {
+  const auto r = s.memtrain("supervise --max-restarts 1 --backoff 0 " + options + " -- sh -c 'exit 1' sh " +
+                            job_args + " --run-dir x");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string mark = "restart 1 of 1 in 0 s: ";
+  const auto at = r.err.find(mark);
+  if (at == std::string::npos) return "(no relaunch) " + r.err;
+  return r.err.substr(at + mark.size(), r.err.find('\n', at) - at - mark.size());
+}
+
+TEST(Supervise, ExcludeHostEditsTheHostListAndTheRankCount) {
+  Scratch s;
+  EXPECT_EQ(relaunch_of(s, "--exclude-host b", "-np 4 --host a:2,b:2"),
+            "sh -c exit 1 sh -np 2 --host a:2 --run-dir x --resume auto");
+  // Hosts without slots count one each; two exclusions; --host= form; fewer ranks than slots stay.
+  EXPECT_EQ(relaunch_of(s, "--exclude-host b --exclude-host d", "-np 4 --host=a,b,c,d"),
+            "sh -c exit 1 sh -np 2 --host=a:1,c:1 --run-dir x --resume auto");
+  EXPECT_EQ(relaunch_of(s, "--exclude-host b", "-np 2 -H a:4,b:4"),
+            "sh -c exit 1 sh -np 2 -H a:4 --run-dir x --resume auto");
+  // --min-ranks sets the count itself.
+  EXPECT_EQ(relaunch_of(s, "--exclude-host b --min-ranks 1", "-np 4 --host a:2,b:2"),
+            "sh -c exit 1 sh -np 1 --host a:2 --run-dir x --resume auto");
+}
+
+TEST(Supervise, ExcludeHostWritesAFilteredCopyOfTheHostfile) {
+  Scratch s;
+  const std::string original = "# two nodes\na slots=2\nb slots=2 max_slots=4\n\nc slots=1\n";
+  const std::string hosts = s.write("hosts.txt", original);
+  EXPECT_EQ(relaunch_of(s, "--exclude-host b", "-np 5 --hostfile " + hosts),
+            "sh -c exit 1 sh -np 3 --hostfile x.hostfile --run-dir x --resume auto");
+  EXPECT_EQ(slurp(s.path("x.hostfile")), "# two nodes\na slots=2\n\nc slots=1\n");
+  EXPECT_EQ(slurp(hosts), original);
+  // A line that leaves its slots to mpirun: the rank count cannot be known and stays.
+  const std::string open = s.write("open.txt", "a\nb slots=2\n");
+  EXPECT_EQ(relaunch_of(s, "--exclude-host b", "-np 5 --machinefile " + open),
+            "sh -c exit 1 sh -np 5 --machinefile x.hostfile --run-dir x --resume auto");
+  EXPECT_EQ(slurp(s.path("x.hostfile")), "a\n");
+}
+
+TEST(Supervise, ExcludeHostRefusesWhatItCannotDo) {
+  Scratch s;
+  const auto missing = s.memtrain("supervise --exclude-host c -- sh -c 'exit 1' sh -np 4 --host a:2,b:2 --run-dir x");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(contains(missing.err, "--exclude-host c: no such host in the command (its hosts: a, b)")) << missing.err;
+  const auto no_hosts = s.memtrain("supervise --exclude-host a -- sh -c 'exit 1' sh -np 4 --run-dir x");
+  EXPECT_EQ(no_hosts.exit_code, 2);
+  EXPECT_TRUE(contains(no_hosts.err, "the command has no --host list or --hostfile")) << no_hosts.err;
+  const auto none_left = s.memtrain("supervise --exclude-host a -- sh -c 'exit 1' sh --host a:2 --run-dir x");
+  EXPECT_EQ(none_left.exit_code, 2);
+  EXPECT_TRUE(contains(none_left.err, "no host would be left to relaunch on")) << none_left.err;
+  const auto bad_slots = s.memtrain("supervise --exclude-host b -- sh -c 'exit 1' sh --host a:two,b --run-dir x");
+  EXPECT_EQ(bad_slots.exit_code, 2);
+  EXPECT_TRUE(contains(bad_slots.err, "slots 'two' is not a positive integer")) << bad_slots.err;
+  const auto no_file = s.memtrain("supervise --exclude-host b -- sh -c 'exit 1' sh --hostfile nowhere.txt --run-dir x");
+  EXPECT_EQ(no_file.exit_code, 2);
+  EXPECT_TRUE(contains(no_file.err, "cannot read the hostfile nowhere.txt")) << no_file.err;
+  // Refused before the job ran: nothing was launched, no copy written.
+  EXPECT_FALSE(std::filesystem::exists(s.path("x.hostfile")));
 }
 
 TEST(Supervise, ExitsARestartCannotHelpAreReturnedAtOnce) {
