@@ -129,6 +129,10 @@ struct HealthConfig {
   int max_consecutive_skips = 0;
   // Every N steps the replicas compare an XXH64 of their parameters; 0 = never.
   int consistency_interval = 0;
+  // At each of those checks, GPU builds read NVML's uncorrected ECC counts (when NVML loads);
+  // a rise rolls back as a replica disagreement does (Note [ECC counts through NVML, loaded at
+  // run time], ecc_monitor.hpp).
+  bool ecc_check = true;
   int max_rollbacks = 2;  // rollbacks of one process before it stops (exit 1)
 };
 

@@ -274,6 +274,7 @@ std::vector<KeySpec> make_keys() {
                       [](Config& c) -> int& { return c.health.max_consecutive_skips; }));
   k.push_back(integer("health.consistency_interval", 0, kMaxSteps,
                       [](Config& c) -> int& { return c.health.consistency_interval; }));
+  k.push_back(boolean("health.ecc_check", [](Config& c) -> bool& { return c.health.ecc_check; }));
   k.push_back(integer("health.max_rollbacks", 0, 1 << 20, [](Config& c) -> int& { return c.health.max_rollbacks; }));
   return k;
 }
@@ -300,7 +301,7 @@ const KeySpec* find_key(std::string_view name) {
 
 std::optional<std::string> not_built_key(std::string_view name) {
   if (name.starts_with("health.") && find_key(name) == nullptr) {
-    return "this health check (stall detection, ECC counts) is not built yet";
+    return "this health check (stall detection) is not built yet";
   }
   static const std::vector<std::pair<std::string, std::string>> keys = {
       {"parallel.pipeline_model_parallel_size", "pipeline parallelism is not built"},

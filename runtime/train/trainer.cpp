@@ -31,6 +31,7 @@
 #include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/async_checkpointer.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
+#include "runtime/train/ecc_monitor.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/fill_mask.hpp"
 #include "runtime/train/health_check.hpp"
@@ -289,6 +290,25 @@ int train(const Config& config, const RunOptions& options) {
           << "); no math runs, losses are not computed\n";
     }
 
+    // Note [ECC counts through NVML, loaded at run time]: GPU builds, at the replica checks. On
+    // if any rank sees an ECC-capable GPU, so that every rank joins the check's collective.
+    std::optional<Nvml> nvml;
+    std::optional<EccMonitor> ecc;
+#ifdef MEMTRAIN_HAVE_CUDA
+    if (config.health.ecc_check && config.health.consistency_interval > 0 && !dry) {
+      nvml.emplace(Nvml::default_library());
+      ecc.emplace(*nvml);
+      std::int64_t ranks = ecc->monitored_devices() > 0 ? 1 : 0;
+      world.allreduce_sum(&ranks, 1);
+      if (ranks == 0) {
+        ecc.reset();
+      } else {
+        out << "memtrain: health: GPU ECC counts read through NVML every " << config.health.consistency_interval
+            << " steps (" << ranks << " of " << world.size() << " ranks see ECC-capable GPUs)\n";
+      }
+    }
+#endif
+
     ProgressLine progress(out, root && stdout_is_terminal());
 
     // `write`: false for the evaluation at a resumed step that metrics.jsonl already has.
@@ -484,7 +504,11 @@ int train(const Config& config, const RunOptions& options) {
       }
       // Note [Replicas are compared before their state spreads]: before this step's checkpoint.
       if (config.health.consistency_interval > 0 && step % config.health.consistency_interval == 0 && !dry) {
-        const std::string diverged = check_replicas(model.parameters(), grid, step);
+        std::string diverged = check_replicas(model.parameters(), grid, step);
+        if (ecc) {
+          const std::string rose = ecc->check(world, step, last_consistent_step);
+          if (!rose.empty()) diverged = diverged.empty() ? rose : diverged + "; " + rose;
+        }
         if (!diverged.empty()) {
           rollback(diverged, last_consistent_step);
           continue;

@@ -4,6 +4,7 @@
 // bit; a flipped parameter bit on one replica is caught by the consistency check and rolled
 // back the same way; without a checkpoint, or past health.max_rollbacks, the run stops (exit 1).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,40 @@ TEST(Health, AFlippedBitOnOneReplicaIsCaughtAndRolledBack) {
   EXPECT_TRUE(contains(r.out, "rolled back to checkpoint run/checkpoints/step-00000002 (step 2"));
   EXPECT_EQ(losses(s, "run"), losses(s, "clean"));
   expect_same_state(s, "clean", "run", 5);
+}
+
+// Note [ECC counts through NVML, loaded at run time], with a stand-in NVML
+// (tests/fixtures/fake_nvml) whose uncorrected count on rank 1 becomes 1 at its 4th read: the
+// baseline at start, then the checks after steps 1, 2 and 3. So step 3 rolls back to step 2's
+// checkpoint, and the run ends on the clean run's state.
+std::string fake_nvml_mpirun(const std::string& rise, int ranks) {
+  return std::string("MEMTRAIN_NVML_LIBRARY='") + FAKE_NVML_LIBRARY + "' FAKE_NVML_RISE=" + rise +
+         " timeout -k 10 300 mpirun --oversubscribe" + (::geteuid() == 0 ? " --allow-run-as-root" : "") +
+         " -x MEMTRAIN_NVML_LIBRARY -x FAKE_NVML_RISE -np " + std::to_string(ranks) + " '" + MEMTRAIN_BINARY_DIR +
+         "/memtrain' ";
+}
+
+TEST(Health, ARiseInAGpusUncorrectedEccCountRollsBack) {
+#ifndef MEMTRAIN_HAVE_CUDA
+  GTEST_SKIP() << "a CPU-only build reads no ECC counts (they are read on builds with CUDA)";
+#endif
+  Scratch s;
+  const std::string cfg = dp_config(s, "c.yaml", "health:\n  consistency_interval: 1\n");
+  ASSERT_EQ(s.mpirun(2, "train --config " + cfg + " --run-dir clean").exit_code, 0);
+  const auto r = s.shell(fake_nvml_mpirun("4:1", 2) + "train --config " + cfg + " --run-dir run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "memtrain: health: GPU ECC counts read through NVML every 1 steps (2 of 2 ranks see ECC-capable GPUs)\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "memtrain: health: step 3: uncorrected ECC errors rose since step 2 on world rank 1 "
+                              "(GPU 0: 0 -> 1); rolled back to checkpoint run/checkpoints/step-00000002 (step 2"))
+      << r.out;
+  EXPECT_EQ(losses(s, "run"), losses(s, "clean"));
+  expect_same_state(s, "clean", "run", 5);
+  // health.ecc_check: false reads nothing: no line, no rollback.
+  const std::string off = dp_config(s, "off.yaml", "health:\n  consistency_interval: 1\n  ecc_check: false\n");
+  const auto o = s.shell(fake_nvml_mpirun("2:0", 1) + "train --config " + off + " --run-dir off");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_FALSE(contains(o.out, "ECC")) << o.out;
+  EXPECT_FALSE(contains(o.out, "rolled back")) << o.out;
 }
 
 TEST(Health, WithoutACheckpointOrPastMaxRollbacksTheRunStops) {
