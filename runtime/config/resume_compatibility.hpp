@@ -17,9 +17,13 @@ namespace memtrain::train {
 // in the same tensors whatever the policy). training.max_steps may grow or shrink as long as
 // the learning-rate schedule keeps its length: effective_lr_decay_steps, recorded in the
 // checkpoint, must be equal (Megatron-LM's --lr-decay-iters), so lr_decay_steps itself may be
-// spelled differently (0 with max_steps N, or N). Everything else (the model, data, batch,
-// optimizer, precision, recomputation, parallel layout) is part of the trajectory and a change
-// is refused, naming every key that differs.
+// spelled differently (0 with max_steps N, or N). The tensor-parallel layout
+// (tensor_model_parallel_size, sequence_parallel) may change as the data-parallel size may:
+// the state is resharded on load and the sums happen in another order, so the run continues
+// within float rounding (Note [Resharding onto another tensor-parallel size]; ZeRO-1 and
+// compression state refuse it when loading). Everything else (the model, data, batch,
+// optimizer, precision, recomputation, ZeRO stage) is part of the trajectory and a change is
+// refused, naming every key that differs.
 //
 // A run directory belongs to a trajectory, not to a config text: run.json's config_hash is
 // trajectory_hash, so a resume that lengthens a run or logs more often opens the same run
@@ -29,7 +33,8 @@ namespace memtrain::train {
 // subject to the schedule-length rule), training.log_interval, training.eval_interval,
 // training.eval_steps, training.num_threads, data.cache_dir, checkpoint.*, health.*,
 // memory.trace and the allocator's keys (memory.policy, max_split_size,
-// garbage_collection_threshold, expandable_segments, capacity, limit, reservation, ledger).
+// garbage_collection_threshold, expandable_segments, capacity, limit, reservation, ledger),
+// parallel.tensor_model_parallel_size and parallel.sequence_parallel.
 bool resume_may_change(std::string_view key);
 
 // XXH64 (16 hex digits) of the trajectory: every key resume_may_change refuses, with its

@@ -14,37 +14,12 @@
 #include "runtime/data/prepare_data.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
+#include "runtime/train/tensor_parallel_shards.hpp"
 
 namespace memtrain::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string model_file(const std::string& dir, int tp_rank) {
-  return (fs::path(dir) / model_file_name(tp_rank)).string();
-}
-
-struct Layout {
-  std::string sharding;  // dim0, dim1
-  std::int64_t offset = 0, full_extent = 0, valid_extent = 0;
-};
-
-std::map<std::string, Layout> layouts_of(const std::map<std::string, std::string>& metadata,
-                                         const std::string& file) {
-  std::map<std::string, Layout> out;
-  const auto it = metadata.find("memtrain_shards");
-  if (it == metadata.end()) return out;
-  try {
-    const auto j = nlohmann::json::parse(it->second);
-    for (const auto& [name, l] : j.items()) {
-      out[name] = Layout{l.at("sharding").get<std::string>(), l.at("offset").get<std::int64_t>(),
-                         l.at("full_extent").get<std::int64_t>(), l.at("valid_extent").get<std::int64_t>()};
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw RuntimeError(file + ": metadata memtrain_shards is not a shard layout (" + e.what() + ")");
-  }
-  return out;
-}
 
 // 0.1 rather than 0.10000000149011612: the float as its shortest decimal, as config.yaml has it.
 double shortest(float f) {
@@ -60,65 +35,7 @@ double shortest(float f) {
 }  // namespace
 
 std::map<std::string, core::HostArray> merged_model_tensors(const std::string& dir) {
-  const CheckpointMeta meta = read_checkpoint_meta(dir);
-  const int tp = meta.tensor_model_parallel_size;
-  std::vector<std::map<std::string, core::HostArray>> shards(static_cast<std::size_t>(tp));
-  std::vector<std::map<std::string, Layout>> layouts(static_cast<std::size_t>(tp));
-  for (int r = 0; r < tp; ++r) {
-    std::map<std::string, std::string> metadata;
-    shards[r] = core::read_safetensors(model_file(dir, r), &metadata);
-    layouts[r] = layouts_of(metadata, model_file(dir, r));
-    if (shards[r].size() != shards[0].size()) {
-      throw RuntimeError(model_file(dir, r) + ": " + std::to_string(shards[r].size()) + " tensors, rank 0 has " +
-                         std::to_string(shards[0].size()));
-    }
-  }
-  std::map<std::string, core::HostArray> merged;
-  for (const auto& [name, first] : shards[0]) {
-    const auto l0 = layouts[0].find(name);
-    if (l0 == layouts[0].end()) {  // replicated
-      merged[name] = first;
-      continue;
-    }
-    const Layout& layout = l0->second;
-    const int dim = layout.sharding == "dim0" ? 0 : layout.sharding == "dim1" ? 1 : -1;
-    if (dim < 0 || static_cast<int>(first.shape.size()) <= dim) {
-      throw RuntimeError(model_file(dir, 0) + ": tensor " + name + " has sharding " + layout.sharding +
-                         " that its shape cannot have");
-    }
-    const std::size_t elem = core::safetensors_dtype_size(first.dtype);
-    // rows x (extent along dim) x inner: dim0 has one outer row, dim1 the tensor's rows.
-    const std::int64_t outer = dim == 0 ? 1 : first.shape[0];
-    std::int64_t inner = 1;
-    for (std::size_t d = static_cast<std::size_t>(dim) + 1; d < first.shape.size(); ++d) inner *= first.shape[d];
-    core::HostArray out{first.dtype, first.shape, {}};
-    out.shape[static_cast<std::size_t>(dim)] = layout.valid_extent;
-    out.data.resize(static_cast<std::size_t>(out.numel()) * elem);
-    for (int r = 0; r < tp; ++r) {
-      const auto a = shards[r].find(name);
-      const auto l = layouts[r].find(name);
-      if (a == shards[r].end() || l == layouts[r].end() || a->second.dtype != first.dtype) {
-        throw RuntimeError(model_file(dir, r) + ": tensor " + name + " is missing, unsharded or of another dtype");
-      }
-      const std::int64_t extent = a->second.shape[static_cast<std::size_t>(dim)];
-      const std::int64_t offset = l->second.offset;
-      if (offset < 0 || offset + extent > layout.full_extent) {
-        throw RuntimeError(model_file(dir, r) + ": tensor " + name + " shard [" + std::to_string(offset) + ", " +
-                           std::to_string(offset + extent) + ") lies outside its full extent " +
-                           std::to_string(layout.full_extent));
-      }
-      // Only indices below valid_extent are kept: the rest is padding.
-      const std::int64_t keep = std::max<std::int64_t>(0, std::min(extent, layout.valid_extent - offset));
-      for (std::int64_t o = 0; o < outer; ++o) {
-        const std::byte* src = a->second.data.data() + static_cast<std::size_t>(o * extent * inner) * elem;
-        std::byte* dst = out.data.data() +
-                         static_cast<std::size_t>((o * layout.valid_extent + offset) * inner) * elem;
-        if (keep > 0) std::memcpy(dst, src, static_cast<std::size_t>(keep * inner) * elem);
-      }
-    }
-    merged[name] = std::move(out);
-  }
-  return merged;
+  return merge_tensor_parallel_checkpoint(dir, read_checkpoint_meta(dir).tensor_model_parallel_size, false).model;
 }
 
 Config checkpoint_model_config(const std::string& dir) {

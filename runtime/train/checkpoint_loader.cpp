@@ -13,6 +13,7 @@
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/onebit_adam.hpp"
+#include "runtime/train/tensor_parallel_shards.hpp"
 #include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
@@ -198,17 +199,29 @@ std::string compression_dp_message(const std::string& dir, int checkpoint_dp, in
          "; error feedback is per rank: resume with the checkpoint's data-parallel size";
 }
 
+// Note [Resharding onto another tensor-parallel size]: what cannot be resharded.
+void check_tensor_parallel_size(const std::string& dir, const CheckpointMeta& meta, int tp_size, bool zero,
+                                bool compressed) {
+  if (meta.tensor_model_parallel_size == tp_size) return;
+  const std::string what = "checkpoint " + dir + " was written with tensor_model_parallel_size " +
+                           std::to_string(meta.tensor_model_parallel_size) + ", this run has " +
+                           std::to_string(tp_size) + "; ";
+  if (zero || meta.zero_stage != 0) {
+    throw ConfigError(what + "ZeRO-1 shards are not resharded onto another tensor-parallel size: resume with the "
+                             "checkpoint's tensor_model_parallel_size");
+  }
+  if (compressed) {
+    throw ConfigError(what + "compression state is per rank and bucket layout and is not resharded: resume with "
+                             "the checkpoint's tensor_model_parallel_size");
+  }
+}
+
 }  // namespace
 
 void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size) {
   const CheckpointMeta meta = read_checkpoint_meta(dir);
-  if (meta.tensor_model_parallel_size != tp_size) {
-    throw ConfigError("checkpoint " + dir + " was written with tensor_model_parallel_size " +
-                      std::to_string(meta.tensor_model_parallel_size) + ", this run has " + std::to_string(tp_size) +
-                      "; resharding on load is not built: resume with the checkpoint's "
-                      "tensor_model_parallel_size");
-  }
   const bool compressed = config.compression.method != "none" || config.training.optimizer == "onebit_adam";
+  check_tensor_parallel_size(dir, meta, tp_size, config.parallel.zero_stage != 0, compressed);
   if (compressed && meta.data_parallel_size != dp_size) {
     throw ConfigError(compression_dp_message(dir, meta.data_parallel_size, dp_size));
   }
@@ -218,13 +231,6 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
                      std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler,
                      comms::GradientCompressor* gradient_compressor) {
   const CheckpointMeta meta = read_checkpoint_meta(dir);
-  if (meta.tensor_model_parallel_size != grid.tp_size()) {
-    throw ConfigError("checkpoint " + dir + " was written with tensor_model_parallel_size " +
-                      std::to_string(meta.tensor_model_parallel_size) + ", this run has " +
-                      std::to_string(grid.tp_size()) +
-                      "; resharding on load is not built: resume with the checkpoint's "
-                      "tensor_model_parallel_size");
-  }
   auto* adamw = dynamic_cast<AdamW*>(&optimizer);
   auto* zero = dynamic_cast<ZeroAdamW*>(&optimizer);
   auto* onebit = dynamic_cast<OneBitAdam*>(&optimizer);
@@ -237,34 +243,50 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
   if (compressed && meta.data_parallel_size != grid.dp_size()) {
     throw ConfigError(compression_dp_message(dir, meta.data_parallel_size, grid.dp_size()));
   }
+  check_tensor_parallel_size(dir, meta, grid.tp_size(), zero != nullptr, compressed);
+  const bool reshard = meta.tensor_model_parallel_size != grid.tp_size();
   if (adamw && meta.zero_stage != 0) {
     throw ConfigError("checkpoint " + dir + " was written with zero_stage " + std::to_string(meta.zero_stage) +
                       ", this run has 0; resume with the checkpoint's parallel.zero_stage");
   }
 
-  const std::string model_file = (fs::path(dir) / model_file_name(grid.tp_rank())).string();
-  const auto model = core::read_safetensors(model_file);
+  // The same tensor-parallel size reads this rank's files as they are; another one merges the
+  // checkpoint's shards and cuts this rank's out (Note [Resharding onto another
+  // tensor-parallel size]).
+  MergedCheckpoint whole;
+  if (reshard) whole = merge_tensor_parallel_checkpoint(dir, meta.tensor_model_parallel_size, !zero);
+  const auto put = [&](core::Tensor& t, const models::Parameter& p, const std::map<std::string, core::HostArray>& arrays,
+                       const std::string& name, const std::string& file) {
+    if (!reshard) return copy_array_into(t, arrays, name, file);
+    const auto it = arrays.find(name);
+    if (it == arrays.end()) throw RuntimeError(file + ": no tensor " + name + " (a checkpoint of another model?)");
+    copy_shard_into(t, p.shard, it->second, name, file);
+  };
+  const std::string model_file = reshard ? "checkpoint " + dir + " (model, merged over its tensor-parallel ranks)"
+                                         : (fs::path(dir) / model_file_name(grid.tp_rank())).string();
+  const auto model = reshard ? std::move(whole.model) : core::read_safetensors(model_file);
   if (model.size() != params.size()) {
     throw RuntimeError(model_file + ": " + std::to_string(model.size()) + " tensors, the model has " +
                        std::to_string(params.size()) + " parameters (a checkpoint of another model?)");
   }
-  for (auto& p : params) copy_array_into(p.value, model, p.name, model_file);
+  for (auto& p : params) put(p.value, p, model, p.name, model_file);
   if (zero) {
     std::vector<std::map<std::string, core::HostArray>> shards;
     load_zero_shards(dir, meta, grid, params, *zero, shards);
   } else {
-    const std::string optim_file = (fs::path(dir) / optimizer_file_name(grid.tp_rank())).string();
-    const auto optim = core::read_safetensors(optim_file);
+    const std::string optim_file = reshard ? "checkpoint " + dir + " (optimizer, merged over its tensor-parallel ranks)"
+                                           : (fs::path(dir) / optimizer_file_name(grid.tp_rank())).string();
+    const auto optim = reshard ? std::move(whole.optimizer) : core::read_safetensors(optim_file);
     for (std::size_t i = 0; i < params.size(); ++i) {
       auto& p = params[i];
       if (adamw) {
-        copy_array_into(adamw->exp_avg(i), optim, p.name + ".exp_avg", optim_file);
-        copy_array_into(adamw->exp_avg_sq(i), optim, p.name + ".exp_avg_sq", optim_file);
-        if (p.master.defined()) copy_array_into(p.master, optim, p.name + ".master", optim_file);
+        put(adamw->exp_avg(i), p, optim, p.name + ".exp_avg", optim_file);
+        put(adamw->exp_avg_sq(i), p, optim, p.name + ".exp_avg_sq", optim_file);
+        if (p.master.defined()) put(p.master, p, optim, p.name + ".master", optim_file);
       } else {
         core::Tensor m = onebit->exp_avg(i), v = onebit->exp_avg_sq(i);  // handles onto the moments
-        copy_array_into(m, optim, p.name + ".exp_avg", optim_file);
-        copy_array_into(v, optim, p.name + ".exp_avg_sq", optim_file);
+        put(m, p, optim, p.name + ".exp_avg", optim_file);
+        put(v, p, optim, p.name + ".exp_avg_sq", optim_file);
       }
     }
     const auto step = optim.find("step");

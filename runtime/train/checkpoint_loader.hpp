@@ -41,9 +41,10 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 // verified step-NNNNNNNN directory): model-tpXX.safetensors, the optimizer files of this
 // rank's tensor-parallel rank, and trainer_state.json. Any data-parallel size loads: AdamW's
 // state is replicated, and ZeRO-1's shards are resharded (each rank copies its pieces out of
-// every shard file that overlaps them; Note [ZeRO-1 shards the buckets]). The tensor-parallel
-// size must be the checkpoint's, since resharding on load is not built (ConfigError naming both
-// sizes). Throws RuntimeError naming the file and the tensor when a tensor is missing, its dtype
+// every shard file that overlaps them; Note [ZeRO-1 shards the buckets]). Another
+// tensor-parallel size merges the checkpoint's shards and cuts this rank's out (Note
+// [Resharding onto another tensor-parallel size]), except for ZeRO-1 and compression state
+// (ConfigError naming both sizes). Throws RuntimeError naming the file and the tensor when a tensor is missing, its dtype
 // or shape differs from the model's (a checkpoint of another model), or the shards do not
 // cover a piece; and for an optimizer other than AdamW, ZeroAdamW and OneBitAdam. The
 // compressors' state (`gradient_compressor`'s and 1-bit Adam's) comes from this rank's
@@ -51,9 +52,9 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 // error feedback is per rank; ConfigError naming both sizes). Not collective: the caller
 // reports a failure on one rank to the others (run_where).
 // The checks of load_checkpoint that need no tensors, run before the run directory is touched:
-// the tensor-parallel size must be the checkpoint's, and so must the data-parallel size when
-// `config` compresses (compression.method, or training.optimizer onebit_adam). Throws
-// ConfigError naming both sizes, RuntimeError for an unreadable meta.json.
+// the tensor-parallel size must be the checkpoint's with ZeRO-1 or compression, and so must the
+// data-parallel size when `config` compresses (compression.method, or training.optimizer
+// onebit_adam). Throws ConfigError naming both sizes, RuntimeError for an unreadable meta.json.
 void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size);
 
 void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
