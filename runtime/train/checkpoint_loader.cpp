@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -224,6 +225,10 @@ void check_checkpoint_layout(const std::string& dir, const Config& config, int t
   check_tensor_parallel_size(dir, meta, tp_size, config.parallel.zero_stage != 0, compressed);
   if (compressed && meta.data_parallel_size != dp_size) {
     throw ConfigError(compression_dp_message(dir, meta.data_parallel_size, dp_size));
+  }
+  if (meta.tensor_model_parallel_size != tp_size) {
+    std::cerr << "memtrain: checkpoint " << dir << " was written with tensor_model_parallel_size "
+              << meta.tensor_model_parallel_size << ": its shards are merged and cut for " << tp_size << "\n";
   }
 }
 

@@ -54,7 +54,8 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 // The checks of load_checkpoint that need no tensors, run before the run directory is touched:
 // the tensor-parallel size must be the checkpoint's with ZeRO-1 or compression, and so must the
 // data-parallel size when `config` compresses (compression.method, or training.optimizer
-// onebit_adam). Throws ConfigError naming both sizes, RuntimeError for an unreadable meta.json.
+// onebit_adam). A change of tensor-parallel size it accepts is said on stderr. Throws ConfigError
+// naming both sizes, RuntimeError for an unreadable meta.json.
 void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size);
 
 void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
