@@ -1,8 +1,9 @@
-// Resuming on another tensor-parallel size as a user meets it (Note [Resharding onto another
-// tensor-parallel size]): a tp = 2 checkpoint resumed by one process, and a tp = 1 checkpoint
-// resumed by two tensor-parallel ranks, continue the uninterrupted tp = 2 run's losses to the
-// rounding of another summation order; bf16's fp32 masters follow their parameter; ZeRO-1
-// shards and compression state refuse the change before the run directory is touched.
+// Resuming a tensor-parallel run as a user meets it. A SIGKILL and resume on the same size is
+// bitwise. On another size (Note [Resharding onto another tensor-parallel size]) a tp = 2
+// checkpoint resumed by one process, and a tp = 1 checkpoint resumed by two tensor-parallel
+// ranks, continue the uninterrupted tp = 2 run's losses to the rounding of another summation
+// order; bf16's fp32 masters follow their parameter; ZeRO-1 shards and compression state refuse
+// the change before the run directory is touched.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,6 +41,34 @@ void expect_continues(const Scratch& s, const std::string& reference, const std:
     EXPECT_NEAR(got.at(step), want.at(step), rel * std::fabs(want.at(step))) << run << " step " << step;
   }
 }
+
+// Two tensor-parallel ranks killed after step 3 and resumed on the same size: every rank reads
+// its own files back, and the losses and the step-4 files of both ranks are the uninterrupted
+// run's bit for bit (fp16: the loss scale continues too).
+class TensorParallelKill : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TensorParallelKill, ResumesBitwiseOnTheSameTensorParallelSize) {
+  Scratch s;
+  const std::string cfg = checkpoint_config(s, "c.yaml", 4, 2, std::string("precision:\n  dtype: ") + GetParam() +
+                                                                    "\nparallel:\n  tensor_model_parallel_size: 2\n");
+  const auto straight = s.mpirun(2, "train --config " + cfg + " --run-dir straight");
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  EXPECT_NE(s.mpirun(2, "train --config " + cfg + " --run-dir killed", "MEMTRAIN_FAULT=kill_at_step=3").exit_code, 0);
+  EXPECT_EQ(slurp(s.path("killed/checkpoints/latest")), "step-00000002\n");
+  const auto resumed = s.mpirun(2, "train --config " + cfg + " --run-dir killed --resume required");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(losses(s, "killed"), losses(s, "straight"));
+  for (const char* f : {"model-tp00.safetensors", "model-tp01.safetensors", "optimizer-tp00.safetensors",
+                        "optimizer-tp01.safetensors", "trainer_state.json"}) {
+    const std::string want = slurp(s.path(std::string("straight/checkpoints/step-00000004/") + f));
+    EXPECT_FALSE(want.empty()) << f;
+    // EXPECT_TRUE: a failure names the file instead of printing its bytes.
+    EXPECT_TRUE(slurp(s.path(std::string("killed/checkpoints/step-00000004/") + f)) == want) << f;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, TensorParallelKill, ::testing::Values("fp32", "fp16"),
+                         [](const auto& info) { return std::string(info.param); });
 
 // fp32 and bf16 (fp32 masters in the optimizer file), each resharded both ways.
 class TensorParallelResume : public ::testing::TestWithParam<const char*> {};
