@@ -1,4 +1,5 @@
 #include "models/attention_core.hpp"
+#include "models/op_descriptions.hpp"
 
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/flash_attention.hpp"
@@ -32,6 +33,8 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
       // Tiles live in the context's workspace, outside the allocator, so a dry run (which
       // takes none) plans the same allocations (Note [Workspace outside the allocator]).
       auto tiles = s.ctx.workspace().lease(kernels::flash_attention_workspace_elements(T, C, NH));
+      const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.forward",
+                              [&] { return attention_description(B, NH, T, C, 2); });
       kernels::flash_attention_forward(write_f32(s.ctx, context).get(), lse.data<float>(),
                                        read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
                                        read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
@@ -48,6 +51,7 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
                              keeps_probs ? act : core::tags().temporary);  // [B, NH, T, T]
   auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);            // [B, T, C]
   if (s.compute()) {
+    const core::ScopedOp op(s.ctx.op_profile(), "attention.forward", [&] { return attention_description(B, NH, T, C, 2); });
     kernels::attention_forward(write_f32(s.ctx, context).get(), write_f32(s.ctx, probs).get(),
                                read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
                                read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
@@ -66,6 +70,8 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
   if (kind_ == AttentionCoreKind::flash) {
     if (s.compute()) {
       auto tiles = s.ctx.workspace().lease(kernels::flash_attention_workspace_elements(T, C, NH));
+      const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.backward",
+                              [&] { return attention_description(B, NH, T, C, 4); });
       kernels::flash_attention_backward(
           update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
           read_f32(s.ctx, dcontext).get(), read_f32(s.ctx, context).get(), lse_.data<float>(),
@@ -82,12 +88,15 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
     // in 16-bit modes), so the backward pass below sees what standard would have kept.
     probs = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype, tmp);  // [B, NH, T, T]
     if (s.compute()) {
+      const core::ScopedOp op(s.ctx.op_profile(), "attention.recompute_probs",
+                              [&] { return attention_description(B, NH, T, C, 1); });
       kernels::attention_probs(write_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(),
                                read_f32(s.ctx, k).get(), s.attention_mask, B, T, C, NH);
     }
   }
   auto scratch = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype, tmp);  // [B, NH, T, T]
   if (s.compute()) {
+    const core::ScopedOp op(s.ctx.op_profile(), "attention.backward", [&] { return attention_description(B, NH, T, C, 4); });
     kernels::attention_backward(
         update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
         scratch_f32(s.ctx, scratch).get(), read_f32(s.ctx, dcontext).get(),

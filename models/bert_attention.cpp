@@ -1,4 +1,5 @@
 #include "models/bert_attention.hpp"
+#include "models/op_descriptions.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -73,6 +74,7 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
     if (s.compute()) {
       float* r = r_f.get();
       if (s.hidden_dropout > 0.0f) {
+        const core::ScopedOp op(s.ctx.op_profile(), "dropout.forward", [&] { return elementwise_description(Nl, C, 2); });
         kernels::dropout_forward(r, r, B, long{Tl} * C, s.hidden_dropout,
                                  s.key(encoder_rng_layer(layer_), kAttentionOutput),
                                  s.first_sample, first_element);
@@ -109,6 +111,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     auto dproj_f = write_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
+        const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C, 2); });
         kernels::dropout_backward(dproj_f.get(), dx_f.get(), B, long{Tl} * C, s.hidden_dropout,
                                   s.key(encoder_rng_layer(layer_), kAttentionOutput),
                                   s.first_sample, first_element);

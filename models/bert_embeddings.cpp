@@ -1,4 +1,5 @@
 #include "models/bert_embeddings.hpp"
+#include "models/op_descriptions.hpp"
 
 #include "kernels/cpu/dropout.hpp"
 #include "kernels/cpu/embedding.hpp"
@@ -50,6 +51,7 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   auto sum = core::Tensor::empty(s.ctx, {s.B, Tl, C_}, s.dtype,
                                  core::tags().activation);  // [B, Tl, C]
   if (s.compute() && !tp_.enabled()) {
+    const core::ScopedOp op(s.ctx.op_profile(), "embedding.forward", [&] { return elementwise_description(N, C_, 4); });
     kernels::bert_embeddings_forward(
         write_f32(s.ctx, sum).get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
         read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
@@ -80,6 +82,7 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   sum.reset();
   if (s.compute() && s.hidden_dropout > 0.0f) {
     auto o = update_f32(s.ctx, out);  // [B, Tl, C]
+    const core::ScopedOp op(s.ctx.op_profile(), "dropout.forward", [&] { return elementwise_description(Nl, C_, 2); });
     kernels::dropout_forward(o.get(), o.get(), s.B, long{Tl} * C_, s.hidden_dropout,
                              s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
                              std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
@@ -110,6 +113,7 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
   // are rounded never, since both die here).
   auto dout_f = update_f32(s.ctx, dout);  // [B, Tl, C]
   if (s.compute() && s.hidden_dropout > 0.0f) {
+    const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C_, 2); });
     kernels::dropout_backward(dout_f.get(), dout_f.get(), s.B, long{Tl} * C_, s.hidden_dropout,
                               s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
                               std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
@@ -131,6 +135,8 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
     auto dposition = update_f32(s.ctx, position_.grad);      // [P, C]
     auto dtoken_type = update_f32(s.ctx, token_type_.grad);  // [TV, C]
     if (!tp_.enabled()) {
+      const core::ScopedOp op(s.ctx.op_profile(), "embedding.backward",
+                              [&] { return elementwise_description(std::int64_t{s.B} * s.T, C_, 4); });
       kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(), d, ids_,
                                         type_ids_, s.B, s.T, C_);
     } else {

@@ -75,6 +75,8 @@ class BertForMaskedLM {
                                        const std::vector<std::int32_t>& positions);
 
   // Hugging Face names, in Hugging Face's order (named_parameters()).
+  // The context the model's tensors and ops run in.
+  core::Context& context() const { return ctx_; }
   std::vector<Parameter>& parameters() { return params_.parameters(); }
   const std::vector<Parameter>& parameters() const { return params_.parameters(); }
   void zero_grad();

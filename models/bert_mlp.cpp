@@ -1,4 +1,5 @@
 #include "models/bert_mlp.hpp"
+#include "models/op_descriptions.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -50,6 +51,7 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
   }
   auto gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I/tp]
   if (s.compute()) {
+    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.forward", [&] { return elementwise_description(N, I, 2); });
     kernels::bias_gelu_forward(write_f32(s.ctx, gelu).get(), read_f32(s.ctx, pre_gelu).get(),
                                read_f32(s.ctx, intermediate_.bias().value).get(), N, I);
   }
@@ -63,6 +65,7 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
     if (s.compute()) {
       float* r = r_f.get();
       if (s.hidden_dropout > 0.0f) {
+        const core::ScopedOp op(s.ctx.op_profile(), "dropout.forward", [&] { return elementwise_description(Nl, C, 2); });
         kernels::dropout_forward(r, r, B, long{Tl} * C, s.hidden_dropout,
                                  s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
                                  first_element);
@@ -97,6 +100,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
     auto dproj_f = write_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
+        const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C, 2); });
         kernels::dropout_backward(dproj_f.get(), da_f.get(), B, long{Tl} * C, s.hidden_dropout,
                                   s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
                                   first_element);
@@ -114,6 +118,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   auto dpre = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I/tp]
   if (s.compute()) {
     auto dbias = update_f32(s.ctx, intermediate_.bias().grad);  // [I]
+    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward", [&] { return elementwise_description(N, I, 3); });
     kernels::bias_gelu_backward(update_f32(s.ctx, dpre).get(), dbias.get(),
                                 read_f32(s.ctx, dgelu).get(), read_f32(s.ctx, pre_gelu_).get(),
                                 read_f32(s.ctx, intermediate_.bias().value).get(), N, I);

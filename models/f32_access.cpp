@@ -10,6 +10,15 @@ namespace memtrain::models {
 
 using core::DType;
 
+namespace {
+
+// A conversion's row of the op profile: by dtype, 2 + 4 bytes moved per element.
+core::ScopedOp::Description convert_description(DType half, std::int64_t n) {
+  return {core::dtype_name(half), 0.0, 6.0 * static_cast<double>(n)};
+}
+
+}  // namespace
+
 bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
 
 kernels::HalfFormat half_format(DType dtype) {
@@ -35,7 +44,9 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : 
   format_ = half_format(t.dtype());
   lease_ = ctx.workspace().lease(std::max<std::size_t>(static_cast<std::size_t>(numel_), 1));
   data_ = lease_.data();
+  profile_ = ctx.op_profile();
   if (access_ == F32Access::read || access_ == F32Access::read_write) {
+    const core::ScopedOp op(profile_, "convert.to_f32", [&] { return convert_description(t.dtype(), numel_); });
     kernels::convert_half_to_float(data_, half_, numel_, format_);
   }
 }
@@ -46,7 +57,8 @@ F32View::F32View(F32View&& o) noexcept
       format_(o.format_),
       access_(o.access_),
       lease_(std::move(o.lease_)),
-      data_(o.data_) {
+      data_(o.data_),
+      profile_(o.profile_) {
   o.data_ = nullptr;
   o.half_ = nullptr;
 }
@@ -60,6 +72,7 @@ F32View& F32View::operator=(F32View&& o) noexcept {
     access_ = o.access_;
     lease_ = std::move(o.lease_);
     data_ = o.data_;
+    profile_ = o.profile_;
     o.data_ = nullptr;
     o.half_ = nullptr;
   }
@@ -68,6 +81,9 @@ F32View& F32View::operator=(F32View&& o) noexcept {
 
 void F32View::commit() {
   if (half_ != nullptr && (access_ == F32Access::write || access_ == F32Access::read_write)) {
+    const core::ScopedOp op(profile_, "convert.from_f32", [&] {
+      return convert_description(format_ == kernels::HalfFormat::bf16 ? DType::bf16 : DType::f16, numel_);
+    });
     kernels::convert_float_to_half(half_, lease_.data(), numel_, format_);
   }
   lease_.reset();

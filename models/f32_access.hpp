@@ -64,6 +64,7 @@ class F32View {
   F32Access access_ = F32Access::read;
   core::Workspace::Lease lease_;  // held only for a converted 16-bit tensor
   float* data_ = nullptr;
+  core::OpProfile* profile_ = nullptr;  // the context's, for timing the conversions
 };
 
 // Shorthands naming the access at the call site: read_f32(ctx, x).get() is a const float*.

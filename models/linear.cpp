@@ -1,4 +1,5 @@
 #include "models/linear.hpp"
+#include "models/op_descriptions.hpp"
 
 #include "kernels/cpu/linear.hpp"
 #include "models/f32_access.hpp"
@@ -36,6 +37,7 @@ void Linear::forward(const PassState& s, float* out, const float* inp, int N,
   if (!s.compute()) return;
   const auto w = read_f32(s.ctx, weight_.value);                             // [out, in]
   const auto b = read_f32(s.ctx, with_bias ? bias_.value : core::Tensor());  // [out]
+  const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return gemm_description(N, in_, out_, 1); });
   kernels::linear_forward(out, inp, w.get(), b.get(), N, in_, out_);
 }
 
@@ -45,6 +47,8 @@ void Linear::backward(const PassState& s, float* dinp, const float* dout, const 
   const auto w = read_f32(s.ctx, weight_.value);                         // [out, in]
   auto dw = update_f32(s.ctx, weight_.grad);                             // [out, in]
   auto db = update_f32(s.ctx, with_bias ? bias_.grad : core::Tensor());  // [out]
+  const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward",
+                          [&] { return gemm_description(N, in_, out_, dinp ? 2 : 1); });
   kernels::linear_backward(dinp, dw.get(), db.get(), dout, inp, w.get(), N, in_, out_);
 }
 

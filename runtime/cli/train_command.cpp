@@ -22,6 +22,7 @@ struct TrainArgs {
   std::string target;
   std::string non_allocator;
   std::string resume = "auto";
+  bool profile_ops = false;
 };
 
 constexpr const char* kDefaultTarget = "a100-40gb";
@@ -58,13 +59,19 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "one; required: refuse to start without one; never: refuse a run directory with "
                   "checkpoints")
       ->type_name("auto|required|never");
+  cmd->add_flag("--profile-ops", args->profile_ops,
+                "Time every op of the training steps after the first; print the step breakdown and write "
+                "op_profile.json to the run directory");
   cmd->callback([args, &exit_code] {
     if (!args->dry_run && (!args->target.empty() || !args->non_allocator.empty())) {
       throw ConfigError(std::string(args->target.empty() ? "--non-allocator" : "--target") +
                         " needs --dry-run (a compute run uses the real device)");
     }
+    if (args->dry_run && args->profile_ops) {
+      throw ConfigError("--profile-ops times the ops' math, and --dry-run does none: use one or the other");
+    }
     train::RunOptions options{args->run_dir, std::nullopt, train::resolve_recompute,
-                              train::parse_resume_mode(args->resume)};
+                              train::parse_resume_mode(args->resume), args->profile_ops};
     if (args->dry_run) {
       options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);
       if (!args->non_allocator.empty()) {

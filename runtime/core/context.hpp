@@ -6,6 +6,7 @@
 
 #include "memory/allocator.hpp"
 #include "memory/types.hpp"
+#include "runtime/core/op_profile.hpp"
 #include "runtime/core/workspace.hpp"
 
 namespace memtrain::core {
@@ -33,6 +34,10 @@ class Context {
   // Host scratch for fp32 arithmetic on 16-bit tensors and for kernel tiles, outside the
   // allocator (Note [Workspace outside the allocator]). A dry run never touches it.
   Workspace& workspace() const { return *workspace_; }
+  // Where the layers time their kernel calls (Note [Profiling ops in the step]); null = not
+  // profiled. The profile is the caller's and must outlive its use here.
+  OpProfile* op_profile() const { return op_profile_; }
+  void set_op_profile(OpProfile* profile) { op_profile_ = profile; }
 
  private:
   std::shared_ptr<memory::Allocator> allocator_;
@@ -40,6 +45,7 @@ class Context {
   memory::StreamId stream_ = memory::kDefaultStream;
   bool dry_run_ = false;
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
+  OpProfile* op_profile_ = nullptr;
 };
 
 }  // namespace memtrain::core

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/core/op_profile.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/onebit_adam.hpp"
@@ -18,6 +19,8 @@
 #include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
+
+using core::shape_text;
 namespace {
 
 namespace fs = std::filesystem;
@@ -42,15 +45,6 @@ T field(const nlohmann::json& j, const char* key, const std::string& file) {
   } catch (const nlohmann::json::exception&) {
     throw RuntimeError(file + ": field \"" + key + "\" has the wrong type: " + j.at(key).dump());
   }
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 // One shard file's piece of a parameter: elements [offset, offset + length) of its flat order.

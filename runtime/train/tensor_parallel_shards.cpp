@@ -8,9 +8,12 @@
 #include <vector>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/core/op_profile.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 
 namespace memtrain::train {
+
+using core::shape_text;
 namespace {
 
 namespace fs = std::filesystem;
@@ -50,15 +53,6 @@ std::string parameter_of(const std::string& name) {
     if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return name.substr(0, name.size() - n);
   }
   return name;
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 // rows x extent x inner: the element blocks a dim0 or dim1 shard is made of.

@@ -46,6 +46,8 @@
 #include "runtime/train/root_only.hpp"
 #include "runtime/train/run_directory.hpp"
 #include "runtime/train/run_summary.hpp"
+#include "runtime/core/atomic_file.hpp"
+#include "runtime/train/op_profile_report.hpp"
 #include "runtime/train/sgemm_peak.hpp"
 #include "runtime/train/stop_signal.hpp"
 #include "runtime/train/train_step.hpp"
@@ -142,6 +144,7 @@ int train(const Config& config, const RunOptions& options) {
                                                 "simulated " + target.describe())
                        : make_model_allocator(config.memory);
   if (config.memory.trace) allocator->set_event_sink(trace.sink());
+  core::OpProfile op_profile;  // `train --profile-ops`: ctx points to it during a profiled step
   core::Context ctx(allocator);
   ctx.set_dry_run(dry);
   // The tensor-parallel group, counted: metrics.jsonl reports its bytes and time per step.
@@ -452,6 +455,8 @@ int train(const Config& config, const RunOptions& options) {
     };
     // MEMTRAIN_FAULT nan_grad / flip_param: each step's fault once per process.
     std::int64_t nan_injected_through = -1, flip_done = -1;
+    std::int64_t profiled_steps = 0;  // `--profile-ops`: steps timed and their wall time
+    double profiled_s = 0;
     // A SIGINT during setup (data preparation can take a minute) stops before the first step.
     bool interrupted = stop_requested();
     while (!interrupted && step < tc.max_steps) {
@@ -467,10 +472,15 @@ int train(const Config& config, const RunOptions& options) {
       const auto t0 = Clock::now();
       const comms::CollectiveCounts tp_before = tp_group.counts();
       StepResult r;
+      // Only the training step is profiled: evaluations and checkpoints run outside it.
+      const bool profiled = options.profile_ops && (step > 1 || tc.max_steps == 1);
+      if (profiled) ctx.set_op_profile(&op_profile);
       try {
         r = train_step(model, *data.train, plan, *comm, *optimizer, step - 1, settings, &scaler, &gradient_sync,
                        &world);
+        ctx.set_op_profile(nullptr);
       } catch (const NonFiniteStreak& e) {
+        ctx.set_op_profile(nullptr);
         // Every rank threw: the flag was reduced over the world before the scaler saw it.
         rollback(std::string("step ") + std::to_string(step) + ": " + e.what(), step);
         continue;
@@ -487,6 +497,10 @@ int train(const Config& config, const RunOptions& options) {
       }
       if (dry) r.loss = r.grad_norm = std::nan("");
       const double wall = seconds_since(t0);
+      if (profiled) {
+        ++profiled_steps;
+        profiled_s += wall;
+      }
       last_loss = r.loss;
       // The step's line is written before the vote on a stop signal, so a signal that lands
       // during step k stops the run after step k with step k - 1 already on disk.
@@ -559,7 +573,13 @@ int train(const Config& config, const RunOptions& options) {
       // Files first: under mpirun after a Ctrl-C, stdout may no longer be read (Note [SIGTERM
       // interrupts a blocked write]), and the snapshot must not wait on it.
       write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
+      if (options.profile_ops) {
+        core::write_file_atomically(run_dir->file("op_profile.json"), [&](std::ostream& f) {
+          f << op_profile_json(op_profile, profiled_steps, profiled_s).dump(1) << '\n';
+        });
+      }
       out << format_summary(summary) << allocator->memory_summary() << std::flush;
+      if (options.profile_ops) out << format_op_profile(op_profile, profiled_steps, profiled_s) << std::flush;
     }
     return interrupted ? stopped_exit_code(stop_signal) : 0;
   } catch (const OutOfMemory&) {

@@ -26,6 +26,11 @@ struct RunOptions {
   // `train --resume`: whether run_dir's checkpoints are resumed (resume.hpp). A dry run never
   // resumes (it has no values to load).
   ResumeMode resume = ResumeMode::automatic;
+  // `train --profile-ops`: every op of the training steps after the first (the first one also
+  // pays for first-touch page faults) is timed (Note [Profiling ops in the step]); rank 0
+  // prints the step breakdown and writes run_dir/op_profile.json with its own ops. A run of
+  // one step profiles that step.
+  bool profile_ops = false;
 };
 
 // Trains config.model on config.data for training.max_steps steps on every rank of the world
