@@ -66,7 +66,7 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
                  /*with_bias=*/false);
   auto gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
   if (s.compute()) {
-    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.forward", [&] { return elementwise_description(M, C, 2); });
+    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.forward", [&] { return masked_elementwise_description(M, C, 2); });
     kernels::bias_gelu_forward(write_f32(s.ctx, gelu).get(), read_f32(s.ctx, pre_gelu).get(),
                                read_f32(s.ctx, dense_.bias().value).get(), M, C);
   }
@@ -74,7 +74,7 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
   gelu.reset();
   auto logits = Tensor::empty(s.ctx, {M, V_}, s.dtype, act);  // [M, V]
   if (s.compute()) {
-    const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return gemm_description(M, C, V_, 1); });
+    const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return masked_gemm_description(M, C, V_, 1); });
     kernels::linear_forward(write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(),
                             read_f32(s.ctx, word_.value).get(), read_f32(s.ctx, bias_.value).get(),
                             M, C, V_);
@@ -105,7 +105,7 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
     // storage, as Megatron-LM computes cross-entropy in fp32.
     auto z = update_f32(s.ctx, dlogits);  // [M, V] (this rank's [M, Vp/tp] under tp)
     const core::ScopedOp op(s.ctx.op_profile(), "cross_entropy.forward_backward",
-                          [&] { return elementwise_description(M, V_, 2); });
+                          [&] { return masked_elementwise_description(M, V_, 2); });
     loss = tp_.enabled()
                ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_,
                                               grad_scale, &correct, tp_)
@@ -126,7 +126,7 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
     // Tied decoder: its weight gradient lands in the word-embedding gradient.
     auto dword = update_f32(s.ctx, word_.grad);  // [V, C]
     auto dbias = update_f32(s.ctx, bias_.grad);  // [V]
-    const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return gemm_description(M, C, V_, 2); });
+    const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
     kernels::linear_backward(update_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
                              read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(),
                              read_f32(s.ctx, word_.value).get(), M, C, V_);
@@ -144,7 +144,7 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   auto dpre = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
     auto dbias = update_f32(s.ctx, dense_.bias().grad);  // [C]
-    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward", [&] { return elementwise_description(M, C, 3); });
+    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward", [&] { return masked_elementwise_description(M, C, 3); });
     kernels::bias_gelu_backward(update_f32(s.ctx, dpre).get(), dbias.get(),
                                 read_f32(s.ctx, dgelu).get(), read_f32(s.ctx, pre_gelu_).get(),
                                 read_f32(s.ctx, dense_.bias().value).get(), M, C);

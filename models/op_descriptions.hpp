@@ -19,11 +19,27 @@ inline core::ScopedOp::Description gemm_description(std::int64_t N, std::int64_t
   return {shape, 2.0 * static_cast<double>(products) * static_cast<double>(N * in * out), 0.0};
 }
 
+// The MLM head's products over the M masked positions of a micro-batch: one row of the profile
+// whatever M is ("[masked, in] x [out, in]^T"), its FLOPs those of the calls' own M.
+inline core::ScopedOp::Description masked_gemm_description(std::int64_t M, std::int64_t in, std::int64_t out,
+                                                           int products) {
+  auto d = gemm_description(M, in, out, products);
+  d.shape = "[masked" + d.shape.substr(d.shape.find(','));
+  return d;
+}
+
 // An op over `rows` x `cols` f32 elements that reads and writes `passes` arrays of that size.
 inline core::ScopedOp::Description elementwise_description(std::int64_t rows, std::int64_t cols, int passes) {
   std::string shape = "[";
   shape += std::to_string(rows) + ", " + std::to_string(cols) + "]";
   return {shape, 0.0, 4.0 * static_cast<double>(passes) * static_cast<double>(rows * cols)};
+}
+
+// elementwise_description over the M masked positions, one row of the profile whatever M is.
+inline core::ScopedOp::Description masked_elementwise_description(std::int64_t M, std::int64_t cols, int passes) {
+  auto d = elementwise_description(M, cols, passes);
+  d.shape = "[masked" + d.shape.substr(d.shape.find(','));
+  return d;
 }
 
 // The attention core over [B, NH, T, T] scores of C / NH-wide heads: Q K^T and P V are
