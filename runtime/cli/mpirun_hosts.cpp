@@ -110,14 +110,20 @@ HostExclusion exclude_hosts(const std::vector<std::string>& command, const std::
         }
         kept_text += line + "\n";
       }
-      if (!hostfile_copy.empty()) {
+      // The user's own hostfile may already have the copy's name: it is never written over.
+      std::string copy = hostfile_copy;
+      std::error_code same_ec;
+      if (!copy.empty() && std::filesystem::exists(copy) && std::filesystem::equivalent(path, copy, same_ec)) {
+        copy += ".excluded";
+      }
+      if (!copy.empty()) {
         std::error_code ec;
-        const auto parent = std::filesystem::path(hostfile_copy).parent_path();
+        const auto parent = std::filesystem::path(copy).parent_path();
         if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-        core::write_file_atomically(hostfile_copy, [&](std::ostream& o) { o << kept_text; });
+        core::write_file_atomically(copy, [&](std::ostream& o) { o << kept_text; });
       }
       out.command.push_back(a);
-      out.command.push_back(hostfile_copy);
+      out.command.push_back(copy);
     } else {
       out.command.push_back(a);
     }

@@ -65,6 +65,9 @@ TEST(BadConfig, NotYaml) { expect_config_error("model: {hidden_size: 8\n", "exp.
 TEST(BadConfig, UnknownKeySuggestsTheClosest) {
   expect_config_error(std::string(kTinyMockYaml) + "  lr_warmup: 5\n",
                       "exp.yaml:16: training.lr_warmup = 5: unknown key (did you mean training.warmup_steps?)");
+  // A misspelt health check is a typo too, not a check that is not built.
+  expect_config_error(std::string(kTinyMockYaml) + "health:\n  ecc_checks: true\n",
+                      "exp.yaml:17: health.ecc_checks = true: unknown key (did you mean health.ecc_check?)");
 }
 
 TEST(BadConfig, WrongType) {

@@ -136,6 +136,12 @@ TEST(Supervise, ExcludeHostWritesAFilteredCopyOfTheHostfile) {
   EXPECT_EQ(relaunch_of(s, "--exclude-host b", "-np 5 --machinefile " + open),
             "sh -c exit 1 sh -np 5 --machinefile x.hostfile --run-dir x --resume auto");
   EXPECT_EQ(slurp(s.path("x.hostfile")), "a\n");
+  // A hostfile that already has the copy's name is left as it is; the copy goes beside it.
+  const std::string own = s.write("x.hostfile", original);
+  EXPECT_EQ(relaunch_of(s, "--exclude-host b", "-np 5 --hostfile " + own),
+            "sh -c exit 1 sh -np 3 --hostfile x.hostfile.excluded --run-dir x --resume auto");
+  EXPECT_EQ(slurp(own), original);
+  EXPECT_EQ(slurp(s.path("x.hostfile.excluded")), "# two nodes\na slots=2\n\nc slots=1\n");
 }
 
 TEST(Supervise, ExcludeHostRefusesWhatItCannotDo) {
