@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -65,6 +66,21 @@ VerifyReport verify_checkpoint(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(d, ec)) {
     const std::string name = e.path().filename().string();
     if (name != "manifest.json" && !listed.count(name)) r.problems.push_back(name + ": not in the manifest");
+  }
+  // The manifest itself has no checksum: a file taken out of the checkpoint together with its
+  // manifest entry is caught by meta.json (checksummed above), which lists every file.
+  if (r.problems.empty()) {
+    try {
+      std::ifstream meta_in(d / "meta.json");
+      const auto meta = nlohmann::json::parse(meta_in);
+      if (meta.contains("files") && meta["files"].is_object()) {
+        for (const auto& [name, bytes] : meta["files"].items()) {
+          if (!listed.count(name)) r.problems.push_back(name + ": listed in meta.json, not in the manifest (removed?)");
+        }
+      }
+    } catch (const std::exception& e) {
+      r.problems.push_back(std::string("meta.json: ") + e.what());
+    }
   }
   return r;
 }

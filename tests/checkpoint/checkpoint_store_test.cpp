@@ -182,6 +182,19 @@ TEST(CheckpointVerify, MissingManifestMissingFileAndUnlistedFile) {
   EXPECT_EQ(verify_checkpoint(three).problems, std::vector<std::string>{"manifest.json: not valid JSON"});
 }
 
+// The manifest has no checksum of its own: a file removed together with its manifest entry is
+// still caught, by the checksummed meta.json that lists every file (found by a new-user trial).
+TEST(CheckpointVerify, AFileRemovedWithItsManifestEntryIsReported) {
+  Dir d;
+  const std::string path = write_checkpoint(d.sub("c"), 1);
+  fs::remove(path + "/b.bin");
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(path + "/manifest.json"));
+  manifest["files"].erase("b.bin");
+  std::ofstream(path + "/manifest.json") << manifest.dump();
+  EXPECT_EQ(verify_checkpoint(path).problems,
+            std::vector<std::string>{"b.bin: listed in meta.json, not in the manifest (removed?)"});
+}
+
 // A manifest naming a file outside its directory, or of a later format, is not trusted.
 TEST(CheckpointVerify, AManifestNamingFilesOutsideItsDirectoryIsRefused) {
   Dir d;
