@@ -16,8 +16,8 @@ namespace {
 // The tensor-parallel layout changes where sums happen, not what is summed (Note [Resharding
 // onto another tensor-parallel size], tensor_parallel_shards.hpp): a resume continues within
 // float rounding, as with another data-parallel size.
-constexpr std::array<std::string_view, 18> kMayChange = {
-    "parallel.tensor_model_parallel_size", "parallel.sequence_parallel",
+constexpr std::array<std::string_view, 19> kMayChange = {
+    "parallel.tensor_model_parallel_size", "parallel.sequence_parallel", "training.micro_batch_size",
     "training.max_steps",     "training.lr_decay_steps",   "training.log_interval",
     "training.eval_interval", "training.eval_steps",       "training.num_threads",
     "data.cache_dir",         "memory.trace",              "memory.policy",

@@ -21,7 +21,9 @@ namespace memtrain::train {
 // (tensor_model_parallel_size, sequence_parallel) may change as the data-parallel size may:
 // the state is resharded on load and the sums happen in another order, so the run continues
 // within float rounding (Note [Resharding onto another tensor-parallel size]; ZeRO-1 and
-// compression state refuse it when loading). Everything else (the model, data, batch,
+// compression state refuse it when loading). So may training.micro_batch_size (the global
+// batch is the same samples cut into other micro-batches: gradient accumulation sums them in
+// another order). Everything else (the model, data, global batch,
 // optimizer, precision, recomputation, ZeRO stage) is part of the trajectory and a change is
 // refused, naming every key that differs.
 //
@@ -34,7 +36,8 @@ namespace memtrain::train {
 // training.eval_steps, training.num_threads, data.cache_dir, checkpoint.*, health.*,
 // memory.trace and the allocator's keys (memory.policy, max_split_size,
 // garbage_collection_threshold, expandable_segments, capacity, limit, reservation, ledger),
-// parallel.tensor_model_parallel_size and parallel.sequence_parallel.
+// parallel.tensor_model_parallel_size, parallel.sequence_parallel and
+// training.micro_batch_size.
 bool resume_may_change(std::string_view key);
 
 // XXH64 (16 hex digits) of the trajectory: every key resume_may_change refuses, with its

@@ -127,6 +127,33 @@ TEST(ResumeCli, DataParallelResumeIsBitwiseAndFewerRanksStayWithinRounding) {
                        "\"checkpoint_data_parallel_size\":2,\"data_parallel_size\":1}"));
 }
 
+// The micro-batch size cuts the same global batch into other pieces: a resume may change it,
+// and the losses continue within float rounding (gradient accumulation sums in another order),
+// as Megatron-LM lets a resumed run change --micro-batch-size.
+TEST(ResumeCli, AnotherMicroBatchSizeContinuesWithinRounding) {
+  Scratch s;
+  std::string text = slurp(checkpoint_config(s, "c.yaml", 4, 2));
+  text.replace(text.find("  global_batch_size: 2\n"), 23, "  global_batch_size: 4\n");
+  const std::string cfg = s.write("c.yaml", text);
+  ASSERT_EQ(s.memtrain("train --config " + cfg + " --run-dir straight").exit_code, 0);
+  std::string shorter = text;
+  shorter.replace(shorter.find("  max_steps: 4\n"), 15, "  max_steps: 2\n");
+  const std::string short_cfg = s.write("short.yaml", shorter);
+  const auto expected = losses(s, "straight");
+  ASSERT_EQ(expected.size(), 4u);
+  for (const char* micro : {"1", "4"}) {
+    const std::string run = std::string("micro") + micro;
+    ASSERT_EQ(s.memtrain("train --config " + short_cfg + " --run-dir " + run).exit_code, 0);
+    const auto r = s.memtrain("train --config " + cfg + " --run-dir " + run + " --resume required --set training.micro_batch_size=" + micro);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto got = losses(s, run);
+    ASSERT_EQ(got.size(), 4u) << run;
+    for (long step = 3; step <= 4; ++step) {
+      EXPECT_NEAR(got.at(step), expected.at(step), 1e-5 * std::fabs(expected.at(step))) << run << " step " << step;
+    }
+  }
+}
+
 TEST(ResumeCli, BadResumeRequestsAreUsageErrors) {
   Scratch s;
   const std::string cfg = checkpoint_config(s, "c.yaml", 2, 2);

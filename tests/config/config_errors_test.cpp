@@ -474,7 +474,7 @@ INSTANTIATE_TEST_SUITE_P(
     ConfigErrors, NotSupportedYet,
     ::testing::Values(NotBuilt{"compression:\n  method: topk\n", "compression.method = topk"},
                       NotBuilt{"device: cuda\n", "device = cuda"},
-                      NotBuilt{"health:\n  nan_check: true\n", "health.nan_check = true"},
+                      NotBuilt{"health:\n  stall_timeout: 60\n", "health.stall_timeout = 60"},
                       NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"}),
     [](const ::testing::TestParamInfo<NotBuilt>& info) {
       return memtrain::testing::case_name(info.param.message, info.index);

@@ -28,7 +28,8 @@ TEST(ResumeCompatibility, KeysThatDoNotChangeTheTrajectoryMayChange) {
       "training.eval_steps=2",         "training.num_threads=1",   "data.cache_dir=/tmp/elsewhere",
       "checkpoint.interval=5",         "checkpoint.keep_last=4",   "checkpoint.on_interrupt=true",
       "memory.trace=true",             "memory.policy=pytorch",    "memory.max_split_size=1GiB",
-      "memory.expandable_segments=true", "memory.capacity=1GiB",   "memory.limit=1GiB"};
+      "memory.expandable_segments=true", "memory.capacity=1GiB",   "memory.limit=1GiB",
+      "training.micro_batch_size=2"};
   for (const auto& change : changes) {
     const Config now = load_config(path, {"training.lr_decay_steps=10", change});
     EXPECT_NE(config_hash(now), config_hash(base)) << change;  // the change is real
