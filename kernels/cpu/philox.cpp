@@ -19,6 +19,43 @@ PhiloxStream::PhiloxStream(const RngKey& key) {
   key_ = {{k[0], k[1]}};
 }
 
+// See Note [Eight Philox blocks at once]; the rounds are Random123's _philox4x32round and
+// _philox4x32bumpkey (Salmon et al. 2011, section 4.2) with its multipliers and Weyl constants.
+void PhiloxStream::blocks8(std::uint64_t sample, std::uint64_t first_block, Words8& out) const {
+  std::uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    const std::uint64_t b = first_block + static_cast<std::uint64_t>(j);
+    c0[j] = static_cast<std::uint32_t>(b);
+    c1[j] = static_cast<std::uint32_t>(b >> 32);
+    c2[j] = static_cast<std::uint32_t>(sample);
+    c3[j] = static_cast<std::uint32_t>(sample >> 32);
+  }
+  std::uint32_t k0 = key_[0], k1 = key_[1];
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += PHILOX_W32_0;
+      k1 += PHILOX_W32_1;
+    }
+#pragma omp simd
+    for (int j = 0; j < kLanes; ++j) {
+      const std::uint64_t p0 = static_cast<std::uint64_t>(PHILOX_M4x32_0) * c0[j];
+      const std::uint64_t p1 = static_cast<std::uint64_t>(PHILOX_M4x32_1) * c2[j];
+      const auto n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1[j] ^ k0;
+      const auto n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3[j] ^ k1;
+      c0[j] = n0;
+      c1[j] = static_cast<std::uint32_t>(p1);
+      c2[j] = n2;
+      c3[j] = static_cast<std::uint32_t>(p0);
+    }
+  }
+  for (int j = 0; j < kLanes; ++j) {
+    out[0][j] = c0[j];
+    out[1][j] = c1[j];
+    out[2][j] = c2[j];
+    out[3][j] = c3[j];
+  }
+}
+
 float philox_uniform(const RngKey& key, std::uint64_t sample, std::uint64_t element) {
   return PhiloxStream(key).uniform(sample, element);
 }

@@ -40,6 +40,26 @@ TEST(PhiloxUniform, FollowsDocumentedKeyDerivation) {
   EXPECT_EQ(philox_uniform(key, sample, element), static_cast<float>(r[3] >> 8) / 16777216.0f);
 }
 
+// The 8-lane blocks are Random123's blocks, word for word, including a run of blocks whose
+// counter carries from the low into the high 32-bit word and a sample above 2^32.
+TEST(PhiloxStream, EightBlocksAtOnceAreRandom123sBlocks) {
+  const PhiloxStream stream(RngKey{.seed = 42, .step = 7, .layer = 1, .site = 2, .tp_rank = 0});
+  const std::uint64_t samples[] = {0, 5, 0x1234567890ULL};
+  const std::uint64_t firsts[] = {0, 3, 0xfffffffcULL, 0x7fffffffffffULL};
+  for (const std::uint64_t sample : samples) {
+    for (const std::uint64_t first : firsts) {
+      PhiloxStream::Words8 words;
+      stream.blocks8(sample, first, words);
+      for (int j = 0; j < PhiloxStream::kLanes; ++j) {
+        const auto expected = stream.block(sample, first + static_cast<std::uint64_t>(j));
+        for (int w = 0; w < 4; ++w) {
+          EXPECT_EQ(words[w][j], expected[w]) << "sample " << sample << " block " << first + j << " word " << w;
+        }
+      }
+    }
+  }
+}
+
 // Every field of the key, the sample and the element change the stream.
 TEST(PhiloxUniform, EveryKeyFieldSelectsAnIndependentStream) {
   const RngKey base{.seed = 1, .step = 2, .layer = 3, .site = 4, .tp_rank = 0};
