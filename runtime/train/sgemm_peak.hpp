@@ -12,4 +12,11 @@ namespace memtrain::train {
 // released before returning. Takes about repeats * 2 n^3 / peak seconds (~0.1 s at n = 1024).
 double measure_sgemm_peak_flops(core::Context& ctx, int n = 1024, int repeats = 3);
 
+// FLOP/s of kernels::matmul on [m, k] x op(B) with op(B) [k, n] (2 m n k FLOPs each; B stored
+// [n, k] when trans_b, the layout of a Linear's weight), best of `repeats` after one warm-up;
+// buffers as above. `train --profile-ops` measures the FFN's up-projection shape with it
+// ([tokens, hidden] x [hidden, intermediate]), the issue-15 reference for a step's FLOP/s.
+// Throws std::invalid_argument if m, n or k < 1.
+double measure_sgemm_flops(core::Context& ctx, int m, int n, int k, bool trans_b, int repeats = 3);
+
 }  // namespace memtrain::train

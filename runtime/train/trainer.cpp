@@ -48,6 +48,7 @@
 #include "runtime/train/run_summary.hpp"
 #include "runtime/core/atomic_file.hpp"
 #include "runtime/train/op_profile_report.hpp"
+#include "runtime/train/memcpy_bandwidth.hpp"
 #include "runtime/train/sgemm_peak.hpp"
 #include "runtime/train/stop_signal.hpp"
 #include "runtime/train/train_step.hpp"
@@ -87,6 +88,24 @@ std::string broadcast_string(comms::Communicator& comm, std::string s) {
 
 EvalMetrics to_metrics(std::int64_t step, const EvalResult& e) {
   return EvalMetrics{step, e.loss, e.accuracy, e.perplexity};
+}
+
+// `train --profile-ops`'s reference speeds (StepReference), measured on the shape of this rank's
+// FFN up-projection of one micro-batch: [micro_batch_size * seq_length, hidden_size] x
+// [hidden_size, intermediate_size / tensor_model_parallel_size], the weight stored [N, K] as a
+// Linear's is. The sgemm's buffers come from an allocator of its own, as at startup.
+StepReference measure_step_reference(const Config& config, int tp_size, double model_flops) {
+  const int m = config.training.micro_batch_size * config.data.seq_length;
+  const int k = config.model.hidden_size;
+  const int n = config.model.intermediate_size / std::max(1, tp_size);
+  StepReference r;
+  r.sgemm_shape = "[" + std::to_string(m);
+  r.sgemm_shape += ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " + std::to_string(n) + "]";
+  core::Context probe(make_model_allocator(MemoryConfig{}));
+  r.sgemm_flops = measure_sgemm_flops(probe, m, n, k, true);
+  r.memcpy_bytes_per_s = measure_memcpy_bandwidth();
+  r.model_flops = model_flops;
+  return r;
 }
 
 int train(const Config& config, const RunOptions& options);
@@ -457,6 +476,7 @@ int train(const Config& config, const RunOptions& options) {
     std::int64_t nan_injected_through = -1, flip_done = -1;
     std::int64_t profiled_steps = 0;  // `--profile-ops`: steps timed and their wall time
     double profiled_s = 0;
+    double profiled_flops = 0;  // this rank's share of the profiled steps' model FLOPs
     // A SIGINT during setup (data preparation can take a minute) stops before the first step.
     bool interrupted = stop_requested();
     while (!interrupted && step < tc.max_steps) {
@@ -500,6 +520,7 @@ int train(const Config& config, const RunOptions& options) {
       if (profiled) {
         ++profiled_steps;
         profiled_s += wall;
+        profiled_flops += r.model_flops / static_cast<double>(world.size());
       }
       last_loss = r.loss;
       // The step's line is written before the vote on a stop signal, so a signal that lands
@@ -573,13 +594,16 @@ int train(const Config& config, const RunOptions& options) {
       // Files first: under mpirun after a Ctrl-C, stdout may no longer be read (Note [SIGTERM
       // interrupts a blocked write]), and the snapshot must not wait on it.
       write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
+      StepReference reference;
+      if (options.profile_ops && !dry) reference = measure_step_reference(config, grid.tp_size(), profiled_flops);
+      const StepReference* ref = options.profile_ops && !dry ? &reference : nullptr;
       if (options.profile_ops) {
         core::write_file_atomically(run_dir->file("op_profile.json"), [&](std::ostream& f) {
-          f << op_profile_json(op_profile, profiled_steps, profiled_s).dump(1) << '\n';
+          f << op_profile_json(op_profile, profiled_steps, profiled_s, ref).dump(1) << '\n';
         });
       }
       out << format_summary(summary) << allocator->memory_summary() << std::flush;
-      if (options.profile_ops) out << format_op_profile(op_profile, profiled_steps, profiled_s) << std::flush;
+      if (options.profile_ops) out << format_op_profile(op_profile, profiled_steps, profiled_s, ref) << std::flush;
     }
     return interrupted ? stopped_exit_code(stop_signal) : 0;
   } catch (const OutOfMemory&) {
