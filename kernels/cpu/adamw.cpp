@@ -26,7 +26,7 @@ void for_chunks(std::int64_t n, Body&& body) {
 template <class T>
 void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
                   NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
-                  std::int64_t step) {
+                  std::int64_t step, NoDeduce<T> grad_scale) {
   if (step < 1) {
     throw std::invalid_argument("adamw_update: step = " + std::to_string(step) +
                                 "; expected the 1-based count of updates");
@@ -42,7 +42,7 @@ void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<
   for_chunks(n, [=](std::int64_t lo, std::int64_t hi) {
 #pragma omp simd
     for (std::int64_t i = lo; i < hi; ++i) {
-      const T g = grad[i];
+      const T g = grad[i] * grad_scale;
       const T mi = beta1 * m[i] + one_minus_b1 * g;
       const T vi = beta2 * v[i] + one_minus_b2 * g * g;
       m[i] = mi;
@@ -100,7 +100,7 @@ void scale_inplace(T* x, std::int64_t n, NoDeduce<T> s) {
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                   \
-  template void adamw_update<T>(T*, const T*, T*, T*, std::int64_t, T, T, T, T, T, std::int64_t); \
+  template void adamw_update<T>(T*, const T*, T*, T*, std::int64_t, T, T, T, T, T, std::int64_t, T); \
   template void adam_frozen_variance_update<T>(T*, T*, const T*, std::int64_t, T, T, T, T, T,      \
                                                std::int64_t, std::int64_t);                        \
   template double sum_of_squares<T>(const T*, std::int64_t);                                      \

@@ -8,11 +8,14 @@ namespace memtrain::kernels {
 // One AdamW step (Loshchilov & Hutter 2019, Algorithm 2; torch.optim.AdamW's formulation):
 // param -= lr * weight_decay * param; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // param -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps). step counts from 1.
+// g is grad[i] * grad_scale, rounded to T once: the gradient clipping (and loss unscaling)
+// factor applied as the gradient is read, bitwise what scaling grad in place first would give,
+// without that extra pass over the gradients (issue 15); grad itself is left unscaled.
 // Shapes: param, grad, m, v [n]. Throws std::invalid_argument if step < 1.
 template <class T>
 void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
                   NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
-                  std::int64_t step);
+                  std::int64_t step, NoDeduce<T> grad_scale = T(1));
 
 // Adam's update with the second moment frozen (1-bit Adam after its freeze step: Tang et al.
 // 2021, Algorithm 1), with a momentum m the caller has already formed:

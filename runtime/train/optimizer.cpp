@@ -104,9 +104,8 @@ void AdamW::step(double lr, double grad_multiplier) {
     float* v = v_[i].data<float>();
     if (!p.master.defined()) {
       // fp32: the weights are their own master.
-      if (multiplier != 1.0f) kernels::scale_inplace(p.grad.data<float>(), p.grad.numel(), multiplier);
       kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), m, v, p.value.numel(), flr, b1, b2,
-                            eps, wd, t);
+                            eps, wd, t, multiplier);
       continue;
     }
     // Note [Master updates in stack-sized chunks]

@@ -167,18 +167,14 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
     shape += std::to_string(n) + "] parameters";
     return core::ScopedOp::Description{shape, 0.0, 28.0 * static_cast<double>(n)};
   });
-  if (r.loss_scale == 1.0 && !has_half_grads(model.parameters())) {
-    // fp32 gradients without a scale: clipped in place, exactly as before mixed precision.
-    r.grad_norm = optimizer.clip_grad_norm(settings.grad_clip);
-    optimizer.step(settings.lr);
-  } else {
-    // Unscale and clip in one factor applied as AdamW reads each gradient in f32: the 16-bit
-    // gradients are never rescaled (and rounded) in 16 bits. The clip threshold applies to the
-    // unscaled norm, as with GradScaler.unscale_ before clip_grad_norm_.
-    const double inv_scale = 1.0 / r.loss_scale;
-    r.grad_norm = optimizer.grad_norm() * inv_scale;
-    optimizer.step(settings.lr, inv_scale * clip_factor(r.grad_norm, settings.grad_clip));
-  }
+  // Unscale and clip in one factor applied as the optimizer reads each gradient in f32 (fused
+  // into AdamW's pass over the gradients: no pass that scales them in place first, and the
+  // 16-bit gradients are never rescaled and rounded in 16 bits). The clip threshold applies to
+  // the unscaled norm, as with GradScaler.unscale_ before clip_grad_norm_. Without a loss scale
+  // the factor is the clip factor alone, bitwise what clipping the f32 gradients in place gave.
+  const double inv_scale = 1.0 / r.loss_scale;
+  r.grad_norm = optimizer.grad_norm() * inv_scale;
+  optimizer.step(settings.lr, inv_scale * clip_factor(r.grad_norm, settings.grad_clip));
   r.time_optimizer_s += seconds_since(t0);
   record_sync(true);
   return r;

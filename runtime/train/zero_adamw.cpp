@@ -148,9 +148,8 @@ void ZeroAdamW::update(Block& b, double lr, float multiplier) {
     if (!is_half(value_dtype_)) {
       // fp32: the values are their own masters, updated in place as AdamW does.
       float* grad = g.data<float>() + pc.bucket_offset;
-      if (multiplier != 1.0f) kernels::scale_inplace(grad, pc.length, multiplier);
       kernels::adamw_update(p.value.data<float>() + pc.param_offset, grad, m + pc.state_offset,
-                            v + pc.state_offset, pc.length, flr, b1, b2, eps, wd, t);
+                            v + pc.state_offset, pc.length, flr, b1, b2, eps, wd, t, multiplier);
       continue;
     }
     float* master = b.master.data<float>() + pc.state_offset;

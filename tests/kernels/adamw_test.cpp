@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "tests/kernels/test_util.hpp"
 
@@ -51,6 +52,33 @@ TEST(AdamwUpdate, WeightDecayIsDecoupledFromGradient) {
   adamw_update(p.data(), g.data(), m.data(), v.data(), 2, 0.1, 0.9, 0.999, 1e-8, 0.5, 1);
   EXPECT_DOUBLE_EQ(p[0], 2.0 * (1 - 0.05));
   EXPECT_DOUBLE_EQ(p[1], -4.0 * (1 - 0.05));
+}
+
+// The clip factor read with the gradient (grad_scale) gives the bits of the two-pass form it
+// replaces, torch.nn.utils.clip_grad_norm_'s in-place scaling (scale_inplace) then the update,
+// with odd factors whose products round; and the gradient itself is left unscaled.
+TEST(AdamwUpdate, GradScaleEqualsScalingTheGradientInPlaceFirst) {
+  const int n = 100003;  // several chunks and a ragged tail
+  for (const float scale : {1.0f, 0.3337f, 1.0f / 65536.0f, 7.77e-3f}) {
+    std::vector<float> p(n), g(n), m(n), v(n);
+    for (int i = 0; i < n; ++i) {
+      p[i] = std::sin(0.37f * static_cast<float>(i));
+      g[i] = 1e-2f * std::cos(1.13f * static_cast<float>(i)) + 1e-9f * static_cast<float>(i % 7);
+      m[i] = 1e-3f * std::sin(0.71f * static_cast<float>(i));
+      v[i] = 1e-6f * (1.0f + std::cos(0.19f * static_cast<float>(i)));
+    }
+    auto p2 = p, g2 = g, m2 = m, v2 = v;
+    const auto g_before = g;
+    adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3, scale);
+    scale_inplace(g2.data(), n, scale);
+    adamw_update(p2.data(), g2.data(), m2.data(), v2.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 3);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(p[i], p2[i]) << "scale " << scale << " element " << i;
+      ASSERT_EQ(m[i], m2[i]) << "scale " << scale << " element " << i;
+      ASSERT_EQ(v[i], v2[i]) << "scale " << scale << " element " << i;
+    }
+    EXPECT_EQ(g, g_before);
+  }
 }
 
 TEST(AdamwUpdate, RejectsStepZero) {
