@@ -50,10 +50,14 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   const int Tl = sp ? sequence_shard_length(tp_, s.T) : s.T, Nl = s.B * Tl;
   auto sum = core::Tensor::empty(s.ctx, {s.B, Tl, C_}, s.dtype,
                                  core::tags().activation);  // [B, Tl, C]
+  // The word table's rows this rank looks up: only those are converted from 16 bits (Note [Row
+  // views of embedding tables]).
+  const std::vector<std::int32_t> rows = s.compute() ? local_word_rows(ids, N) : std::vector<std::int32_t>();
   if (s.compute() && !tp_.enabled()) {
     const core::ScopedOp op(s.ctx.op_profile(), "embedding.forward", [&] { return elementwise_description(N, C_, 4); });
+    const F32View word(s.ctx, word_.value, F32Access::read, rows);  // [V, C], the rows of ids
     kernels::bert_embeddings_forward(
-        write_f32(s.ctx, sum).get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
+        write_f32(s.ctx, sum).get(), ids, type_ids, word.get(),
         read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
         C_, V_, TV_);
   }
@@ -67,8 +71,9 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
     if (s.compute()) {
       auto sum_f = write_f32(s.ctx, sum);                          // [B, Tl, C]
       F32View part_f = sp ? write_f32(s.ctx, partial) : F32View();  // [B, T, C]
+      const F32View word(s.ctx, word_.value, F32Access::read, rows);  // [Vp/tp, C], this shard's rows of ids
       kernels::vocab_parallel_embeddings_forward(
-          sp ? part_f.get() : sum_f.get(), ids, type_ids, read_f32(s.ctx, word_.value).get(),
+          sp ? part_f.get() : sum_f.get(), ids, type_ids, word.get(),
           read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B,
           s.T, C_, V_, TV_, first_row_, rows_, /*with_positions=*/tp_.rank() == 0);
       if (sp) {
@@ -95,12 +100,15 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
 }
 
 std::vector<std::int32_t> BertEmbeddings::word_rows_to_write(const PassState& s) const {
+  if (ids_ == nullptr) return {};
+  return local_word_rows(ids_, std::int64_t{s.B} * s.T);
+}
+
+std::vector<std::int32_t> BertEmbeddings::local_word_rows(const std::int32_t* ids, std::int64_t N) const {
   std::vector<std::int32_t> rows;
-  if (ids_ == nullptr) return rows;
-  const std::int64_t N = std::int64_t{s.B} * s.T;
   rows.reserve(static_cast<std::size_t>(N));
   for (std::int64_t i = 0; i < N; ++i) {
-    const std::int64_t r = std::int64_t{ids_[i]} - first_row_;
+    const std::int64_t r = std::int64_t{ids[i]} - first_row_;
     if (r >= 0 && r < rows_) rows.push_back(static_cast<std::int32_t>(r));
   }
   return rows;
@@ -131,7 +139,8 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
     F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
     if (sp) gather_sequence(s, tp_, dsum_f.get(), g_f.get(), C_);
     const float* d = sp ? g_f.get() : dsum_f.get();           // [B, T, C]
-    auto dword = update_f32(s.ctx, word_.grad);              // [V, C] (shard [Vp/tp, C])
+    const std::vector<std::int32_t> rows = word_rows_to_write(s);
+    F32View dword(s.ctx, word_.grad, F32Access::read_write, rows);  // [V, C] (shard [Vp/tp, C]), rows of ids
     auto dposition = update_f32(s.ctx, position_.grad);      // [P, C]
     auto dtoken_type = update_f32(s.ctx, token_type_.grad);  // [TV, C]
     if (!tp_.enabled()) {

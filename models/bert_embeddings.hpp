@@ -35,6 +35,8 @@ class BertEmbeddings {
   // the training forward's B x T tokens that fall in the shard, less its first row (repeats
   // kept). Empty when no training forward is pending.
   std::vector<std::int32_t> word_rows_to_write(const PassState& s) const;
+  // The rows of this rank's word table (shard) that ids [N] name, in order, repeats kept.
+  std::vector<std::int32_t> local_word_rows(const std::int32_t* ids, std::int64_t N) const;
 
  private:
   Parameter word_, position_, token_type_;

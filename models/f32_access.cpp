@@ -45,15 +45,63 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : 
   lease_ = ctx.workspace().lease(std::max<std::size_t>(static_cast<std::size_t>(numel_), 1));
   data_ = lease_.data();
   profile_ = ctx.op_profile();
-  if (access_ == F32Access::read || access_ == F32Access::read_write) {
-    const core::ScopedOp op(profile_, "convert.to_f32", [&] { return convert_description(t.dtype(), numel_); });
-    kernels::convert_half_to_float(data_, half_, numel_, format_);
+  if (access_ == F32Access::read || access_ == F32Access::read_write) convert(/*to_f32=*/true);
+}
+
+F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access, std::span<const std::int32_t> rows)
+    : F32View() {
+  access_ = access;
+  if (!t.defined()) return;
+  if (t.dtype() == DType::f32 || !is_half(t.dtype()) || ctx.dry_run() || t.dry_run()) {
+    *this = F32View(ctx, t, access);
+    return;
+  }
+  if (t.shape().empty()) throw RuntimeError("F32View: a row view of the scalar tensor " + t.describe());
+  half_ = const_cast<std::uint16_t*>(t.data<std::uint16_t>());
+  numel_ = t.numel();
+  format_ = half_format(t.dtype());
+  row_view_ = true;
+  rows_ = rows;
+  row_length_ = t.shape()[0] > 0 ? numel_ / t.shape()[0] : 0;
+  lease_ = ctx.workspace().lease(std::max<std::size_t>(static_cast<std::size_t>(numel_), 1));
+  data_ = lease_.data();
+  profile_ = ctx.op_profile();
+  if (access_ == F32Access::read || access_ == F32Access::read_write) convert(/*to_f32=*/true);
+}
+
+void F32View::convert(bool to_f32) {
+  const DType dtype = format_ == kernels::HalfFormat::bf16 ? DType::bf16 : DType::f16;
+  if (!row_view_) {
+    const core::ScopedOp op(profile_, to_f32 ? "convert.to_f32" : "convert.from_f32",
+                            [&] { return convert_description(dtype, numel_); });
+    if (to_f32) {
+      kernels::convert_half_to_float(data_, half_, numel_, format_);
+    } else {
+      kernels::convert_float_to_half(half_, data_, numel_, format_);
+    }
+    return;
+  }
+  const std::int64_t n_rows = row_length_ > 0 ? numel_ / row_length_ : 0;
+  const core::ScopedOp op(profile_, to_f32 ? "convert.to_f32" : "convert.from_f32", [&] {
+    return convert_description(dtype, static_cast<std::int64_t>(rows_.size()) * row_length_);
+  });
+  for (const std::int32_t r : rows_) {
+    if (r < 0 || r >= n_rows) continue;
+    const std::int64_t at = std::int64_t{r} * row_length_;
+    if (to_f32) {
+      kernels::convert_half_to_float(data_ + at, half_ + at, row_length_, format_);
+    } else {
+      kernels::convert_float_to_half(half_ + at, data_ + at, row_length_, format_);
+    }
   }
 }
 
 F32View::F32View(F32View&& o) noexcept
     : half_(o.half_),
       numel_(o.numel_),
+      rows_(o.rows_),
+      row_length_(o.row_length_),
+      row_view_(o.row_view_),
       format_(o.format_),
       access_(o.access_),
       lease_(std::move(o.lease_)),
@@ -68,6 +116,9 @@ F32View& F32View::operator=(F32View&& o) noexcept {
     commit();
     half_ = o.half_;
     numel_ = o.numel_;
+    rows_ = o.rows_;
+    row_length_ = o.row_length_;
+    row_view_ = o.row_view_;
     format_ = o.format_;
     access_ = o.access_;
     lease_ = std::move(o.lease_);
@@ -81,10 +132,7 @@ F32View& F32View::operator=(F32View&& o) noexcept {
 
 void F32View::commit() {
   if (half_ != nullptr && (access_ == F32Access::write || access_ == F32Access::read_write)) {
-    const core::ScopedOp op(profile_, "convert.from_f32", [&] {
-      return convert_description(format_ == kernels::HalfFormat::bf16 ? DType::bf16 : DType::f16, numel_);
-    });
-    kernels::convert_float_to_half(half_, lease_.data(), numel_, format_);
+    convert(/*to_f32=*/false);
   }
   lease_.reset();
   data_ = nullptr;

@@ -2,6 +2,7 @@
 // Float views of tensors, so that the fp32 kernels serve every storage dtype (issue 5, mixed
 // precision on CPU): Note [fp32 arithmetic on 16-bit storage].
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/half_convert.hpp"
 #include "runtime/core/context.hpp"
@@ -22,6 +23,17 @@ namespace memtrain::models {
 // output projection, dropout and residual add are one view, rounded once), as a fused GPU
 // kernel would. In a dry run nothing is read, written or converted: a view of a 16-bit
 // tensor is then null, one of an f32 tensor its (untouchable) pointer, as before.
+
+// Note [Row views of embedding tables]
+// An embedding lookup reads, and its backward writes, only the rows of the batch's tokens: at
+// most B*T of the word table's 30,522 rows. Converting the whole 16-bit table to float for it,
+// as a whole view does, moved 23.4 M elements each way three times a step for BERT's table
+// (the lookup, and the gradient's read and write-back in backward): about a third of all the
+// 16-bit conversions of a bf16 step (issue 15). A row view converts and rounds back the
+// listed rows only. The result is bitwise that of a whole view: a row the kernel does not
+// touch would have been converted and rounded back unchanged (a 16-bit value survives the
+// round trip through float exactly), and a touched row is rounded once, after the kernel, as
+// before.
 
 // How a view uses its tensor.
 enum class F32Access {
@@ -45,6 +57,12 @@ class F32View {
  public:
   F32View() = default;
   F32View(core::Context& ctx, const core::Tensor& t, F32Access access);
+  // A view of the rows `rows` of t (indices into its first dimension) only: Note [Row views of
+  // embedding tables]. The other rows of the floats are unspecified and never written back, so
+  // the kernel may touch only the listed rows. A row may be listed more than once; indices
+  // outside [0, rows of t) are skipped (the kernel reports them). `rows` must outlive the view.
+  // An f32 tensor's view is its own memory, as above.
+  F32View(core::Context& ctx, const core::Tensor& t, F32Access access, std::span<const std::int32_t> rows);
   F32View(F32View&& o) noexcept;
   F32View& operator=(F32View&& o) noexcept;
   F32View(const F32View&) = delete;
@@ -58,8 +76,14 @@ class F32View {
   void commit();
 
  private:
+  // Converts [the listed rows of] half_ into data_ (to_f32) or back (!to_f32).
+  void convert(bool to_f32);
+
   std::uint16_t* half_ = nullptr;  // the 16-bit tensor's memory when converted, else null
   std::int64_t numel_ = 0;
+  std::span<const std::int32_t> rows_;  // a row view's rows; empty for a whole view
+  std::int64_t row_length_ = 0;         // elements per row of a row view
+  bool row_view_ = false;
   kernels::HalfFormat format_ = kernels::HalfFormat::f16;
   F32Access access_ = F32Access::read;
   core::Workspace::Lease lease_;  // held only for a converted 16-bit tensor

@@ -74,10 +74,18 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
   gelu.reset();
   auto logits = Tensor::empty(s.ctx, {M, V_}, s.dtype, act);  // [M, V]
   if (s.compute()) {
+    // Note [The decoder weight is converted once a step]
+    // The decoder's weight is the word table, [30522, 768] for BERT: in 16 bits, converting it
+    // to float for the forward product and again for the backward ones was two of the step's
+    // largest conversions (issue 15). Nothing changes the table between a training forward's
+    // logits and its backward, which follows at once (the head is the last layer), so the
+    // forward's float view is kept for the backward. It costs no extra scratch at the peak:
+    // the backward needs a float copy of the table at the same time as the gradient's anyway.
+    F32View weight(s.ctx, word_.value, F32Access::read);  // [V, C]
     const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return masked_gemm_description(M, C, V_, 1); });
-    kernels::linear_forward(write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(),
-                            read_f32(s.ctx, word_.value).get(), read_f32(s.ctx, bias_.value).get(),
-                            M, C, V_);
+    kernels::linear_forward(write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), weight.get(),
+                            read_f32(s.ctx, bias_.value).get(), M, C, V_);
+    decoder_weight_ = s.training ? std::move(weight) : F32View();
   }
   if (s.training) {
     gathered_ = std::move(gathered);
@@ -127,10 +135,14 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
     auto dword = update_f32(s.ctx, word_.grad);  // [V, C]
     auto dbias = update_f32(s.ctx, bias_.grad);  // [V]
     const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
+    // The forward's float view of the weight (Note [The decoder weight is converted once a step]).
+    const F32View weight = decoder_weight_.get() != nullptr ? std::move(decoder_weight_)
+                                                            : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
     kernels::linear_backward(update_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
-                             read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(),
-                             read_f32(s.ctx, word_.value).get(), M, C, V_);
+                             read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(), weight.get(), M,
+                             C, V_);
   }
+  decoder_weight_ = F32View();
   // f: the decoder is column-parallel over the vocabulary, so each rank's d transformed is a
   // partial sum (the transform before it is replicated).
   if (s.compute() && tp_.enabled()) {
@@ -228,6 +240,7 @@ std::vector<float> MlmHead::log_probs(PassState& s, const Tensor& logits) const 
 }
 
 void MlmHead::release() {
+  decoder_weight_ = F32View();
   layer_norm_.release();
   gathered_.reset();
   pre_gelu_.reset();

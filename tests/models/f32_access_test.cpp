@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
@@ -112,6 +113,45 @@ TEST(F32View, ScratchAndReadViewsNeverWriteBackAndReturnTheirSlots) {
   EXPECT_EQ(f.ctx.workspace().slots_in_use(), 0);
   EXPECT_EQ(h.data<std::uint16_t>()[0], 0u);
   EXPECT_EQ(h.data<std::uint16_t>()[1], 0u);
+}
+
+// Note [Row views of embedding tables]: a row view must leave the tensor bitwise as a whole
+// view does when the kernel touches only the listed rows, for both 16-bit formats. The
+// reference is a whole update view of a copy with the same additions (repeats and indices out
+// of range in the list, as a batch's ids have).
+TEST(F32View, ARowViewGivesTheWholeViewsBitsOnTheListedRows) {
+  for (const DType d : {DType::bf16, DType::f16}) {
+    Fixture f;
+    auto rowwise = Tensor::zeros(f.ctx, {6, 3}, d, core::tags().temporary);  // [6, 3]
+    auto whole = Tensor::zeros(f.ctx, {6, 3}, d, core::tags().temporary);    // [6, 3]
+    for (int i = 0; i < 18; ++i) {
+      // 16-bit values near 1 (bf16 0x3F80 + i, f16 0x3C00 + 3 i): additions below round.
+      const auto bits = static_cast<std::uint16_t>(d == DType::bf16 ? 0x3F80 + i : 0x3C00 + 3 * i);
+      rowwise.data<std::uint16_t>()[i] = whole.data<std::uint16_t>()[i] = bits;
+    }
+    const std::vector<std::int32_t> rows = {4, 1, 4, 9, -1};
+    {
+      F32View r(f.ctx, rowwise, F32Access::read_write, rows);
+      auto w = update_f32(f.ctx, whole);
+      for (const int row : {4, 1, 4}) {
+        for (int c = 0; c < 3; ++c) {
+          EXPECT_EQ(r.get()[row * 3 + c], w.get()[row * 3 + c]) << "row " << row;
+          r.get()[row * 3 + c] += 0.0123f * static_cast<float>(c + 1);
+          w.get()[row * 3 + c] += 0.0123f * static_cast<float>(c + 1);
+        }
+      }
+    }
+    for (int i = 0; i < 18; ++i) {
+      EXPECT_EQ(rowwise.data<std::uint16_t>()[i], whole.data<std::uint16_t>()[i]) << dtype_name(d) << " element " << i;
+    }
+    EXPECT_NE(rowwise.data<std::uint16_t>()[4 * 3], d == DType::bf16 ? 0x3F80 + 12 : 0x3C00 + 36);  // rounded
+    EXPECT_EQ(f.ctx.workspace().slots_in_use(), 0);
+  }
+  // An f32 tensor: its own memory, as a whole view.
+  Fixture f;
+  auto t = f.make(DType::f32, 8);
+  const std::vector<std::int32_t> rows = {0};
+  EXPECT_EQ(F32View(f.ctx, t, F32Access::read, rows).get(), t.data<float>());
 }
 
 TEST(F32View, DryRunConvertsNothing) {
