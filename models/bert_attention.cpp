@@ -101,12 +101,12 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   const int Tl = sp ? sequence_shard_length(tp_, T) : T, Nl = B * Tl;
   const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
   // dx starts as the residual branch's gradient d(residual); the projections add to it below.
-  auto dx = Tensor::zeros(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
-  auto dx_f = update_f32(s.ctx, dx);                          // [B, Tl, C]
+  auto dx = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
+  auto dx_f = zeroed_f32(s.ctx, dx);                          // [B, Tl, C]
   layer_norm_.backward(s, dx_f.get(), read_f32(s.ctx, da).get(), Nl);
 
   auto dproj = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);     // [B, Tl, C]
-  auto dcontext = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
+  auto dcontext = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   {
     auto dproj_f = write_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
@@ -121,7 +121,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     }
     // g's backward: the identity, or with sequence parallelism the all-gather of the shard's
     // gradient (the bias gradient is then the whole sum on every rank).
-    row_parallel_backward(s, tp_, output_, update_f32(s.ctx, dcontext).get(), dproj_f.get(),
+    row_parallel_backward(s, tp_, output_, zeroed_f32(s.ctx, dcontext).get(), dproj_f.get(),
                           read_f32(s.ctx, context_).get());
   }
   dproj.reset();

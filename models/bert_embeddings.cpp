@@ -126,9 +126,9 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
                               s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
                               std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
   }
-  auto dsum = core::Tensor::zeros(s.ctx, {s.B, Tl, C_}, s.dtype,
+  auto dsum = core::Tensor::empty(s.ctx, {s.B, Tl, C_}, s.dtype,
                                   core::tags().temporary);  // [B, Tl, C]
-  auto dsum_f = update_f32(s.ctx, dsum);                    // [B, Tl, C]
+  auto dsum_f = zeroed_f32(s.ctx, dsum);                    // [B, Tl, C]
   layer_norm_.backward(s, dsum_f.get(), dout_f.get(), Nl);
   // With sequence parallelism the tables' gradients need every token's d sum: gathered, the
   // same on every rank, so the replicated position and type tables stay bitwise equal.

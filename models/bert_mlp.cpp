@@ -90,12 +90,12 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   const int Tl = sp ? sequence_shard_length(tp_, T) : T, Nl = B * Tl;
   const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
   // da starts as the residual branch's gradient; the first projection adds to it below.
-  auto da = Tensor::zeros(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
-  auto da_f = update_f32(s.ctx, da);                         // [B, Tl, C]
+  auto da = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
+  auto da_f = zeroed_f32(s.ctx, da);                         // [B, Tl, C]
   layer_norm_.backward(s, da_f.get(), read_f32(s.ctx, dout).get(), Nl);
 
   auto dproj = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
-  auto dgelu = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);   // [B, T, I/tp]
+  auto dgelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, tmp);   // [B, T, I/tp]
   {
     auto dproj_f = write_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
@@ -109,17 +109,17 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
       }
     }
     // g's backward: the identity, or the all-gather of the shard's gradient.
-    row_parallel_backward(s, tp_, output_, update_f32(s.ctx, dgelu).get(), dproj_f.get(),
+    row_parallel_backward(s, tp_, output_, zeroed_f32(s.ctx, dgelu).get(), dproj_f.get(),
                           read_f32(s.ctx, gelu_).get());
   }
   dproj.reset();
   gelu_.reset();
 
-  auto dpre = Tensor::zeros(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I/tp]
+  auto dpre = Tensor::empty(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I/tp]
   if (s.compute()) {
     auto dbias = update_f32(s.ctx, intermediate_.bias().grad);  // [I]
     const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward", [&] { return elementwise_description(N, I, 3); });
-    kernels::bias_gelu_backward(update_f32(s.ctx, dpre).get(), dbias.get(),
+    kernels::bias_gelu_backward(zeroed_f32(s.ctx, dpre).get(), dbias.get(),
                                 read_f32(s.ctx, dgelu).get(), read_f32(s.ctx, pre_gelu_).get(),
                                 read_f32(s.ctx, intermediate_.bias().value).get(), N, I);
   }

@@ -1,6 +1,7 @@
 #include "models/f32_access.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -33,6 +34,9 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : 
     // Own memory: no copy, so the fp32 path is unchanged (Note [fp32 arithmetic on 16-bit
     // storage]). const_cast: the handle is const, the storage it names is ours to write.
     data_ = const_cast<float*>(t.data<float>());
+    if (access_ == F32Access::zeroed && !t.dry_run() && !ctx.dry_run()) {
+      std::memset(data_, 0, sizeof(float) * static_cast<std::size_t>(t.numel()));
+    }
     return;
   }
   if (!is_half(t.dtype())) {
@@ -46,10 +50,14 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : 
   data_ = lease_.data();
   profile_ = ctx.op_profile();
   if (access_ == F32Access::read || access_ == F32Access::read_write) convert(/*to_f32=*/true);
+  if (access_ == F32Access::zeroed) std::memset(data_, 0, sizeof(float) * static_cast<std::size_t>(numel_));
 }
 
 F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access, std::span<const std::int32_t> rows)
     : F32View() {
+  if (access == F32Access::zeroed) {
+    throw RuntimeError("F32View: a row view of " + t.describe() + " cannot be zeroed (its other rows are kept)");
+  }
   access_ = access;
   if (!t.defined()) return;
   if (t.dtype() == DType::f32 || !is_half(t.dtype()) || ctx.dry_run() || t.dry_run()) {
@@ -131,7 +139,8 @@ F32View& F32View::operator=(F32View&& o) noexcept {
 }
 
 void F32View::commit() {
-  if (half_ != nullptr && (access_ == F32Access::write || access_ == F32Access::read_write)) {
+  if (half_ != nullptr &&
+      (access_ == F32Access::write || access_ == F32Access::read_write || access_ == F32Access::zeroed)) {
     convert(/*to_f32=*/false);
   }
   lease_.reset();

@@ -41,7 +41,16 @@ enum class F32Access {
   write,       // contents undefined on entry; rounded back on commit / destruction
   read_write,  // converted in and rounded back (accumulation: gradients +=)
   scratch,     // contents undefined, never written back (kernel scratch shaped like the tensor)
+  zeroed,      // contents zero on entry (the tensor's own memory is zeroed when f32); rounded
+               // back as write. For gradients accumulated from zero: Note [Zeroed views].
 };
+
+// Note [Zeroed views]
+// Backward passes start many input gradients at zero and accumulate into them (the residual
+// branch, then each projection's share). Made as Tensor::zeros and viewed read_write, a 16-bit
+// one is zero-filled in 16 bits, then converted to float, 6 bytes an element to read back
+// zeros; a zeroed view of an empty tensor writes the float zeros alone (4 bytes an element).
+// For an f32 tensor it zeroes the tensor itself, exactly as Tensor::zeros did.
 
 // True for the 16-bit floating-point dtypes (f16, bf16).
 bool is_half(core::DType dtype);
@@ -109,6 +118,9 @@ inline F32View update_f32(core::Context& ctx, const core::Tensor& t) {
 }
 inline F32View scratch_f32(core::Context& ctx, const core::Tensor& t) {
   return F32View(ctx, t, F32Access::scratch);
+}
+inline F32View zeroed_f32(core::Context& ctx, const core::Tensor& t) {
+  return F32View(ctx, t, F32Access::zeroed);
 }
 
 // Rounds src [n] into the 16-bit or f32 tensor dst (numel n): a plain copy when dst is f32.

@@ -129,7 +129,7 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
 Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::int32_t>& positions) {
   const int M = static_cast<int>(positions.size()), C = C_;
   const auto tmp = core::tags().temporary;
-  auto dtransformed = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
+  auto dtransformed = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
     // Tied decoder: its weight gradient lands in the word-embedding gradient.
     auto dword = update_f32(s.ctx, word_.grad);  // [V, C]
@@ -138,7 +138,7 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
     // The forward's float view of the weight (Note [The decoder weight is converted once a step]).
     const F32View weight = decoder_weight_.get() != nullptr ? std::move(decoder_weight_)
                                                             : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
-    kernels::linear_backward(update_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
+    kernels::linear_backward(zeroed_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
                              read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(), weight.get(), M,
                              C, V_);
   }
@@ -150,21 +150,21 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   }
   dlogits.reset();
   transformed_.reset();
-  auto dgelu = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
-  layer_norm_.backward(s, update_f32(s.ctx, dgelu).get(), read_f32(s.ctx, dtransformed).get(), M);
+  auto dgelu = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
+  layer_norm_.backward(s, zeroed_f32(s.ctx, dgelu).get(), read_f32(s.ctx, dtransformed).get(), M);
   dtransformed.reset();
-  auto dpre = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
+  auto dpre = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
     auto dbias = update_f32(s.ctx, dense_.bias().grad);  // [C]
     const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward", [&] { return masked_elementwise_description(M, C, 3); });
-    kernels::bias_gelu_backward(update_f32(s.ctx, dpre).get(), dbias.get(),
+    kernels::bias_gelu_backward(zeroed_f32(s.ctx, dpre).get(), dbias.get(),
                                 read_f32(s.ctx, dgelu).get(), read_f32(s.ctx, pre_gelu_).get(),
                                 read_f32(s.ctx, dense_.bias().value).get(), M, C);
   }
   dgelu.reset();
   pre_gelu_.reset();
-  auto dgathered = Tensor::zeros(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
-  dense_.backward(s, update_f32(s.ctx, dgathered).get(), read_f32(s.ctx, dpre).get(),
+  auto dgathered = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
+  dense_.backward(s, zeroed_f32(s.ctx, dgathered).get(), read_f32(s.ctx, dpre).get(),
                   read_f32(s.ctx, gathered_).get(), M, /*with_bias=*/false);
   dpre.reset();
   gathered_.reset();
@@ -174,9 +174,9 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   const bool sp = tp_.sp();
   const int T = s.T, Tl = sp ? sequence_shard_length(tp_, T) : T;
   const int t0 = sp ? sequence_shard_first(tp_, T) : 0;
-  auto dhidden = Tensor::zeros(s.ctx, {s.B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
+  auto dhidden = Tensor::empty(s.ctx, {s.B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
   if (s.compute()) {
-    auto dh_f = update_f32(s.ctx, dhidden);        // [B, Tl, C]
+    auto dh_f = zeroed_f32(s.ctx, dhidden);        // [B, Tl, C]
     const auto dg_f = read_f32(s.ctx, dgathered);  // [M, C]
     float* dh = dh_f.get();
     const float* dg = dg_f.get();

@@ -102,7 +102,7 @@ StepReference measure_step_reference(const Config& config, int tp_size, double m
   r.sgemm_shape = "[" + std::to_string(m);
   r.sgemm_shape += ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " + std::to_string(n) + "]";
   core::Context probe(make_model_allocator(MemoryConfig{}));
-  r.sgemm_flops = measure_sgemm_flops(probe, m, n, k, true);
+  r.sgemm_flops = measure_sgemm_flops(probe, m, n, k, true, /*repeats=*/10);
   r.memcpy_bytes_per_s = measure_memcpy_bandwidth();
   r.model_flops = model_flops;
   return r;

@@ -154,6 +154,33 @@ TEST(F32View, ARowViewGivesTheWholeViewsBitsOnTheListedRows) {
   EXPECT_EQ(F32View(f.ctx, t, F32Access::read, rows).get(), t.data<float>());
 }
 
+// Note [Zeroed views]: whatever the tensor held, the view starts at zero (the f32 tensor's own
+// memory is zeroed, as Tensor::zeros would), and a 16-bit one gets the rounded sum on commit.
+TEST(F32View, AZeroedViewStartsAtZeroWhateverTheTensorHeld) {
+  Fixture f;
+  auto b = f.make(DType::bf16, 3);
+  auto x = f.make(DType::f32, 3);
+  for (int i = 0; i < 3; ++i) {
+    b.data<std::uint16_t>()[i] = 0x7FC0;  // NaN
+    x.data<float>()[i] = 42.0f;
+  }
+  {
+    auto zb = zeroed_f32(f.ctx, b);
+    auto zx = zeroed_f32(f.ctx, x);
+    EXPECT_EQ(zx.get(), x.data<float>());
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(zb.get()[i], 0.0f);
+      EXPECT_EQ(zx.get()[i], 0.0f);
+      zb.get()[i] += 1.5f;
+    }
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(b.data<std::uint16_t>()[i], 0x3FC0);  // 1.5
+  const std::vector<std::int32_t> rows = {0};
+  EXPECT_THROW(F32View(f.ctx, b, F32Access::zeroed, rows), RuntimeError);
+  EXPECT_EQ(b.data<std::uint16_t>()[0], 0x3FC0);  // the refused view wrote nothing
+  EXPECT_EQ(f.ctx.workspace().slots_in_use(), 0);
+}
+
 TEST(F32View, DryRunConvertsNothing) {
   core::Context ctx(std::make_shared<memtrain::testing::TestAllocator>(/*backs_memory=*/false));
   ctx.set_dry_run(true);
