@@ -67,10 +67,15 @@ void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& strea
   for (; i + 4 * kLanes <= n; i += 4 * kLanes, e += 4 * kLanes) {
     PhiloxStream::Words8 r;
     stream.blocks8(sample, e >> 2, r);
-    T* xb = x + i;
+    // The words in element order (element 4 j + w is word w of block j), then one select per
+    // element over contiguous memory, which vectorizes where the transposed loop did not.
+    alignas(64) std::uint32_t words[4 * kLanes];
     for (int j = 0; j < kLanes; ++j) {
-      for (int w = 0; w < 4; ++w) xb[4 * j + w] = keep(r[w][j]) ? xb[4 * j + w] * scale : T(0);
+      for (int w = 0; w < 4; ++w) words[4 * j + w] = r[w][j];
     }
+    T* xb = x + i;
+#pragma omp simd
+    for (int k = 0; k < 4 * kLanes; ++k) xb[k] = keep(words[k]) ? xb[k] * scale : T(0);
   }
   for (; i + 4 <= n; i += 4, e += 4) {
     const auto r = stream.block(sample, e >> 2);
