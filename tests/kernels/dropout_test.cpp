@@ -38,6 +38,27 @@ TEST(DropoutForward, DropsFractionPAndScalesKeptValues) {
   }
 }
 
+// Each element follows its own uniform (Note [Philox key derivation]): kept, and scaled, exactly
+// when philox_uniform(key, sample, element) >= p, through the leading partial block, the
+// 8-block batches and the tail, with an odd first element.
+TEST(DropoutForward, KeepsExactlyTheElementsWhoseUniformIsAtLeastP) {
+  const RngKey key{.seed = 11, .step = 5, .layer = 2, .site = 3};
+  const float p = 0.3f;
+  const long per_sample = 1000;
+  const std::uint64_t first_sample = 7, first_element = 13;
+  std::vector<float> x(2 * per_sample);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 1.0f + static_cast<float>(i);
+  const auto in = x;
+  dropout_forward(x.data(), x.data(), 2, per_sample, p, key, first_sample, first_element);
+  for (int r = 0; r < 2; ++r) {
+    for (long e = 0; e < per_sample; ++e) {
+      const std::size_t i = static_cast<std::size_t>(r * per_sample + e);
+      const bool kept = philox_uniform(key, first_sample + r, first_element + e) >= p;
+      ASSERT_EQ(x[i], kept ? in[i] * (1.0f / (1.0f - p)) : 0.0f) << "row " << r << " element " << e;
+    }
+  }
+}
+
 // Neighbouring elements are independent: P(both dropped) = p^2 within 6 standard errors.
 TEST(DropoutForward, NeighbouringElementsAreIndependent) {
   const float p = 0.3f;
