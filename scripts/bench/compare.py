@@ -9,6 +9,7 @@ All sides train the configuration of configs/bench-bert.yaml (BERT hidden 768, 1
   pytorch_all       fp32, logits at every position (Hugging Face): about 2x the model FLOPs
   memtrain_bf16     --set precision.dtype=bf16, masked positions only
   pytorch_bf16      torch.autocast("cpu", dtype=torch.bfloat16), masked positions only
+  memtrain_fp16     --set precision.dtype=fp16 (dynamic loss scaling), masked positions only
 
 Every side's loss is the mean cross-entropy over the masked tokens; PyTorch's weights are
 N(0, 0.02) as BERT's. The programs alternate for --rounds rounds (each round runs every side
@@ -44,11 +45,14 @@ SIDES = [  # (name, program, options) in the order each round runs them
     ("pytorch_all", "pytorch", ["--head", "all", "--dtype", "fp32"]),
     ("memtrain_bf16", "memtrain", ["--set", "precision.dtype=bf16"]),
     ("pytorch_bf16", "pytorch", ["--head", "masked", "--dtype", "bf16"]),
+    ("memtrain_fp16", "memtrain", ["--set", "precision.dtype=fp16"]),
 ]
 RATIOS = [  # (name, numerator, denominator)
     ("memtrain / pytorch_masked (like for like)", "memtrain", "pytorch_masked"),
     ("memtrain / pytorch_all", "memtrain", "pytorch_all"),
     ("memtrain_bf16 / pytorch_bf16", "memtrain_bf16", "pytorch_bf16"),
+    ("memtrain_bf16 / memtrain (issue 15: >= 0.95)", "memtrain_bf16", "memtrain"),
+    ("memtrain_fp16 / memtrain (issue 15: >= 0.95)", "memtrain_fp16", "memtrain"),
 ]
 
 
@@ -194,10 +198,10 @@ def main():
     for label, fmt in rows:
         print(f"{label:24}" + "".join(f"{fmt(sides[n]):>16}" for n in names))
     print()
-    print(f"{'ratio':44}{'tokens/s':>10}{'per round':>22}{'peak RSS':>10}{'GFLOP/s':>9}")
+    print(f"{'ratio':48}{'tokens/s':>10}{'per round':>22}{'peak RSS':>10}{'GFLOP/s':>9}")
     for label, r in ratios.items():
         rounds = " ".join(f"{x:.2f}" for x in r["tokens_per_s_rounds"])
-        print(f"{label:44}{r['tokens_per_s']:10.2f}{rounds:>22}{r['peak_rss']:10.2f}"
+        print(f"{label:48}{r['tokens_per_s']:10.2f}{rounds:>22}{r['peak_rss']:10.2f}"
               f"{r['model_gflops']:9.2f}")
     print()
     m = sides["memtrain"]
