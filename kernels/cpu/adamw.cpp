@@ -82,10 +82,27 @@ double sum_of_squares(const T* x, std::int64_t n) {
   return detail::parallel_sums(chunks, chunks > 1,
                                [=](std::int64_t c, detail::Sums& sums) {
                                  const std::int64_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+                                 // Note [Sixteen partial sums]
+                                 // `omp simd reduction` compiled to gathers here (GCC 12),
+                                 // 7 GB/s: the global norm took longer than AdamW itself
+                                 // (issue 15). Sixteen explicit partial sums, each a plain
+                                 // in-order double sum, vectorize as straight loads and give
+                                 // the same bits on every instruction set.
+                                 constexpr int kLanes = 16;
+                                 double acc[kLanes] = {};
+                                 std::int64_t i = lo;
+                                 for (; i + kLanes <= hi; i += kLanes) {
+                                   for (int k = 0; k < kLanes; ++k) {
+                                     const double xi = static_cast<double>(x[i + k]);
+                                     acc[k] += xi * xi;
+                                   }
+                                 }
+                                 for (int k = 0; i < hi; ++i, ++k) {
+                                   const double xi = static_cast<double>(x[i]);
+                                   acc[k] += xi * xi;
+                                 }
                                  double s = 0;
-#pragma omp simd reduction(+ : s)
-                                 for (std::int64_t i = lo; i < hi; ++i)
-                                   s += static_cast<double>(x[i]) * x[i];
+                                 for (int k = 0; k < kLanes; ++k) s += acc[k];
                                  sums.value = s;
                                })
       .value;

@@ -125,5 +125,20 @@ TEST(GradClip, SumOfSquaresAccumulatesInDoubleAndScaleMultiplies) {
   EXPECT_EQ(x[n - 1], 0.05f);
 }
 
+// Note [Sixteen partial sums]: every element counted once, through whole chunks, the 16-wide
+// partial sums and a ragged tail, against a long double sum of the same squares.
+TEST(SumOfSquares, CountsEveryElementOfARaggedLength) {
+  for (const std::int64_t n : {1, 15, 17, 32768 + 5, 3 * 32768 + 31}) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    long double expected = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      x[static_cast<std::size_t>(i)] = std::sin(0.1f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 13));
+      expected += static_cast<long double>(x[static_cast<std::size_t>(i)]) * x[static_cast<std::size_t>(i)];
+    }
+    EXPECT_NEAR(sum_of_squares(x.data(), n), static_cast<double>(expected), 1e-12 * static_cast<double>(expected))
+        << "n = " << n;
+  }
+}
+
 }  // namespace
 }  // namespace memtrain::kernels
