@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/half_convert.hpp"
+#include "kernels/cpu/parallel.hpp"
 #include "models/parameter.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/tensor.hpp"
@@ -45,14 +46,17 @@ inline void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std
 // a chunk at a time.
 inline double sum_of_squares(const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
   if (!is_half(grad.dtype())) return kernels::sum_of_squares(grad.data<float>() + lo, n);
-  double total = 0.0;
-  float buf[kChunk];
-  for (std::int64_t at = 0; at < n; at += kChunk) {
-    const std::int64_t len = std::min(kChunk, n - at);
-    read_grad(buf, grad, lo + at, len, 1.0f);
-    total += kernels::sum_of_squares(buf, len);
-  }
-  return total;
+  // On the kernels' thread team, as the f32 sum is (one thread read 16-bit gradients at a
+  // third of the f32 speed); with a team the order of the chunks' additions depends on the
+  // thread count, as kernels::sum_of_squares's does.
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  return kernels::detail::parallel_sums(chunks, chunks > 8, [&grad, lo, n](std::int64_t c, kernels::detail::Sums& s) {
+           float buf[kChunk];
+           const std::int64_t at = c * kChunk, len = std::min(kChunk, n - at);
+           read_grad(buf, grad, lo + at, len, 1.0f);
+           s.value = kernels::sum_of_squares(buf, len);
+         })
+      .value;
 }
 
 // False when an element of [lo, lo + n) of `grad` is inf or NaN.

@@ -115,8 +115,8 @@ void AdamW::step(double lr, double grad_multiplier) {
     const core::Tensor& grad = p.grad;
     for_chunks(p.value.numel(), [&, master, value, m, v](std::int64_t lo, std::int64_t hi) {
       float g[kChunk];
-      read_grad(g, grad, lo, hi - lo, multiplier);
-      kernels::adamw_update(master + lo, g, m + lo, v + lo, hi - lo, flr, b1, b2, eps, wd, t);
+      read_grad(g, grad, lo, hi - lo, 1.0f);  // the multiplier is applied as AdamW reads g
+      kernels::adamw_update(master + lo, g, m + lo, v + lo, hi - lo, flr, b1, b2, eps, wd, t, multiplier);
       kernels::convert_float_to_half(value + lo, master + lo, hi - lo, format);
     });
   }

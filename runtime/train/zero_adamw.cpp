@@ -162,8 +162,8 @@ void ZeroAdamW::update(Block& b, double lr, float multiplier) {
     kernels::detail::parallel_for(chunks, chunks > 8, [&, master, value, mp, vp, piece](std::int64_t c) {
       const std::int64_t lo = c * kChunk, n = std::min(kChunk, piece.length - lo);
       float grad[kChunk];
-      read_grad(grad, g, piece.bucket_offset + lo, n, multiplier);
-      kernels::adamw_update(master + lo, grad, mp + lo, vp + lo, n, flr, b1, b2, eps, wd, t);
+      read_grad(grad, g, piece.bucket_offset + lo, n, 1.0f);  // the multiplier is applied as AdamW reads it
+      kernels::adamw_update(master + lo, grad, mp + lo, vp + lo, n, flr, b1, b2, eps, wd, t, multiplier);
       kernels::convert_float_to_half(value + lo, master + lo, n, format);
     });
   }
