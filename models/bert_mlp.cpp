@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dropout.hpp"
-#include "kernels/cpu/gelu.hpp"
+#include "models/bias_gelu.hpp"
 #include "models/f32_access.hpp"
 #include "models/row_parallel.hpp"
 #include "models/sequence_parallel.hpp"
@@ -52,8 +52,7 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
   auto gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I/tp]
   if (s.compute()) {
     const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.forward", [&] { return elementwise_description(N, I, 2); });
-    kernels::bias_gelu_forward(write_f32(s.ctx, gelu).get(), read_f32(s.ctx, pre_gelu).get(),
-                               read_f32(s.ctx, intermediate_.bias().value).get(), N, I);
+    bias_gelu_forward(s, gelu, pre_gelu, intermediate_.bias(), N, I);
   }
   auto residual = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, act);  // [B, Tl, C]
   {
@@ -117,11 +116,8 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
 
   auto dpre = Tensor::empty(s.ctx, {B, T, I}, s.dtype, tmp);  // [B, T, I/tp]
   if (s.compute()) {
-    auto dbias = update_f32(s.ctx, intermediate_.bias().grad);  // [I]
     const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward", [&] { return elementwise_description(N, I, 3); });
-    kernels::bias_gelu_backward(zeroed_f32(s.ctx, dpre).get(), dbias.get(),
-                                read_f32(s.ctx, dgelu).get(), read_f32(s.ctx, pre_gelu_).get(),
-                                read_f32(s.ctx, intermediate_.bias().value).get(), N, I);
+    bias_gelu_backward(s, dpre, intermediate_.bias(), dgelu, pre_gelu_, N, I);
   }
   dgelu.reset();
   pre_gelu_.reset();

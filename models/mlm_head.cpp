@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cross_entropy.hpp"
-#include "kernels/cpu/gelu.hpp"
+#include "models/bias_gelu.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "models/f32_access.hpp"
 #include "models/sequence_parallel.hpp"
@@ -67,8 +67,7 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
   auto gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
   if (s.compute()) {
     const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.forward", [&] { return masked_elementwise_description(M, C, 2); });
-    kernels::bias_gelu_forward(write_f32(s.ctx, gelu).get(), read_f32(s.ctx, pre_gelu).get(),
-                               read_f32(s.ctx, dense_.bias().value).get(), M, C);
+    bias_gelu_forward(s, gelu, pre_gelu, dense_.bias(), M, C);
   }
   auto transformed = layer_norm_.forward(s, gelu, M);  // [M, C]
   gelu.reset();
@@ -155,11 +154,8 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   dtransformed.reset();
   auto dpre = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
-    auto dbias = update_f32(s.ctx, dense_.bias().grad);  // [C]
     const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward", [&] { return masked_elementwise_description(M, C, 3); });
-    kernels::bias_gelu_backward(zeroed_f32(s.ctx, dpre).get(), dbias.get(),
-                                read_f32(s.ctx, dgelu).get(), read_f32(s.ctx, pre_gelu_).get(),
-                                read_f32(s.ctx, dense_.bias().value).get(), M, C);
+    bias_gelu_backward(s, dpre, dense_.bias(), dgelu, pre_gelu_, M, C);
   }
   dgelu.reset();
   pre_gelu_.reset();
