@@ -133,19 +133,29 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
     const std::uint64_t first_element = static_cast<std::uint64_t>(first_head + h) * TT;
     const Scalar* P = probs + bh * TT;  // [T, T]
     Scalar* S = scratch + bh * TT;      // [T, T]
-    // dV += dropout(P)^T dout
-    const Scalar* dropped = P;
-    if (drop) {
-      std::memcpy(S, P, sizeof(Scalar) * TT);
-      apply_dropout_mask(S, TT, dropout_p, stream, first_sample + b, first_element);
-      dropped = S;
-    }
-    matmul_strided_batched(dv + head, dropped, dout + head, 1, T, HS, T, true, false, 0, 0, 0, T, C,
-                           C, Scalar(1), Scalar(1));
-    // S = dout V^T (gradient of the dropped probabilities), then through dropout and softmax.
+    // S = dout V^T, the gradient of the dropped probabilities.
     matmul_strided_batched(S, dout + head, v + head, 1, T, T, HS, false, true, 0, 0, 0, C, C, T,
                            Scalar(1), Scalar(0));
-    if (drop) apply_dropout_mask(S, TT, dropout_p, stream, first_sample + b, first_element);
+    if (!drop) {
+      // dV += P^T dout
+      matmul_strided_batched(dv + head, P, dout + head, 1, T, HS, T, true, false, 0, 0, 0, T, C, C,
+                             Scalar(1), Scalar(1));
+    } else {
+      // dV += dropout(P)^T dout and S through dropout, a block of rows at a time: both take the
+      // same mask, whose Philox words are drawn once for the pair (one block of all T rows
+      // when T * T fits the buffer, as at T <= 128, so dV is then one product as before).
+      alignas(64) Scalar buf[kDropBuffer];  // [R, T]
+      const int R = std::min(T, kDropBuffer / T);
+      for (int i0 = 0; i0 < T; i0 += R) {
+        const int rows = std::min(R, T - i0);
+        const std::int64_t at = static_cast<std::int64_t>(i0) * T;
+        std::memcpy(buf, P + at, sizeof(Scalar) * rows * T);
+        apply_dropout_mask_pair(buf, S + at, static_cast<std::int64_t>(rows) * T, dropout_p, stream,
+                                first_sample + b, first_element + static_cast<std::uint64_t>(at));
+        matmul_strided_batched(dv + head, buf, dout + head + static_cast<std::int64_t>(i0) * C, 1, T, HS,
+                               rows, true, false, 0, 0, 0, T, C, C, Scalar(1), Scalar(1));
+      }
+    }
     for (int i = 0; i < T; ++i) {
       detail::softmax_backward_row(S + static_cast<std::int64_t>(i) * T, S + i * T, P + i * T, T,
                                    Scalar(1));

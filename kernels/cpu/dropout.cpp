@@ -1,5 +1,6 @@
 #include "kernels/cpu/dropout.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -44,50 +45,87 @@ void dropout(T* out, const T* inp, int rows, long per_sample, float p, const Rng
 
 }  // namespace
 
+namespace {
+
+// The Philox words of elements [first_element, first_element + n) of `sample`, in element
+// order: block(i, words) for each 32-element span starting at i (8 Philox blocks at once, Note
+// [Eight Philox blocks at once]; words a local array, so block's loop vectorizes), and
+// one(i, word) for the elements before the first whole Philox block and after the last span.
+constexpr int kSpan = 4 * PhiloxStream::kLanes;
+using SpanWords = std::uint32_t[kSpan];
+
+template <class Block, class One>
+void for_mask_words(std::int64_t n, const PhiloxStream& stream, std::uint64_t sample,
+                    std::uint64_t first_element, Block&& block, One&& one) {
+  std::int64_t i = 0;
+  std::uint64_t e = first_element;
+  if ((e & 3) != 0 && n > 0) {
+    const auto r = stream.block(sample, e >> 2);
+    for (unsigned lane = e & 3; lane < 4 && i < n; ++lane, ++i, ++e) one(i, r[lane]);
+  }
+  constexpr int kLanes = PhiloxStream::kLanes;
+  for (; i + kSpan <= n; i += kSpan, e += kSpan) {
+    PhiloxStream::Words8 r;
+    stream.blocks8(sample, e >> 2, r);
+    alignas(64) SpanWords words;  // element 4 j + w is word w of block j
+    for (int j = 0; j < kLanes; ++j) {
+      for (int w = 0; w < 4; ++w) words[4 * j + w] = r[w][j];
+    }
+    block(i, words);
+  }
+  for (; i < n; e += 4) {
+    const auto r = stream.block(sample, e >> 2);
+    for (unsigned lane = 0; lane < 4 && i < n; ++lane, ++i) one(i, r[lane]);
+  }
+}
+
+// Keep iff (word >> 8) * 2^-24 >= p, i.e. word >= threshold: compared as integers, no float
+// conversion per element. threshold = ceil(p * 2^24) << 8.
+std::uint32_t keep_threshold(float p) {
+  return static_cast<std::uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0)) << 8;
+}
+
+}  // namespace
+
 template <class T>
 void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
                         std::uint64_t sample, std::uint64_t first_element) {
   const T scale = T(1) / (T(1) - T(p));
-  // Keep iff (word >> 8) * 2^-24 >= p, i.e. word >= threshold: compared as integers, no float
-  // conversion per element. threshold = ceil(p * 2^24) << 8.
-  const std::uint32_t threshold =
-      static_cast<std::uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0)) << 8;
-  auto keep = [threshold](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
-  std::int64_t i = 0;
-  std::uint64_t e = first_element;
-  // Leading elements up to a block boundary, then whole blocks of 4, then the tail.
-  if ((e & 3) != 0 && n > 0) {
-    const auto r = stream.block(sample, e >> 2);
-    for (unsigned lane = e & 3; lane < 4 && i < n; ++lane, ++i, ++e) {
-      x[i] = keep(r[lane]) ? x[i] * scale : T(0);
-    }
-  }
-  // 32 elements (8 blocks) at a time: Note [Eight Philox blocks at once].
-  constexpr int kLanes = PhiloxStream::kLanes;
-  for (; i + 4 * kLanes <= n; i += 4 * kLanes, e += 4 * kLanes) {
-    PhiloxStream::Words8 r;
-    stream.blocks8(sample, e >> 2, r);
-    // The words in element order (element 4 j + w is word w of block j), then one select per
-    // element over contiguous memory, which vectorizes where the transposed loop did not.
-    alignas(64) std::uint32_t words[4 * kLanes];
-    for (int j = 0; j < kLanes; ++j) {
-      for (int w = 0; w < 4; ++w) words[4 * j + w] = r[w][j];
-    }
-    T* xb = x + i;
+  const std::uint32_t threshold = keep_threshold(p);
+  const auto keep = [threshold](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
+  for_mask_words(
+      n, stream, sample, first_element,
+      [=](std::int64_t i, const SpanWords& words) {
+        T* xb = x + i;
 #pragma omp simd
-    for (int k = 0; k < 4 * kLanes; ++k) xb[k] = keep(words[k]) ? xb[k] * scale : T(0);
-  }
-  for (; i + 4 <= n; i += 4, e += 4) {
-    const auto r = stream.block(sample, e >> 2);
-    x[i] = keep(r[0]) ? x[i] * scale : T(0);
-    x[i + 1] = keep(r[1]) ? x[i + 1] * scale : T(0);
-    x[i + 2] = keep(r[2]) ? x[i + 2] * scale : T(0);
-    x[i + 3] = keep(r[3]) ? x[i + 3] * scale : T(0);
-  }
-  if (i < n) {
-    const auto r = stream.block(sample, e >> 2);
-    for (unsigned lane = 0; i < n; ++lane, ++i) x[i] = keep(r[lane]) ? x[i] * scale : T(0);
-  }
+        for (int k = 0; k < kSpan; ++k) xb[k] = keep(words[k]) ? xb[k] * scale : T(0);
+      },
+      [=](std::int64_t i, std::uint32_t word) { x[i] = keep(word) ? x[i] * scale : T(0); });
+}
+
+template <class T>
+void apply_dropout_mask_pair(T* x, T* y, std::int64_t n, float p, const PhiloxStream& stream,
+                             std::uint64_t sample, std::uint64_t first_element) {
+  const T scale = T(1) / (T(1) - T(p));
+  const std::uint32_t threshold = keep_threshold(p);
+  const auto keep = [threshold](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
+  for_mask_words(
+      n, stream, sample, first_element,
+      [=](std::int64_t i, const SpanWords& words) {
+        T* xb = x + i;
+        T* yb = y + i;
+#pragma omp simd
+        for (int k = 0; k < kSpan; ++k) {
+          const bool kept = keep(words[k]);
+          xb[k] = kept ? xb[k] * scale : T(0);
+          yb[k] = kept ? yb[k] * scale : T(0);
+        }
+      },
+      [=](std::int64_t i, std::uint32_t word) {
+        const bool kept = keep(word);
+        x[i] = kept ? x[i] * scale : T(0);
+        y[i] = kept ? y[i] * scale : T(0);
+      });
 }
 
 template <class T>
@@ -109,7 +147,9 @@ void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sampl
   template void dropout_backward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t,  \
                                     std::uint64_t);                                               \
   template void apply_dropout_mask<T>(T*, std::int64_t, float, const PhiloxStream&, std::uint64_t, \
-                                      std::uint64_t);
+                                      std::uint64_t);                                              \
+  template void apply_dropout_mask_pair<T>(T*, T*, std::int64_t, float, const PhiloxStream&,        \
+                                           std::uint64_t, std::uint64_t);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

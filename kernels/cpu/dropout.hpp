@@ -32,4 +32,11 @@ template <class T>
 void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
                         std::uint64_t sample, std::uint64_t first_element);
 
+// apply_dropout_mask on x and y [n] with the same mask, its Philox words drawn once (attention's
+// backward drops the probabilities for dV and their gradient for dS at the same positions).
+// Requires 0 < p < 1.
+template <class T>
+void apply_dropout_mask_pair(T* x, T* y, std::int64_t n, float p, const PhiloxStream& stream,
+                             std::uint64_t sample, std::uint64_t first_element);
+
 }  // namespace memtrain::kernels

@@ -59,6 +59,26 @@ TEST(DropoutForward, KeepsExactlyTheElementsWhoseUniformIsAtLeastP) {
   }
 }
 
+// The pair form applies one mask to both arrays: each equals apply_dropout_mask on its own,
+// bit for bit, with an odd start and a length that leaves a tail.
+TEST(ApplyDropoutMaskPair, EachArrayGetsTheSingleMask) {
+  const PhiloxStream stream(RngKey{.seed = 4, .step = 9, .layer = 1, .site = 0});
+  for (const std::uint64_t first : {0ULL, 3ULL, 130ULL}) {
+    const std::int64_t n = 16384 + 7;
+    std::vector<float> x(static_cast<std::size_t>(n)), y(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      x[static_cast<std::size_t>(i)] = 1.0f + static_cast<float>(i);
+      y[static_cast<std::size_t>(i)] = -0.5f * static_cast<float>(i) - 2.0f;
+    }
+    auto x_ref = x, y_ref = y;
+    apply_dropout_mask_pair(x.data(), y.data(), n, 0.25f, stream, 5, first);
+    apply_dropout_mask(x_ref.data(), n, 0.25f, stream, 5, first);
+    apply_dropout_mask(y_ref.data(), n, 0.25f, stream, 5, first);
+    EXPECT_EQ(x, x_ref) << "first element " << first;
+    EXPECT_EQ(y, y_ref) << "first element " << first;
+  }
+}
+
 // Neighbouring elements are independent: P(both dropped) = p^2 within 6 standard errors.
 TEST(DropoutForward, NeighbouringElementsAreIndependent) {
   const float p = 0.3f;
