@@ -285,6 +285,8 @@ StepStats BertForMaskedLM::forward_backward(const core::MlmBatch& batch, float g
     return stats;
   }
   PassState s = make_pass(batch, /*training=*/true, seed, step);
+  s.grads_zero = grads_zero_;
+  grads_zero_ = false;  // from here on (even if the pass throws) the gradients may hold values
   // forward_s: embeddings, encoder, head and the loss (whose fused kernel also writes d logits,
   // O(M V), small beside the head's GEMMs); backward_s: the head, encoder and embeddings
   // backward. Wall time on this thread (metrics.jsonl time_forward_s / time_backward_s).
@@ -402,6 +404,7 @@ void BertForMaskedLM::reduce_sequence_parallel_gradients() {
 
 void BertForMaskedLM::zero_grad() {
   for (auto& b : params_.gradient_buckets()) b.buffer.zero_();
+  grads_zero_ = true;
 }
 
 std::int64_t BertForMaskedLM::num_parameters() const {

@@ -150,6 +150,7 @@ class BertForMaskedLM {
   std::vector<std::vector<std::size_t>> ready_stages_;
   std::function<void(std::size_t)> ready_hook_;
   RowsReadyHook rows_hook_;
+  bool grads_zero_ = false;  // zero_grad ran and no backward has written since (PassState::grads_zero)
   std::size_t word_index_ = 0;  // of the tied word embedding in parameters()
 };
 

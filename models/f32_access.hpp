@@ -122,6 +122,13 @@ inline F32View scratch_f32(core::Context& ctx, const core::Tensor& t) {
 inline F32View zeroed_f32(core::Context& ctx, const core::Tensor& t) {
   return F32View(ctx, t, F32Access::zeroed);
 }
+// A parameter gradient's view for a layer's whole contribution (every element written), added
+// to what it holds: read_write; when `grads_zero` (PassState) says it holds zeros, a 16-bit
+// gradient gets a zeroed view instead (bitwise the same sum, without converting the zeros in:
+// Note [Zeroed views]), and an f32 one is its own, already zero, memory as before.
+inline F32View gradient_f32(core::Context& ctx, const core::Tensor& grad, bool grads_zero) {
+  return F32View(ctx, grad, grads_zero && is_half(grad.dtype()) ? F32Access::zeroed : F32Access::read_write);
+}
 
 // Rounds src [n] into the 16-bit or f32 tensor dst (numel n): a plain copy when dst is f32.
 // Used to write a parameter's value from its f32 master. No-op in a dry run. Throws

@@ -45,8 +45,8 @@ void Linear::backward(const PassState& s, float* dinp, const float* dout, const 
                       bool with_bias) {
   if (!s.compute()) return;
   const auto w = read_f32(s.ctx, weight_.value);                         // [out, in]
-  auto dw = update_f32(s.ctx, weight_.grad);                             // [out, in]
-  auto db = update_f32(s.ctx, with_bias ? bias_.grad : core::Tensor());  // [out]
+  auto dw = gradient_f32(s.ctx, weight_.grad, s.grads_zero);                             // [out, in]
+  auto db = gradient_f32(s.ctx, with_bias ? bias_.grad : core::Tensor(), s.grads_zero);  // [out]
   const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward",
                           [&] { return gemm_description(N, in_, out_, dinp ? 2 : 1); });
   kernels::linear_backward(dinp, dw.get(), db.get(), dout, inp, w.get(), N, in_, out_);

@@ -131,8 +131,9 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   auto dtransformed = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
     // Tied decoder: its weight gradient lands in the word-embedding gradient.
-    auto dword = update_f32(s.ctx, word_.grad);  // [V, C]
-    auto dbias = update_f32(s.ctx, bias_.grad);  // [V]
+    // The head's backward is the first writer of both in a backward pass.
+    auto dword = gradient_f32(s.ctx, word_.grad, s.grads_zero);  // [V, C]
+    auto dbias = gradient_f32(s.ctx, bias_.grad, s.grads_zero);  // [V]
     const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
     // The forward's float view of the weight (Note [The decoder weight is converted once a step]).
     const F32View weight = decoder_weight_.get() != nullptr ? std::move(decoder_weight_)

@@ -40,6 +40,10 @@ struct PassState {
   // compute_dtype (f32, f16, bf16). LayerNorm statistics and the loss stay f32 (Note [fp32
   // arithmetic on 16-bit storage], f32_access.hpp).
   core::DType dtype = core::DType::f32;
+  // Every parameter gradient is zero when this pass's backward starts (its first micro-batch
+  // since zero_grad): a layer's first contribution may then be written instead of added to
+  // zeros (gradient_f32 in f32_access.hpp).
+  bool grads_zero = false;
 
   // False in a dry run: shapes and allocations only, no math.
   bool compute() const { return !ctx.dry_run(); }

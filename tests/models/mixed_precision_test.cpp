@@ -132,6 +132,48 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.fp32_grad_accumulation ? "_fp32_grads" : "_16bit_grads");
     });
 
+// PassState::grads_zero: after zero_grad the first backward writes each layer's 16-bit weight
+// gradient through a zeroed float view instead of converting the zeros in. It must give the
+// bits the read_write path gives (a model never zeroed, whose gradients start at zero too), and
+// the next micro-batch must add to it, not overwrite it: a flag left set would leave the second
+// micro-batch's gradients equal to the first's.
+TEST(SixteenBitGradients, TheFirstBackwardAfterZeroGradWritesAndTheNextOneAdds) {
+  for (const DType d : {DType::bf16, DType::f16}) {
+    const auto& f = BertFixture::get();
+    ModelOptions o;
+    o.compute_dtype = d;
+    const float scale = d == DType::f16 ? 1024.0f : 1.0f;
+    const int M = static_cast<int>(f.batch.masked_positions.size());
+    core::Context ctx_a(std::make_shared<memtrain::testing::TestAllocator>());
+    core::Context ctx_b(std::make_shared<memtrain::testing::TestAllocator>());
+    BertForMaskedLM zeroed(f.config, ctx_a, o), fresh(f.config, ctx_b, o);
+    load_parameters(zeroed.parameters(), fixture_weights(zeroed.parameters()), "the fixture");
+    load_parameters(fresh.parameters(), fixture_weights(fresh.parameters()), "the fixture");
+    zeroed.zero_grad();
+    zeroed.forward_backward(f.batch, scale / M, 1, 1);
+    fresh.forward_backward(f.batch, scale / M, 1, 1);
+    std::map<std::string, std::vector<float>> first;
+    for (std::size_t i = 0; i < zeroed.parameters().size(); ++i) {
+      const auto& p = zeroed.parameters()[i];
+      first[p.name] = grad_f32(p);
+      EXPECT_EQ(first[p.name], grad_f32(fresh.parameters()[i])) << core::dtype_name(d) << " " << p.name;
+    }
+    zeroed.forward_backward(f.batch, scale / M, 1, 1);  // a second micro-batch: adds
+    const double u = unit_roundoff(d);
+    for (const auto& p : zeroed.parameters()) {
+      const auto twice = grad_f32(p);
+      const auto& once = first[p.name];
+      double scale_once = 0.0, err = 0.0;
+      for (std::size_t i = 0; i < once.size(); ++i) {
+        scale_once = std::max(scale_once, std::abs(double{once[i]}));
+        err = std::max(err, std::abs(double{twice[i]} - 2.0 * once[i]));
+      }
+      EXPECT_LE(err, 4 * u * 2 * scale_once) << core::dtype_name(d) << " " << p.name;
+    }
+    EXPECT_EQ(ctx_a.workspace().slots_in_use(), 0);
+  }
+}
+
 // The largest error of any gradient relative to its scale (max |ref|), key biases excepted
 // (their exact gradient is 0).
 double worst_gradient_error(const StepResult& r) {
