@@ -1,6 +1,7 @@
 #include "runtime/core/workspace.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <string>
@@ -20,12 +21,22 @@ float* Workspace::floats(int slot, std::size_t n) {
   if (static_cast<std::size_t>(slot) >= slots_.size()) slots_.resize(slot + 1);
   Slot& s = slots_[slot];
   if (n > s.capacity) {
-    if (n > (std::numeric_limits<std::size_t>::max() - kAlignment) / sizeof(float)) {
+    if (n > (std::numeric_limits<std::size_t>::max() - kAlignment) / sizeof(float) / 2) {
       throw std::bad_alloc();
     }
-    const std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    // Note [Workspace growth is rare and touches its pages once]
+    // A slot's size follows its largest request, and some requests vary from step to step (the
+    // MLM head's [masked, V] logits: the masked count is random), so a buffer sized exactly
+    // would be replaced whenever a new maximum comes, each time by fresh pages that fault on
+    // first touch inside the step. Buffers of 1 MiB or more therefore take an eighth more than
+    // asked, and every new buffer is written once here: a row view (Note [Row views of
+    // embedding tables]) touches a different few rows of its table-sized buffer every step, and
+    // ran at 1.7 GB/s, a page fault a row, until all of its pages had been touched (issue 15).
+    std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    if (bytes >= (std::size_t{1} << 20)) bytes = (bytes + bytes / 8 + kAlignment - 1) / kAlignment * kAlignment;
     auto* p = static_cast<float*>(std::aligned_alloc(kAlignment, bytes));
     if (p == nullptr) throw std::bad_alloc();
+    std::memset(p, 0, bytes);
     reserved_bytes_ -= s.capacity * sizeof(float);
     s.data.reset(p);
     s.capacity = bytes / sizeof(float);
