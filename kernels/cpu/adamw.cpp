@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
@@ -23,12 +24,15 @@ void for_chunks(std::int64_t n, Body&& body) {
 
 }  // namespace
 
-template <class T>
-void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
-                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
-                  std::int64_t step, NoDeduce<T> grad_scale) {
+namespace {
+
+// The AdamW update of adamw_update, with the gradient read as grad_at(i) (already scaled) and
+// each new parameter handed to store(i, p) as well: one loop for the f32 and the bf16 forms.
+template <class T, class GradAt, class Store>
+void adamw_loop(T* param, T* m, T* v, std::int64_t n, T lr, T beta1, T beta2, T eps, T weight_decay,
+                std::int64_t step, const char* who, GradAt grad_at, Store store) {
   if (step < 1) {
-    throw std::invalid_argument("adamw_update: step = " + std::to_string(step) +
+    throw std::invalid_argument(std::string(who) + ": step = " + std::to_string(step) +
                                 "; expected the 1-based count of updates");
   }
   // Bias corrections in double: beta2^step underflows gracefully and 1 - beta2^step is
@@ -42,14 +46,36 @@ void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<
   for_chunks(n, [=](std::int64_t lo, std::int64_t hi) {
 #pragma omp simd
     for (std::int64_t i = lo; i < hi; ++i) {
-      const T g = grad[i] * grad_scale;
+      const T g = grad_at(i);
       const T mi = beta1 * m[i] + one_minus_b1 * g;
       const T vi = beta2 * v[i] + one_minus_b2 * g * g;
       m[i] = mi;
       v[i] = vi;
-      param[i] = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+      const T p = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+      param[i] = p;
+      store(i, p);
     }
   });
+}
+
+}  // namespace
+
+template <class T>
+void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
+                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
+                  std::int64_t step, NoDeduce<T> grad_scale) {
+  adamw_loop<T>(
+      param, m, v, n, lr, beta1, beta2, eps, weight_decay, step, "adamw_update",
+      [=](std::int64_t i) { return grad[i] * grad_scale; }, [](std::int64_t, T) {});
+}
+
+void adamw_update_bf16(float* master, std::uint16_t* value, const std::uint16_t* grad, float* m, float* v,
+                       std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                       std::int64_t step, float grad_scale) {
+  adamw_loop<float>(
+      master, m, v, n, lr, beta1, beta2, eps, weight_decay, step, "adamw_update_bf16",
+      [=](std::int64_t i) { return bf16_to_float(grad[i]) * grad_scale; },
+      [=](std::int64_t i, float p) { value[i] = float_to_bf16(p); });
 }
 
 template <class T>

@@ -17,6 +17,15 @@ void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<
                   NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
                   std::int64_t step, NoDeduce<T> grad_scale = T(1));
 
+// adamw_update<float> on an f32 master whose bf16 copy is rewritten, reading a bf16 gradient:
+// g = bf16_to_float(grad[i]) * grad_scale, then master, m, v as adamw_update<float>, then
+// value[i] = float_to_bf16(master[i]). In one pass, bitwise the three passes it replaces
+// (convert the gradient, update, round the master) but moving each byte once (issue 15).
+// Shapes: master, value, grad, m, v [n]. Throws std::invalid_argument if step < 1.
+void adamw_update_bf16(float* master, std::uint16_t* value, const std::uint16_t* grad, float* m, float* v,
+                       std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                       std::int64_t step, float grad_scale);
+
 // Adam's update with the second moment frozen (1-bit Adam after its freeze step: Tang et al.
 // 2021, Algorithm 1), with a momentum m the caller has already formed:
 // param = param (1 - lr weight_decay) - lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^freeze_step)) + eps)

@@ -78,13 +78,6 @@ float f16_to_float_scalar(std::uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-std::uint16_t bf16_from_bits(std::uint32_t f) {
-  if ((f & kFloatAbsMask) > kFloatExpMask) {
-    return static_cast<std::uint16_t>((f >> 16) | 0x40u);  // quiet NaN, sign kept
-  }
-  f += 0x7fffu + ((f >> 16) & 1u);  // round to nearest even; may carry up to inf
-  return static_cast<std::uint16_t>(f >> 16);
-}
 
 void to_float_range(float* out, const std::uint16_t* in, std::int64_t n, HalfFormat f) {
   if (f == HalfFormat::bf16) {
@@ -151,11 +144,6 @@ std::uint16_t float_to_f16(float x) { return f16_from_bits(std::bit_cast<std::ui
 
 float f16_to_float(std::uint16_t h) { return f16_to_float_scalar(h); }
 
-std::uint16_t float_to_bf16(float x) { return bf16_from_bits(std::bit_cast<std::uint32_t>(x)); }
-
-float bf16_to_float(std::uint16_t h) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
-}
 
 void convert_half_to_float(float* out, const std::uint16_t* in, std::int64_t n, HalfFormat f) {
   for_chunks(n, [=](std::int64_t b, std::int64_t e) { to_float_range(out + b, in + b, e - b, f); });

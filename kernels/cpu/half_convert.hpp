@@ -6,6 +6,7 @@
 //        largest finite 65504, smallest normal 2^-14, smallest subnormal 2^-24.
 // bf16 = bfloat16 (the top 16 bits of an IEEE binary32): 1 sign, 8 exponent (bias 127),
 //        7 fraction bits; the range of float, largest finite 0x7F7F = 3.3895e38.
+#include <bit>
 #include <cstdint>
 
 namespace memtrain::kernels {
@@ -24,11 +25,19 @@ float f16_to_float(std::uint16_t h);
 
 // float -> bfloat16, rounding to nearest, ties to even (as torch's c10::BFloat16 and
 // TensorFlow's bfloat16 round); overflow past 0x7F7F rounds to inf. NaN stays a NaN, made
-// quiet so that truncating the payload can never turn it into inf.
-std::uint16_t float_to_bf16(float x);
+// quiet so that truncating the payload can never turn it into inf. Inline (bit operations
+// only), so that loops in other files that convert as they go still vectorize.
+inline std::uint16_t float_to_bf16(float x) {
+  std::uint32_t f = std::bit_cast<std::uint32_t>(x);
+  if ((f & 0x7fffffffu) > 0x7f800000u) {
+    return static_cast<std::uint16_t>((f >> 16) | 0x40u);  // quiet NaN, sign kept
+  }
+  f += 0x7fffu + ((f >> 16) & 1u);  // round to nearest even; may carry up to inf
+  return static_cast<std::uint16_t>(f >> 16);
+}
 
 // bfloat16 -> float; exact (the 16 bits become the top half of the float).
-float bf16_to_float(std::uint16_t h);
+inline float bf16_to_float(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
 
 // out[i] = to_float(in[i]) for i in [0, n). Shapes: out, in [n]. f16 uses F16C
 // (_mm256_cvtph_ps) when compiled with __F16C__, the scalar conversion otherwise; both give the

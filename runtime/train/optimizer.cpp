@@ -108,9 +108,16 @@ void AdamW::step(double lr, double grad_multiplier) {
                             eps, wd, t, multiplier);
       continue;
     }
-    // Note [Master updates in stack-sized chunks]
     float* master = p.master.data<float>();
     std::uint16_t* value = p.value.data<std::uint16_t>();
+    if (p.value.dtype() == core::DType::bf16 && p.grad.dtype() == core::DType::bf16) {
+      // One pass converting as it goes (bf16's conversions are bit operations that vectorize);
+      // bitwise the chunked path below.
+      kernels::adamw_update_bf16(master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(), flr, b1, b2,
+                                 eps, wd, t, multiplier);
+      continue;
+    }
+    // Note [Master updates in stack-sized chunks]
     const kernels::HalfFormat format = format_of(p.value.dtype());
     const core::Tensor& grad = p.grad;
     for_chunks(p.value.numel(), [&, master, value, m, v](std::int64_t lo, std::int64_t hi) {
