@@ -87,45 +87,45 @@ std::uint32_t keep_threshold(float p) {
 
 }  // namespace
 
-template <class T>
-void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
-                        std::uint64_t sample, std::uint64_t first_element) {
+namespace {
+
+// The mask of apply_dropout_mask applied to K arrays at once, its words drawn once.
+template <class T, int K>
+void apply_mask_to(T* const (&xs)[K], std::int64_t n, float p, const PhiloxStream& stream,
+                   std::uint64_t sample, std::uint64_t first_element) {
   const T scale = T(1) / (T(1) - T(p));
   const std::uint32_t threshold = keep_threshold(p);
   const auto keep = [threshold](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
+  T* x[K];
+  for (int a = 0; a < K; ++a) x[a] = xs[a];
   for_mask_words(
       n, stream, sample, first_element,
       [=](std::int64_t i, const SpanWords& words) {
-        T* xb = x + i;
+        for (int a = 0; a < K; ++a) {
+          T* xb = x[a] + i;
 #pragma omp simd
-        for (int k = 0; k < kSpan; ++k) xb[k] = keep(words[k]) ? xb[k] * scale : T(0);
+          for (int k = 0; k < kSpan; ++k) xb[k] = keep(words[k]) ? xb[k] * scale : T(0);
+        }
       },
-      [=](std::int64_t i, std::uint32_t word) { x[i] = keep(word) ? x[i] * scale : T(0); });
+      [=](std::int64_t i, std::uint32_t word) {
+        for (int a = 0; a < K; ++a) x[a][i] = keep(word) ? x[a][i] * scale : T(0);
+      });
+}
+
+}  // namespace
+
+template <class T>
+void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
+                        std::uint64_t sample, std::uint64_t first_element) {
+  T* const xs[1] = {x};
+  apply_mask_to<T, 1>(xs, n, p, stream, sample, first_element);
 }
 
 template <class T>
 void apply_dropout_mask_pair(T* x, T* y, std::int64_t n, float p, const PhiloxStream& stream,
                              std::uint64_t sample, std::uint64_t first_element) {
-  const T scale = T(1) / (T(1) - T(p));
-  const std::uint32_t threshold = keep_threshold(p);
-  const auto keep = [threshold](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
-  for_mask_words(
-      n, stream, sample, first_element,
-      [=](std::int64_t i, const SpanWords& words) {
-        T* xb = x + i;
-        T* yb = y + i;
-#pragma omp simd
-        for (int k = 0; k < kSpan; ++k) {
-          const bool kept = keep(words[k]);
-          xb[k] = kept ? xb[k] * scale : T(0);
-          yb[k] = kept ? yb[k] * scale : T(0);
-        }
-      },
-      [=](std::int64_t i, std::uint32_t word) {
-        const bool kept = keep(word);
-        x[i] = kept ? x[i] * scale : T(0);
-        y[i] = kept ? y[i] * scale : T(0);
-      });
+  T* const xs[2] = {x, y};
+  apply_mask_to<T, 2>(xs, n, p, stream, sample, first_element);
 }
 
 template <class T>
