@@ -17,6 +17,21 @@ double optimizer_bytes_per_s(const nlohmann::json& rows) {
   return s > 0 ? bytes / s : 0.0;
 }
 
+// The "reference" object of op_profile_json from the profile's rows (profile.to_json()).
+nlohmann::json reference_json(const nlohmann::json& rows, double step_seconds, const StepReference& reference) {
+  const double flops_per_s = step_seconds > 0 ? reference.model_flops / step_seconds : 0.0;
+  const double optimizer = optimizer_bytes_per_s(rows);
+  return {{"sgemm_shape", reference.sgemm_shape},
+          {"sgemm_flops", reference.sgemm_flops},
+          {"memcpy_bytes_per_s", reference.memcpy_bytes_per_s},
+          {"model_flops_per_s", flops_per_s},
+          {"sgemm_fraction", reference.sgemm_flops > 0 ? nlohmann::json(flops_per_s / reference.sgemm_flops)
+                                                       : nlohmann::json(nullptr)},
+          {"optimizer_memcpy_fraction", optimizer > 0 && reference.memcpy_bytes_per_s > 0
+                                            ? nlohmann::json(optimizer / reference.memcpy_bytes_per_s)
+                                            : nlohmann::json(nullptr)}};
+}
+
 }  // namespace
 
 nlohmann::json op_profile_json(const core::OpProfile& profile, std::int64_t steps, double step_seconds,
@@ -25,20 +40,7 @@ nlohmann::json op_profile_json(const core::OpProfile& profile, std::int64_t step
                       {"step_seconds", step_seconds},
                       {"op_seconds", profile.total_seconds()},
                       {"ops", profile.to_json()}};
-  if (reference != nullptr) {
-    const double flops_per_s = step_seconds > 0 ? reference->model_flops / step_seconds : 0.0;
-    const double optimizer = optimizer_bytes_per_s(j["ops"]);
-    j["reference"] = {
-        {"sgemm_shape", reference->sgemm_shape},
-        {"sgemm_flops", reference->sgemm_flops},
-        {"memcpy_bytes_per_s", reference->memcpy_bytes_per_s},
-        {"model_flops_per_s", flops_per_s},
-        {"sgemm_fraction", reference->sgemm_flops > 0 ? nlohmann::json(flops_per_s / reference->sgemm_flops)
-                                                      : nlohmann::json(nullptr)},
-        {"optimizer_memcpy_fraction", optimizer > 0 && reference->memcpy_bytes_per_s > 0
-                                          ? nlohmann::json(optimizer / reference->memcpy_bytes_per_s)
-                                          : nlohmann::json(nullptr)}};
-  }
+  if (reference != nullptr) j["reference"] = reference_json(j["ops"], step_seconds, *reference);
   return j;
 }
 
@@ -56,7 +58,8 @@ std::string format_op_profile(const core::OpProfile& profile, std::int64_t steps
   const auto share = [&](double s) { return step_seconds > 0 ? 100.0 * s / step_seconds : 0.0; };
   double small_s = 0;
   int small = 0;
-  for (const auto& row : profile.to_json()) {
+  const nlohmann::json rows = profile.to_json();
+  for (const auto& row : rows) {
     const double s = row["seconds"].get<double>();
     if (share(s) < 0.5) {
       small_s += s;
@@ -83,7 +86,7 @@ std::string format_op_profile(const core::OpProfile& profile, std::int64_t steps
                 share(rest));
   out += line;
   if (reference != nullptr) {
-    const auto ref = op_profile_json(profile, steps, step_seconds, reference)["reference"];
+    const auto ref = reference_json(rows, step_seconds, *reference);
     std::snprintf(line, sizeof line, "  measured after the steps: sgemm %s %.1f GFLOP/s, memcpy %.2f GB/s\n",
                   reference->sgemm_shape.c_str(), reference->sgemm_flops / 1e9, reference->memcpy_bytes_per_s / 1e9);
     out += line;
