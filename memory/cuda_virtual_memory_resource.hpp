@@ -24,9 +24,19 @@ namespace memtrain::memory {
 // cuMemCreate failing for lack of memory, or chunks past `capacity_bytes` (0 = the device's
 // total memory), throw memtrain::OutOfMemory. Misuse (unaligned sizes, unknown handles,
 // mapping outside a reservation or over a mapped page, releasing a mapped chunk) throws
-// VirtualMemoryError before any driver call. Each chunk is mapped at most once at a time
-// (CUDA requires offset 0 and the whole chunk). The destructor unmaps and releases whatever is
-// left. Thread-safe.
+// VirtualMemoryError before any driver call. A chunk is mapped whole (CUDA requires offset 0 and
+// the chunk's size), at one address or at several (Note [Stitching aliases chunks]). The
+// destructor unmaps and releases whatever is left. Thread-safe.
+//
+// Note [Stitching aliases chunks]
+// vmm_stitch maps the free pages of existing segments a second time, side by side in a fresh
+// reservation, while their segments keep their own mappings. CUDA allows this: "virtual
+// aliasing", several cuMemMap calls of one allocation handle at different addresses (CUDA C++
+// Programming Guide, Virtual Memory Management, "Virtual Aliasing Support"). This resource once
+// refused a second mapping, and on a real GPU every stitch failed and fell back to a new
+// segment without a word; only the device test (tests/gpu, issue 14) showed it: the host
+// model (memfd + mmap) had always allowed aliases. A chunk now counts its mappings and is
+// released only when none is left.
 class CudaVirtualMemoryResource final : public VirtualMemoryResource {
  public:
   explicit CudaVirtualMemoryResource(int device = 0, std::size_t capacity_bytes = 0);
@@ -50,7 +60,7 @@ class CudaVirtualMemoryResource final : public VirtualMemoryResource {
  private:
   struct Chunk {
     std::size_t bytes = 0;
-    bool mapped = false;
+    int mappings = 0;  // a chunk may be mapped at several addresses (Note [Stitching aliases chunks])
   };
   struct Mapping {
     std::size_t bytes = 0;

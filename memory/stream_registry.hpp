@@ -21,25 +21,28 @@ struct StreamEvent {
 };
 
 // Thread-safe. Any StreamId is valid; a stream springs into existence on first use with nothing
-// outstanding. Stream 0 (kDefaultStream) always exists.
+// outstanding. Stream 0 (kDefaultStream) always exists. The four calls the caching allocator
+// makes (record_event, query, both synchronize) are virtual: CudaStreamRegistry
+// (memory/cuda_stream_registry.hpp) answers them with real CUDA streams and events.
 class StreamRegistry {
  public:
+  virtual ~StreamRegistry() = default;
   // A stream id not handed out before by this registry (never 0).
   StreamId create_stream();
   // Marks the current end of `stream`'s work and returns an event for it. The event is
   // outstanding until that work completes.
-  StreamEvent record_event(StreamId stream);
+  virtual StreamEvent record_event(StreamId stream);
   // True when the work the event marks has completed (cudaEventQuery == cudaSuccess).
-  bool query(const StreamEvent& event) const;
+  virtual bool query(const StreamEvent& event) const;
   // The owner reports that all work recorded on `stream` so far has completed.
   void complete(StreamId stream);
   // Waits until the event completes. On CPU the work is already done by the time anyone
   // waits (it runs synchronously), so waiting completes the stream up to the event: this is
   // what the allocator's retry path uses (PyTorch synchronizes outstanding events before it
   // gives up). Counted in num_synchronizations().
-  void synchronize(const StreamEvent& event);
+  virtual void synchronize(const StreamEvent& event);
   // Completes everything recorded on the stream (cudaStreamSynchronize).
-  void synchronize(StreamId stream);
+  virtual void synchronize(StreamId stream);
   // Events recorded on `stream` that have not completed.
   std::uint64_t outstanding(StreamId stream) const;
   std::uint64_t num_synchronizations() const;

@@ -43,6 +43,9 @@ std::array<std::uint32_t, 4> philox4x32_10(const std::array<std::uint32_t, 4>& c
 class PhiloxStream {
  public:
   explicit PhiloxStream(const RngKey& key);
+  // The derived Philox key: what the CUDA twin (kernels/cuda/dropout.cu) hands its kernels so
+  // that the GPU draws the CPU's masks.
+  std::array<std::uint32_t, 2> key_words() const { return {key_[0], key_[1]}; }
 
   // The 4 raw words of block `block` (elements 4*block .. 4*block+3) of `sample`.
   r123::Philox4x32::ctr_type block(std::uint64_t sample, std::uint64_t block) const {

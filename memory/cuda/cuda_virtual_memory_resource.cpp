@@ -174,7 +174,7 @@ PhysicalHandle CudaVirtualMemoryResource::create_physical(std::size_t bytes) {
                       bytes);
   }
   driver_->check("cuMemCreate", r);
-  chunks_[handle] = {bytes, false};
+  chunks_[handle] = {bytes, 0};
   physical_bytes_ += bytes;
   return handle;
 }
@@ -183,7 +183,7 @@ void CudaVirtualMemoryResource::release_physical(PhysicalHandle handle) {
   std::lock_guard lock(mutex_);
   const auto it = chunks_.find(handle);
   if (it == chunks_.end()) throw VirtualMemoryError(name() + ": release of an unknown chunk");
-  if (it->second.mapped) throw VirtualMemoryError(name() + ": release of a chunk that is still mapped");
+  if (it->second.mappings > 0) throw VirtualMemoryError(name() + ": release of a chunk that is still mapped");
   driver_->check("cuMemRelease", driver_->release(handle));
   physical_bytes_ -= it->second.bytes;
   chunks_.erase(it);
@@ -198,7 +198,6 @@ void CudaVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes,
     throw VirtualMemoryError(name() + ": CUDA maps whole chunks only (offset 0, " +
                              std::to_string(chunk->second.bytes) + " bytes)");
   }
-  if (chunk->second.mapped) throw VirtualMemoryError(name() + ": chunk is already mapped");
   auto r = reservations_.upper_bound(address);
   if (r == reservations_.begin() || (--r, address + bytes > r->first + r->second)) {
     throw VirtualMemoryError(name() + ": map outside every reserved range");
@@ -218,7 +217,7 @@ void CudaVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes,
     driver_->unmap(address, bytes);
     driver_->check("cuMemSetAccess", a);
   }
-  chunk->second.mapped = true;
+  ++chunk->second.mappings;
   mappings_[address] = {bytes, handle};
 }
 
@@ -240,7 +239,7 @@ void CudaVirtualMemoryResource::unmap(std::uintptr_t address, std::size_t bytes)
   }
   for (auto m = first; m != it;) {
     driver_->check("cuMemUnmap", driver_->unmap(m->first, m->second.bytes));
-    chunks_[m->second.handle].mapped = false;
+    --chunks_[m->second.handle].mappings;
     m = mappings_.erase(m);
   }
 }

@@ -95,7 +95,19 @@ constexpr long long kMaxSteps = 1'000'000'000;
 std::vector<KeySpec> make_keys() {
   std::vector<KeySpec> k;
   // Top level.
-  k.push_back(choice("device", {"cpu"}, {"cuda"}, [](Config& c) -> std::string& { return c.device; }));
+  // cpu, or a CUDA device: "cuda" (device 0) or "cuda:N". Whether that device exists is a
+  // property of the machine, not of the file: `memtrain train` checks it before anything starts.
+  k.push_back({"device", "cpu, cuda or cuda:N (N an integer in [0, 1023])",
+               [](Config& c, std::string_view t) {
+                 if (t == "cpu" || t == "cuda") {
+                   c.device = std::string(t);
+                 } else if (t.starts_with("cuda:")) {
+                   c.device = "cuda:" + std::to_string(parse_integer(t.substr(5), 0, 1023));
+                 } else {
+                   parse_choice(t, {"cpu", "cuda"}, {});  // throws "unknown value"
+                 }
+               },
+               [](const Config& c) { return c.device; }});
 
   // model: Hugging Face BertConfig names (models/bert_config.hpp).
   k.push_back(integer("model.vocab_size", 8, 1 << 24, [](Config& c) -> int& { return c.model.vocab_size; }));

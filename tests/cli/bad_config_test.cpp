@@ -6,6 +6,10 @@
 
 #include "tests/cli/run_memtrain.hpp"
 
+#if MEMTRAIN_HAVE_CUDA
+#include "memory/cuda_resource.hpp"
+#endif
+
 namespace memtrain::cli {
 namespace {
 
@@ -113,6 +117,28 @@ TEST(BadConfig, KjvWithoutTheBibleProgram) {
 TEST(BadConfig, FeatureNotBuiltYet) {
   expect_config_error(std::string(kTinyMockYaml) + "compression:\n  method: topk\n",
                       "exp.yaml:17: compression.method = topk: not supported yet; expected one of none, powersgd, onebit");
+}
+
+// device: cuda on a machine without a usable GPU (these build machines: no driver, so
+// cudaGetDeviceCount fails with cudaErrorInsufficientDriver) is a config error, exit 2.
+TEST(BadConfig, CudaWithoutAUsableDeviceIsNamedWithTheReason) {
+#if MEMTRAIN_HAVE_CUDA
+  if (memory::cuda_device_count() > 0) {
+    expect_config_error(kTinyMockYaml, "device = cuda: training on a CUDA device is not built yet", "--set device=cuda");
+    return;
+  }
+  expect_config_error(kTinyMockYaml, "no CUDA device: cudaGetDeviceCount: ", "--set device=cuda");
+  expect_config_error(kTinyMockYaml, "no CUDA device: cudaGetDeviceCount: ", "--set device=cuda:1");
+#else
+  expect_config_error(kTinyMockYaml, "no CUDA device: this memtrain was built without CUDA", "--set device=cuda");
+#endif
+}
+
+TEST(BadConfig, DeviceNamesAreCpuCudaOrCudaN) {
+  const std::string expected = "; expected cpu, cuda or cuda:N (N an integer in [0, 1023])";
+  expect_config_error(kTinyMockYaml, "--set device=gpu: device = gpu: unknown value" + expected, "--set device=gpu");
+  expect_config_error(kTinyMockYaml, "--set device=cuda:x: device = cuda:x: ", "--set device=cuda:x");
+  expect_config_error(kTinyMockYaml, "--set device=cuda:1024: device = cuda:1024: ", "--set device=cuda:1024");
 }
 
 TEST(BadConfig, BadSetArgumentIsNamed) {

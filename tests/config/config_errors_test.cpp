@@ -473,7 +473,6 @@ TEST_P(NotSupportedYet, IsRejectedWithThePhrase) {
 INSTANTIATE_TEST_SUITE_P(
     ConfigErrors, NotSupportedYet,
     ::testing::Values(NotBuilt{"compression:\n  method: topk\n", "compression.method = topk"},
-                      NotBuilt{"device: cuda\n", "device = cuda"},
                       NotBuilt{"health:\n  stall_timeout: 60\n", "health.stall_timeout = 60"},
                       NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"}),
     [](const ::testing::TestParamInfo<NotBuilt>& info) {

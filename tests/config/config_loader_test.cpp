@@ -227,6 +227,15 @@ TEST(SetOverride, TopLevelDeviceAndQuotedValues) {
   EXPECT_EQ(c.data.cache_dir, "/tmp/x y");
 }
 
+// A CUDA device loads as a name; whether it exists is checked by `memtrain train` (issue 14).
+TEST(SetOverride, CudaDevicesLoadWithTheirIndex) {
+  ConfigFiles files;
+  const std::string path = files.write("c.yaml", kMinimalYaml);
+  EXPECT_EQ(load_config(path, {"device=cuda"}).device, "cuda");
+  EXPECT_EQ(load_config(path, {"device=cuda:3"}).device, "cuda:3");
+  EXPECT_EQ(load_config(path, {"device=cuda:007"}).device, "cuda:7");
+}
+
 TEST(SetOverride, CanRepairWhatTheFileGotWrongBeforeValidation) {
   // Cross-key rules run after every override, so a --set can fix a pair the file broke.
   ConfigFiles files;
