@@ -1,6 +1,8 @@
 #include "kernels/cuda/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 
@@ -30,9 +32,20 @@ void check_arguments(const char* fn, const KernelContext& ctx, int B, int T, int
 
 }  // namespace
 
+// Note [Attention scores in fp32]
+// With 16-bit operands the scores Q K^T / sqrt(HS) used to be written in the storage type
+// before the softmax. Rounding a score of 4 to bf16 moves it by up to 2^-7, its exponential by
+// 0.8%, and the first H200 run measured the output 1.2e-2 away from the exact result, past
+// issue 14's bf16 bound of 1e-2 (PyTorch's eager attention rounds the same way; fused kernels
+// do not). So the scores of bf16/fp16 attention go to an fp32 [B, NH, T, T] buffer in
+// ctx.scratch (cuBLASLt writes fp32 from 16-bit inputs), and the softmax reads them there and
+// writes the probabilities in the storage type. The dropped probabilities then reuse that
+// scratch: the scores are dead by then.
 std::size_t attention_scratch_bytes(int B, int T, int NH, float dropout_p, std::size_t element_bytes) {
-  if (dropout_p == 0.0f) return 0;
-  return static_cast<std::size_t>(B) * NH * T * T * element_bytes;
+  const std::size_t elements = static_cast<std::size_t>(B) * NH * T * T;
+  const std::size_t scores = element_bytes < 4 ? elements * 4 : 0;
+  const std::size_t dropped = dropout_p > 0.0f ? elements * element_bytes : 0;
+  return std::max(scores, dropped);
 }
 
 template <class T>
@@ -45,13 +58,24 @@ void attention_forward(const KernelContext& ctx, T* out, T* probs, const T* q, c
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   // scores of sample b, head h: probs[b, h] [T, T] = scale Q_h [T, HS] K_h^T, rows of Q_h and
   // K_h C apart and head h at column h HS.
+  constexpr bool f32_scores = !std::is_same_v<T, float>;  // Note [Attention scores in fp32]
+  auto* scores = static_cast<float*>(ctx.scratch);
   for (int b = 0; b < B; ++b) {
     const long long head0 = static_cast<long long>(b) * T_ * C;
-    matmul_strided_batched<T>(ctx, probs + b * NH * TT, q + head0, k + head0, NH, T_, T_, HS, false, true,
-                              HS, HS, TT, C, C, T_, scale, 0.0f);
+    if constexpr (f32_scores) {
+      matmul_strided_batched_f32_out<T>(ctx, scores + b * NH * TT, q + head0, k + head0, NH, T_, T_, HS, false,
+                                        true, HS, HS, TT, C, C, T_, scale);
+    } else {
+      matmul_strided_batched<T>(ctx, probs + b * NH * TT, q + head0, k + head0, NH, T_, T_, HS, false, true,
+                                HS, HS, TT, C, C, T_, scale, 0.0f);
+    }
   }
   // The T query rows of every head of sample b share key_mask[b]: NH T rows per mask row.
-  masked_softmax_forward<T>(ctx, probs, probs, key_mask, B * NH * T_, T_, NH * T_, 1.0f);
+  if constexpr (f32_scores) {
+    masked_softmax_forward_from_f32<T>(ctx, probs, scores, key_mask, B * NH * T_, T_, NH * T_, 1.0f);
+  } else {
+    masked_softmax_forward<T>(ctx, probs, probs, key_mask, B * NH * T_, T_, NH * T_, 1.0f);
+  }
   const T* used = probs;
   if (dropout_p > 0.0f) {
     // [B, NH T T] with sample b's elements numbered ((first_head + h) T + i) T + j.

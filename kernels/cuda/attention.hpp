@@ -13,7 +13,8 @@
 namespace memtrain::kernels::gpu {
 
 // Bytes of ctx.scratch that attention_forward and attention_backward need: one [B, NH, T, T]
-// buffer of the dropped probabilities (0 without dropout). The owner of the context sizes its
+// buffer, of fp32 scores for 16-bit T (Note [Attention scores in fp32]) and of the dropped
+// probabilities with dropout (0 for fp32 without dropout). The owner of the context sizes its
 // scratch for the largest shape up front, so the allocations of a step do not depend on the
 // device (a dry run still predicts a GPU run).
 std::size_t attention_scratch_bytes(int B, int T, int NH, float dropout_p, std::size_t element_bytes);

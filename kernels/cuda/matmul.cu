@@ -43,14 +43,15 @@ struct MatmulCall {
 
 // Column-major D [m, n] (leading dimension ldd) = alpha op(A) op(B) + beta D, `batch` times,
 // optionally + bias [m] broadcast over the n columns (BIAS epilogue).
-template <class T>
+template <class T, class Out>
 void matmul_column_major(const KernelContext& ctx, bool trans_a, bool trans_b, int m, int n, int k,
                          float alpha, const T* A, int lda, long long stride_a, const T* B, int ldb,
-                         long long stride_b, float beta, T* D, int ldd, long long stride_d, int batch,
-                         const T* bias) {
+                         long long stride_b, float beta, Out* D, int ldd, long long stride_d, int batch,
+                         const Out* bias) {
   if (m == 0 || n == 0 || batch == 0) return;
   MatmulCall call;
   const bool tf32 = std::is_same_v<T, float> && ctx.allow_tf32;
+  static_assert(std::is_same_v<Out, T> || std::is_same_v<Out, float>, "output: the input type or fp32");
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&call.op, compute, CUDA_R_32F));
   const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -67,7 +68,7 @@ void matmul_column_major(const KernelContext& ctx, bool trans_a, bool trans_b, i
   const cudaDataType_t type = data_type<T>();
   MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.a, type, trans_a ? k : m, trans_a ? m : k, lda));
   MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.b, type, trans_b ? n : k, trans_b ? k : n, ldb));
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.d, type, m, n, ldd));
+  MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.d, data_type<Out>(), m, n, ldd));
   if (batch > 1) {
     const std::int32_t count = batch;
     const std::int64_t strides[3] = {stride_a, stride_b, stride_d};
@@ -119,14 +120,26 @@ void matmul_strided_batched(const KernelContext& ctx, T* C, const T* A, const T*
                             int N, int K, bool trans_a, bool trans_b, long long stride_a,
                             long long stride_b, long long stride_c, int lda, int ldb, int ldc,
                             float alpha, float beta, const T* bias) {
-  matmul_column_major<T>(ctx, trans_b, trans_a, N, M, K, alpha, B, ldb, stride_b, A, lda, stride_a, beta,
-                         C, ldc, stride_c, batch, bias);
+  matmul_column_major<T, T>(ctx, trans_b, trans_a, N, M, K, alpha, B, ldb, stride_b, A, lda, stride_a, beta,
+                            C, ldc, stride_c, batch, bias);
+}
+
+template <class T>
+void matmul_strided_batched_f32_out(const KernelContext& ctx, float* C, const T* A, const T* B, int batch,
+                                    int M, int N, int K, bool trans_a, bool trans_b, long long stride_a,
+                                    long long stride_b, long long stride_c, int lda, int ldb, int ldc,
+                                    float alpha) {
+  matmul_column_major<T, float>(ctx, trans_b, trans_a, N, M, K, alpha, B, ldb, stride_b, A, lda, stride_a,
+                                0.0f, C, ldc, stride_c, batch, nullptr);
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                    \
   template void matmul_strided_batched<T>(const KernelContext&, T*, const T*, const T*, int, int, \
                                           int, int, bool, bool, long long, long long, long long,  \
-                                          int, int, int, float, float, const T*);
+                                          int, int, int, float, float, const T*);                 \
+  template void matmul_strided_batched_f32_out<T>(const KernelContext&, float*, const T*, const T*,  \
+                                                  int, int, int, int, bool, bool, long long,         \
+                                                  long long, long long, int, int, int, float);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

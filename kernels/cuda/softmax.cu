@@ -11,13 +11,13 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-template <class T>
-__global__ void softmax_forward_kernel(T* out, const T* inp, const T* key_mask, int rows, int cols,
+template <class T, class In>
+__global__ void softmax_forward_kernel(T* out, const In* inp, const T* key_mask, int rows, int cols,
                                        int rows_per_mask, float scale) {
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;
-  const T* x = inp + static_cast<long long>(r) * cols;
+  const In* x = inp + static_cast<long long>(r) * cols;
   T* y = out + static_cast<long long>(r) * cols;
   const T* mask = key_mask != nullptr ? key_mask + static_cast<long long>(r / rows_per_mask) * cols : nullptr;
   const auto attended = [&](int j) { return mask == nullptr || to_float(mask[j]) != 0.0f; };
@@ -65,8 +65,17 @@ template <class T>
 void masked_softmax_forward(const KernelContext& ctx, T* out, const T* inp, const T* key_mask,
                             int rows, int cols, int rows_per_mask, float scale) {
   if (rows == 0 || cols == 0) return;
-  softmax_forward_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0,
-                           ctx.stream>>>(out, inp, key_mask, rows, cols, rows_per_mask, scale);
+  softmax_forward_kernel<T, T><<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0,
+                                 ctx.stream>>>(out, inp, key_mask, rows, cols, rows_per_mask, scale);
+  MEMTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void masked_softmax_forward_from_f32(const KernelContext& ctx, T* out, const float* scores, const T* key_mask,
+                                     int rows, int cols, int rows_per_mask, float scale) {
+  if (rows == 0 || cols == 0) return;
+  softmax_forward_kernel<T, float><<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0,
+                                     ctx.stream>>>(out, scores, key_mask, rows, cols, rows_per_mask, scale);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
@@ -83,7 +92,9 @@ void masked_softmax_backward(const KernelContext& ctx, T* dinp, const T* dout, c
   template void masked_softmax_forward<T>(const KernelContext&, T*, const T*, const T*, int, int, \
                                           int, float);                                            \
   template void masked_softmax_backward<T>(const KernelContext&, T*, const T*, const T*, int,    \
-                                           int, float);
+                                           int, float);                                           \
+  template void masked_softmax_forward_from_f32<T>(const KernelContext&, T*, const float*,       \
+                                                   const T*, int, int, int, float);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)
