@@ -3,36 +3,21 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/dtype_traits.cuh"
-#include "kernels/cuda/philox_device.cuh"
+#include "kernels/cuda/flash_attention_mma.cuh"
+#include "kernels/cuda/flash_attention_shape.cuh"
 
 namespace memtrain::kernels::gpu {
 namespace {
 
-constexpr int kRows = 64;   // query rows (forward, dQ) or keys (dK, dV) per block: one per thread
-constexpr int kTile = 32;   // keys (forward, dQ) or queries (dK, dV) staged in shared memory at once
-
-struct Shape {
-  int B, T, C, NH, HS;
-  float scale, dropout_p, keep_scale;
-  std::uint32_t threshold, k0, k1;
-  std::uint64_t first_sample, first_element;  // first_element: first_head T T
-};
-
-// kernels/cpu/dropout.cpp's keep rule for element ((first_head + h) T + i) T + j of sample b.
-__device__ __forceinline__ bool kept(const Shape& s, int b, int h, int i, int j) {
-  const std::uint64_t e =
-      s.first_element + (static_cast<std::uint64_t>(h) * s.T + i) * static_cast<std::uint64_t>(s.T) + j;
-  const auto words = philox_block(s.k0, s.k1, s.first_sample + b, e >> 2);
-  return (words[e & 3] & 0xffffff00u) >= s.threshold;
-}
-
-template <class T>
-__device__ __forceinline__ bool attends(const T* key_mask, const Shape& s, int b, int j) {
-  return key_mask == nullptr || to_float(key_mask[static_cast<long long>(b) * s.T + j]) != 0.0f;
-}
+using flash::attends;
+using flash::kept;
+using flash::kRows;
+using flash::kTile;
+using flash::Shape;
 
 // grid (ceil(T / kRows), NH, B); thread = query row i.
 template <class T, int HS_MAX>
@@ -260,6 +245,12 @@ void flash_attention_forward(const KernelContext& ctx, T* out, float* lse, const
                              const RngKey& key, std::uint64_t first_sample, int first_head) {
   const Shape s = make_shape("flash_attention_forward", B, T_, C, NH, dropout_p, key, first_sample, first_head);
   if (B == 0 || T_ == 0) return;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (flash::mma_forward_applies<T>(s)) {
+      flash::forward_mma<T>(ctx, out, lse, q, k, v, key_mask, s);
+      return;
+    }
+  }
   const dim3 grid((T_ + kRows - 1) / kRows, NH, B);
   if (s.HS <= 64) {
     forward_kernel<T, 64><<<grid, kRows, 0, ctx.stream>>>(out, lse, q, k, v, key_mask, s);
