@@ -267,6 +267,12 @@ void flash_attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, con
                               std::uint64_t first_sample, int first_head) {
   const Shape s = make_shape("flash_attention_backward", B, T_, C, NH, dropout_p, key, first_sample, first_head);
   if (B == 0 || T_ == 0) return;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (flash::mma_forward_applies<T>(s)) {
+      flash::backward_mma<T>(ctx, dq, dk, dv, dout, out, lse, q, k, v, key_mask, s);
+      return;
+    }
+  }
   const dim3 grid((T_ + kRows - 1) / kRows, NH, B);
   if (s.HS <= 64) {
     dkdv_kernel<T, 64><<<grid, kRows, 0, ctx.stream>>>(dk, dv, dout, out, lse, q, k, v, key_mask, s);

@@ -11,11 +11,11 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int kHS = 64;       // head size this kernel takes
+constexpr int kHS = kMmaHeadSize;
 constexpr int kBlockRows = 64;  // query rows per block: 4 warps x 16
-constexpr int kKeys = 64;     // keys per tile
-constexpr int kLd16 = kHS + 8;  // 16-bit tile row stride (elements): a multiple of 8, off the bank period
-constexpr int kLd32 = kHS + 4;  // fp32 tile row stride: a multiple of 4
+constexpr int kKeys = 64;       // keys per tile
+constexpr int kLd16 = kMmaLd16;
+constexpr int kLd32 = kMmaLd32;
 
 struct SharedLayout {
   static constexpr int q = 0;                                      // T [64][kLd16]

@@ -1,6 +1,7 @@
 #pragma once
 // What the flash-attention kernels share: the shape and dropout constants of one call, and the
-// keep rule of attention's dropout. Included by flash_attention.cu and flash_attention_mma.cu.
+// keep rule of attention's dropout. Included by flash_attention.cu and by the tensor-core
+// kernels (flash_attention_mma.cu, flash_attention_mma_backward.cu).
 #include <cstdint>
 
 #include "kernels/cuda/dtype_traits.cuh"
