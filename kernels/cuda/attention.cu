@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cuda/attention_arguments.hpp"
 #include "kernels/cuda/dropout.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/softmax.hpp"
@@ -15,14 +16,7 @@ namespace {
 
 void check_arguments(const char* fn, const KernelContext& ctx, int B, int T, int C, int NH, float dropout_p,
                      std::size_t element_bytes) {
-  if (!(dropout_p >= 0.0f && dropout_p < 1.0f)) {
-    throw std::invalid_argument(std::string(fn) + ": dropout_p = " + std::to_string(dropout_p) +
-                                "; expected a probability in [0, 1)");
-  }
-  if (NH <= 0 || C % NH != 0) {
-    throw std::invalid_argument(std::string(fn) + ": num_attention_heads = " + std::to_string(NH) +
-                                " does not divide hidden_size = " + std::to_string(C));
-  }
+  check_attention_arguments(fn, C, NH, dropout_p);
   const std::size_t need = attention_scratch_bytes(B, T, NH, dropout_p, element_bytes);
   if (ctx.scratch_bytes < need) {
     throw std::invalid_argument(std::string(fn) + ": scratch of " + std::to_string(ctx.scratch_bytes) +

@@ -5,6 +5,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda/attention_arguments.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/dtype_traits.cuh"
 #include "kernels/cuda/flash_attention_mma.cuh"
@@ -18,6 +19,22 @@ using flash::kept;
 using flash::kRows;
 using flash::kTile;
 using flash::Shape;
+
+// Keys [j0, j0 + kTile) of one head into shared memory as fp32 (zeros past T), and whether
+// each is attended; returns how many of them exist. Every thread of the block calls it.
+template <class T, int HS_MAX>
+__device__ int load_key_tile(float (&sk)[kTile][HS_MAX + 1], float (&sv)[kTile][HS_MAX + 1], bool (&live)[kTile],
+                             const T* k, const T* v, const T* key_mask, const Shape& s, int b, long long head, int j0) {
+  const int n = min(kTile, s.T - j0);
+  for (int x = threadIdx.x; x < kTile * s.HS; x += blockDim.x) {
+    const int jj = x / s.HS, d = x % s.HS;
+    const long long at = head + static_cast<long long>(j0 + jj) * s.C + d;
+    sk[jj][d] = jj < n ? to_float(k[at]) : 0.0f;
+    sv[jj][d] = jj < n ? to_float(v[at]) : 0.0f;
+  }
+  if (threadIdx.x < kTile) live[threadIdx.x] = threadIdx.x < n && attends(key_mask, s, b, j0 + threadIdx.x);
+  return n;
+}
 
 // grid (ceil(T / kRows), NH, B); thread = query row i.
 template <class T, int HS_MAX>
@@ -36,14 +53,7 @@ __global__ void forward_kernel(T* out, float* lse, const T* q, const T* k, const
   }
   float m = -INFINITY, l = 0.0f;
   for (int j0 = 0; j0 < s.T; j0 += kTile) {
-    const int n = min(kTile, s.T - j0);
-    for (int x = threadIdx.x; x < kTile * s.HS; x += blockDim.x) {
-      const int jj = x / s.HS, d = x % s.HS;
-      const long long at = head + static_cast<long long>(j0 + jj) * s.C + d;
-      sk[jj][d] = jj < n ? to_float(k[at]) : 0.0f;
-      sv[jj][d] = jj < n ? to_float(v[at]) : 0.0f;
-    }
-    if (threadIdx.x < kTile) live[threadIdx.x] = threadIdx.x < n && attends(key_mask, s, b, j0 + threadIdx.x);
+    const int n = load_key_tile<T, HS_MAX>(sk, sv, live, k, v, key_mask, s, b, head, j0);
     __syncthreads();
     if (row) {
       float sc[kTile];
@@ -171,14 +181,7 @@ __global__ void dq_kernel(T* dq, const T* dout, const T* out, const float* lse, 
     dqi[d] = 0.0f;
   }
   for (int j0 = 0; j0 < s.T; j0 += kTile) {
-    const int n = min(kTile, s.T - j0);
-    for (int x = threadIdx.x; x < kTile * s.HS; x += blockDim.x) {
-      const int jj = x / s.HS, d = x % s.HS;
-      const long long at = head + static_cast<long long>(j0 + jj) * s.C + d;
-      sk[jj][d] = jj < n ? to_float(k[at]) : 0.0f;
-      sv[jj][d] = jj < n ? to_float(v[at]) : 0.0f;
-    }
-    if (threadIdx.x < kTile) live[threadIdx.x] = threadIdx.x < n && attends(key_mask, s, b, j0 + threadIdx.x);
+    const int n = load_key_tile<T, HS_MAX>(sk, sv, live, k, v, key_mask, s, b, head, j0);
     __syncthreads();
     if (row) {
       for (int jj = 0; jj < n; ++jj) {
@@ -207,14 +210,7 @@ __global__ void dq_kernel(T* dq, const T* dout, const T* out, const float* lse, 
 
 Shape make_shape(const char* fn, int B, int T, int C, int NH, float dropout_p, const RngKey& key,
                  std::uint64_t first_sample, int first_head) {
-  if (!(dropout_p >= 0.0f && dropout_p < 1.0f)) {
-    throw std::invalid_argument(std::string(fn) + ": dropout_p = " + std::to_string(dropout_p) +
-                                "; expected a probability in [0, 1)");
-  }
-  if (NH <= 0 || C % NH != 0) {
-    throw std::invalid_argument(std::string(fn) + ": num_attention_heads = " + std::to_string(NH) +
-                                " does not divide hidden_size = " + std::to_string(C));
-  }
+  check_attention_arguments(fn, C, NH, dropout_p);
   if (C / NH > kFlashMaxHeadSize) {
     throw std::invalid_argument(std::string(fn) + ": head size " + std::to_string(C / NH) + "; expected at most " +
                                 std::to_string(kFlashMaxHeadSize));
