@@ -69,6 +69,11 @@ struct DeviceTarget {
 // - NCCL buffers, only when world_size > 1: NCCL_BUFFSIZE (4 MiB default, NCCL environment
 //   documentation) for each of the send and receive sides of each channel; we assume 16
 //   channels on A100 (NVLink3) and 32 on H100/H200 (NVLink4), so 128 MiB and 256 MiB.
+// Measured once on an H200 (driver 580.159, CUDA 13.0; benchmarks/gpu_memory_overheads,
+// README "GPU (CUDA)"): context 527 MiB after cudaFree(0), so the 640 MiB charged is on the safe
+// side; the cuBLASLt workspace is the 32 MiB asked for; and NCCL 2.28 took 578 MiB for a world
+// of ONE rank, more than the 256 MiB charged above one rank. That figure stays until several
+// GPUs can be measured.
 // An "NGiB" target is a plain simulated device (CPU planning): no context, no cuBLAS/NCCL;
 // the data-parallel gradient sum runs in place, so no communication buffer is charged.
 
