@@ -1,6 +1,7 @@
 #include "runtime/train/onebit_adam.hpp"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "kernels/cpu/adamw.hpp"
@@ -54,6 +55,9 @@ double OneBitAdam::grad_norm() const {
   if (dry_run_) return 0.0;
   double norm = std::sqrt(detail::grads_sum_of_squares(params_));
   if (!frozen() || dp_.size() <= 1) return norm;
+  // Note [The norm pass is the overflow check]: a maximum need not keep a NaN (a > b is false
+  // either way round), so a rank's non-finite norm goes into the maximum as +inf, which wins.
+  if (!std::isfinite(norm)) norm = std::numeric_limits<double>::infinity();
   // Note [1-bit Adam clips by a bound of the summed norm]
   dp_.allreduce_max(&norm, 1);
   return norm * dp_.size();

@@ -26,9 +26,11 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   // Global L2 norm of the gradients as stored (times the loss scale, if any), accumulated in
-  // double; the same on every rank.
+  // double; the same on every rank. Not finite on every rank exactly when some rank has an inf
+  // or NaN gradient element (Note [The norm pass is the overflow check], train_step.cpp).
   virtual double grad_norm() const = 0;
-  // False when a gradient element this rank checks is inf or NaN.
+  // False when a gradient element this rank checks is inf or NaN. The training step decides
+  // from grad_norm() instead; this pass remains for callers that need no norm.
   virtual bool grads_finite() const = 0;
   // Clips f32 gradients to max_norm (torch.nn.utils.clip_grad_norm_); returns the norm before.
   virtual double clip_grad_norm(double max_norm) = 0;
