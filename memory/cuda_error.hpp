@@ -1,5 +1,10 @@
 #pragma once
 #include <stdexcept>
+#include <string>
+
+#if MEMTRAIN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace memtrain::memory {
 
@@ -10,5 +15,12 @@ class CudaError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+#if MEMTRAIN_HAVE_CUDA
+// "<call>: <error name>: <description>": the message of every CudaError a runtime call raises.
+std::string cuda_error_message(const char* call, cudaError_t err);
+// Throws CudaError(cuda_error_message(call, err)) unless err is cudaSuccess.
+void check_cuda(cudaError_t err, const char* call);
+#endif
 
 }  // namespace memtrain::memory

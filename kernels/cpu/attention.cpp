@@ -12,6 +12,18 @@
 #include "kernels/cpu/softmax.hpp"
 
 namespace memtrain::kernels {
+
+void check_attention_arguments(const char* fn, int C, int NH, float dropout_p) {
+  if (!(dropout_p >= 0.0f && dropout_p < 1.0f)) {
+    throw std::invalid_argument(std::string(fn) + ": dropout_p = " + std::to_string(dropout_p) +
+                                "; expected a probability in [0, 1)");
+  }
+  if (NH <= 0 || C % NH != 0) {
+    throw std::invalid_argument(std::string(fn) + ": num_attention_heads = " + std::to_string(NH) +
+                                " does not divide hidden_size = " + std::to_string(C));
+  }
+}
+
 namespace {
 
 // Below this many multiply-adds per call (B * NH * T * T * HS) waking a thread team costs more
@@ -22,14 +34,7 @@ constexpr std::int64_t kParallelWork = 1 << 16;
 constexpr int kDropBuffer = 16384;
 
 void check_arguments(const char* fn, int T, int C, int NH, float dropout_p) {
-  if (!(dropout_p >= 0.0f && dropout_p < 1.0f)) {
-    throw std::invalid_argument(std::string(fn) + ": dropout_p = " + std::to_string(dropout_p) +
-                                "; expected a probability in [0, 1)");
-  }
-  if (NH <= 0 || C % NH != 0) {
-    throw std::invalid_argument(std::string(fn) + ": num_attention_heads = " + std::to_string(NH) +
-                                " does not divide hidden_size = " + std::to_string(C));
-  }
+  check_attention_arguments(fn, C, NH, dropout_p);
   if (T > kDropBuffer) {
     throw std::invalid_argument(std::string(fn) + ": sequence length T = " + std::to_string(T) +
                                 "; expected T <= " + std::to_string(kDropBuffer));

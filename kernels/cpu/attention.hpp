@@ -18,6 +18,10 @@ namespace memtrain::kernels {
 // probabilities go through a fixed 64 KiB-per-thread stack buffer, T <= 16384.
 // Throws std::invalid_argument if NH does not divide C, T > 16384, or dropout_p is outside
 // [0, 1).
+// Throws std::invalid_argument naming `fn` if dropout_p is outside [0, 1) or NH does not divide
+// C: the checks every attention kernel (CPU and CUDA) makes first.
+void check_attention_arguments(const char* fn, int C, int NH, float dropout_p);
+
 template <class Scalar>
 void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
                        const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,

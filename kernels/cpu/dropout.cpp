@@ -9,6 +9,11 @@
 #include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
+
+std::uint32_t dropout_keep_threshold(float p) {
+  return static_cast<std::uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0)) << 8;
+}
+
 namespace {
 
 // Elements per parallel task: a multiple of 4 (one Philox block per 4 elements).
@@ -79,12 +84,6 @@ void for_mask_words(std::int64_t n, const PhiloxStream& stream, std::uint64_t sa
   }
 }
 
-// Keep iff (word >> 8) * 2^-24 >= p, i.e. word >= threshold: compared as integers, no float
-// conversion per element. threshold = ceil(p * 2^24) << 8.
-std::uint32_t keep_threshold(float p) {
-  return static_cast<std::uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0)) << 8;
-}
-
 }  // namespace
 
 namespace {
@@ -94,7 +93,7 @@ template <class T, int K>
 void apply_mask_to(T* const (&xs)[K], std::int64_t n, float p, const PhiloxStream& stream,
                    std::uint64_t sample, std::uint64_t first_element) {
   const T scale = T(1) / (T(1) - T(p));
-  const std::uint32_t threshold = keep_threshold(p);
+  const std::uint32_t threshold = dropout_keep_threshold(p);
   const auto keep = [threshold](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
   T* x[K];
   for (int a = 0; a < K; ++a) x[a] = xs[a];

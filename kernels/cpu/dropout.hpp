@@ -14,6 +14,12 @@ namespace memtrain::kernels {
 // first_element: the index of each row's first element within its sample, when the rows are a
 // slice of the samples (a sequence-parallel shard of tokens [t0, t1) has t0 * C): the slice
 // then draws the unsliced tensor's mask.
+// The keep rule's threshold: element e is kept iff its Philox word w has (w >> 8) * 2^-24 >= p,
+// i.e. (w & 0xffffff00) >= dropout_keep_threshold(p) = ceil(p 2^24) << 8, compared as integers
+// with no float conversion per element. Every dropout of memtrain, CPU and CUDA, uses this rule
+// (the GPU draws the CPU's masks). Requires 0 <= p < 1.
+std::uint32_t dropout_keep_threshold(float p);
+
 template <class T>
 void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p,
                      const RngKey& key, std::uint64_t first_sample,

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/attention_arguments.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cuda/dropout.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/softmax.hpp"
@@ -16,7 +16,7 @@ namespace {
 
 void check_arguments(const char* fn, const KernelContext& ctx, int B, int T, int C, int NH, float dropout_p,
                      std::size_t element_bytes) {
-  check_attention_arguments(fn, C, NH, dropout_p);
+  kernels::check_attention_arguments(fn, C, NH, dropout_p);
   const std::size_t need = attention_scratch_bytes(B, T, NH, dropout_p, element_bytes);
   if (ctx.scratch_bytes < need) {
     throw std::invalid_argument(std::string(fn) + ": scratch of " + std::to_string(ctx.scratch_bytes) +

@@ -8,9 +8,8 @@ namespace memtrain::kernels::gpu {
 
 void check_cuda(cudaError_t status, const char* call, const char* file, int line) {
   if (status == cudaSuccess) return;
-  throw memory::CudaError(std::string(call) + ": " + cudaGetErrorName(status) + ": " +
-                          cudaGetErrorString(status) + " (" + file + ":" + std::to_string(line) +
-                          ")");
+  throw memory::CudaError(memory::cuda_error_message(call, status) + " (" + file + ":" +
+                          std::to_string(line) + ")");
 }
 
 void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/dropout.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/dtype_traits.cuh"
 #include "kernels/cuda/philox_device.cuh"
@@ -60,8 +61,7 @@ void dropout(const KernelContext& ctx, T* out, const T* inp, int rows, long per_
   }
   // The CPU scales in T; for 16-bit T it computes in f32 views, so f32 here is the same.
   const float scale = 1.0f / (1.0f - p);
-  const auto threshold =
-      static_cast<std::uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0)) << 8;
+  const auto threshold = dropout_keep_threshold(p);
   const auto k = PhiloxStream(key).key_words();
   const long long threads = (total + 3) / 4 + rows;  // whole blocks per row, rounded up
   dropout_kernel<<<blocks_for(threads, 256), 256, 0, ctx.stream>>>(

@@ -5,7 +5,8 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cuda/attention_arguments.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/dropout.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/dtype_traits.cuh"
 #include "kernels/cuda/flash_attention_mma.cuh"
@@ -210,7 +211,7 @@ __global__ void dq_kernel(T* dq, const T* dout, const T* out, const float* lse, 
 
 Shape make_shape(const char* fn, int B, int T, int C, int NH, float dropout_p, const RngKey& key,
                  std::uint64_t first_sample, int first_head) {
-  check_attention_arguments(fn, C, NH, dropout_p);
+  kernels::check_attention_arguments(fn, C, NH, dropout_p);
   if (C / NH > kFlashMaxHeadSize) {
     throw std::invalid_argument(std::string(fn) + ": head size " + std::to_string(C / NH) + "; expected at most " +
                                 std::to_string(kFlashMaxHeadSize));
@@ -224,7 +225,7 @@ Shape make_shape(const char* fn, int B, int T, int C, int NH, float dropout_p, c
   s.scale = 1.0f / std::sqrt(static_cast<float>(s.HS));
   s.dropout_p = dropout_p;
   s.keep_scale = 1.0f / (1.0f - dropout_p);
-  s.threshold = static_cast<std::uint32_t>(std::ceil(static_cast<double>(dropout_p) * 16777216.0)) << 8;
+  s.threshold = dropout_keep_threshold(dropout_p);
   const auto words = PhiloxStream(key).key_words();
   s.k0 = words[0];
   s.k1 = words[1];

@@ -10,12 +10,8 @@
 namespace memtrain::memory {
 namespace {
 
-std::string describe(const char* call, cudaError_t err) {
-  return std::string(call) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
-}
-
 [[noreturn]] void throw_cuda(const char* call, cudaError_t err) {
-  throw CudaError(describe(call, err));
+  throw CudaError(cuda_error_message(call, err));
 }
 
 // Makes `device` current for the calling thread (the runtime's current device is per thread).
@@ -41,7 +37,7 @@ std::string cuda_unavailable_reason() {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return describe("cudaGetDeviceCount", err);
+    return cuda_error_message("cudaGetDeviceCount", err);
   }
   if (count == 0) return "cudaGetDeviceCount: no CUDA device";
   return "";

@@ -3,16 +3,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "memory/cuda_error.hpp"
+
 namespace memtrain::memory {
-namespace {
-
-void check(cudaError_t err, const char* call) {
-  if (err != cudaSuccess) {
-    throw CudaError(std::string(call) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
-  }
-}
-
-}  // namespace
 
 CudaStreamRegistry::~CudaStreamRegistry() {
   for (auto& [key, event] : events_) cudaEventDestroy(event);
@@ -38,10 +31,10 @@ StreamEvent CudaStreamRegistry::record_event(StreamId id) {
   const cudaStream_t s = stream(id);
   cudaEvent_t event = nullptr;
   // No timing: the cheapest event, and the only kind cudaEventQuery needs.
-  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   if (const cudaError_t err = cudaEventRecord(event, s); err != cudaSuccess) {
     cudaEventDestroy(event);
-    check(err, "cudaEventRecord");
+    check_cuda(err, "cudaEventRecord");
   }
   std::lock_guard lock(mutex_);
   const std::uint64_t sequence = ++recorded_[id];
@@ -58,7 +51,7 @@ bool CudaStreamRegistry::query(const StreamEvent& e) const {
     cudaGetLastError();  // not an error: clear it so later calls do not report it
     return false;
   }
-  check(err, "cudaEventQuery");
+  check_cuda(err, "cudaEventQuery");
   cudaEventDestroy(it->second);
   events_.erase(it);
   return true;
@@ -75,11 +68,11 @@ void CudaStreamRegistry::synchronize(const StreamEvent& e) {
   }
   const cudaError_t err = cudaEventSynchronize(event);
   cudaEventDestroy(event);
-  check(err, "cudaEventSynchronize");
+  check_cuda(err, "cudaEventSynchronize");
 }
 
 void CudaStreamRegistry::synchronize(StreamId id) {
-  check(cudaStreamSynchronize(stream(id)), "cudaStreamSynchronize");
+  check_cuda(cudaStreamSynchronize(stream(id)), "cudaStreamSynchronize");
 }
 
 std::size_t CudaStreamRegistry::outstanding_events() const {
