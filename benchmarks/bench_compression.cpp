@@ -1,6 +1,7 @@
 // Issue 12's compression benchmark, run under mpirun (scripts/bench_compression.sh): one
 // data-parallel gradient sum of BERT-Base-size gradients (110 M f32, DDP's 25 MiB buckets)
-// through comms::GradientSynchronizer per method: none, PowerSGD rank 1, 4 and 16, 1-bit. Each
+// through comms::GradientSynchronizer per method: none, PowerSGD rank 1, 4 and 16, 1-bit (blocks
+// of 256 by the mean magnitude, the default, and one rms scale per chunk). Each
 // rank's gradients are normal draws (the compressors' work does not depend on the values, but
 // zeros would make PowerSGD's factors degenerate). The methods alternate `--repeats` times in
 // one run; per method rank 0 prints one JSON line with the medians (the slowest rank's) of the
@@ -80,6 +81,9 @@ int main(int argc, char** argv) {
   onebit.method = comms::GradientSynchronizer::CompressionMethod::onebit;
   onebit.start_iter = 0;
   methods.push_back({"onebit", onebit, {}, {}});
+  // One rms scale per chunk: DeepSpeed's form, 1/16 bit per element fewer than blocks of 256.
+  onebit.onebit = comms::OneBitOptions{0, comms::OneBitScale::rms};
+  methods.push_back({"onebit_chunk_rms", onebit, {}, {}});
 
   // One bucket set and synchroniser per method (each compressor keeps its own state), summed
   // on the calling thread (overlap off) so that the time is the sum's alone.

@@ -114,7 +114,7 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     if (group.size() > 1 && compression->method == CompressionMethod::powersgd) {
       compressor_ = std::make_unique<PowerSgdCompressor>(buckets_, compression->powersgd, ctx);
     } else if (group.size() > 1) {
-      compressor_ = std::make_unique<OneBitCompressor>(buckets_, group.size(), ctx);
+      compressor_ = std::make_unique<OneBitCompressor>(buckets_, group.size(), ctx, compression->onebit);
     }
     start_iter_ = compression->start_iter;
   }

@@ -19,6 +19,7 @@
 #include "comms/gradient_bucket.hpp"
 #include "comms/gradient_sync_stats.hpp"
 #include "comms/gradient_compressor.hpp"
+#include "comms/onebit_compressor.hpp"
 #include "comms/powersgd_compressor.hpp"
 #include "comms/shard_layout.hpp"
 #include "runtime/core/context.hpp"
@@ -115,6 +116,7 @@ class GradientSynchronizer {
   struct Compression {
     CompressionMethod method = CompressionMethod::powersgd;
     PowerSgdOptions powersgd;  // method powersgd only
+    OneBitOptions onebit;      // method onebit only
     std::int64_t start_iter = 10;
   };
   GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group,

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "kernels/cpu/half_convert.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 
@@ -13,19 +14,15 @@ namespace memtrain::comms {
 namespace {
 
 constexpr std::int64_t kBitsPerWord = 16;
-constexpr std::int64_t kScaleWords = 2;  // an f32 scale travels as two 16-bit words
+constexpr std::int64_t kScaleWords = 1;  // a scale travels as one bf16 word
 
 // Elements of chunk c of an entry that are real rather than padding.
 std::int64_t real_count(const OneBitCompressor::Entry& e, std::int64_t c) {
   return std::clamp<std::int64_t>(e.numel - c * e.chunk, 0, e.chunk);
 }
 
-void put_scale(std::uint16_t* words, float s) { std::memcpy(words, &s, sizeof s); }
-float get_scale(const std::uint16_t* words) {
-  float s;
-  std::memcpy(&s, words, sizeof s);
-  return s;
-}
+void put_scale(std::uint16_t* words, float s) { words[0] = kernels::float_to_bf16(s); }
+float get_scale(const std::uint16_t* words) { return kernels::bf16_to_float(words[0]); }
 
 // +1 or -1 from bit j of a chunk's words.
 float sign_at(const std::uint16_t* bits, std::int64_t j) {
@@ -43,12 +40,49 @@ void for_each_sign(const std::uint16_t* bits, std::int64_t n, F&& f) {
   for (std::int64_t j = full * kBitsPerWord; j < n; ++j) f(j, sign_at(bits, j));
 }
 
-// ||x||_2 / sqrt(count) accumulated in double; 0 for count 0, non-finite when x is.
-float rms_scale(const float* x, std::int64_t count) {
+// mean |x_j| or ||x||_2 / sqrt(count), accumulated in double; 0 for count 0, non-finite when x is.
+float block_scale(const float* x, std::int64_t count, OneBitScale kind) {
   if (count == 0) return 0.0f;
-  double sumsq = 0;
-  for (std::int64_t j = 0; j < count; ++j) sumsq += double{x[j]} * x[j];
-  return static_cast<float>(std::sqrt(sumsq / static_cast<double>(count)));
+  double sum = 0;
+  if (kind == OneBitScale::mean_abs) {
+    for (std::int64_t j = 0; j < count; ++j) sum += std::fabs(double{x[j]});
+    return static_cast<float>(sum / static_cast<double>(count));
+  }
+  for (std::int64_t j = 0; j < count; ++j) sum += double{x[j]} * x[j];
+  return static_cast<float>(std::sqrt(sum / static_cast<double>(count)));
+}
+
+// Signs and one scale per block of x [count] (a chunk's real elements) into `out`: the chunk's
+// k / 16 words of signs, then two words per block's scale. False when a scale is not finite.
+bool compress_chunk(const OneBitCompressor::Entry& en, const float* x, std::int64_t count,
+                    OneBitScale kind, std::uint16_t* out) {
+  const std::int64_t words = en.chunk / kBitsPerWord;
+  std::fill(out, out + words, std::uint16_t{0});  // padding bits: +1
+  pack_signs(x, count, out);
+  bool finite = true;
+  for (std::int64_t b = 0; b < en.blocks; ++b) {
+    const std::int64_t lo = b * en.block;
+    const float s = block_scale(x + lo, std::clamp<std::int64_t>(count - lo, 0, en.block), kind);
+    finite = finite && std::isfinite(s);
+    put_scale(out + words + kScaleWords * b, s);
+  }
+  return finite;
+}
+
+// f(j, scale of j's block x sign_j) for j in [0, count) of a compressed chunk.
+template <class F>
+void for_each_value(const OneBitCompressor::Entry& en, const std::uint16_t* in, std::int64_t count, F&& f) {
+  const std::int64_t words = en.chunk / kBitsPerWord;
+  for (std::int64_t b = 0; b < en.blocks; ++b) {
+    const std::int64_t lo = b * en.block;
+    const std::int64_t n = std::clamp<std::int64_t>(count - lo, 0, en.block);
+    const float s = get_scale(in + words + kScaleWords * b);
+    for_each_sign(in + lo / kBitsPerWord, n, [&](std::int64_t j, float sign) { f(lo + j, s * sign); });
+  }
+}
+
+void put_scales(const OneBitCompressor::Entry& en, std::uint16_t* out, float s) {
+  for (std::int64_t b = 0; b < en.blocks; ++b) put_scale(out + en.chunk / kBitsPerWord + kScaleWords * b, s);
 }
 
 }  // namespace
@@ -76,10 +110,14 @@ void unpack_signs(const std::uint16_t* words, std::int64_t n, float scale, float
 }
 
 OneBitCompressor::OneBitCompressor(const std::vector<GradientBucket>& buckets, int world,
-                                   core::Context& ctx)
-    : world_(world) {
+                                   core::Context& ctx, OneBitOptions options)
+    : world_(world), options_(options) {
   if (world < 1) {
     throw RuntimeError("OneBitCompressor: world = " + std::to_string(world) + "; expected >= 1");
+  }
+  if (options.block_size < 0 || options.block_size % kBitsPerWord != 0) {
+    throw RuntimeError("OneBitCompressor: block_size = " + std::to_string(options.block_size) +
+                       "; expected 0 (one scale per chunk) or a positive multiple of 16");
   }
   const std::int64_t multiple = padding_multiple();
   std::int64_t max_words = 0, max_chunk = 0;
@@ -92,9 +130,11 @@ OneBitCompressor::OneBitCompressor(const std::vector<GradientBucket>& buckets, i
       e.numel = entry.numel;
       const std::int64_t padded = (entry.numel + multiple - 1) / multiple * multiple;
       e.chunk = padded / world;
+      e.block = options.block_size > 0 ? std::min(options.block_size, e.chunk) : e.chunk;
+      e.blocks = (e.chunk + e.block - 1) / e.block;
       e.word = bucket.words;
       e.server_offset = server;
-      bucket.words += e.chunk / kBitsPerWord + kScaleWords;
+      bucket.words += e.chunk / kBitsPerWord + kScaleWords * e.blocks;
       server += e.chunk;
       max_chunk = std::max(max_chunk, e.chunk);
       bucket.entries.push_back(e);
@@ -123,7 +163,10 @@ OneBitCompressor::OneBitCompressor(const std::vector<GradientBucket>& buckets, i
 bool OneBitCompressor::scales_finite(const Bucket& bucket, const std::uint16_t* blocks) const {
   for (std::int64_t i = 0; i < world_; ++i) {
     for (const Entry& en : bucket.entries) {
-      if (!std::isfinite(get_scale(blocks + i * bucket.words + en.word + en.chunk / kBitsPerWord))) return false;
+      const std::uint16_t* scales = blocks + i * bucket.words + en.word + en.chunk / kBitsPerWord;
+      for (std::int64_t b = 0; b < en.blocks; ++b) {
+        if (!std::isfinite(get_scale(scales + kScaleWords * b))) return false;
+      }
     }
   }
   return true;
@@ -172,27 +215,21 @@ void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& gro
     const Entry& en = bucket.entries[t];
     const std::int64_t words = en.chunk / kBitsPerWord;
     for (std::int64_t c = 0; c < world_; ++c) {
+      std::uint16_t* block = send + c * W + en.word;
       if (skipped(t)) {
-        std::fill(send + c * W + en.word, send + c * W + en.word + words + kScaleWords, std::uint16_t{0});
+        std::fill(block, block + words + kScaleWords * en.blocks, std::uint16_t{0});
         continue;
       }
       const std::int64_t count = real_count(en, c);
       const std::int64_t first = en.offset + c * en.chunk;
       for (std::int64_t j = 0; j < count; ++j) x[j] = data[first + j] + e[first + j];
-      std::uint16_t* block = send + c * W + en.word;
-      std::fill(block, block + words, std::uint16_t{0});  // padding bits: +1
-      pack_signs(x, count, block);
-      const float s = rms_scale(x, count);
-      finite = finite && std::isfinite(s);
-      put_scale(block + words, s);
+      finite = compress_chunk(en, x, count, options_.scale, block) && finite;
     }
   }
   if (!finite) {
     // Note [A non-finite step leaves 1-bit's state untouched]
     for (std::int64_t c = 0; c < world_; ++c) {
-      for (const Entry& en : bucket.entries) {
-        put_scale(send + c * W + en.word + en.chunk / kBitsPerWord, std::numeric_limits<float>::quiet_NaN());
-      }
+      for (const Entry& en : bucket.entries) put_scales(en, send + c * W + en.word, std::numeric_limits<float>::quiet_NaN());
     }
   }
   group.alltoall(send, recv, W);
@@ -208,26 +245,21 @@ void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& gro
     const std::int64_t words = en.chunk / kBitsPerWord;
     std::uint16_t* out = gsend + en.word;
     if (skipped(t)) {
-      std::fill(out, out + words + kScaleWords, std::uint16_t{0});
+      std::fill(out, out + words + kScaleWords * en.blocks, std::uint16_t{0});
       continue;
     }
     if (!all_finite) {
       std::fill(out, out + words, std::uint16_t{0});
-      put_scale(out + words, std::numeric_limits<float>::quiet_NaN());
+      put_scales(en, out, std::numeric_limits<float>::quiet_NaN());
       continue;
     }
     float* z = es + en.server_offset;  // [k]: z = y + e_server, then the new server error
     for (std::int64_t i = 0; i < world_; ++i) {
-      const std::uint16_t* bits = recv + i * W + en.word;
-      const float s = get_scale(bits + words);
       // y accumulates into z in rank order, starting from e_server: (e + y_0) + y_1 ...
-      for_each_sign(bits, count, [=](std::int64_t j, float sign) { z[j] += s * sign; });
+      for_each_value(en, recv + i * W + en.word, count, [=](std::int64_t j, float v) { z[j] += v; });
     }
-    std::fill(out, out + words, std::uint16_t{0});
-    pack_signs(z, count, out);
-    const float s = rms_scale(z, count);
-    put_scale(out + words, s);
-    for_each_sign(out, count, [=](std::int64_t j, float sign) { z[j] -= s * sign; });
+    compress_chunk(en, z, count, options_.scale, out);
+    for_each_value(en, out, count, [=](std::int64_t j, float v) { z[j] -= v; });
   }
   group.allgather(gsend, grecv, W);
   into.bytes += W * 2;
@@ -244,18 +276,15 @@ void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& gro
   for (std::size_t t = 0; t < bucket.entries.size(); ++t) {
     const Entry& en = bucket.entries[t];
     if (skipped(t)) continue;
-    const std::int64_t words = en.chunk / kBitsPerWord;
     for (std::int64_t c = 0; c < world_; ++c) {
       const std::int64_t count = real_count(en, c);
       const std::int64_t first = en.offset + c * en.chunk;
-      const std::uint16_t* mine = send + c * W + en.word;
-      const float s_mine = get_scale(mine + words);
-      const std::uint16_t* sum_bits = grecv + c * W + en.word;
-      const float s_sum = get_scale(sum_bits + words);
       float* ef = e + first;
       const float* df = data + first;
-      for_each_sign(mine, count, [=](std::int64_t j, float sign) { ef[j] = (df[j] + ef[j]) - s_mine * sign; });
-      unpack_signs(sum_bits, count, s_sum, data + first);
+      for_each_value(en, send + c * W + en.word, count,
+                     [=](std::int64_t j, float v) { ef[j] = (df[j] + ef[j]) - v; });
+      float* out = data + first;
+      for_each_value(en, grecv + c * W + en.word, count, [=](std::int64_t j, float v) { out[j] = v; });
     }
   }
 }

@@ -61,7 +61,7 @@ lines = ["| ranks | method | bytes per rank and step | fewer bytes than none | s
 for np in (2, 4):
     for line in open(os.path.join(work, f"compression-{np}.jsonl")):
         m = json.loads(line)
-        lines.append(f"| {np} | {m['method'].replace('_r', ' rank ')} | {m['bytes'] / 1e6:.2f} MB | "
+        lines.append(f"| {np} | {m['method'].replace('powersgd_r', 'powersgd rank ')} | {m['bytes'] / 1e6:.2f} MB | "
                      f"{m['byte_ratio']:.1f}x | {1000 * m['sync_s']:.0f} ms | {1000 * m['collective_s']:.0f} ms | "
                      f"{1000 * m['compress_s']:.0f} ms | {m['speedup']:.2f}x |")
 elements = json.loads(open(os.path.join(work, "compression-2.jsonl")).readline())["elements"]

@@ -103,6 +103,10 @@ struct CompressionConfig {
   int start_iter = 10;                // plain all-reduce before this optimizer step
   double min_compression_rate = 2.0;  // compress a matrix only if (n + m) r < n m / rate
   bool warm_start = true;             // reuse last step's Q
+  // 1-bit (method onebit, and onebit_adam's momentum): elements per scale (0: one per chunk)
+  // and the scale, mean_abs or rms (Note [1-bit scales per block, by the mean magnitude]).
+  int block_size = 256;
+  std::string scale = "mean_abs";
   // training.optimizer onebit_adam: steps of plain Adam before the variance freezes and the
   // momentum goes 1-bit (runtime/train/onebit_adam.hpp).
   int freeze_step = 400;

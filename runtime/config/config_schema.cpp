@@ -273,6 +273,10 @@ std::vector<KeySpec> make_keys() {
   k.push_back(real<double>("compression.min_compression_rate", kPositive,
                            [](Config& c) -> double& { return c.compression.min_compression_rate; }));
   k.push_back(boolean("compression.warm_start", [](Config& c) -> bool& { return c.compression.warm_start; }));
+  k.push_back(integer("compression.block_size", 0, 1 << 30,
+                      [](Config& c) -> int& { return c.compression.block_size; }));
+  k.push_back(choice("compression.scale", {"mean_abs", "rms"}, {},
+                     [](Config& c) -> std::string& { return c.compression.scale; }));
   k.push_back(integer("compression.freeze_step", 1, kMaxSteps,
                       [](Config& c) -> int& { return c.compression.freeze_step; }));
 

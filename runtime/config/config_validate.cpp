@@ -98,6 +98,10 @@ void check_parallel(const Config& c) {
 // PowerSGD's own keys mean nothing to 1-bit: set with onebit, they are refused rather than
 // silently ignored (with none every key is accepted, as precision.loss_scale.* with fp32).
 void check_compression(const Config& c) {
+  if (c.compression.block_size % 16 != 0) {
+    fail(c, "compression.block_size", "is not a whole number of 16-bit words of signs",
+         "0 (one scale per chunk) or a multiple of 16, such as 256");
+  }
   if (c.training.optimizer == "onebit_adam") {
     // runtime/train/onebit_adam.hpp: the momentum is what goes 1-bit; gradients before the
     // freeze are summed in full precision.
@@ -135,6 +139,13 @@ void check_compression(const Config& c) {
       if (!c.origin.count(key)) continue;
       fail(c, key, "is a PowerSGD option and " + other(c, "compression.method") + " has no use for it",
            "no " + key + " with onebit, or compression.method = powersgd");
+    }
+  }
+  if (c.compression.method == "powersgd") {
+    for (const std::string key : {"compression.block_size", "compression.scale"}) {
+      if (!c.origin.count(key)) continue;
+      fail(c, key, "is a 1-bit option and " + other(c, "compression.method") + " has no use for it",
+           "no " + key + " with powersgd, or compression.method = onebit");
     }
   }
   if (c.parallel.zero_stage != 0) {

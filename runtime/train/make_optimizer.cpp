@@ -10,6 +10,11 @@ comms::GradientReduction gradient_reduction(const Config& config) {
                                          : comms::GradientReduction::all_reduce;
 }
 
+comms::OneBitOptions onebit_options(const Config& config) {
+  const auto& k = config.compression;
+  return {k.block_size, k.scale == "rms" ? comms::OneBitScale::rms : comms::OneBitScale::mean_abs};
+}
+
 std::optional<comms::GradientSynchronizer::Compression> gradient_compression(const Config& config) {
   const auto& k = config.compression;
   if (k.method == "none") return std::nullopt;
@@ -20,6 +25,7 @@ std::optional<comms::GradientSynchronizer::Compression> gradient_compression(con
   c.powersgd.min_compression_rate = k.min_compression_rate;
   c.powersgd.warm_start = k.warm_start;
   c.powersgd.seed = config.training.seed;
+  c.onebit = onebit_options(config);
   c.start_iter = k.start_iter;
   return c;
 }
@@ -31,7 +37,7 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& config, models::BertForM
   const AdamWOptions options{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay};
   if (tc.optimizer == "onebit_adam") {
     return std::make_unique<OneBitAdam>(model.parameters(), model.gradient_buckets(), sync, dp, ctx,
-                                        options, OneBitAdamOptions{config.compression.freeze_step});
+                                        options, OneBitAdamOptions{config.compression.freeze_step, onebit_options(config), config.training.seed});
   }
   if (config.parallel.zero_stage == 1) {
     return std::make_unique<ZeroAdamW>(model.parameters(), model.gradient_buckets(), sync, dp, ctx,

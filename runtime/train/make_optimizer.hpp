@@ -20,6 +20,8 @@ comms::GradientReduction gradient_reduction(const Config& config);
 // The synchroniser's compression for compression.method (none: nullopt): PowerSGD with the
 // compression section's options and training.seed for the initial Q.
 std::optional<comms::GradientSynchronizer::Compression> gradient_compression(const Config& config);
+// compression.block_size and compression.scale, for the gradient compressor and 1-bit Adam.
+comms::OneBitOptions onebit_options(const Config& config);
 
 // AdamW (zero_stage 0), ZeroAdamW over `dp` (1) or OneBitAdam (training.optimizer onebit_adam,
 // compression.freeze_step), with the training section's Adam settings;

@@ -1,13 +1,13 @@
 #include "runtime/train/onebit_adam.hpp"
 
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "kernels/cpu/adamw.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 #include "runtime/train/gradient_reads.hpp"
+#include "runtime/train/norm_sketch.hpp"
 
 namespace memtrain::train {
 
@@ -47,20 +47,24 @@ OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params,
     }
     v_.push_back(core::Tensor::zeros(ctx, params[i].value.shape(), core::DType::f32, state));
   }
-  if (dp.size() > 1) compressor_.emplace(buckets, dp.size(), ctx);
+  if (dp.size() > 1) compressor_.emplace(buckets, dp.size(), ctx, onebit_.compression);
   sync.keep_local_from(onebit_.freeze_step);
 }
 
 double OneBitAdam::grad_norm() const {
   if (dry_run_) return 0.0;
-  double norm = std::sqrt(detail::grads_sum_of_squares(params_));
-  if (!frozen() || dp_.size() <= 1) return norm;
-  // Note [The norm pass is the overflow check]: a maximum need not keep a NaN (a > b is false
-  // either way round), so a rank's non-finite norm goes into the maximum as +inf, which wins.
-  if (!std::isfinite(norm)) norm = std::numeric_limits<double>::infinity();
-  // Note [1-bit Adam clips by a bound of the summed norm]
-  dp_.allreduce_max(&norm, 1);
-  return norm * dp_.size();
+  if (!frozen() || dp_.size() <= 1) return std::sqrt(detail::grads_sum_of_squares(params_));
+  // Note [1-bit Adam clips by a sketch of the summed norm]; the sketch of a non-finite gradient
+  // is non-finite on every rank after the sum (Note [The norm pass is the overflow check]).
+  NormSketch sketch(onebit_.seed, static_cast<std::uint64_t>(step_));
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    sketch.add(static_cast<std::uint32_t>(i), params_[i].grad.data<float>(), params_[i].grad.numel());
+  }
+  dp_.allreduce_sum(sketch.buckets(), NormSketch::kBuckets);
+  norm_comm_ = {};
+  norm_comm_.bytes = norm_comm_.uncompressed_bytes = NormSketch::kBuckets * 8;
+  norm_comm_.calls = 1;
+  return sketch.norm();
 }
 
 bool OneBitAdam::grads_finite() const { return dry_run_ || detail::grads_all_finite(params_); }
@@ -76,7 +80,8 @@ double OneBitAdam::clip_grad_norm(double max_norm) {
 }
 
 void OneBitAdam::step(double lr, double grad_multiplier) {
-  comm_ = {};
+  comm_ = norm_comm_;  // the sketch's sum, when grad_norm sent one for this step
+  norm_comm_ = {};
   const bool compressed = frozen();
   ++step_;
   if (dry_run_) return;

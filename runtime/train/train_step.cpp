@@ -136,8 +136,8 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   // The global norm reads every gradient once and sums the squares in double, where no finite
   // f32, bf16 or f16 value overflows: a square is at most about 1.2e77, and a sum of them stays
   // finite for any tensor that fits in memory. An inf or a NaN element makes the sum inf or NaN,
-  // and the collectives inside grad_norm() carry it to every rank: sums propagate it, and 1-bit
-  // Adam's maximum gets an inf in its place (onebit_adam.cpp). So "the norm is finite" is
+  // and the collectives inside grad_norm() carry it to every rank: sums propagate it, and so does 1-bit
+  // Adam's sketch of the summed norm (norm_sketch.hpp). So "the norm is finite" is
   // exactly "every gradient element is finite", and the separate finiteness pass over all
   // gradients that used to run first is gone: one read of the gradients per step instead of
   // two (issue 15).

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -54,31 +55,53 @@ TEST(OneBitPacking, PackThenUnpackGivesTheSigns) {
   }
 }
 
-// One rank: x = g + e is sent as s sign(x) with s = rms(x), the server compresses that again
-// (z = s sign(x) + e_server has |z| = s everywhere at the first step, so its rms is s and the
-// result is s sign(x) exactly), and the worker error is x - s sign(x).
-TEST(OneBitCompressor, OneRankFirstStepIsTheRmsTimesTheSigns) {
-  auto alloc = std::make_shared<TestAllocator>();
-  core::Context ctx(alloc);
-  auto buckets = make_gradient_buckets(ctx, {{1, "w", {7, 3}}}, core::DType::f32, std::int64_t{1} << 30);
-  OneBitCompressor c(buckets, 1, ctx);
-  const auto g0 = random_values(21, 3);
-  float* g = buckets[0].buffer.data<float>();
-  std::memcpy(g, g0.data(), 21 * 4);
-  SingleRankCommunicator one;
-  GradientSyncStats stats;
-  c.sum(0, g, one, 0, stats);
-  double ss = 0;
-  for (float v : g0) ss += double{v} * v;
-  const double s = std::sqrt(ss / 21);
-  for (int j = 0; j < 21; ++j) {
-    const double sign = g0[j] < 0 ? -1.0 : 1.0;
-    EXPECT_NEAR(g[j], s * sign, 1e-6 * s) << j;
-    EXPECT_NEAR(c.worker_error(0).data<float>()[j], g0[j] - s * sign, 1e-6 * s) << j;
+// bf16 as torch.tensor(s).bfloat16() rounds: to nearest, ties to even (s positive, finite).
+double to_bf16(double s) {
+  int e = 0;
+  std::frexp(s, &e);                      // s = f 2^e, f in [0.5, 1)
+  const double ulp = std::ldexp(1.0, e - 8);  // 8 significant bits
+  return std::nearbyint(s / ulp) * ulp;       // default rounding mode: ties to even
+}
+
+// One rank: x = g + e is sent as s sign(x) with s its block's scale in bf16, the server
+// compresses that again (z = s sign(x) + e_server has |z| = s everywhere in the block at the
+// first step, so both scales give s back and the result is s sign(x) exactly), and the worker
+// error is x - s sign(x). Blocks: the spec's one rms scale per chunk (block_size 0), and the
+// mean magnitude per 16 elements (the last block of 5).
+TEST(OneBitCompressor, OneRankFirstStepIsTheBlockScaleTimesTheSigns) {
+  struct Case {
+    OneBitOptions options;
+    int block;  // elements per scale among the 21
+  };
+  for (const Case& k : {Case{{0, OneBitScale::rms}, 32}, Case{{16, OneBitScale::mean_abs}, 16}}) {
+    auto alloc = std::make_shared<TestAllocator>();
+    core::Context ctx(alloc);
+    auto buckets = make_gradient_buckets(ctx, {{1, "w", {7, 3}}}, core::DType::f32, std::int64_t{1} << 30);
+    OneBitCompressor c(buckets, 1, ctx, k.options);
+    const auto g0 = random_values(21, 3);
+    float* g = buckets[0].buffer.data<float>();
+    std::memcpy(g, g0.data(), 21 * 4);
+    SingleRankCommunicator one;
+    GradientSyncStats stats;
+    c.sum(0, g, one, 0, stats);
+    for (int lo = 0; lo < 21; lo += k.block) {
+      const int hi = std::min(21, lo + k.block);
+      double sum = 0;
+      for (int j = lo; j < hi; ++j) {
+        sum += k.options.scale == OneBitScale::rms ? double{g0[j]} * g0[j] : std::fabs(double{g0[j]});
+      }
+      const double s = to_bf16(k.options.scale == OneBitScale::rms ? std::sqrt(sum / (hi - lo)) : sum / (hi - lo));
+      for (int j = lo; j < hi; ++j) {
+        const double sign = g0[j] < 0 ? -1.0 : 1.0;
+        EXPECT_EQ(g[j], static_cast<float>(s * sign)) << j;
+        EXPECT_NEAR(c.worker_error(0).data<float>()[j], g0[j] - s * sign, 1e-6 * s) << j;
+      }
+    }
+    // Padded to 32 elements: 2 words of signs and a 16-bit scale per block, in each stage.
+    const int blocks = k.block == 32 ? 1 : 2;
+    EXPECT_EQ(c.alltoall_bytes(0), 32 / 8 + 2 * blocks);
+    EXPECT_EQ(stats.bytes, 2 * (32 / 8 + 2 * blocks));
   }
-  // Padded to 16 elements: 2 words + a scale, in each stage.
-  EXPECT_EQ(c.alltoall_bytes(0), (32 / 8 + 4));
-  EXPECT_EQ(stats.bytes, 2 * (32 / 8 + 4));
 }
 
 // Error feedback: sum over steps of g equals sum of what was applied plus the worker and server
@@ -116,11 +139,13 @@ TEST(OneBitCompressor, ErrorFeedbackKeepsTheLostPartOfTheSumBounded) {
   EXPECT_LT(worst, 10 * 1e-3 * std::sqrt(static_cast<double>(n)));
 }
 
-TEST(OneBitCompressor, BadWorldsAreErrors) {
+TEST(OneBitCompressor, BadWorldsAndBlockSizesAreErrors) {
   auto alloc = std::make_shared<TestAllocator>();
   core::Context ctx(alloc);
   auto f32 = make_gradient_buckets(ctx, {{1, "w", {4}}}, core::DType::f32, std::int64_t{1} << 30);
   EXPECT_THROW(OneBitCompressor(f32, 0, ctx), RuntimeError);
+  EXPECT_THROW(OneBitCompressor(f32, 1, ctx, {8, OneBitScale::mean_abs}), RuntimeError);
+  EXPECT_THROW(OneBitCompressor(f32, 1, ctx, {-16, OneBitScale::mean_abs}), RuntimeError);
   OneBitCompressor two(f32, 2, ctx);
   SingleRankCommunicator one;
   GradientSyncStats stats;

@@ -251,6 +251,23 @@ TEST(ConfigErrors, CompressionNeedsStageZeroFp32AndValidOptions) {
   const std::string g = files.write(
       "g.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  warm_start: false\n  start_iter: 3\n");
   EXPECT_TRUE(contains(load_error(g), g + ":5: compression.warm_start = false: is a PowerSGD option")) << load_error(g);
+  // 1-bit's blocks are whole words of signs; its options mean nothing to PowerSGD; the scale is
+  // one of two.
+  const std::string n = files.write("n.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  block_size: 24\n");
+  EXPECT_TRUE(contains(load_error(n), n + ":5: compression.block_size = 24: is not a whole number of 16-bit words "
+                                          "of signs; expected 0 (one scale per chunk) or a multiple of 16"))
+      << load_error(n);
+  const std::string o = files.write("o.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  scale: rms\n");
+  EXPECT_TRUE(contains(load_error(o), o + ":5: compression.scale = rms: is a 1-bit option and compression.method = "
+                                          "powersgd (" + o + ":4) has no use for it"))
+      << load_error(o);
+  const std::string p = files.write("p.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  scale: max\n");
+  EXPECT_TRUE(contains(load_error(p), p + ":5: compression.scale")) << load_error(p);
+  const Config blocks = load_config(
+      files.write("q.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  block_size: 0\n"
+                            "  scale: rms\n"), {});
+  EXPECT_EQ(blocks.compression.block_size, 0);
+  EXPECT_EQ(blocks.compression.scale, "rms");
   const std::string e = files.write(
       "e.yaml", "data:\n  mock: true\nparallel:\n  zero_stage: 1\ncompression:\n  method: none\n  rank: 8\n"
                 "  start_iter: 0\n  warm_start: false\n");

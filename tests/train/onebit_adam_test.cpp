@@ -19,6 +19,12 @@
 namespace memtrain::train {
 namespace {
 
+OneBitAdamOptions freeze_at(std::int64_t step) {
+  OneBitAdamOptions o;
+  o.freeze_step = step;
+  return o;
+}
+
 // Two parameters whose gradients live in one bucket, as a model's do.
 struct Rig {
   std::shared_ptr<memory::CachingAllocator> allocator = make_model_allocator(MemoryConfig{});
@@ -61,7 +67,7 @@ std::vector<float> copy(const core::Tensor& t) {
 TEST(OneBitAdam, BeforeTheFreezeItIsAdamWBitForBit) {
   Rig a, b;
   const AdamWOptions o{0.9, 0.98, 1e-8, 0.01};
-  OneBitAdam onebit(a.params, a.buckets, *a.sync, a.one, a.ctx, o, OneBitAdamOptions{5});
+  OneBitAdam onebit(a.params, a.buckets, *a.sync, a.one, a.ctx, o, freeze_at(5));
   AdamW adamw(b.params, b.ctx, o);
   for (int s = 0; s < 5; ++s) {
     a.set_grads(s, false);
@@ -84,7 +90,7 @@ TEST(OneBitAdam, AfterTheFreezeTheVarianceStaysAndZeroGradientsLeaveTheMomentum)
   Rig a;
   const AdamWOptions o{0.9, 0.98, 1e-8, 0.01};
   const int freeze = 3;
-  OneBitAdam opt(a.params, a.buckets, *a.sync, a.one, a.ctx, o, OneBitAdamOptions{freeze});
+  OneBitAdam opt(a.params, a.buckets, *a.sync, a.one, a.ctx, o, freeze_at(freeze));
   for (int s = 0; s < freeze; ++s) {
     a.set_grads(s, false);
     opt.step(1e-2);
@@ -123,10 +129,10 @@ TEST(OneBitAdam, AfterTheFreezeTheVarianceStaysAndZeroGradientsLeaveTheMomentum)
 
 TEST(OneBitAdam, SixteenBitParametersAndAZeroFreezeStepAreErrors) {
   Rig a;
-  EXPECT_THROW(OneBitAdam(a.params, a.buckets, *a.sync, a.one, a.ctx, AdamWOptions{}, OneBitAdamOptions{0}),
+  EXPECT_THROW(OneBitAdam(a.params, a.buckets, *a.sync, a.one, a.ctx, AdamWOptions{}, freeze_at(0)),
                RuntimeError);
   a.params[1].value = core::Tensor::empty(a.ctx, {5}, core::DType::bf16, core::tags().parameter);
-  EXPECT_THROW(OneBitAdam(a.params, a.buckets, *a.sync, a.one, a.ctx, AdamWOptions{}, OneBitAdamOptions{2}),
+  EXPECT_THROW(OneBitAdam(a.params, a.buckets, *a.sync, a.one, a.ctx, AdamWOptions{}, freeze_at(2)),
                RuntimeError);
 }
 

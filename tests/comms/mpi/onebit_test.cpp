@@ -10,11 +10,13 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "comms/communicator.hpp"
 #include "comms/mpi_communicator.hpp"
 #include "comms/onebit_compressor.hpp"
+#include "kernels/cpu/half_convert.hpp"
 #include "memory/caching_allocator.hpp"
 #include "memory/host_resource.hpp"
 #include "runtime/core/context.hpp"
@@ -33,19 +35,24 @@ std::vector<float> values(int r, std::int64_t step, std::int64_t n) {
 
 float sgn(float x) { return x < 0.0f ? -1.0f : 1.0f; }
 
-float rms(const std::vector<float>& x, std::int64_t begin, std::int64_t count) {
+// The scale of x[begin, begin + count), rounded to bf16 as it travels.
+float scale(const std::vector<float>& x, std::int64_t begin, std::int64_t count, OneBitScale kind) {
   if (count == 0) return 0.0f;
   double s = 0;
-  for (std::int64_t j = 0; j < count; ++j) s += double{x[begin + j]} * x[begin + j];
-  return static_cast<float>(std::sqrt(s / static_cast<double>(count)));
+  for (std::int64_t j = 0; j < count; ++j) {
+    s += kind == OneBitScale::rms ? double{x[begin + j]} * x[begin + j] : std::fabs(double{x[begin + j]});
+  }
+  const double v = kind == OneBitScale::rms ? std::sqrt(s / static_cast<double>(count)) : s / static_cast<double>(count);
+  return kernels::bf16_to_float(kernels::float_to_bf16(static_cast<float>(v)));
 }
 
 // One entry of n elements over P ranks: every rank's worker error, the servers' errors, and the
 // sum every rank receives, by the Note's formulas.
 struct Reference {
-  Reference(std::int64_t n, int P) : n(n), P(P) {
+  Reference(std::int64_t n, int P, OneBitOptions o) : n(n), P(P), options(o) {
     const std::int64_t mult = 16 * P;
     k = (n + mult - 1) / mult * mult / P;
+    block = o.block_size > 0 ? std::min(o.block_size, k) : k;
     e.assign(static_cast<std::size_t>(P), std::vector<float>(static_cast<std::size_t>(n), 0.0f));
     es.assign(static_cast<std::size_t>(k * P), 0.0f);  // chunk c's server error at c k + j
   }
@@ -59,25 +66,33 @@ struct Reference {
     }
     std::vector<float> out(static_cast<std::size_t>(n));
     for (std::int64_t c = 0; c < P; ++c) {
-      const std::int64_t b = c * k, cnt = count(c);
-      std::vector<float> s(static_cast<std::size_t>(P));
-      for (int r = 0; r < P; ++r) s[r] = rms(x[r], b, cnt);
-      std::vector<float> z(static_cast<std::size_t>(cnt));
-      for (std::int64_t j = 0; j < cnt; ++j) {
-        z[j] = es[b + j];
-        for (int r = 0; r < P; ++r) z[j] += s[r] * sgn(x[r][b + j]);
-      }
-      const float ss = rms(z, 0, cnt);
-      for (std::int64_t j = 0; j < cnt; ++j) {
-        out[b + j] = ss * sgn(z[j]);
-        es[b + j] = z[j] - ss * sgn(z[j]);
-        for (int r = 0; r < P; ++r) e[r][b + j] = x[r][b + j] - s[r] * sgn(x[r][b + j]);
+      for (std::int64_t lo = 0; lo < count(c); lo += block) {
+        const std::int64_t b = c * k + lo, cnt = std::min(block, count(c) - lo);
+        std::vector<float> s(static_cast<std::size_t>(P));
+        for (int r = 0; r < P; ++r) s[r] = scale(x[r], b, cnt, options.scale);
+        std::vector<float> z(static_cast<std::size_t>(cnt));
+        for (std::int64_t j = 0; j < cnt; ++j) {
+          z[j] = es[b + j];
+          for (int r = 0; r < P; ++r) z[j] += s[r] * sgn(x[r][b + j]);
+        }
+        const float ss = scale(z, 0, cnt, options.scale);
+        for (std::int64_t j = 0; j < cnt; ++j) {
+          out[b + j] = ss * sgn(z[j]);
+          es[b + j] = z[j] - ss * sgn(z[j]);
+          for (int r = 0; r < P; ++r) e[r][b + j] = x[r][b + j] - s[r] * sgn(x[r][b + j]);
+        }
       }
     }
     return out;
   }
-  std::int64_t n, k = 0;
+  // Bytes of both stages: signs and a 16-bit scale per block of every chunk, then of the owned one.
+  std::int64_t bytes() const {
+    const std::int64_t blocks = (k + block - 1) / block;
+    return P * (k / 8 + 2 * blocks) + (k / 8 + 2 * blocks);
+  }
+  std::int64_t n, k = 0, block = 0;
   int P;
+  OneBitOptions options;
   std::vector<std::vector<float>> e;
   std::vector<float> es;
 };
@@ -89,8 +104,12 @@ std::uint32_t bits(float f) {
 }
 
 // Entries of 1, 40 and 1000 elements (padded to 16 x world), three steps so that both errors
-// feed back: every rank's sum, worker error and server error equal the reference's bits.
+// feed back: every rank's sum, worker error and server error equal the reference's bits, with
+// one rms scale per chunk (the spec's form), and mean magnitudes per 16 and per 256 elements.
 TEST(OneBit, TwoStageSumEqualsTheOneProcessReferenceBitForBit) {
+  for (const OneBitOptions options : {OneBitOptions{0, OneBitScale::rms}, OneBitOptions{16, OneBitScale::mean_abs},
+                                      OneBitOptions{256, OneBitScale::mean_abs}}) {
+  SCOPED_TRACE("block_size " + std::to_string(options.block_size));
   auto world = make_world_communicator();
   const int P = world->size(), me = world->rank();
   core::Context ctx(std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
@@ -98,9 +117,9 @@ TEST(OneBit, TwoStageSumEqualsTheOneProcessReferenceBitForBit) {
   auto buckets = make_gradient_buckets(ctx, {{1, "a", {1}}, {2, "b", {8, 5}}, {3, "c", {1000}}},
                                        core::DType::f32, std::int64_t{1} << 30);
   ASSERT_EQ(buckets.size(), 1u);
-  OneBitCompressor c(buckets, P, ctx);
+  OneBitCompressor c(buckets, P, ctx, options);
   std::vector<Reference> refs;
-  for (auto n : sizes) refs.emplace_back(n, P);
+  for (auto n : sizes) refs.emplace_back(n, P, options);
   float* g = buckets[0].buffer.data<float>();
   const auto& entries = buckets[0].entries;
   for (std::int64_t step = 0; step < 3; ++step) {
@@ -131,13 +150,14 @@ TEST(OneBit, TwoStageSumEqualsTheOneProcessReferenceBitForBit) {
       }
       at += refs[t].k;
     }
-    // Bytes: the all-to-all of padded / 8 plus a scale per chunk, the all-gather of the
-    // padded / (8 P) bytes this rank owns plus its scale.
+    // Bytes: the all-to-all of padded / 8 plus a scale per block, the all-gather of the
+    // padded / (8 P) bytes this rank owns plus its blocks' scales.
     std::int64_t want_bytes = 0;
-    for (const auto& ref : refs) want_bytes += (ref.k * P / 8 + 4 * P) + (ref.k / 8 + 4);
+    for (const auto& ref : refs) want_bytes += ref.bytes();
     EXPECT_EQ(stats.bytes, want_bytes);
     EXPECT_EQ(stats.bytes, c.alltoall_bytes(0) + c.allgather_bytes(0));
     EXPECT_EQ(stats.calls, 2);
+  }
   }
 }
 
