@@ -95,8 +95,19 @@ void check_parallel(const Config& c) {
 // The compressors sum buckets whole (ZeRO-1 reduce-scatters them; DeepSpeed's 1-bit Adam needs
 // stage 0 too); 16-bit buckets are compressed in f32 (Note [16-bit gradients are compressed in
 // f32], comms/gradient_synchronizer.hpp).
-// PowerSGD's own keys mean nothing to 1-bit: set with onebit, they are refused rather than
-// silently ignored (with none every key is accepted, as precision.loss_scale.* with fp32).
+// A key of another method set to something other than its default. Only such a key is
+// refused: run directories and checkpoints write every key into config.yaml with its value
+// (canonical_yaml), and eval, export-hf and --config <run>/config.yaml load those files back.
+bool set_away_from_default(const Config& c, const std::string& key) {
+  if (!c.origin.count(key)) return false;
+  static const Config defaults;
+  const KeySpec* spec = find_key(key);
+  return spec == nullptr || spec->get(c) != spec->get(defaults);
+}
+
+// PowerSGD's own keys mean nothing to 1-bit and 1-bit's nothing to PowerSGD: set with the other
+// method to a value of their own, they are refused rather than silently ignored (with none every
+// key is accepted, as precision.loss_scale.* with fp32).
 void check_compression(const Config& c) {
   if (c.compression.block_size % 16 != 0) {
     fail(c, "compression.block_size", "is not a whole number of 16-bit words of signs",
@@ -128,22 +139,22 @@ void check_compression(const Config& c) {
     return;
   }
   if (c.compression.method == "none") return;
-  if (c.origin.count("compression.freeze_step")) {
-    fail(c, "compression.freeze_step", "is an option of training.optimizer = onebit_adam and " +
-                                           other(c, "training.optimizer") + " has no use for it",
+  if (set_away_from_default(c, "compression.freeze_step")) {
+    fail(c, "compression.freeze_step", "is an option of training.optimizer = onebit_adam, which " +
+                                           other(c, "training.optimizer") + " does not use",
          "no compression.freeze_step with compression.method = " + c.compression.method +
-             ", or training.optimizer = onebit_adam");
+             ", or training.optimizer = onebit_adam with compression.method = none");
   }
   if (c.compression.method == "onebit") {
     for (const std::string key : {"compression.rank", "compression.min_compression_rate", "compression.warm_start"}) {
-      if (!c.origin.count(key)) continue;
+      if (!set_away_from_default(c, key)) continue;
       fail(c, key, "is a PowerSGD option and " + other(c, "compression.method") + " has no use for it",
            "no " + key + " with onebit, or compression.method = powersgd");
     }
   }
   if (c.compression.method == "powersgd") {
     for (const std::string key : {"compression.block_size", "compression.scale"}) {
-      if (!c.origin.count(key)) continue;
+      if (!set_away_from_default(c, key)) continue;
       fail(c, key, "is a 1-bit option and " + other(c, "compression.method") + " has no use for it",
            "no " + key + " with powersgd, or compression.method = onebit");
     }

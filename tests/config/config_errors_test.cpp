@@ -235,7 +235,9 @@ TEST(ConfigErrors, CompressionNeedsStageZeroFp32AndValidOptions) {
   const std::string k = files.write(
       "k.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  freeze_step: 5\n");
   EXPECT_TRUE(contains(load_error(k), k + ":5: compression.freeze_step = 5: is an option of training.optimizer = "
-                                          "onebit_adam and training.optimizer = adamw (default) has no use for it"))
+                                          "onebit_adam, which training.optimizer = adamw (default) does not use; "
+                                          "expected no compression.freeze_step with compression.method = powersgd, or "
+                                          "training.optimizer = onebit_adam with compression.method = none"))
       << load_error(k);
   const std::string l = files.write(
       "l.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  freeze_step: 0\n");

@@ -7,8 +7,11 @@
 #include <cctype>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include "runtime/config/config_hash.hpp"
+#include "runtime/core/errors.hpp"
 #include "runtime/config/config_schema.hpp"
 #include "tests/config/config_test_files.hpp"
 
@@ -92,6 +95,24 @@ TEST(ConfigHash, CanonicalTextLoadsBackToTheSameConfig) {
   EXPECT_EQ(back.memory.max_split_size, 100u << 20);
   EXPECT_DOUBLE_EQ(back.precision.loss_scale.initial_scale, 1024.0);
   EXPECT_EQ(back.precision.loss_scale.hysteresis, 3);
+}
+
+// config.yaml of a run directory or a checkpoint holds every key, the other methods' included:
+// it loads back with every compression method (eval and export-hf read it), while a key of
+// another method set to a value of its own is still refused.
+TEST(ConfigHash, CanonicalTextLoadsBackWithEveryCompressionMethod) {
+  ConfigFiles files;
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"compression.method=powersgd"}, {"compression.method=onebit"},
+        {"training.optimizer=onebit_adam", "compression.freeze_step=5", "compression.scale=rms"}}) {
+    const Config c = load_config(files.write("a.yaml", kMinimalYaml), sets);
+    const Config back = load_config(files.write("canonical.yaml", canonical_yaml(c)), {});
+    EXPECT_EQ(canonical_yaml(back), canonical_yaml(c)) << sets[0];
+  }
+  EXPECT_THROW(load_config(files.write("b.yaml", kMinimalYaml), {"compression.method=powersgd", "compression.block_size=512"}),
+               ConfigError);
+  EXPECT_THROW(load_config(files.write("c.yaml", kMinimalYaml), {"compression.method=onebit", "compression.rank=8"}),
+               ConfigError);
 }
 
 TEST(ConfigHash, CanonicalTextHasEveryKeyOfTheTable) {
