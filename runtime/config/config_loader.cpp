@@ -94,6 +94,11 @@ void apply(Config& c, const std::string& key, const std::string& text, const std
     fail(where, key, shown_value, "not supported yet", "the key left out (" + *why + ")");
   }
   const KeySpec* spec = find_key(key);
+  if (spec == nullptr && (key == "<<" || key.ends_with(".<<"))) {
+    // yaml-cpp reads a merge key as a plain key named "<<" (it does not implement merges).
+    fail(where, key, shown_value, "a YAML merge key, which memtrain's config does not support",
+         "the keys written out in the section");
+  }
   if (spec == nullptr) {
     const std::string near = closest_key(key);
     fail(where, key, shown_value, near.empty() ? "unknown key" : "unknown key (did you mean " + near + "?)",

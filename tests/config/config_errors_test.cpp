@@ -46,6 +46,15 @@ TEST(ConfigErrors, RewordedKeySuggestsTheKeySharingAWord) {
                        "memory.split_size = 8: unknown key (did you mean memory.max_split_size?)"));
 }
 
+// yaml-cpp does not merge: a merge key arrives as a key named "<<", and is named as such.
+TEST(ConfigErrors, YamlMergeKeyIsNamedAsUnsupported) {
+  ConfigFiles files;
+  const std::string path = files.write("c.yaml", with("compression:\n  <<: {method: onebit}\n"));
+  EXPECT_TRUE(contains(load_error(path), path + ":9: compression.<< = {method: onebit}: a YAML merge key, which "
+                                                 "memtrain's config does not support; expected the keys written out"))
+      << load_error(path);
+}
+
 TEST(ConfigErrors, NonsenseKeyGetsNoSuggestion) {
   ConfigFiles files;
   const std::string msg = load_error(files.write("c.yaml", with("training:\n  zzzzzzzzzzzzzzzzzzzz: 1\n")));
