@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   onebit.method = comms::GradientSynchronizer::CompressionMethod::onebit;
   onebit.start_iter = 0;
   methods.push_back({"onebit", onebit, {}, {}});
-  // One rms scale per chunk: DeepSpeed's form, 1/16 bit per element fewer than blocks of 256.
+  // One rms scale per chunk: DeepSpeed's form, 1/64 bit per element fewer than blocks of 256.
   onebit.onebit = comms::OneBitOptions{0, comms::OneBitScale::rms};
   methods.push_back({"onebit_chunk_rms", onebit, {}, {}});
 

@@ -21,20 +21,24 @@ namespace memtrain::comms {
 // Each entry (tensor) of n elements is padded to a multiple of 16 x world and cut into world
 // chunks of k = padded / world elements; rank c owns chunk c of every entry. A chunk is cut
 // into blocks of block_size elements (the last may be short; block_size 0: the whole chunk is
-// one block). Compression of x is one scale per block, s = mean |x_j| (scale mean_abs) or
-// s = ||x||_2 / sqrt(count) (scale rms) over the block's real elements, rounded to bf16, and one
-// sign bit per element (1 for x < 0; the sign of 0 is +1), packed 16 to a 16-bit word (the
-// same bytes as 8 to a byte), so that the value sent for x_j is s sign(x_j).
+// one block). Compression of x is one scale per block, s_b = mean |x_j| (scale mean_abs) or
+// ||x||_2 / sqrt(count) (scale rms) over the block's real elements, and one sign bit per
+// element (1 for x < 0; the sign of 0 is +1), packed 16 to a 16-bit word (the same bytes as 8
+// to a byte). The scales travel as the chunk's scale S = bf16(max_b s_b) and, with more than
+// one block, a 4-bit code per block, k_b = round(2 log2(S / s_b)) within [0, 15], standing
+// for S 2^(-k_b / 2), and 15 for 0 (a block more than 2^7 below S is left to the error
+// feedback). The value sent for x_j is its block's coded scale times sign(x_j).
 //   1. Worker: x = data + e (e: this rank's error, [n] per entry), compressed per chunk;
 //      all-to-all: rank c receives every rank's chunk c with its scales.
 //   2. Server: rank c sums the decompressed chunks in rank order, y = sum_i s_i sign_i, adds
 //      its server error, z = y + e_server ([k] per entry), and compresses z the same way.
 //   3. All-gather of the servers' compressed chunks: every rank decompresses the whole sum.
-//   Errors: e = x - s sign(x) and e_server = z - s_server sign(z) with the bf16 scale that was
+//   Errors: e = x - s sign(x) and e_server = z - s_server sign(z) with the coded scale that was
 //   sent (error feedback: what one step did not send is added to the next, the scale's
 //   rounding included).
-// The payload per entry is padded / 8 bytes plus 2 bytes per block in the all-to-all, and
-// padded / (8 world) plus 2 per block of the owned chunk in the all-gather.
+// The payload per entry and chunk is k / 8 bytes of signs and 2 bytes of S, plus 2 bytes per 4
+// blocks of codes when there are several: world chunks in the all-to-all, the owned one in the
+// all-gather.
 //
 // Note [1-bit scales per block, by the mean magnitude]
 // Seide et al. and DeepSpeed send one rms scale per tensor (here per chunk: block_size 0,
@@ -51,9 +55,14 @@ namespace memtrain::comms {
 //   ICML 2019, the scaled sign compressor).
 // Measured (eval_loss at step 1500 against 4.829 uncompressed; f32 scales): rms per chunk 5.521
 // (+14.3 %); rms per 128 5.295; mean_abs per chunk 5.640; mean_abs per 2048 5.280, per 512
-// 5.065, per 256 4.883 (+1.1 %), per 128 4.919. Scales travel in bf16, which keeps 256-element
-// blocks at 20x fewer bytes than f32 at 2 ranks (a scale costs 1/16 bit per element; f32 scales
-// would give 19x); the error feedback absorbs their rounding: 4.840 (+0.2 %) with bf16 scales.
+// 5.065, per 256 4.883 (+1.1 %), per 128 4.919.
+// A scale per block costs bytes: an f32 one per 256 elements is 1/8 bit per element, and the
+// issue's ratios (20x at 2 ranks, 25x at 4, both stages counted) leave less than that. The
+// error feedback absorbs a scale's rounding, so a block's magnitude needs only to be right
+// within a factor, not to the bit: 4-bit codes in steps of sqrt(2) under one bf16 scale per
+// chunk cost 1/64 bit per element (21x at 2 ranks, 25.2x at 4 for 256-element blocks), and
+// ended at 4.925 (+2.0 %) at 2 ranks and 4.879 against 4.755 (+2.6 %) at 4, where a bf16 scale
+// per block ended at 4.840 and 4.873.
 // Note [A non-finite step leaves 1-bit's state untouched]
 // A rank whose x has a non-finite element anywhere in the bucket sends NaN for every scale, so
 // that every server sees it and neither updates its server error nor sends finite scales; each
@@ -108,7 +117,8 @@ class OneBitCompressor final : public GradientCompressor {
                    const std::vector<bool>* skip);
 
   // Bytes bucket b hands to the all-to-all and to the all-gather: sum over entries of
-  // world (k / 8 + 2 blocks), and k / 8 + 2 blocks (k: the entry's chunk, blocks: per chunk).
+  // world (k / 8 + 2 scale_words), and k / 8 + 2 scale_words (k: the entry's chunk; scale_words:
+  // 1 with one block, else 1 + ceil(blocks / 4)).
   std::int64_t alltoall_bytes(std::size_t b) const;
   std::int64_t allgather_bytes(std::size_t b) const;
   // Entry elements are padded to a multiple of this (16 x world).
@@ -122,7 +132,8 @@ class OneBitCompressor final : public GradientCompressor {
   struct Entry {
     std::int64_t offset = 0, numel = 0;  // in the bucket, elements
     std::int64_t chunk = 0;              // k: elements per chunk (a multiple of 16)
-    std::int64_t block = 0, blocks = 0;  // elements per scale, scales (16-bit words) per chunk
+    std::int64_t block = 0, blocks = 0;  // elements per block, blocks per chunk
+    std::int64_t scale_words = 0;        // per chunk: the scale, then the blocks' 4-bit codes
     std::int64_t word = 0;               // first 16-bit word in a chunk block
     std::int64_t server_offset = 0;      // in the server error
   };
@@ -142,6 +153,7 @@ class OneBitCompressor final : public GradientCompressor {
   std::vector<Bucket> buckets_;
   core::Tensor send_, recv_, gather_send_, gather_recv_;  // 16-bit words
   core::Tensor x_;                                        // [largest k] f32: one chunk's x
+  core::Tensor scales_;                                   // [most blocks] f32: one chunk's scales
   std::int64_t state_bytes_ = 0;
 };
 

@@ -63,11 +63,20 @@ double to_bf16(double s) {
   return std::nearbyint(s / ulp) * ulp;       // default rounding mode: ties to even
 }
 
-// One rank: x = g + e is sent as s sign(x) with s its block's scale in bf16, the server
+// The scale a block's 4-bit code stands for, by Note [1-bit sums in two stages]'s formula:
+// S = bf16(largest block scale), k = round(2 log2(S / s)) within [0, 15], S 2^(-k/2), 0 for 15.
+float coded(double S, double s) {
+  if (s == 0) return 0.0f;
+  const long k = std::clamp<long>(std::lround(2 * std::log2(S / s)), 0, 15);
+  if (k == 15) return 0.0f;
+  return static_cast<float>(S) * static_cast<float>(std::exp2(-0.5 * static_cast<double>(k)));
+}
+
+// One rank: x = g + e is sent as s sign(x) with s its block's coded scale, the server
 // compresses that again (z = s sign(x) + e_server has |z| = s everywhere in the block at the
-// first step, so both scales give s back and the result is s sign(x) exactly), and the worker
-// error is x - s sign(x). Blocks: the spec's one rms scale per chunk (block_size 0), and the
-// mean magnitude per 16 elements (the last block of 5).
+// first step, so its scales code to s again and the result is s sign(x) exactly), and the
+// worker error is x - s sign(x). Blocks: the spec's one rms scale per chunk (block_size 0: S
+// alone), and the mean magnitude per 16 elements (the last block of 5).
 TEST(OneBitCompressor, OneRankFirstStepIsTheBlockScaleTimesTheSigns) {
   struct Case {
     OneBitOptions options;
@@ -84,23 +93,30 @@ TEST(OneBitCompressor, OneRankFirstStepIsTheBlockScaleTimesTheSigns) {
     SingleRankCommunicator one;
     GradientSyncStats stats;
     c.sum(0, g, one, 0, stats);
+    std::vector<float> scales;
     for (int lo = 0; lo < 21; lo += k.block) {
       const int hi = std::min(21, lo + k.block);
       double sum = 0;
       for (int j = lo; j < hi; ++j) {
         sum += k.options.scale == OneBitScale::rms ? double{g0[j]} * g0[j] : std::fabs(double{g0[j]});
       }
-      const double s = to_bf16(k.options.scale == OneBitScale::rms ? std::sqrt(sum / (hi - lo)) : sum / (hi - lo));
+      scales.push_back(static_cast<float>(k.options.scale == OneBitScale::rms ? std::sqrt(sum / (hi - lo)) : sum / (hi - lo)));
+    }
+    const double S = to_bf16(*std::max_element(scales.begin(), scales.end()));
+    for (int lo = 0; lo < 21; lo += k.block) {
+      const int hi = std::min(21, lo + k.block);
+      const double s = scales.size() == 1 ? S : coded(S, scales[static_cast<std::size_t>(lo / k.block)]);
       for (int j = lo; j < hi; ++j) {
         const double sign = g0[j] < 0 ? -1.0 : 1.0;
         EXPECT_EQ(g[j], static_cast<float>(s * sign)) << j;
         EXPECT_NEAR(c.worker_error(0).data<float>()[j], g0[j] - s * sign, 1e-6 * s) << j;
       }
     }
-    // Padded to 32 elements: 2 words of signs and a 16-bit scale per block, in each stage.
-    const int blocks = k.block == 32 ? 1 : 2;
-    EXPECT_EQ(c.alltoall_bytes(0), 32 / 8 + 2 * blocks);
-    EXPECT_EQ(stats.bytes, 2 * (32 / 8 + 2 * blocks));
+    // Padded to 32 elements: 2 words of signs and S, and with 2 blocks a word of codes, in each
+    // stage.
+    const int scale_words = k.block == 32 ? 1 : 2;
+    EXPECT_EQ(c.alltoall_bytes(0), 32 / 8 + 2 * scale_words);
+    EXPECT_EQ(stats.bytes, 2 * (32 / 8 + 2 * scale_words));
   }
 }
 

@@ -35,15 +35,35 @@ std::vector<float> values(int r, std::int64_t step, std::int64_t n) {
 
 float sgn(float x) { return x < 0.0f ? -1.0f : 1.0f; }
 
-// The scale of x[begin, begin + count), rounded to bf16 as it travels.
+// The scale of x[begin, begin + count).
 float scale(const std::vector<float>& x, std::int64_t begin, std::int64_t count, OneBitScale kind) {
   if (count == 0) return 0.0f;
   double s = 0;
   for (std::int64_t j = 0; j < count; ++j) {
     s += kind == OneBitScale::rms ? double{x[begin + j]} * x[begin + j] : std::fabs(double{x[begin + j]});
   }
-  const double v = kind == OneBitScale::rms ? std::sqrt(s / static_cast<double>(count)) : s / static_cast<double>(count);
-  return kernels::bf16_to_float(kernels::float_to_bf16(static_cast<float>(v)));
+  return static_cast<float>(kind == OneBitScale::rms ? std::sqrt(s / static_cast<double>(count))
+                                                     : s / static_cast<double>(count));
+}
+
+float bf16(float v) { return kernels::bf16_to_float(kernels::float_to_bf16(v)); }
+
+// The scales a chunk's blocks travel as: S = bf16(largest), then each block's 4-bit code's
+// value S 2^(-k/2), k = round(2 log2(S / s)) within [0, 15], 0 for 15; S alone for
+// one block.
+std::vector<float> coded(const std::vector<float>& s) {
+  const float S = bf16(*std::max_element(s.begin(), s.end()));
+  if (s.size() == 1) return {S};
+  std::vector<float> out;
+  for (float v : s) {
+    if (v == 0.0f || S == 0.0f) {
+      out.push_back(0.0f);
+      continue;
+    }
+    const long k = std::clamp<long>(std::lround(2 * std::log2(double{S} / double{v})), 0, 15);
+    out.push_back(k == 15 ? 0.0f : S * static_cast<float>(std::exp2(-0.5 * static_cast<double>(k))));
+  }
+  return out;
 }
 
 // One entry of n elements over P ranks: every rank's worker error, the servers' errors, and the
@@ -65,30 +85,39 @@ struct Reference {
       for (std::int64_t j = 0; j < n; ++j) x[r][j] = g[r][j] + e[r][j];
     }
     std::vector<float> out(static_cast<std::size_t>(n));
+    const std::int64_t blocks = (k + block - 1) / block;
+    // The scales of chunk c of v (offset `at` in v), coded.
+    auto chunk_scales = [&](const std::vector<float>& v, std::int64_t at, std::int64_t c) {
+      std::vector<float> s;
+      for (std::int64_t lo = 0; lo < blocks * block; lo += block) {
+        s.push_back(scale(v, at + lo, std::clamp<std::int64_t>(count(c) - lo, 0, block), options.scale));
+      }
+      return coded(s);
+    };
     for (std::int64_t c = 0; c < P; ++c) {
-      for (std::int64_t lo = 0; lo < count(c); lo += block) {
-        const std::int64_t b = c * k + lo, cnt = std::min(block, count(c) - lo);
-        std::vector<float> s(static_cast<std::size_t>(P));
-        for (int r = 0; r < P; ++r) s[r] = scale(x[r], b, cnt, options.scale);
-        std::vector<float> z(static_cast<std::size_t>(cnt));
-        for (std::int64_t j = 0; j < cnt; ++j) {
-          z[j] = es[b + j];
-          for (int r = 0; r < P; ++r) z[j] += s[r] * sgn(x[r][b + j]);
-        }
-        const float ss = scale(z, 0, cnt, options.scale);
-        for (std::int64_t j = 0; j < cnt; ++j) {
-          out[b + j] = ss * sgn(z[j]);
-          es[b + j] = z[j] - ss * sgn(z[j]);
-          for (int r = 0; r < P; ++r) e[r][b + j] = x[r][b + j] - s[r] * sgn(x[r][b + j]);
-        }
+      std::vector<std::vector<float>> s;  // [P][blocks]
+      for (int r = 0; r < P; ++r) s.push_back(chunk_scales(x[r], c * k, c));
+      std::vector<float> z(static_cast<std::size_t>(count(c)));
+      for (std::int64_t j = 0; j < count(c); ++j) {
+        z[j] = es[c * k + j];
+        for (int r = 0; r < P; ++r) z[j] += s[r][j / block] * sgn(x[r][c * k + j]);
+      }
+      const auto ss = chunk_scales(z, 0, c);
+      for (std::int64_t j = 0; j < count(c); ++j) {
+        const std::int64_t at = c * k + j;
+        out[at] = ss[j / block] * sgn(z[j]);
+        es[at] = z[j] - ss[j / block] * sgn(z[j]);
+        for (int r = 0; r < P; ++r) e[r][at] = x[r][at] - s[r][j / block] * sgn(x[r][at]);
       }
     }
     return out;
   }
-  // Bytes of both stages: signs and a 16-bit scale per block of every chunk, then of the owned one.
+  // Bytes of both stages: signs, S and (with several blocks) 4-bit codes of every chunk, then
+  // of the owned one.
   std::int64_t bytes() const {
     const std::int64_t blocks = (k + block - 1) / block;
-    return P * (k / 8 + 2 * blocks) + (k / 8 + 2 * blocks);
+    const std::int64_t scale_bytes = 2 + (blocks > 1 ? 2 * ((blocks + 3) / 4) : 0);
+    return P * (k / 8 + scale_bytes) + (k / 8 + scale_bytes);
   }
   std::int64_t n, k = 0, block = 0;
   int P;

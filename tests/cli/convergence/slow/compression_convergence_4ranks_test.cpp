@@ -1,8 +1,8 @@
-// Issue 12's convergence check on 4 ranks (2 ranks: tests/cli/compression_convergence_test.cpp),
+// Issue 12's convergence check on 4 ranks (2 ranks: tests/cli/convergence/compression_convergence_test.cpp),
 // in the slow suite: ten runs of 1,500 steps, 4 ranks on however many cores.
 #include <gtest/gtest.h>
 
-#include "tests/cli/convergence_run.hpp"
+#include "tests/cli/convergence/convergence_run.hpp"
 
 namespace memtrain::cli {
 namespace {

@@ -47,7 +47,8 @@ inline void expect_left_the_plateau(const ConvergenceResult& none) {
   EXPECT_EQ(none.compression_ratio, 1.0);
 }
 
-// PowerSGD (rank 4, from step 10) and 1-bit (mean magnitudes per 256 elements, from step 10)
+// PowerSGD (rank 4, from step 10) and 1-bit (mean magnitudes per 256 elements, from step 10;
+// Note [1-bit scales per block, by the mean magnitude])
 // against AdamW on summed gradients, all with main.yaml's settings: within 3 % of its
 // eval_loss, with at least 10x and 20x fewer bytes at the last step.
 inline void expect_gradient_compressors_converge(int ranks) {
@@ -65,8 +66,7 @@ inline void expect_gradient_compressors_converge(int ranks) {
 // 1-bit Adam freezes its variance at step 300 (a fifth of the run; DeepSpeed's BERT recipe
 // freezes at about a sixth) with BERT's adam_beta2 0.999 in both runs: main.yaml's 0.98 makes
 // the variance a 50-step average, and frozen so it spikes the loss (Note [1-bit Adam's frozen
-// variance needs a long average], onebit_adam.hpp). Blocks of 512 keep 20x fewer bytes with
-// the norm sketch's 4 KB a step.
+// variance needs a long average], onebit_adam.hpp).
 inline void expect_onebit_adam_converges(int ranks) {
   testing::Scratch s;
   const std::string beta2 = " --set training.adam_beta2=0.999";
@@ -74,7 +74,7 @@ inline void expect_onebit_adam_converges(int ranks) {
   expect_left_the_plateau(adamw);  // measured 4.662 at 2 ranks
   const auto onebit_adam = train_for_convergence(
       s, "onebit_adam", ranks,
-      beta2 + " --set training.optimizer=onebit_adam --set compression.freeze_step=300 --set compression.block_size=512");
+      beta2 + " --set training.optimizer=onebit_adam --set compression.freeze_step=300");
   EXPECT_LE(onebit_adam.eval_loss, 1.03 * adamw.eval_loss) << "AdamW " << adamw.eval_loss;
   EXPECT_GE(onebit_adam.compression_ratio, 20.0);
 }
