@@ -254,6 +254,7 @@ PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std
   s.step = step;
   s.first_sample = b.first_sample;
   s.dtype = options_.compute_dtype;
+  s.native_bf16_gemm = options_.native_bf16_gemm && s.dtype == core::DType::bf16;
   return s;
 }
 

@@ -1,8 +1,11 @@
 #include "models/linear.hpp"
 #include "models/op_descriptions.hpp"
 
+#include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/linear_bf16.hpp"
 #include "models/f32_access.hpp"
+#include "runtime/core/workspace.hpp"
 
 namespace memtrain::models {
 
@@ -32,24 +35,64 @@ Linear::Linear(ParameterSet& params, const std::string& name, int in_features, i
   bias_ = params.add(name + ".bias", {out_}, ParameterInit::zeros, /*weight_decay=*/false, b);
 }
 
+Bf16Operand::Bf16Operand(const PassState& s, const float* x, std::int64_t n)
+    : lease_(s.ctx.workspace(), static_cast<std::size_t>((n + 1) / 2)) {
+  // Values read from a bf16 tensor survive the round trip exactly; a float sum not yet
+  // rounded (a gradient view) is rounded here, as storing it would.
+  const core::ScopedOp op(s.ctx.op_profile(), "convert.from_f32", [&] {
+    return core::ScopedOp::Description{"bf16 GEMM operand", 0.0, static_cast<double>(n) * 6.0};
+  });
+  kernels::convert_float_to_half(reinterpret_cast<std::uint16_t*>(lease_.data()), x, n,
+                                 kernels::HalfFormat::bf16);
+}
+
+const std::uint16_t* bf16_bits(const core::Tensor& t) {
+  return t.defined() ? static_cast<const std::uint16_t*>(raw_bytes(t)) : nullptr;
+}
+
+void linear_forward(const PassState& s, float* out, const float* inp, const core::Tensor& weight,
+                    const core::Tensor& bias, int N, int C, int OC) {
+  if (s.native_bf16_gemm && weight.dtype() == core::DType::bf16) {
+    const Bf16Operand x(s, inp, std::int64_t{N} * C);  // [N, C]
+    kernels::linear_forward_bf16(out, x.data(), bf16_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC);
+    return;
+  }
+  const auto w = read_f32(s.ctx, weight);  // [OC, C]
+  kernels::linear_forward(out, inp, w.get(), read_f32(s.ctx, bias).get(), N, C, OC);
+}
+
+void linear_backward(const PassState& s, float* dinp, const float* dout, const float* inp,
+                     const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias,
+                     int N, int C, int OC) {
+  if (s.native_bf16_gemm && weight.dtype() == core::DType::bf16) {
+    const Bf16Operand dy(s, dout, std::int64_t{N} * OC);  // [N, OC]
+    const Bf16Operand x(s, inp, std::int64_t{N} * C);     // [N, C]
+    auto db = gradient_f32(s.ctx, dbias, s.grads_zero);  // [OC]
+    kernels::linear_backward_bf16(dinp, dweight.defined() ? raw_bytes(dweight) : nullptr,
+                                  dweight.dtype() == core::DType::bf16, !s.grads_zero, db.get(),
+                                  dy.data(), x.data(), bf16_bits(weight), N, C, OC);
+    return;
+  }
+  const auto w = read_f32(s.ctx, weight);                   // [OC, C]
+  auto dw = gradient_f32(s.ctx, dweight, s.grads_zero);    // [OC, C]
+  auto db = gradient_f32(s.ctx, dbias, s.grads_zero);      // [OC]
+  kernels::linear_backward(dinp, dw.get(), db.get(), dout, inp, w.get(), N, C, OC);
+}
+
 void Linear::forward(const PassState& s, float* out, const float* inp, int N,
                      bool with_bias) const {
   if (!s.compute()) return;
-  const auto w = read_f32(s.ctx, weight_.value);                             // [out, in]
-  const auto b = read_f32(s.ctx, with_bias ? bias_.value : core::Tensor());  // [out]
   const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return gemm_description(N, in_, out_, 1); });
-  kernels::linear_forward(out, inp, w.get(), b.get(), N, in_, out_);
+  linear_forward(s, out, inp, weight_.value, with_bias ? bias_.value : core::Tensor(), N, in_, out_);
 }
 
 void Linear::backward(const PassState& s, float* dinp, const float* dout, const float* inp, int N,
                       bool with_bias) {
   if (!s.compute()) return;
-  const auto w = read_f32(s.ctx, weight_.value);                         // [out, in]
-  auto dw = gradient_f32(s.ctx, weight_.grad, s.grads_zero);                             // [out, in]
-  auto db = gradient_f32(s.ctx, with_bias ? bias_.grad : core::Tensor(), s.grads_zero);  // [out]
   const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward",
                           [&] { return gemm_description(N, in_, out_, dinp ? 2 : 1); });
-  kernels::linear_backward(dinp, dw.get(), db.get(), dout, inp, w.get(), N, in_, out_);
+  linear_backward(s, dinp, dout, inp, weight_.value, weight_.grad, with_bias ? bias_.grad : core::Tensor(), N,
+                  in_, out_);
 }
 
 void add_bias(const PassState& s, float* out, const Parameter& bias, int N) {

@@ -1,10 +1,12 @@
 #pragma once
 // torch.nn.Linear with Hugging Face's names: <name>.weight [out, in], <name>.bias [out].
+#include <cstdint>
 #include <string>
 
 #include "models/parameter_set.hpp"
 #include "models/pass_state.hpp"
 #include "models/tensor_parallel.hpp"
+#include "runtime/core/workspace.hpp"
 
 namespace memtrain::models {
 
@@ -43,6 +45,32 @@ class Linear {
   Parameter weight_, bias_;
   int in_, out_;
 };
+
+// A float operand [n] rounded to bf16 in a workspace slot (outside the allocator: Note
+// [Workspace outside the allocator]), for oneDNN's bf16 GEMMs (Note [bf16 GEMMs through
+// oneDNN]). Exact for values read from a bf16 tensor; a float sum not yet stored is rounded as
+// storing it would round it. Timed as the op "convert.from_f32". Compute mode only.
+class Bf16Operand {
+ public:
+  Bf16Operand(const PassState& s, const float* x, std::int64_t n);
+  const std::uint16_t* data() const { return reinterpret_cast<const std::uint16_t*>(lease_.data()); }
+
+ private:
+  core::Workspace::Lease lease_;
+};
+
+// out [N, OC] = inp [N, C] weight [OC, C]^T (+ bias [OC] when defined), inp and out float
+// views: on bf16 operands through oneDNN when s.native_bf16_gemm and the weight is bf16 (the
+// weight read as stored, inp rounded to bf16), else with sgemm on float views. Compute mode
+// only. Used by Linear and by the MLM head's tied decoder.
+void linear_forward(const PassState& s, float* out, const float* inp, const core::Tensor& weight,
+                    const core::Tensor& bias, int N, int C, int OC);
+// Its backward: dinp [N, C] += dout [N, OC] weight (skipped when null); dweight [OC, C] +=
+// dout^T inp and dbias [OC] += column sums of dout, each skipped when undefined, written
+// instead of added when s.grads_zero. The same two paths as linear_forward.
+void linear_backward(const PassState& s, float* dinp, const float* dout, const float* inp,
+                     const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias,
+                     int N, int C, int OC);
 
 // out [N, bias.numel()] += bias, row by row: a row-parallel layer's bias, added once after the
 // all-reduce of its partial outputs. No math in a dry run.

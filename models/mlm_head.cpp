@@ -80,10 +80,17 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
     // logits and its backward, which follows at once (the head is the last layer), so the
     // forward's float view is kept for the backward. It costs no extra scratch at the peak:
     // the backward needs a float copy of the table at the same time as the gradient's anyway.
-    F32View weight(s.ctx, word_.value, F32Access::read);  // [V, C]
+    // With bf16 GEMMs the table is read as stored and no view is made.
+    const bool native = s.native_bf16_gemm && word_.value.dtype() == DType::bf16;
+    F32View weight = native ? F32View() : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
     const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return masked_gemm_description(M, C, V_, 1); });
-    kernels::linear_forward(write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), weight.get(),
-                            read_f32(s.ctx, bias_.value).get(), M, C, V_);
+    if (native) {
+      linear_forward(s, write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), word_.value,
+                     bias_.value, M, C, V_);
+    } else {
+      kernels::linear_forward(write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), weight.get(),
+                              read_f32(s.ctx, bias_.value).get(), M, C, V_);
+    }
     decoder_weight_ = s.training ? std::move(weight) : F32View();
   }
   if (s.training) {
@@ -132,15 +139,21 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   if (s.compute()) {
     // Tied decoder: its weight gradient lands in the word-embedding gradient.
     // The head's backward is the first writer of both in a backward pass.
-    auto dword = gradient_f32(s.ctx, word_.grad, s.grads_zero);  // [V, C]
-    auto dbias = gradient_f32(s.ctx, bias_.grad, s.grads_zero);  // [V]
-    const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
-    // The forward's float view of the weight (Note [The decoder weight is converted once a step]).
-    const F32View weight = decoder_weight_.get() != nullptr ? std::move(decoder_weight_)
-                                                            : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
-    kernels::linear_backward(zeroed_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
-                             read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(), weight.get(), M,
-                             C, V_);
+    if (s.native_bf16_gemm && word_.value.dtype() == DType::bf16) {
+      const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
+      linear_backward(s, zeroed_f32(s.ctx, dtransformed).get(), read_f32(s.ctx, dlogits).get(),
+                      read_f32(s.ctx, transformed_).get(), word_.value, word_.grad, bias_.grad, M, C, V_);
+    } else {
+      auto dword = gradient_f32(s.ctx, word_.grad, s.grads_zero);  // [V, C]
+      auto dbias = gradient_f32(s.ctx, bias_.grad, s.grads_zero);  // [V]
+      const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
+      // The forward's float view of the weight (Note [The decoder weight is converted once a step]).
+      const F32View weight = decoder_weight_.get() != nullptr ? std::move(decoder_weight_)
+                                                              : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
+      kernels::linear_backward(zeroed_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
+                               read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(), weight.get(), M,
+                               C, V_);
+    }
   }
   decoder_weight_ = F32View();
   // f: the decoder is column-parallel over the vocabulary, so each rank's d transformed is a

@@ -22,6 +22,9 @@ struct ModelOptions {
   // bf16. In 16-bit modes each Parameter also has an f32 master.
   core::DType compute_dtype = core::DType::f32;
   bool fp32_grad_accumulation = false;  // gradients stored in f32 even in 16-bit modes
+  // bf16 GEMMs run on bf16 operands with oneDNN (true), or on float views with sgemm (false):
+  // Note [bf16 GEMMs through oneDNN]. Only read when compute_dtype is bf16.
+  bool native_bf16_gemm = false;
   // Whether each 16-bit Parameter gets its f32 master. false under ZeRO-1, where the optimizer
   // keeps the masters of its shard only (runtime/train/zero_adamw.hpp).
   bool master_weights = true;

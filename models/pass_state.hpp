@@ -44,6 +44,9 @@ struct PassState {
   // since zero_grad): a layer's first contribution may then be written instead of added to
   // zeros (gradient_f32 in f32_access.hpp).
   bool grads_zero = false;
+  // bf16 storage and oneDNN's bf16 GEMMs (ModelOptions::native_bf16_gemm): Linear layers hand
+  // bf16 operands to kernels::linear_*_bf16 instead of float views to the sgemm kernels.
+  bool native_bf16_gemm = false;
 
   // False in a dry run: shapes and allocations only, no math.
   bool compute() const { return !ctx.dry_run(); }

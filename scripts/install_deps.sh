@@ -5,7 +5,8 @@ set -euo pipefail
 
 PACKAGES=(cmake g++ make pkg-config libeigen3-dev libopenblas-dev libopenblas0-pthread libcli11-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin
-  libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev librandom123-dev bible-kjv)
+  libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev librandom123-dev libdnnl-dev
+  bible-kjv)
 # The PyTorch reference (fixtures, benchmark) and the plots (scripts/bert_large_memory.sh) are
 # only needed by scripts that say so.
 for arg in "$@"; do

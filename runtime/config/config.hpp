@@ -51,6 +51,9 @@ struct LossScaleConfig {
 struct PrecisionConfig {
   std::string dtype = "fp32";  // fp32 | fp16 | bf16
   bool fp32_grad_accumulation = false;
+  // How bf16 GEMMs run on the CPU: auto | native (oneDNN's bf16 dot products; refused on a CPU
+  // without them) | fp32 (operands converted to float for sgemm): Note [bf16 GEMMs through oneDNN].
+  std::string bf16_gemm = "auto";
   LossScaleConfig loss_scale;
 };
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "memory/allocator_options.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/config/config_alloc_conf.hpp"
@@ -245,6 +246,12 @@ void check_memory(const Config& c) {
 }
 
 void check_precision(const Config& c) {
+  if (c.precision.bf16_gemm == "native" && !kernels::bf16_gemm_native()) {
+    fail(c, "precision.bf16_gemm",
+         "this CPU has no bf16 dot products (" + kernels::bf16_gemm_description() +
+             "; native needs AVX512_BF16 or AMX)",
+         "auto or fp32 here (auto converts bf16 operands to float for sgemm on such a CPU)");
+  }
   const auto& ls = c.precision.loss_scale;
   if (ls.min_loss_scale > ls.initial_scale) {
     const std::string key = blamed(c, "precision.loss_scale.min_loss_scale", "precision.loss_scale.initial_scale");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
@@ -27,6 +28,10 @@ models::ModelOptions model_options(const Config& config) {
   models::ModelOptions o;
   o.compute_dtype = compute_dtype(config.precision.dtype);
   o.fp32_grad_accumulation = config.precision.fp32_grad_accumulation;
+  const std::string& gemm = config.precision.bf16_gemm;
+  if (gemm != "auto" && gemm != "native" && gemm != "fp32") bad("precision.bf16_gemm", gemm, "auto, native or fp32");
+  o.native_bf16_gemm = o.compute_dtype == core::DType::bf16 &&
+                       (gemm == "native" || (gemm == "auto" && kernels::bf16_gemm_native()));
   // ZeRO-1's optimizer keeps the masters of its shard (runtime/train/zero_adamw.hpp).
   o.master_weights = config.parallel.zero_stage == 0;
 

@@ -15,6 +15,7 @@
 #include "comms/counting_communicator.hpp"
 #include "comms/process_grid.hpp"
 #include "kernels/cpu/lr_schedule.hpp"
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "kernels/cpu/threads.hpp"
 #include "memory/byte_size.hpp"
 #include "memory/out_of_memory.hpp"
@@ -296,6 +297,10 @@ int train(const Config& config, const RunOptions& options) {
                 : "measured " + std::to_string(static_cast<long>(sgemm_flops / 1e9)) + " GFLOP/s")
         << "\n"
         << "memtrain: precision " << config.precision.dtype
+        << (config.precision.dtype == "bf16"
+                ? std::string(model_options(resolved).native_bf16_gemm ? " (GEMMs in bf16: " : " (GEMMs in fp32 on converted operands; ") +
+                      kernels::bf16_gemm_description() + ")"
+                : "")
         << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")"
                              : "")
         << ", recompute " << resolved.memory.recompute

@@ -152,6 +152,15 @@ TEST(BadConfig, BadAllocConfIsNamed) {
                       "MEMTRAIN_ALLOC_CONF=bogus_option:1");
 }
 
+// precision.bf16_gemm: native on a CPU without bf16 dot products (made one here by capping
+// oneDNN's ISA at AVX2, as a Zen 3 is) is a config error naming the key and the way out.
+TEST(BadConfig, NativeBf16GemmWithoutBf16DotProducts) {
+  expect_config_error(kTinyMockYaml,
+                      "--set precision.bf16_gemm=native: precision.bf16_gemm = native: this CPU has no bf16 dot "
+                      "products (oneDNN ",
+                      "--set precision.dtype=bf16 --set precision.bf16_gemm=native", "ONEDNN_MAX_CPU_ISA=AVX2");
+}
+
 TEST(BadConfig, DataPrepareValidatesTheSameWay) {
   Scratch s;
   s.write("exp.yaml", "model:\n  hidden_size: 100\n  num_attention_heads: 3\n");

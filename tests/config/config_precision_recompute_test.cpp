@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/errors.hpp"
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/model_options_from_config.hpp"
 #include "tests/test_names.hpp"
@@ -195,6 +196,33 @@ TEST(ModelOptionsFromConfig, DefaultsAreTheFp32ModelOfBefore) {
   EXPECT_EQ(o.recompute, models::Recompute::none);
   EXPECT_EQ(o.attention, models::AttentionImpl::standard);
   EXPECT_EQ(compute_dtype("fp16"), core::DType::f16);
+}
+
+// precision.bf16_gemm: auto follows the CPU (kernels::bf16_gemm_native, oneDNN's ISA), fp32
+// never uses bf16 GEMMs, and neither does anything outside bf16 storage.
+TEST(ModelOptionsFromConfig, Bf16GemmAutoFollowsTheCpuAndOnlyActsInBf16) {
+  ConfigFiles files;
+  const std::string path = files.write("c.yaml", kMinimalYaml);
+  EXPECT_EQ(load_config(path, {}).precision.bf16_gemm, "auto");
+  EXPECT_EQ(model_options(load_config(path, {"precision.dtype=bf16"})).native_bf16_gemm,
+            kernels::bf16_gemm_native());
+  EXPECT_FALSE(model_options(load_config(path, {"precision.dtype=bf16", "precision.bf16_gemm=fp32"})).native_bf16_gemm);
+  EXPECT_FALSE(model_options(load_config(path, {"precision.dtype=fp16"})).native_bf16_gemm);
+  EXPECT_FALSE(model_options(load_config(path, {})).native_bf16_gemm);
+  if (kernels::bf16_gemm_native()) {
+    EXPECT_TRUE(model_options(load_config(path, {"precision.dtype=bf16", "precision.bf16_gemm=native"})).native_bf16_gemm);
+  } else {
+    EXPECT_TRUE(contains(load_error(path, {"precision.bf16_gemm=native"}),
+                         "precision.bf16_gemm = native: this CPU has no bf16 dot products"));
+  }
+}
+
+TEST(PrecisionConfig, UnknownBf16GemmListsTheAcceptedOnes) {
+  ConfigFiles files;
+  const std::string path = files.write("c.yaml", with("precision:\n  bf16_gemm: onednn\n"));
+  EXPECT_TRUE(contains(load_error(path),
+                       path + ":9: precision.bf16_gemm = onednn: unknown value; expected one of auto, native, fp32"))
+      << load_error(path);
 }
 
 TEST(ModelOptionsFromConfig, UnresolvedAutoIsRefused) {

@@ -19,8 +19,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "models/f32_access.hpp"
 #include "models/parameter_io.hpp"
 #include "runtime/core/errors.hpp"
@@ -83,16 +85,21 @@ struct Case {
   DType dtype;
   bool fp32_grad_accumulation;
   double loss_scale;
+  bool native_bf16_gemm = false;  // oneDNN's bf16 GEMMs (Note [bf16 GEMMs through oneDNN])
 };
 
 class SixteenBit : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SixteenBit, LossAndGradientsMatchTheFloat64ReferenceWithinRounding) {
   const Case c = GetParam();
+  if (c.native_bf16_gemm && !kernels::bf16_gemm_native()) {
+    GTEST_SKIP() << "this CPU has no bf16 dot products (" << kernels::bf16_gemm_description() << ")";
+  }
   const double u = unit_roundoff(c.dtype);
   ModelOptions o;
   o.compute_dtype = c.dtype;
   o.fp32_grad_accumulation = c.fp32_grad_accumulation;
+  o.native_bf16_gemm = c.native_bf16_gemm;
   const StepResult r = run_fixture(o, c.loss_scale);
   const auto& f = BertFixture::get();
 
@@ -126,10 +133,12 @@ TEST_P(SixteenBit, LossAndGradientsMatchTheFloat64ReferenceWithinRounding) {
 INSTANTIATE_TEST_SUITE_P(
     Dtypes, SixteenBit,
     ::testing::Values(Case{DType::f16, false, 1024.0}, Case{DType::f16, true, 1024.0},
-                      Case{DType::bf16, false, 1.0}, Case{DType::bf16, true, 1.0}),
+                      Case{DType::bf16, false, 1.0}, Case{DType::bf16, true, 1.0},
+                      Case{DType::bf16, false, 1.0, true}, Case{DType::bf16, true, 1.0, true}),
     [](const auto& info) {
       return core::dtype_name(info.param.dtype) +
-             (info.param.fp32_grad_accumulation ? "_fp32_grads" : "_16bit_grads");
+             (info.param.fp32_grad_accumulation ? "_fp32_grads" : "_16bit_grads") +
+             (info.param.native_bf16_gemm ? "_bf16_gemm" : "");
     });
 
 // PassState::grads_zero: after zero_grad the first backward writes each layer's 16-bit weight
@@ -137,11 +146,16 @@ INSTANTIATE_TEST_SUITE_P(
 // bits the read_write path gives (a model never zeroed, whose gradients start at zero too), and
 // the next micro-batch must add to it, not overwrite it: a flag left set would leave the second
 // micro-batch's gradients equal to the first's.
+// With bf16 GEMMs the first backward asks oneDNN to write the weight gradients, the next to add.
 TEST(SixteenBitGradients, TheFirstBackwardAfterZeroGradWritesAndTheNextOneAdds) {
-  for (const DType d : {DType::bf16, DType::f16}) {
+  for (const auto [d, native] : {std::pair{DType::bf16, false}, std::pair{DType::f16, false},
+                                 std::pair{DType::bf16, true}}) {
+    if (native && !kernels::bf16_gemm_native()) continue;
+    SCOPED_TRACE(native ? "bf16 GEMMs" : "GEMMs on float views");
     const auto& f = BertFixture::get();
     ModelOptions o;
     o.compute_dtype = d;
+    o.native_bf16_gemm = native;
     const float scale = d == DType::f16 ? 1024.0f : 1.0f;
     const int M = static_cast<int>(f.batch.masked_positions.size());
     core::Context ctx_a(std::make_shared<memtrain::testing::TestAllocator>());

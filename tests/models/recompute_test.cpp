@@ -14,6 +14,7 @@
 #include "memory/host_resource.hpp"
 #include "memory/simulated_resource.hpp"
 #include "memory/trace_recorder.hpp"
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "models/bert_for_masked_lm.hpp"
 #include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
@@ -119,6 +120,28 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(RecomputeMethod::uniform), ::testing::Values(0, 2),
                        ::testing::Values(core::DType::bf16, core::DType::f16)),
     case_name);
+
+// With oneDNN's bf16 GEMMs (Note [bf16 GEMMs through oneDNN]) the rerun calls the same
+// primitives on the same operands, so recompute stays bitwise.
+TEST(RecomputeIsBitwiseExactWithBf16Gemms, FullAndSelective) {
+  if (!kernels::bf16_gemm_native()) {
+    GTEST_SKIP() << "this CPU has no bf16 dot products (" << kernels::bf16_gemm_description() << ")";
+  }
+  const auto c = config(3, 0.1f);
+  ModelOptions base;
+  base.compute_dtype = core::DType::bf16;
+  base.native_bf16_gemm = true;
+  const StepResult ref = train_step(c, base);
+  core::Context ctx(std::make_shared<memtrain::testing::TestAllocator>(false));
+  ctx.set_dry_run(true);
+  BertForMaskedLM names(c, ctx);
+  for (const Recompute r : {Recompute::full, Recompute::selective}) {
+    SCOPED_TRACE(r == Recompute::full ? "full" : "selective");
+    ModelOptions o = base;
+    o.recompute = r;
+    expect_bitwise_equal(train_step(c, o), ref, names.parameters());
+  }
+}
 
 TEST(RecomputeLayers, UniformTakesEveryKthLayerAndBlockTheFirstK) {
   ModelOptions o;
