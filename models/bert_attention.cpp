@@ -54,7 +54,8 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
     Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
     F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
     if (sp) gather_sequence(s, tp_, x_f.get(), g_f.get(), C);
-    const float* inp = sp ? g_f.get() : x_f.get();  // [B, T, C]
+    // Without sp the input is x itself, which bf16 GEMMs read as stored.
+    const GemmInput inp = sp ? GemmInput(g_f.get()) : GemmInput(x_f.get(), x);  // [B, T, C]
     query_.forward(s, write_f32(s.ctx, q).get(), inp, N);
     key_.forward(s, write_f32(s.ctx, k).get(), inp, N);
     value_.forward(s, write_f32(s.ctx, v).get(), inp, N);
@@ -70,7 +71,7 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
     // them in the float view (the f32 staging of 16-bit activations), or reduce-scatters them
     // onto the shard, and the bias, held whole on every rank, is added once after the sum.
     auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
-    row_parallel_forward(s, tp_, output_, read_f32(s.ctx, context).get(), r_f.get());  // g
+    row_parallel_forward(s, tp_, output_, context, r_f.get());  // g
     if (s.compute()) {
       float* r = r_f.get();
       if (s.hidden_dropout > 0.0f) {
@@ -121,8 +122,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     }
     // g's backward: the identity, or with sequence parallelism the all-gather of the shard's
     // gradient (the bias gradient is then the whole sum on every rank).
-    row_parallel_backward(s, tp_, output_, zeroed_f32(s.ctx, dcontext).get(), dproj_f.get(),
-                          read_f32(s.ctx, context_).get());
+    row_parallel_backward(s, tp_, output_, zeroed_f32(s.ctx, dcontext).get(), dproj_f.get(), context_);
   }
   dproj.reset();
   // Only the flash core's backward reads its own output again.
@@ -142,12 +142,15 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     // The residual branch's gradient is counted on tp rank 0 only: f's all-reduce below then
     // adds it once to the shards' input gradients (Note [Megatron's f and g]).
     if (s.compute() && tp_.rank() != 0) std::fill(dx_f.get(), dx_f.get() + long{N} * C, 0.0f);
-    const auto x_f = read_f32(s.ctx, x_);  // [B, T, C]
-    query_.backward(s, dx_f.get(), read_f32(s.ctx, dq).get(), x_f.get(), N);
+    // x and dq, dk, dv as tensors: bf16 GEMMs read them as stored; the fp32 path's views of
+    // them are made in the Linear. A 16-bit x is viewed once for the three.
+    const auto x_f = s.native_bf16_gemm ? F32View() : F32View(s.ctx, x_, F32Access::read);  // [B, T, C]
+    const GemmInput x_in = s.native_bf16_gemm ? GemmInput(x_) : GemmInput(x_f.get(), x_);
+    query_.backward(s, dx_f.get(), dq, x_in, N);
     dq.reset();
-    key_.backward(s, dx_f.get(), read_f32(s.ctx, dk).get(), x_f.get(), N);
+    key_.backward(s, dx_f.get(), dk, x_in, N);
     dk.reset();
-    value_.backward(s, dx_f.get(), read_f32(s.ctx, dv).get(), x_f.get(), N);
+    value_.backward(s, dx_f.get(), dv, x_in, N);
     dv.reset();
     if (s.compute()) tp_.all_reduce(dx_f.get(), long{N} * C);  // f
   } else {
@@ -159,9 +162,9 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
       auto x_all_f = write_f32(s.ctx, x_all);
       auto dx_all_f = update_f32(s.ctx, dx_all);
       gather_sequence(s, tp_, read_f32(s.ctx, x_).get(), x_all_f.get(), C);
-      query_.backward(s, dx_all_f.get(), read_f32(s.ctx, dq).get(), x_all_f.get(), N);
-      key_.backward(s, dx_all_f.get(), read_f32(s.ctx, dk).get(), x_all_f.get(), N);
-      value_.backward(s, dx_all_f.get(), read_f32(s.ctx, dv).get(), x_all_f.get(), N);
+      query_.backward(s, dx_all_f.get(), dq, x_all_f.get(), N);
+      key_.backward(s, dx_all_f.get(), dk, x_all_f.get(), N);
+      value_.backward(s, dx_all_f.get(), dv, x_all_f.get(), N);
       add_reduce_scattered(s, tp_, dx_all_f.get(), dx_f.get(), C);  // f
     }
     dq.reset();

@@ -46,7 +46,7 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
     Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
     F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
     if (sp) gather_sequence(s, tp_, a_f.get(), g_f.get(), C);
-    intermediate_.forward(s, write_f32(s.ctx, pre_gelu).get(), sp ? g_f.get() : a_f.get(), N,
+    intermediate_.forward(s, write_f32(s.ctx, pre_gelu).get(), sp ? GemmInput(g_f.get()) : GemmInput(a_f.get(), a), N,
                           /*with_bias=*/false);
   }
   auto gelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, act);  // [B, T, I/tp]
@@ -60,7 +60,7 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
     // g: the row-parallel projection's partial sums, all-reduced (or reduce-scattered onto the
     // shard), then the bias once.
     auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
-    row_parallel_forward(s, tp_, output_, read_f32(s.ctx, gelu).get(), r_f.get());  // g
+    row_parallel_forward(s, tp_, output_, gelu, r_f.get());  // g
     if (s.compute()) {
       float* r = r_f.get();
       if (s.hidden_dropout > 0.0f) {
@@ -108,8 +108,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
       }
     }
     // g's backward: the identity, or the all-gather of the shard's gradient.
-    row_parallel_backward(s, tp_, output_, zeroed_f32(s.ctx, dgelu).get(), dproj_f.get(),
-                          read_f32(s.ctx, gelu_).get());
+    row_parallel_backward(s, tp_, output_, zeroed_f32(s.ctx, dgelu).get(), dproj_f.get(), gelu_);
   }
   dproj.reset();
   gelu_.reset();
@@ -126,8 +125,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
     // The residual gradient counts on tp rank 0 only before f's all-reduce (Note [Megatron's f
     // and g]).
     if (s.compute() && tp_.rank() != 0) std::fill(da_f.get(), da_f.get() + long{N} * C, 0.0f);
-    intermediate_.backward(s, da_f.get(), read_f32(s.ctx, dpre).get(), read_f32(s.ctx, a_).get(),
-                           N, /*with_bias=*/false);
+    intermediate_.backward(s, da_f.get(), dpre, a_, N, /*with_bias=*/false);
     if (s.compute()) tp_.all_reduce(da_f.get(), long{N} * C);  // f
   } else {
     auto a_all = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);   // [B, T, C]
@@ -136,8 +134,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
       auto a_all_f = write_f32(s.ctx, a_all);
       auto da_all_f = update_f32(s.ctx, da_all);
       gather_sequence(s, tp_, read_f32(s.ctx, a_).get(), a_all_f.get(), C);
-      intermediate_.backward(s, da_all_f.get(), read_f32(s.ctx, dpre).get(), a_all_f.get(), N,
-                             /*with_bias=*/false);
+      intermediate_.backward(s, da_all_f.get(), dpre, a_all_f.get(), N, /*with_bias=*/false);
       add_reduce_scattered(s, tp_, da_all_f.get(), da_f.get(), C);  // f
     }
   }

@@ -1,6 +1,8 @@
 #include "models/linear.hpp"
 #include "models/op_descriptions.hpp"
 
+#include <optional>
+
 #include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/linear_bf16.hpp"
@@ -46,47 +48,76 @@ Bf16Operand::Bf16Operand(const PassState& s, const float* x, std::int64_t n)
                                  kernels::HalfFormat::bf16);
 }
 
+namespace {
+
 const std::uint16_t* bf16_bits(const core::Tensor& t) {
   return t.defined() ? static_cast<const std::uint16_t*>(raw_bytes(t)) : nullptr;
 }
 
-void linear_forward(const PassState& s, float* out, const float* inp, const core::Tensor& weight,
-                    const core::Tensor& bias, int N, int C, int OC) {
-  if (s.native_bf16_gemm && weight.dtype() == core::DType::bf16) {
-    const Bf16Operand x(s, inp, std::int64_t{N} * C);  // [N, C]
-    kernels::linear_forward_bf16(out, x.data(), bf16_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC);
-    return;
-  }
-  const auto w = read_f32(s.ctx, weight);  // [OC, C]
-  kernels::linear_forward(out, inp, w.get(), read_f32(s.ctx, bias).get(), N, C, OC);
+// An input's bf16 operand: the tensor's own bits when it is a bf16 tensor, else its float
+// view rounded into `rounded`.
+const std::uint16_t* bf16_operand(const PassState& s, const GemmInput& in, std::int64_t n,
+                                  std::optional<Bf16Operand>& rounded) {
+  if (in.tensor() != nullptr && in.tensor()->dtype() == core::DType::bf16) return bf16_bits(*in.tensor());
+  F32View view;
+  if (in.view() == nullptr) view = F32View(s.ctx, *in.tensor(), F32Access::read);
+  rounded.emplace(s, in.view() != nullptr ? in.view() : view.get(), n);
+  return rounded->data();
 }
 
-void linear_backward(const PassState& s, float* dinp, const float* dout, const float* inp,
+// An input's float pointer: its view, or a read view of its tensor made into `view`.
+const float* floats(const PassState& s, const GemmInput& in, F32View& view) {
+  if (in.view() != nullptr) return in.view();
+  view = F32View(s.ctx, *in.tensor(), F32Access::read);
+  return view.get();
+}
+
+}  // namespace
+
+void linear_forward(const PassState& s, float* out, const GemmInput& inp, const core::Tensor& weight,
+                    const core::Tensor& bias, int N, int C, int OC) {
+  if (s.native_bf16_gemm && weight.dtype() == core::DType::bf16) {
+    std::optional<Bf16Operand> rounded;
+    const std::uint16_t* x = bf16_operand(s, inp, std::int64_t{N} * C, rounded);  // [N, C]
+    kernels::linear_forward_bf16(out, x, bf16_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC);
+    return;
+  }
+  F32View x_view;
+  const float* x = floats(s, inp, x_view);  // [N, C]
+  const auto w = read_f32(s.ctx, weight);   // [OC, C]
+  kernels::linear_forward(out, x, w.get(), read_f32(s.ctx, bias).get(), N, C, OC);
+}
+
+void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp,
                      const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias,
                      int N, int C, int OC) {
   if (s.native_bf16_gemm && weight.dtype() == core::DType::bf16) {
-    const Bf16Operand dy(s, dout, std::int64_t{N} * OC);  // [N, OC]
-    const Bf16Operand x(s, inp, std::int64_t{N} * C);     // [N, C]
+    std::optional<Bf16Operand> dy_rounded, x_rounded;
+    const std::uint16_t* dy = bf16_operand(s, dout, std::int64_t{N} * OC, dy_rounded);  // [N, OC]
+    const std::uint16_t* x = bf16_operand(s, inp, std::int64_t{N} * C, x_rounded);      // [N, C]
     auto db = gradient_f32(s.ctx, dbias, s.grads_zero);  // [OC]
     kernels::linear_backward_bf16(dinp, dweight.defined() ? raw_bytes(dweight) : nullptr,
-                                  dweight.dtype() == core::DType::bf16, !s.grads_zero, db.get(),
-                                  dy.data(), x.data(), bf16_bits(weight), N, C, OC);
+                                  dweight.dtype() == core::DType::bf16, !s.grads_zero, db.get(), dy, x,
+                                  bf16_bits(weight), N, C, OC);
     return;
   }
-  const auto w = read_f32(s.ctx, weight);                   // [OC, C]
-  auto dw = gradient_f32(s.ctx, dweight, s.grads_zero);    // [OC, C]
-  auto db = gradient_f32(s.ctx, dbias, s.grads_zero);      // [OC]
-  kernels::linear_backward(dinp, dw.get(), db.get(), dout, inp, w.get(), N, C, OC);
+  F32View dy_view, x_view;
+  const float* dy = floats(s, dout, dy_view);  // [N, OC]
+  const float* x = floats(s, inp, x_view);     // [N, C]
+  const auto w = read_f32(s.ctx, weight);                 // [OC, C]
+  auto dw = gradient_f32(s.ctx, dweight, s.grads_zero);  // [OC, C]
+  auto db = gradient_f32(s.ctx, dbias, s.grads_zero);    // [OC]
+  kernels::linear_backward(dinp, dw.get(), db.get(), dy, x, w.get(), N, C, OC);
 }
 
-void Linear::forward(const PassState& s, float* out, const float* inp, int N,
+void Linear::forward(const PassState& s, float* out, const GemmInput& inp, int N,
                      bool with_bias) const {
   if (!s.compute()) return;
   const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return gemm_description(N, in_, out_, 1); });
   linear_forward(s, out, inp, weight_.value, with_bias ? bias_.value : core::Tensor(), N, in_, out_);
 }
 
-void Linear::backward(const PassState& s, float* dinp, const float* dout, const float* inp, int N,
+void Linear::backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp, int N,
                       bool with_bias) {
   if (!s.compute()) return;
   const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward",

@@ -17,6 +17,25 @@ namespace memtrain::models {
 // around them are the caller's: Note [Megatron's f and g].
 enum class LinearParallel { none, column, row };
 
+// A GEMM input: a float view the caller holds, a tensor, or both (a read view of that tensor).
+// The bf16 GEMMs (PassState::native_bf16_gemm) read a bf16 tensor as stored, so an input given
+// as its tensor is never converted to float on that path; the fp32 path makes the read view
+// itself when it has only the tensor. A view with no tensor (a float sum not yet stored, or a
+// gathered copy) is rounded to bf16 for the bf16 GEMMs (Bf16Operand).
+class GemmInput {
+ public:
+  GemmInput(const float* view) : view_(view) {}  // NOLINT(google-explicit-constructor)
+  GemmInput(const core::Tensor& t) : tensor_(&t) {}  // NOLINT(google-explicit-constructor)
+  GemmInput(const float* view, const core::Tensor& t) : view_(view), tensor_(&t) {}
+
+  const float* view() const { return view_; }
+  const core::Tensor* tensor() const { return tensor_; }
+
+ private:
+  const float* view_ = nullptr;
+  const core::Tensor* tensor_ = nullptr;
+};
+
 class Linear {
  public:
   // in_features, out_features: the unsharded sizes; `parallel` and `tp` decide this rank's
@@ -24,14 +43,15 @@ class Linear {
   Linear(ParameterSet& params, const std::string& name, int in_features, int out_features,
          LinearParallel parallel = LinearParallel::none, const TensorParallel& tp = {});
 
-  // Pointers are float views of activations (f32_access.hpp); the weights are read in float
-  // whatever their storage, and gradients accumulate through update views.
+  // out and dinp are float views of activations (f32_access.hpp); inputs are views or tensors
+  // (GemmInput). On the fp32 path the weights are read in float whatever their storage and
+  // gradients accumulate through update views; with bf16 GEMMs they are used as stored.
   // out [N, out] = inp [N, in] W^T (+ b when with_bias). No math in a dry run.
-  void forward(const PassState& s, float* out, const float* inp, int N,
+  void forward(const PassState& s, float* out, const GemmInput& inp, int N,
                bool with_bias = true) const;
   // dinp [N, in] += dout W (skipped when null); dW += dout^T inp; db += column sums of dout
   // when with_bias.
-  void backward(const PassState& s, float* dinp, const float* dout, const float* inp, int N,
+  void backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp, int N,
                 bool with_bias = true);
 
   // This rank's sizes (the shard's).
@@ -63,12 +83,12 @@ class Bf16Operand {
 // views: on bf16 operands through oneDNN when s.native_bf16_gemm and the weight is bf16 (the
 // weight read as stored, inp rounded to bf16), else with sgemm on float views. Compute mode
 // only. Used by Linear and by the MLM head's tied decoder.
-void linear_forward(const PassState& s, float* out, const float* inp, const core::Tensor& weight,
+void linear_forward(const PassState& s, float* out, const GemmInput& inp, const core::Tensor& weight,
                     const core::Tensor& bias, int N, int C, int OC);
 // Its backward: dinp [N, C] += dout [N, OC] weight (skipped when null); dweight [OC, C] +=
 // dout^T inp and dbias [OC] += column sums of dout, each skipped when undefined, written
 // instead of added when s.grads_zero. The same two paths as linear_forward.
-void linear_backward(const PassState& s, float* dinp, const float* dout, const float* inp,
+void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp,
                      const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias,
                      int N, int C, int OC);
 

@@ -62,7 +62,7 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
     for (int m = 0; m < M; ++m) std::memcpy(g + m * row, h + positions[m] * row, row);
   }
   auto pre_gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
-  dense_.forward(s, write_f32(s.ctx, pre_gelu).get(), read_f32(s.ctx, gathered).get(), M,
+  dense_.forward(s, write_f32(s.ctx, pre_gelu).get(), gathered, M,
                  /*with_bias=*/false);
   auto gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
   if (s.compute()) {
@@ -85,8 +85,7 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
     F32View weight = native ? F32View() : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
     const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return masked_gemm_description(M, C, V_, 1); });
     if (native) {
-      linear_forward(s, write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), word_.value,
-                     bias_.value, M, C, V_);
+      linear_forward(s, write_f32(s.ctx, logits).get(), transformed, word_.value, bias_.value, M, C, V_);
     } else {
       kernels::linear_forward(write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), weight.get(),
                               read_f32(s.ctx, bias_.value).get(), M, C, V_);
@@ -141,8 +140,8 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
     // The head's backward is the first writer of both in a backward pass.
     if (s.native_bf16_gemm && word_.value.dtype() == DType::bf16) {
       const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
-      linear_backward(s, zeroed_f32(s.ctx, dtransformed).get(), read_f32(s.ctx, dlogits).get(),
-                      read_f32(s.ctx, transformed_).get(), word_.value, word_.grad, bias_.grad, M, C, V_);
+      linear_backward(s, zeroed_f32(s.ctx, dtransformed).get(), dlogits, transformed_, word_.value, word_.grad,
+                      bias_.grad, M, C, V_);
     } else {
       auto dword = gradient_f32(s.ctx, word_.grad, s.grads_zero);  // [V, C]
       auto dbias = gradient_f32(s.ctx, bias_.grad, s.grads_zero);  // [V]
@@ -174,8 +173,7 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   dgelu.reset();
   pre_gelu_.reset();
   auto dgathered = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
-  dense_.backward(s, zeroed_f32(s.ctx, dgathered).get(), read_f32(s.ctx, dpre).get(),
-                  read_f32(s.ctx, gathered_).get(), M, /*with_bias=*/false);
+  dense_.backward(s, zeroed_f32(s.ctx, dgathered).get(), dpre, gathered_, M, /*with_bias=*/false);
   dpre.reset();
   gathered_.reset();
 

@@ -8,7 +8,7 @@
 namespace memtrain::models {
 
 void row_parallel_forward(PassState& s, const TensorParallel& tp, const Linear& linear,
-                          const float* inp, float* out) {
+                          const GemmInput& inp, float* out) {
   const int B = s.B, T = s.T, N = s.N(), C = linear.out_features();
   if (!tp.enabled()) {
     linear.forward(s, out, inp, N);
@@ -28,7 +28,7 @@ void row_parallel_forward(PassState& s, const TensorParallel& tp, const Linear& 
 }
 
 void row_parallel_backward(PassState& s, const TensorParallel& tp, Linear& linear, float* dinp,
-                           const float* dout, const float* inp) {
+                           const float* dout, const GemmInput& inp) {
   const int B = s.B, T = s.T, N = s.N(), C = linear.out_features();
   if (!tp.sp()) {
     linear.backward(s, dinp, dout, inp, N);

@@ -32,10 +32,17 @@ if [[ $build -eq 1 ]]; then MEMTRAIN_TARGET=memtrain bash scripts/build.sh; fi
 out=runs/bench-step-breakdown
 rm -rf "$out"
 mkdir -p "$out"
-for dtype in fp32 bf16 fp16; do
-  echo "== $dtype"
-  "$build_dir/memtrain" train --config configs/bench-bert.yaml --run-dir "$out/$dtype" \
-    --set training.max_steps="$steps" --set precision.dtype="$dtype" --profile-ops "${extra[@]}" > "$out/$dtype.log"
-  grep -m1 "sgemm" "$out/$dtype.log" || true
-  sed -n '/^op profile of/,$p' "$out/$dtype.log"
+# bf16-fp32-gemm: bf16 storage with its GEMMs on float views (precision.bf16_gemm: fp32), the
+# path every CPU without bf16 dot products takes, beside bf16 with the default (auto).
+for run in fp32 bf16 bf16-fp32-gemm fp16; do
+  dtype="${run%%-*}"
+  gemm=auto
+  [[ "$run" == bf16-fp32-gemm ]] && gemm=fp32
+  echo "== $run"
+  "$build_dir/memtrain" train --config configs/bench-bert.yaml --run-dir "$out/$run" \
+    --set training.max_steps="$steps" --set precision.dtype="$dtype" --set precision.bf16_gemm="$gemm" \
+    --profile-ops "${extra[@]}" > "$out/$run.log"
+  grep -m1 "sgemm" "$out/$run.log" || true
+  grep -m1 "memtrain: precision" "$out/$run.log" || true
+  sed -n '/^op profile of/,$p' "$out/$run.log"
 done
