@@ -74,6 +74,13 @@ bool bf16_gemm_native() {
   return (isa & bf16) == bf16;
 }
 
+int bf16_flops_per_cycle() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto amx = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+  if ((isa & amx) == amx) return 2048;
+  return bf16_gemm_native() ? 128 : 0;
+}
+
 std::string bf16_gemm_description() {
   const dnnl_version_t* v = dnnl::version();
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());

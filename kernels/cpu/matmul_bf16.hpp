@@ -33,6 +33,13 @@ namespace memtrain::kernels {
 // ONEDNN_MAX_CPU_ISA) includes avx512_core_bf16.
 bool bf16_gemm_native();
 
+// Peak bf16 FLOPs per cycle of one core for oneDNN's effective ISA, the MFU denominator of a
+// run whose GEMMs run in bf16: 128 with AVX512_BF16 (vdpbf16ps: 16 fp32 lanes, each
+// accumulating 2 bf16 products, on 2 FMA units: twice AVX-512's fp32 64), 2048 with AMX
+// (Intel's figure for AMX-BF16: 1024 multiply-adds per cycle per core), 0 without bf16 dot
+// products. The same model as kernels::fp32_flops_per_cycle (blas_info.hpp), with its caveats.
+int bf16_flops_per_cycle();
+
 // One line for the run header: oneDNN's version and effective ISA, e.g.
 // "oneDNN 2.6.3, avx512_core_bf16".
 std::string bf16_gemm_description();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kernels/cpu/blas_info.hpp"
+#include "kernels/cpu/matmul_bf16.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -62,6 +63,16 @@ HardwarePeak hardware_peak(int cores) {
   peak.cores = cores;
   peak.core_name = kernels::blas_core_name();
   peak.flops_per_cycle = kernels::fp32_flops_per_cycle(peak.core_name);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  read_clock(peak, read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"), cpuinfo);
+  return peak;
+}
+
+HardwarePeak hardware_peak_bf16(int cores) {
+  HardwarePeak peak;
+  peak.cores = cores;
+  peak.core_name = kernels::bf16_gemm_description() + ", bf16";
+  peak.flops_per_cycle = kernels::bf16_flops_per_cycle();
   std::ifstream cpuinfo("/proc/cpuinfo");
   read_clock(peak, read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"), cpuinfo);
   return peak;

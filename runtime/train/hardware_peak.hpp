@@ -37,6 +37,12 @@ struct HardwarePeak {
 // speed measured at start) is still reported.
 HardwarePeak hardware_peak(int cores);
 
+// The bf16 peak of the same cores, for runs whose GEMMs run on bf16 dot products
+// (precision.bf16_gemm, Note [bf16 GEMMs through oneDNN]): kernels::bf16_flops_per_cycle of
+// oneDNN's ISA instead of OpenBLAS's fp32 figure, the same clock. As PaLM's MFU counts against
+// the peak of the matmuls' dtype.
+HardwarePeak hardware_peak_bf16(int cores);
+
 // The clock of Note [Which clock the peak uses] from the given sources:
 // `max_freq_khz` is the text of cpuinfo_max_freq ("" when absent), `cpuinfo`
 // the content of /proc/cpuinfo. Sets clock_hz and clock_source of `peak`.

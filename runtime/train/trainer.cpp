@@ -271,8 +271,10 @@ int train(const Config& config, const RunOptions& options) {
     double sgemm_flops = 0.0;
     // Threads beyond this rank's share of the node's cores add no FLOPs: the peak counts cores.
     const int node_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // A run whose GEMMs use bf16 dot products is measured against their peak.
+    const int peak_cores = std::min(threads, std::max(1, node_cores / std::max(1, world.local_size())));
     const HardwarePeak hw =
-        hardware_peak(std::min(threads, std::max(1, node_cores / std::max(1, world.local_size()))));
+        model_options(resolved).native_bf16_gemm ? hardware_peak_bf16(peak_cores) : hardware_peak(peak_cores);
     double peak_flops = hw.flops();
     if (!dry) {
       core::Context probe(make_model_allocator(MemoryConfig{}));

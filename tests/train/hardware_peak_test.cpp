@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "kernels/cpu/blas_info.hpp"
+#include "kernels/cpu/matmul_bf16.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -33,6 +34,22 @@ TEST(Fp32FlopsPerCycle, KnowsTheKernelsOpenBlasRunsHere) {
   const std::string name = kernels::blas_core_name();
   EXPECT_FALSE(name.empty());
   EXPECT_GT(kernels::fp32_flops_per_cycle(name), 0) << "OpenBLAS kernels " << name;
+}
+
+// bf16 dot products (vdpbf16ps) accumulate 2 bf16 products per fp32 lane: twice the fp32 FMA
+// rate of the same vectors. Checked under ONEDNN_MAX_CPU_ISA=AVX2 by the CLI test of
+// precision.bf16_gemm, where there are none.
+TEST(Bf16FlopsPerCycle, IsTwiceTheAvx512Fp32RateWithBf16DotProducts) {
+  const int f = kernels::bf16_flops_per_cycle();
+  if (!kernels::bf16_gemm_native()) {
+    EXPECT_EQ(f, 0);
+  } else if (f != 2048) {  // 2048: AMX, Intel's figure
+    EXPECT_EQ(f, 2 * per_cycle(512, 2));
+  }
+  const HardwarePeak p = hardware_peak_bf16(2);
+  EXPECT_EQ(p.flops_per_cycle, f);
+  EXPECT_EQ(p.cores, 2);
+  EXPECT_NE(p.describe().find("oneDNN"), std::string::npos) << p.describe();
 }
 
 TEST(ReadClock, PrefersCpufreqMaximum) {
