@@ -26,7 +26,9 @@ namespace memtrain::kernels {
 //   choice is the caller's (bf16_gemm_native) and the fp32 path stays the fallback.
 // - oneDNN keeps its JIT code and scratch memory inside the library, as OpenBLAS keeps its
 //   buffers: nothing here goes through memtrain's allocator, so the allocation trace does not
-//   depend on which path runs. Primitives are made once per shape and kept.
+//   depend on which path runs. Primitives are made once per shape and kept. Unlike the sgemm
+//   path, a warm call still makes small heap allocations (oneDNN's execute builds its argument
+//   map each time), never an operand-sized one: tests/kernels/no_allocation_test.cpp holds both.
 // - oneDNN's OpenMP build runs on the calling thread's OpenMP team: num_threads() threads.
 
 // True when oneDNN runs bf16 dot products natively here: its effective ISA (which honours
@@ -49,9 +51,10 @@ std::string bf16_gemm_description();
 // op(B) [K, N] (B stored [K, N], or [N, K] when trans_b), bf16;
 // bias [N] f32 or null, added to every row;
 // C [M, N]: f32 when c_bf16 is false, else bf16 bit patterns (rounded to nearest even).
-// With accumulate false C is not read. Never allocates through memtrain; call outside OpenMP
-// regions. Throws if oneDNN refuses the shape (it does not, for any
-// positive sizes) as std::runtime_error, and std::invalid_argument for a non-positive size.
+// With accumulate false C is not read. Never allocates through memtrain, and once a shape is
+// warm only oneDNN's small bookkeeping on the host heap; call outside OpenMP regions.
+// Throws std::runtime_error when oneDNN refuses the matmul (on a CPU without AVX-512 it runs
+// no bf16 matmul at all), std::invalid_argument for a non-positive size.
 void matmul_bf16(void* C, bool c_bf16, const std::uint16_t* A, const std::uint16_t* B,
                  const float* bias, int M, int N, int K, bool trans_a, bool trans_b,
                  bool accumulate);
