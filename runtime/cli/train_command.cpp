@@ -5,6 +5,7 @@
 #include "memory/byte_size.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/config/config_loader.hpp"
+#include "runtime/config/config_validate.hpp"
 #include "runtime/cli/device_check.hpp"
 #include "runtime/config/device_target.hpp"
 #include "runtime/core/errors.hpp"
@@ -81,7 +82,10 @@ void add_train_command(CLI::App& app, int& exit_code) {
     }
     // Validation happens here, before the trainer creates anything on disk.
     const train::Config config = train::load_config(args->config, args->overrides);
-    if (!args->dry_run) require_usable_device(config.device);
+    if (!args->dry_run) {
+      require_usable_device(config.device);
+      train::validate_compute_host(config);
+    }
     exit_code = train::run_training(config, options);
   });
 }

@@ -246,12 +246,6 @@ void check_memory(const Config& c) {
 }
 
 void check_precision(const Config& c) {
-  if (c.precision.bf16_gemm == "native" && !kernels::bf16_gemm_native()) {
-    fail(c, "precision.bf16_gemm",
-         "this CPU has no bf16 dot products (" + kernels::bf16_gemm_description() +
-             "; native needs AVX512_BF16 or AMX)",
-         "auto or fp32 here (auto converts bf16 operands to float for sgemm on such a CPU)");
-  }
   const auto& ls = c.precision.loss_scale;
   if (ls.min_loss_scale > ls.initial_scale) {
     const std::string key = blamed(c, "precision.loss_scale.min_loss_scale", "precision.loss_scale.initial_scale");
@@ -361,6 +355,18 @@ std::string find_program(const std::string& program) {
     rest = rest.substr(colon + 1);
   }
   return {};
+}
+
+void validate_compute_host(const Config& c) {
+  if (c.precision.dtype == "bf16" && c.precision.bf16_gemm == "native" && !kernels::bf16_gemm_native()) {
+    const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+    if (cap == nullptr) cap = std::getenv("DNNL_MAX_CPU_ISA");
+    fail(c, "precision.bf16_gemm",
+         "oneDNN finds no bf16 dot products on this CPU (" + kernels::bf16_gemm_description() +
+             (cap != nullptr ? std::string(", capped by ONEDNN_MAX_CPU_ISA=") + cap : std::string()) +
+             "; native needs AVX512_BF16 or AMX)",
+         "auto or fp32 here (both convert the bf16 operands to float for sgemm on such a CPU)");
+  }
 }
 
 void validate_config(const Config& c) {

@@ -11,6 +11,12 @@ namespace memtrain::train {
 // at its default.
 void validate_config(const Config& config);
 
+// Rules about the machine a compute run trains on, checked by `train` without --dry-run only
+// (a dry run, `plan`, `eval` and `export-hf` do not need them): precision.bf16_gemm native with
+// dtype bf16 needs bf16 dot products (Note [bf16 GEMMs through oneDNN]). Throws
+// memtrain::ConfigError as validate_config.
+void validate_compute_host(const Config& config);
+
 // Where `key` was set, for messages: config.origin[key] or "<config.path> (default)".
 std::string where_set(const Config& config, const std::string& key);
 

@@ -30,8 +30,9 @@ models::ModelOptions model_options(const Config& config) {
   o.fp32_grad_accumulation = config.precision.fp32_grad_accumulation;
   const std::string& gemm = config.precision.bf16_gemm;
   if (gemm != "auto" && gemm != "native" && gemm != "fp32") bad("precision.bf16_gemm", gemm, "auto, native or fp32");
-  o.native_bf16_gemm = o.compute_dtype == core::DType::bf16 &&
-                       (gemm == "native" || (gemm == "auto" && kernels::bf16_gemm_native()));
+  // native on a CPU without bf16 dot products is refused for a training run
+  // (validate_compute_host); eval, export-hf and plans of such a run fall back as auto does.
+  o.native_bf16_gemm = o.compute_dtype == core::DType::bf16 && gemm != "fp32" && kernels::bf16_gemm_native();
   // ZeRO-1's optimizer keeps the masters of its shard (runtime/train/zero_adamw.hpp).
   o.master_weights = config.parallel.zero_stage == 0;
 

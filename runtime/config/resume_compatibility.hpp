@@ -23,7 +23,9 @@ namespace memtrain::train {
 // within float rounding (Note [Resharding onto another tensor-parallel size]; ZeRO-1 and
 // compression state refuse it when loading). So may training.micro_batch_size (the global
 // batch is the same samples cut into other micro-batches: gradient accumulation sums them in
-// another order). Everything else (the model, data, global batch,
+// another order), and precision.bf16_gemm (the same bf16 products summed by oneDNN or sgemm,
+// Note [bf16 GEMMs through oneDNN]; auto resolves by the machine, which a resume may change
+// anyway). Everything else (the model, data, global batch,
 // optimizer, precision, recomputation, ZeRO stage) is part of the trajectory and a change is
 // refused, naming every key that differs.
 //
@@ -36,8 +38,8 @@ namespace memtrain::train {
 // training.eval_steps, training.num_threads, data.cache_dir, checkpoint.*, health.*,
 // memory.trace and the allocator's keys (memory.policy, max_split_size,
 // garbage_collection_threshold, expandable_segments, capacity, limit, reservation, ledger),
-// parallel.tensor_model_parallel_size, parallel.sequence_parallel and
-// training.micro_batch_size.
+// parallel.tensor_model_parallel_size, parallel.sequence_parallel,
+// training.micro_batch_size and precision.bf16_gemm.
 bool resume_may_change(std::string_view key);
 
 // XXH64 (16 hex digits) of the trajectory: every key resume_may_change refuses, with its

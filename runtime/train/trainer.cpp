@@ -300,7 +300,10 @@ int train(const Config& config, const RunOptions& options) {
         << "\n"
         << "memtrain: precision " << config.precision.dtype
         << (config.precision.dtype == "bf16"
-                ? std::string(model_options(resolved).native_bf16_gemm ? " (GEMMs in bf16: " : " (GEMMs in fp32 on converted operands; ") +
+                ? std::string(model_options(resolved).native_bf16_gemm ? " (GEMMs in bf16: "
+                              : config.precision.bf16_gemm == "fp32"
+                                  ? " (GEMMs in fp32 on converted operands, as precision.bf16_gemm: fp32 asks; "
+                                  : " (GEMMs in fp32 on converted operands: no bf16 dot products here; ") +
                       kernels::bf16_gemm_description() + ")"
                 : "")
         << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")"

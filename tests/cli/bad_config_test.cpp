@@ -152,13 +152,36 @@ TEST(BadConfig, BadAllocConfIsNamed) {
                       "MEMTRAIN_ALLOC_CONF=bogus_option:1");
 }
 
-// precision.bf16_gemm: native on a CPU without bf16 dot products (made one here by capping
-// oneDNN's ISA at AVX2, as a Zen 3 is) is a config error naming the key and the way out.
+// precision.bf16_gemm: training with native on a CPU without bf16 dot products (made one here
+// by capping oneDNN's ISA at AVX2, as a Zen 3 is) is a config error naming the key, the cap and
+// the way out.
 TEST(BadConfig, NativeBf16GemmWithoutBf16DotProducts) {
   expect_config_error(kTinyMockYaml,
-                      "--set precision.bf16_gemm=native: precision.bf16_gemm = native: this CPU has no bf16 dot "
-                      "products (oneDNN ",
+                      "--set precision.bf16_gemm=native: precision.bf16_gemm = native: oneDNN finds no bf16 dot "
+                      "products on this CPU (oneDNN 2",
                       "--set precision.dtype=bf16 --set precision.bf16_gemm=native", "ONEDNN_MAX_CPU_ISA=AVX2");
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  const auto r = s.memtrain("train --config exp.yaml --set precision.dtype=bf16 --set precision.bf16_gemm=native",
+                            "ONEDNN_MAX_CPU_ISA=AVX2");
+  EXPECT_TRUE(contains(r.err, ", avx2, capped by ONEDNN_MAX_CPU_ISA=AVX2; native needs AVX512_BF16 or AMX); "
+                              "expected auto or fp32 here"))
+      << r.err;
+}
+
+// What needs no bf16 dot products does not refuse native there: a plan, a dry run, and a
+// training run that does not store bf16.
+TEST(BadConfig, NativeBf16GemmIsOnlyRefusedForABf16TrainingRun) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  const std::string cap = "ONEDNN_MAX_CPU_ISA=AVX2";
+  const std::string native = " --set precision.bf16_gemm=native";
+  const auto plan = s.memtrain("plan --config exp.yaml --target a100-40gb --set precision.dtype=bf16" + native, cap);
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  const auto dry = s.memtrain("train --config exp.yaml --dry-run --run-dir dry --set precision.dtype=bf16" + native, cap);
+  EXPECT_EQ(dry.exit_code, 0) << dry.err;
+  const auto fp16 = s.memtrain("train --config exp.yaml --run-dir fp16 --set precision.dtype=fp16" + native, cap);
+  EXPECT_EQ(fp16.exit_code, 0) << fp16.err;
 }
 
 TEST(BadConfig, DataPrepareValidatesTheSameWay) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "tests/cli/run_memtrain.hpp"
 
 namespace memtrain::cli {
@@ -196,6 +197,24 @@ TEST(ExportHf, Fp16IsKeptAsStoredOrWidenedExactly) {
     const std::uint16_t h = static_cast<std::uint16_t>(stored.at(q).bytes[2 * i] | (stored.at(q).bytes[2 * i + 1] << 8));
     ASSERT_EQ(w[i], half_to_float(h)) << i;
   }
+}
+
+// A checkpoint of a run with precision.bf16_gemm: native (its config.yaml says so) is evaluated
+// and exported on a CPU without bf16 dot products (oneDNN capped at AVX2 here): those commands
+// fall back to the converted path instead of refusing the recorded setting.
+TEST(EvalCheckpoint, ANativeBf16GemmCheckpointLoadsWithoutBf16DotProducts) {
+  if (!kernels::bf16_gemm_native()) GTEST_SKIP() << "training with native needs bf16 dot products";
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " +
+                       config(s, "c.yaml", 1, "precision:\n  dtype: bf16\n  bf16_gemm: native\n") + " --run-dir run")
+                .exit_code,
+            0);
+  const std::string ckpt = "run/checkpoints/step-00000001", cap = "ONEDNN_MAX_CPU_ISA=AVX2";
+  const auto e = s.memtrain("eval --checkpoint " + ckpt, cap);
+  EXPECT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_TRUE(nlohmann::json::parse(e.out).contains("loss"));
+  const auto x = s.memtrain("export-hf " + ckpt + " hf", cap);
+  EXPECT_EQ(x.exit_code, 0) << x.err;
 }
 
 // eval --input: one JSON object on stdout, messages on stderr; bad inputs named, exit 2.

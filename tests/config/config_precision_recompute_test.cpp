@@ -6,6 +6,7 @@
 
 #include "runtime/core/errors.hpp"
 #include "kernels/cpu/matmul_bf16.hpp"
+#include "runtime/config/config_validate.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/model_options_from_config.hpp"
 #include "tests/test_names.hpp"
@@ -209,12 +210,22 @@ TEST(ModelOptionsFromConfig, Bf16GemmAutoFollowsTheCpuAndOnlyActsInBf16) {
   EXPECT_FALSE(model_options(load_config(path, {"precision.dtype=bf16", "precision.bf16_gemm=fp32"})).native_bf16_gemm);
   EXPECT_FALSE(model_options(load_config(path, {"precision.dtype=fp16"})).native_bf16_gemm);
   EXPECT_FALSE(model_options(load_config(path, {})).native_bf16_gemm);
+  // native: used where the CPU has them; elsewhere the loader accepts it (plans, eval and export
+  // of such a run need no bf16 dot products) and only a training run is refused.
+  const Config native = load_config(path, {"precision.dtype=bf16", "precision.bf16_gemm=native"});
+  EXPECT_EQ(model_options(native).native_bf16_gemm, kernels::bf16_gemm_native());
   if (kernels::bf16_gemm_native()) {
-    EXPECT_TRUE(model_options(load_config(path, {"precision.dtype=bf16", "precision.bf16_gemm=native"})).native_bf16_gemm);
+    EXPECT_NO_THROW(validate_compute_host(native));
   } else {
-    EXPECT_TRUE(contains(load_error(path, {"precision.bf16_gemm=native"}),
-                         "precision.bf16_gemm = native: this CPU has no bf16 dot products"));
+    try {
+      validate_compute_host(native);
+      ADD_FAILURE() << "native accepted for training without bf16 dot products";
+    } catch (const ConfigError& e) {
+      EXPECT_TRUE(contains(e.what(), "precision.bf16_gemm = native: oneDNN finds no bf16 dot products")) << e.what();
+    }
   }
+  // Outside bf16 storage the key does nothing, so no machine refuses it.
+  EXPECT_NO_THROW(validate_compute_host(load_config(path, {"precision.dtype=fp16", "precision.bf16_gemm=native"})));
 }
 
 TEST(PrecisionConfig, UnknownBf16GemmListsTheAcceptedOnes) {
