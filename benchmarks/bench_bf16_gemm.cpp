@@ -1,0 +1,91 @@
+// bf16 GEMMs through oneDNN against sgemm through OpenBLAS (Note [bf16 GEMMs through oneDNN],
+// issue 15) on the Linear shapes of a bench-bert step (hidden 768, FFN 3072, 1024 tokens, about
+// 150 masked positions for the tied decoder over 30522 words): forward products
+// out [N, OC] = inp [N, C] W [OC, C]^T, each side on its own operands (float for sgemm, bf16
+// bit patterns for oneDNN). Counter: model FLOP/s (2 N C OC per product). Arguments: N, C, OC,
+// threads. OpenBLAS follows OPENBLAS_CORETYPE, oneDNN ONEDNN_MAX_CPU_ISA; on a CPU where oneDNN
+// runs no bf16 matmul the bf16 rows are skipped with the reason.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/half_convert.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/linear_bf16.hpp"
+#include "kernels/cpu/matmul_bf16.hpp"
+#include "kernels/cpu/threads.hpp"
+
+namespace memtrain::bench {
+namespace {
+
+std::vector<float> normal(std::size_t n, unsigned seed) {
+  std::vector<float> x(n);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 0.02f);  // BERT's initializer range
+  for (auto& e : x) e = dist(gen);
+  return x;
+}
+
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& x) {
+  std::vector<std::uint16_t> h(x.size());
+  kernels::convert_float_to_half(h.data(), x.data(), static_cast<std::int64_t>(x.size()), kernels::HalfFormat::bf16);
+  return h;
+}
+
+void finish(benchmark::State& state, int N, int C, int OC) {
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * N * C * OC * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
+void BM_LinearSgemm(benchmark::State& state) {
+  const int N = static_cast<int>(state.range(0)), C = static_cast<int>(state.range(1)),
+            OC = static_cast<int>(state.range(2));
+  kernels::set_num_threads(static_cast<int>(state.range(3)));
+  const auto x = normal(std::size_t(N) * C, 1), w = normal(std::size_t(OC) * C, 2);
+  std::vector<float> y(std::size_t(N) * OC);
+  for (auto _ : state) {
+    kernels::linear_forward<float>(y.data(), x.data(), w.data(), nullptr, N, C, OC);
+    benchmark::DoNotOptimize(y.data());
+  }
+  finish(state, N, C, OC);
+}
+
+void BM_LinearBf16OneDnn(benchmark::State& state) {
+  const int N = static_cast<int>(state.range(0)), C = static_cast<int>(state.range(1)),
+            OC = static_cast<int>(state.range(2));
+  kernels::set_num_threads(static_cast<int>(state.range(3)));
+  const auto x = to_bf16(normal(std::size_t(N) * C, 1)), w = to_bf16(normal(std::size_t(OC) * C, 2));
+  std::vector<float> y(std::size_t(N) * OC);
+  try {
+    kernels::linear_forward_bf16(y.data(), x.data(), w.data(), nullptr, N, C, OC);  // makes the primitive
+  } catch (const std::runtime_error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  state.SetLabel(kernels::bf16_gemm_description());
+  for (auto _ : state) {
+    kernels::linear_forward_bf16(y.data(), x.data(), w.data(), nullptr, N, C, OC);
+    benchmark::DoNotOptimize(y.data());
+  }
+  finish(state, N, C, OC);
+}
+
+// {N, C, OC, threads}: QKV and attention output, FFN up, FFN down, the tied decoder.
+void shapes(benchmark::internal::Benchmark* b) {
+  for (const auto& s : std::vector<std::vector<std::int64_t>>{
+           {1024, 768, 768, 2}, {1024, 768, 3072, 2}, {1024, 3072, 768, 2}, {150, 768, 30522, 2}}) {
+    b->Args(s);
+  }
+  b->ArgNames({"N", "C", "OC", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_LinearSgemm)->Apply(shapes);
+BENCHMARK(BM_LinearBf16OneDnn)->Apply(shapes);
+
+}  // namespace
+}  // namespace memtrain::bench
+
+BENCHMARK_MAIN();
