@@ -143,9 +143,10 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     // adds it once to the shards' input gradients (Note [Megatron's f and g]).
     if (s.compute() && tp_.rank() != 0) std::fill(dx_f.get(), dx_f.get() + long{N} * C, 0.0f);
     // x and dq, dk, dv as tensors: bf16 GEMMs read them as stored; the fp32 path's views of
-    // them are made in the Linear. A 16-bit x is viewed once for the three.
+    // them are made in the Linear. A 16-bit x is viewed once for the three (not at all for
+    // bf16 GEMMs, which take x_'s bits whatever the view).
     const auto x_f = s.native_bf16_gemm ? F32View() : F32View(s.ctx, x_, F32Access::read);  // [B, T, C]
-    const GemmInput x_in = s.native_bf16_gemm ? GemmInput(x_) : GemmInput(x_f.get(), x_);
+    const GemmInput x_in(x_f.get(), x_);
     query_.backward(s, dx_f.get(), dq, x_in, N);
     dq.reset();
     key_.backward(s, dx_f.get(), dk, x_in, N);

@@ -169,8 +169,9 @@ int train(const Config& config, const RunOptions& options) {
   ctx.set_dry_run(dry);
   // The tensor-parallel group, counted: metrics.jsonl reports its bytes and time per step.
   comms::CountingCommunicator tp_group(grid.tp());
+  const models::ModelOptions model_opts = model_options(resolved);
   models::BertForMaskedLM model(
-      config.model, ctx, model_options(resolved),
+      config.model, ctx, model_opts,
       tensor_parallel(config, &tp_group));
   // Note [Buckets overlap backward]: under tensor parallelism only with MPI_THREAD_MULTIPLE.
   const auto compression = gradient_compression(config);
@@ -274,7 +275,7 @@ int train(const Config& config, const RunOptions& options) {
     // A run whose GEMMs use bf16 dot products is measured against their peak.
     const int peak_cores = std::min(threads, std::max(1, node_cores / std::max(1, world.local_size())));
     const HardwarePeak hw =
-        model_options(resolved).native_bf16_gemm ? hardware_peak_bf16(peak_cores) : hardware_peak(peak_cores);
+        model_opts.native_bf16_gemm ? hardware_peak_bf16(peak_cores) : hardware_peak(peak_cores);
     double peak_flops = hw.flops();
     if (!dry) {
       core::Context probe(make_model_allocator(MemoryConfig{}));
@@ -300,7 +301,7 @@ int train(const Config& config, const RunOptions& options) {
         << "\n"
         << "memtrain: precision " << config.precision.dtype
         << (config.precision.dtype == "bf16"
-                ? std::string(model_options(resolved).native_bf16_gemm ? " (GEMMs in bf16: "
+                ? std::string(model_opts.native_bf16_gemm ? " (GEMMs in bf16: "
                               : config.precision.bf16_gemm == "fp32"
                                   ? " (GEMMs in fp32 on converted operands, as precision.bf16_gemm: fp32 asks; "
                                   : " (GEMMs in fp32 on converted operands: no bf16 dot products here; ") +
