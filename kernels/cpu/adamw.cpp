@@ -26,37 +26,56 @@ void for_chunks(std::int64_t n, Body&& body) {
 
 namespace {
 
-// The AdamW update of adamw_update, with the gradient read as grad_at(i) (already scaled) and
-// each new parameter handed to store(i, p) as well: one loop for the f32 and the bf16 forms.
+// The step's constants of adamw_update (torch.optim.AdamW's formulation). Bias corrections in
+// double: beta2^step underflows gracefully and 1 - beta2^step is tiny early on (torch computes
+// these in Python floats, i.e. double, too). Throws std::invalid_argument if step < 1.
+template <class T>
+struct AdamwConstants {
+  T beta1, beta2, one_minus_b1, one_minus_b2, eps, step_size, inv_sqrt_bc2, decay;
+
+  AdamwConstants(T lr, T b1, T b2, T epsilon, T weight_decay, std::int64_t step, const char* who)
+      : beta1(b1), beta2(b2), one_minus_b1(T(1) - b1), one_minus_b2(T(1) - b2), eps(epsilon) {
+    if (step < 1) {
+      throw std::invalid_argument(std::string(who) + ": step = " + std::to_string(step) +
+                                  "; expected the 1-based count of updates");
+    }
+    const double bc1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(step));
+    step_size = static_cast<T>(lr / bc1);
+    inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+    decay = T(1) - lr * weight_decay;
+  }
+};
+
+// The update of elements [lo, hi), the gradient read as grad_at(i) (already scaled) and each
+// new parameter handed to store(i, p) as well: the one loop body of every form below, so that
+// they give the same bits.
+template <class T, class GradAt, class Store>
+inline void adamw_range(const AdamwConstants<T>& k, T* param, T* m, T* v, std::int64_t lo, std::int64_t hi,
+                        GradAt grad_at, Store store) {
+#pragma omp simd
+  for (std::int64_t i = lo; i < hi; ++i) {
+    const T g = grad_at(i);
+    const T mi = k.beta1 * m[i] + k.one_minus_b1 * g;
+    const T vi = k.beta2 * v[i] + k.one_minus_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const T p = param[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
+    param[i] = p;
+    store(i, p);
+  }
+}
+
 template <class T, class GradAt, class Store>
 void adamw_loop(T* param, T* m, T* v, std::int64_t n, T lr, T beta1, T beta2, T eps, T weight_decay,
                 std::int64_t step, const char* who, GradAt grad_at, Store store) {
-  if (step < 1) {
-    throw std::invalid_argument(std::string(who) + ": step = " + std::to_string(step) +
-                                "; expected the 1-based count of updates");
-  }
-  // Bias corrections in double: beta2^step underflows gracefully and 1 - beta2^step is
-  // tiny early on (torch computes these in Python floats, i.e. double, too).
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
-  const T step_size = static_cast<T>(lr / bc1);
-  const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
-  const T decay = T(1) - lr * weight_decay;
-  const T one_minus_b1 = T(1) - beta1, one_minus_b2 = T(1) - beta2;
-  for_chunks(n, [=](std::int64_t lo, std::int64_t hi) {
-#pragma omp simd
-    for (std::int64_t i = lo; i < hi; ++i) {
-      const T g = grad_at(i);
-      const T mi = beta1 * m[i] + one_minus_b1 * g;
-      const T vi = beta2 * v[i] + one_minus_b2 * g * g;
-      m[i] = mi;
-      v[i] = vi;
-      const T p = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-      param[i] = p;
-      store(i, p);
-    }
-  });
+  const AdamwConstants<T> k(lr, beta1, beta2, eps, weight_decay, step, who);
+  for_chunks(n, [=, &k](std::int64_t lo, std::int64_t hi) { adamw_range(k, param, m, v, lo, hi, grad_at, store); });
 }
+
+// Elements of the f16 form's per-thread float buffers (2 KiB each): a block is converted in,
+// updated and rounded out while it is in L1.
+constexpr std::int64_t kF16Block = 512;
 
 }  // namespace
 
@@ -76,6 +95,24 @@ void adamw_update_bf16(float* master, std::uint16_t* value, const std::uint16_t*
       master, m, v, n, lr, beta1, beta2, eps, weight_decay, step, "adamw_update_bf16",
       [=](std::int64_t i) { return bf16_to_float(grad[i]) * grad_scale; },
       [=](std::int64_t i, float p) { value[i] = float_to_bf16(p); });
+}
+
+void adamw_update_f16(float* master, std::uint16_t* value, const std::uint16_t* grad, float* m, float* v,
+                      std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      std::int64_t step, float grad_scale) {
+  const AdamwConstants<float> k(lr, beta1, beta2, eps, weight_decay, step, "adamw_update_f16");
+  for_chunks(n, [=, &k](std::int64_t lo, std::int64_t hi) {
+    alignas(64) float g[kF16Block];  // [block] the gradient, as float
+    for (std::int64_t b = lo; b < hi; b += kF16Block) {
+      const std::int64_t len = std::min(kF16Block, hi - b);
+      // Under kParallelFrom elements the conversions run on this thread (half_convert.cpp).
+      convert_half_to_float(g, grad + b, len, HalfFormat::f16);
+      const float* gp = g;
+      adamw_range(k, master, m, v, b, b + len, [=](std::int64_t i) { return gp[i - b] * grad_scale; },
+                  [](std::int64_t, float) {});
+      convert_float_to_half(value + b, master + b, len, HalfFormat::f16);
+    }
+  });
 }
 
 template <class T>

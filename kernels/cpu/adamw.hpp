@@ -26,6 +26,16 @@ void adamw_update_bf16(float* master, std::uint16_t* value, const std::uint16_t*
                        std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                        std::int64_t step, float grad_scale);
 
+// The same for an f16 copy and gradient: g = f16_to_float(grad[i]) * grad_scale, then master,
+// m, v as adamw_update<float>, then value[i] = float_to_f16(master[i]). F16's conversions are
+// F16C instructions, not bit operations, so a block of 512 elements at a time is converted into
+// a stack buffer, updated and rounded while it is in L1: bitwise the three passes, each byte of
+// the five arrays moved once (issue 15). Shapes: master, value, grad, m, v [n]. Throws
+// std::invalid_argument if step < 1.
+void adamw_update_f16(float* master, std::uint16_t* value, const std::uint16_t* grad, float* m, float* v,
+                      std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      std::int64_t step, float grad_scale);
+
 // Adam's update with the second moment frozen (1-bit Adam after its freeze step: Tang et al.
 // 2021, Algorithm 1), with a momentum m the caller has already formed:
 // param = param (1 - lr weight_decay) - lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^freeze_step)) + eps)

@@ -117,6 +117,12 @@ void AdamW::step(double lr, double grad_multiplier) {
                                  eps, wd, t, multiplier);
       continue;
     }
+    if (p.value.dtype() == core::DType::f16 && p.grad.dtype() == core::DType::f16) {
+      // One pass a block at a time through L1; bitwise the chunked path below.
+      kernels::adamw_update_f16(master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(), flr, b1, b2,
+                                eps, wd, t, multiplier);
+      continue;
+    }
     // Note [Master updates in stack-sized chunks]
     const kernels::HalfFormat format = format_of(p.value.dtype());
     const core::Tensor& grad = p.grad;
