@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime/cli/omp_wait_policy.hpp"
+
 namespace memtrain::cli {
 
 // Note [OpenBLAS core detection]
@@ -16,10 +18,21 @@ namespace memtrain::cli {
 // it is unset we choose from the instruction sets the CPU really has and re-execute ourselves
 // once. A user's own OPENBLAS_CORETYPE is always respected.
 //
-// Note [Passive OpenMP threads]
-// Kernels use OpenMP for element-wise loops and OpenBLAS uses its own pthreads for GEMM; with
-// libgomp's default spin-waiting, idle OpenMP threads burn the cores OpenBLAS needs (about 18%
-// of a BERT step on 2 cores). OMP_WAIT_POLICY=PASSIVE makes them sleep; also read at load time.
+// Note [When OpenMP threads may spin]
+// libgomp's workers spin for a while (GOMP_SPINCOUNT) after each parallel region before they
+// sleep; with OMP_WAIT_POLICY=PASSIVE they sleep at once and the next region waits for a
+// futex wake-up. memtrain once forced PASSIVE everywhere, when OpenBLAS threaded its GEMMs with
+// its own pthreads and spinning OpenMP workers took the cores those needed (about 18% of a BERT
+// step on 2 cores). Since every GEMM is split over the OpenMP team (Note [One thread pool:
+// GEMMs split over OpenMP], kernels/cpu/matmul.cpp) and oneDNN runs on the same libgomp team,
+// there is one pool, and a step is a chain of short regions (a 16-bit conversion of a
+// [1024, 768] activation takes about 50 us, about what a wake-up costs). Measured side by side
+// (configs/bench-bert.yaml, 2 cores, 3 alternating rounds, 2026-12-04): libgomp's default spin
+// ran fp32 2% faster, fp16 5% and bf16 4% than PASSIVE, with OpenBLAS's Haswell and SkylakeX
+// kernels alike. So a process that has its node to itself keeps libgomp's default. Several
+// ranks on one node (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE > 1) share the cores with each
+// other and with their communication threads, which spinning workers would starve: there
+// PASSIVE stays the default. A user's own OMP_WAIT_POLICY is always respected.
 void ensure_process_environment(char** argv) {
   bool changed = false;
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
@@ -36,8 +49,9 @@ void ensure_process_environment(char** argv) {
       changed = true;
     }
   }
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  if (const char* policy = default_omp_wait_policy(std::getenv("OMP_WAIT_POLICY"),
+                                                   std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))) {
+    setenv("OMP_WAIT_POLICY", policy, 1);
     changed = true;
   }
   if (!changed) return;
