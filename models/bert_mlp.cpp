@@ -96,7 +96,8 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
   auto dproj = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
   auto dgelu = Tensor::empty(s.ctx, {B, T, I}, s.dtype, tmp);   // [B, T, I/tp]
   {
-    auto dproj_f = write_f32(s.ctx, dproj);  // [B, Tl, C]
+    // Scratch: dproj is freed below unread in 16 bits, so its floats are never rounded back.
+    auto dproj_f = scratch_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
         const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C, 2); });
