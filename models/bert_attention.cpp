@@ -73,15 +73,9 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
     auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
     row_parallel_forward(s, tp_, output_, context, r_f.get());  // g
     if (s.compute()) {
-      float* r = r_f.get();
-      if (s.hidden_dropout > 0.0f) {
-        const core::ScopedOp op(s.ctx.op_profile(), "dropout.forward", [&] { return elementwise_description(Nl, C, 2); });
-        kernels::dropout_forward(r, r, B, long{Tl} * C, s.hidden_dropout,
-                                 s.key(encoder_rng_layer(layer_), kAttentionOutput),
-                                 s.first_sample, first_element);
-      }
-      const float* xp = x_f.get();
-      for (long i = 0; i < long{Nl} * C; ++i) r[i] += xp[i];
+      const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward", [&] { return elementwise_description(Nl, C, 3); });
+      kernels::dropout_residual_forward(r_f.get(), r_f.get(), x_f.get(), B, long{Tl} * C, s.hidden_dropout,
+                                        s.key(encoder_rng_layer(layer_), kAttentionOutput), s.first_sample, first_element);
     }
   }
   auto out = layer_norm_.forward(s, residual, Nl);

@@ -140,11 +140,39 @@ void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sampl
   dropout(dinp, dout, rows, per_sample, p, key, first_sample, first_element);
 }
 
+template <class T>
+void dropout_residual_forward(NoDeduce<T>* out, const T* inp, const NoDeduce<T>* residual, int rows,
+                              long per_sample, float p, const RngKey& key, std::uint64_t first_sample,
+                              std::uint64_t first_element) {
+  if (!(p >= 0.0f && p < 1.0f)) {
+    throw std::invalid_argument("dropout_residual_forward: p = " + std::to_string(p) +
+                                "; expected a probability in [0, 1)");
+  }
+  const std::int64_t total = static_cast<std::int64_t>(rows) * per_sample;
+  const PhiloxStream stream(key);
+  const long tasks_per_row = (per_sample + kTask - 1) / kTask;
+  const std::int64_t tasks = static_cast<std::int64_t>(rows) * tasks_per_row;
+  detail::parallel_for(tasks, total >= 16384, [=](std::int64_t task) {
+    const int r = static_cast<int>(task / tasks_per_row);
+    const long e0 = (task % tasks_per_row) * kTask;
+    const long n = per_sample - e0 < kTask ? per_sample - e0 : kTask;
+    const std::int64_t off = static_cast<std::int64_t>(r) * per_sample + e0;
+    T* o = out + off;               // [n]
+    const T* res = residual + off;  // [n]
+    if (o != inp + off) std::memcpy(o, inp + off, sizeof(T) * n);
+    if (p > 0.0f) apply_dropout_mask(o, n, p, stream, first_sample + r, first_element + e0);
+#pragma omp simd
+    for (long i = 0; i < n; ++i) o[i] += res[i];
+  });
+}
+
 #define MEMTRAIN_INSTANTIATE(T)                                                                    \
   template void dropout_forward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t,   \
                                    std::uint64_t);                                                \
   template void dropout_backward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t,  \
                                     std::uint64_t);                                               \
+  template void dropout_residual_forward<T>(T*, const T*, const T*, int, long, float, const RngKey&, \
+                                            std::uint64_t, std::uint64_t);                         \
   template void apply_dropout_mask<T>(T*, std::int64_t, float, const PhiloxStream&, std::uint64_t, \
                                       std::uint64_t);                                              \
   template void apply_dropout_mask_pair<T>(T*, T*, std::int64_t, float, const PhiloxStream&,        \

@@ -31,6 +31,18 @@ void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sampl
                       const RngKey& key, std::uint64_t first_sample,
                       std::uint64_t first_element = 0);
 
+// out = dropout(inp) + residual, the residual connection after a projection's dropout (BERT's
+// hidden dropout: Devlin et al. 2019; Megatron-LM's bias_dropout_add): the mask as
+// dropout_forward draws it, and each dropped chunk gets the residual added while it is in L1,
+// on the thread team (the add had been a serial pass of its own: issue 15). Bitwise
+// dropout_forward followed by out[i] += residual[i]; p == 0 is the plain sum. Shapes: out, inp,
+// residual [rows, per_sample]. out may alias inp, not residual. Throws std::invalid_argument
+// unless 0 <= p < 1.
+template <class T>
+void dropout_residual_forward(NoDeduce<T>* out, const T* inp, const NoDeduce<T>* residual, int rows,
+                              long per_sample, float p, const RngKey& key, std::uint64_t first_sample,
+                              std::uint64_t first_element = 0);
+
 // Applies the mask of elements [first_element, first_element + n) of one sample in place:
 // x[i] *= keep(first_element + i) / (1 - p). The building block of dropout and of attention's
 // dropout on probabilities. Requires 0 < p < 1.

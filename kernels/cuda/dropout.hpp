@@ -28,4 +28,13 @@ void dropout_backward(const KernelContext& ctx, T* dinp, const T* dout, int rows
                       float p, const RngKey& key, std::uint64_t first_sample,
                       std::uint64_t first_element = 0);
 
+// out = dropout(inp) + residual (kernels/cpu/dropout.hpp's dropout_residual_forward): the same
+// mask, the product and the sum each rounded to f32 (no fused multiply-add, as the CPU
+// computes them), then to T once. p == 0 is the plain sum. out may alias inp, not residual.
+// Throws std::invalid_argument unless 0 <= p < 1 (before anything is queued).
+template <class T>
+void dropout_residual_forward(const KernelContext& ctx, T* out, const T* inp, const T* residual, int rows,
+                              long per_sample, float p, const RngKey& key, std::uint64_t first_sample,
+                              std::uint64_t first_element = 0);
+
 }  // namespace memtrain::kernels::gpu

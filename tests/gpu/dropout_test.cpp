@@ -49,6 +49,40 @@ TYPED_TEST(DropoutTest, DropsExactlyWhatTheCpuDrops) {
   }
 }
 
+// The fused dropout + residual: the CPU's fused kernel on the stored (rounded) inputs, then
+// rounded once to T, bit for bit (the GPU's product and sum are not contracted into an FMA).
+TYPED_TEST(DropoutTest, DropoutResidualIsTheCpusRoundedOnce) {
+  using T = TypeParam;
+  const kernels::RngKey key{99, 5, 1, 0, 2};
+  for (auto [rows, per_sample, first_sample, first_element] :
+       {std::tuple{8, 128L * 96, 0ULL, 0ULL}, std::tuple{3, 33L, 5ULL, 7ULL}, std::tuple{1, 1L, 2ULL, 3ULL}}) {
+    for (float p : {0.1f, 0.5f, 0.0f}) {
+      const std::size_t n = std::size_t(rows) * per_sample;
+      const auto x = rounded<T>(kernels::testing::random_normal<float>(n, 21));
+      const auto res = rounded<T>(kernels::testing::random_normal<float>(n, 22));
+      std::vector<float> y_ref(n);
+      kernels::dropout_residual_forward(y_ref.data(), x.data(), res.data(), rows, per_sample, p, key, first_sample,
+                                        first_element);
+      DeviceBuffer<T> gx(to_storage<T>(x)), gres(to_storage<T>(res)), gy(n);
+      gy.poison();
+      kernels::gpu::dropout_residual_forward<T>(this->ctx, gy.get(), gx.get(), gres.get(), rows, per_sample, p, key,
+                                                first_sample, first_element);
+      // In place too (out aliases inp), as the model calls it.
+      kernels::gpu::dropout_residual_forward<T>(this->ctx, gx.get(), gx.get(), gres.get(), rows, per_sample, p, key,
+                                                first_sample, first_element);
+      const auto y = to_floats(gy.download()), y_in_place = to_floats(gx.download());
+      const auto expected = rounded<T>(y_ref);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(y[i], expected[i]) << type_name<T>() << " p=" << p << " element " << i;
+        ASSERT_EQ(y_in_place[i], expected[i]) << "in place, element " << i;
+      }
+    }
+  }
+  DeviceBuffer<T> z(4);
+  EXPECT_THROW(kernels::gpu::dropout_residual_forward<T>(this->ctx, z.get(), z.get(), z.get(), 1, 4, 1.0f, key, 0),
+               std::invalid_argument);
+}
+
 TYPED_TEST(DropoutTest, NegativeProbabilityIsRefusedBeforeAnyLaunch) {
   DeviceBuffer<TypeParam> x(4);
   EXPECT_THROW(kernels::gpu::dropout_forward<TypeParam>(this->ctx, x.get(), x.get(), 1, 4, -0.1f, {}, 0),

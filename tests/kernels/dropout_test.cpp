@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "tests/kernels/test_util.hpp"
@@ -150,6 +151,42 @@ TEST(DropoutForward, RejectsNegativeOrNanProbability) {
   EXPECT_THROW(dropout_forward(x.data(), x.data(), 1, 4, std::numeric_limits<float>::quiet_NaN(),
                                RngKey{}, 0),
                std::invalid_argument);
+}
+
+// The fused dropout + residual against its definition, dropout_forward then the sum (each
+// tested above): bit for bit, in place and out of place, over several threads' tasks, a slice
+// starting mid-sample and mid-Philox-block, and p = 0 (the plain sum).
+TEST(DropoutResidualForward, EqualsDropoutThenTheResidualSum) {
+  const RngKey key{.seed = 31, .layer = 2};
+  for (auto [rows, per_sample, first_sample, first_element] :
+       {std::tuple{kRows, kPerSample, 0ULL, 0ULL}, std::tuple{3, 33L, 5ULL, 7ULL}, std::tuple{1, 1L, 2ULL, 3ULL}}) {
+    for (float p : {0.1f, 0.5f, 0.0f}) {
+      const std::size_t n = static_cast<std::size_t>(rows) * per_sample;
+      const auto x = testing::random_normal<float>(n, 11);
+      const auto res = testing::random_normal<float>(n, 12);
+      std::vector<float> expected(n);
+      dropout_forward(expected.data(), x.data(), rows, per_sample, p, key, first_sample, first_element);
+      for (std::size_t i = 0; i < n; ++i) expected[i] += res[i];
+      std::vector<float> out(n, std::numeric_limits<float>::quiet_NaN());
+      dropout_residual_forward(out.data(), x.data(), res.data(), rows, per_sample, p, key, first_sample,
+                               first_element);
+      auto in_place = x;
+      dropout_residual_forward(in_place.data(), in_place.data(), res.data(), rows, per_sample, p, key,
+                               first_sample, first_element);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(out[i], expected[i]) << "p=" << p << " element " << i;
+        ASSERT_EQ(in_place[i], expected[i]) << "in place, p=" << p << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(DropoutResidualForward, RejectsProbabilitiesOutsideZeroToOne) {
+  std::vector<float> x(4, 1.0f), r(4, 1.0f);
+  for (float p : {-0.1f, 1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    EXPECT_THROW(dropout_residual_forward(x.data(), x.data(), r.data(), 1, 4, p, RngKey{}, 0), std::invalid_argument)
+        << "p=" << p;
+  }
 }
 
 }  // namespace
