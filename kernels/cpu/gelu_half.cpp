@@ -11,7 +11,7 @@ namespace {
 
 // Elements per stack chunk (Note [16-bit operands converted a chunk at a time]): the float
 // backward kernel's own chunk, so each float call sees the same spans it would.
-constexpr int kChunk = 256;
+constexpr int kChunk = 2048;
 
 }  // namespace
 

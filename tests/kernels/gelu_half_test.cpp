@@ -1,12 +1,13 @@
 // GELU on 16-bit storage (kernels/cpu/gelu_half.hpp) against the reference it replaces: the
 // float kernels run on whole float copies of the converted tensors, their outputs rounded to
 // nearest even (models' Note [fp32 arithmetic on 16-bit storage]). Odd shapes (a ragged
-// 256-chunk and SIMD tail), both formats, with and without the bias.
+// 2048-chunk and SIMD tail), both formats, with and without the bias.
 #include "kernels/cpu/gelu_half.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/gelu.hpp"
@@ -52,19 +53,21 @@ TEST_P(GeluHalf, ForwardIsTheFloatKernelOnConvertedValuesRounded) {
 
 TEST_P(GeluHalf, BackwardWritesTheRoundedGradientAndSumsTheBiasGradientInFloat) {
   const HalfFormat f = GetParam();
-  const int N = 33, C = 515;
-  const auto dout = to_half(random_normal<float>(std::size_t{N} * C, 7), f);  // [N, C]
-  const auto inp = to_half(random_normal<float>(std::size_t{N} * C, 8), f);   // [N, C]
-  const auto bias = random_normal<float>(C, 9, 0.5);                        // [C]
-  auto dbias = random_normal<float>(C, 10);                                  // [C], accumulated into
-  auto dbias_ref = dbias;
-  std::vector<std::uint16_t> dinp(dout.size(), 0x7FC0);  // garbage: written, not accumulated
-  bias_gelu_backward_half(dinp.data(), dbias.data(), dout.data(), inp.data(), bias.data(), N, C, f);
-  std::vector<float> dinp_ref(dout.size(), 0.0f);
-  bias_gelu_backward(dinp_ref.data(), dbias_ref.data(), to_float(dout, f).data(), to_float(inp, f).data(),
-                     bias.data(), N, C);
-  EXPECT_EQ(dinp, to_half(dinp_ref, f));
-  EXPECT_EQ(dbias, dbias_ref);
+  // C = 4500: column blocks wider than the 2048-element chunks, whole and ragged.
+  for (const auto& [N, C] : {std::pair{33, 515}, std::pair{3, 4500}}) {
+    const auto dout = to_half(random_normal<float>(static_cast<std::size_t>(N) * C, 7), f);  // [N, C]
+    const auto inp = to_half(random_normal<float>(static_cast<std::size_t>(N) * C, 8), f);   // [N, C]
+    const auto bias = random_normal<float>(C, 9, 0.5);                        // [C]
+    auto dbias = random_normal<float>(C, 10);                                  // [C], accumulated into
+    auto dbias_ref = dbias;
+    std::vector<std::uint16_t> dinp(dout.size(), 0x7FC0);  // garbage: written, not accumulated
+    bias_gelu_backward_half(dinp.data(), dbias.data(), dout.data(), inp.data(), bias.data(), N, C, f);
+    std::vector<float> dinp_ref(dout.size(), 0.0f);
+    bias_gelu_backward(dinp_ref.data(), dbias_ref.data(), to_float(dout, f).data(), to_float(inp, f).data(),
+                       bias.data(), N, C);
+    EXPECT_EQ(dinp, to_half(dinp_ref, f)) << C;
+    EXPECT_EQ(dbias, dbias_ref) << C;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, GeluHalf, ::testing::Values(HalfFormat::f16, HalfFormat::bf16),

@@ -13,7 +13,7 @@ using testing::max_relative_error;
 using testing::numeric_gradient;
 using testing::random_normal;
 
-constexpr int N = 7, C = 300;  // C > 256 exercises the chunked backward
+constexpr int N = 7, C = 300;
 
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
@@ -80,6 +80,30 @@ TEST(BiasGeluBackward, FloatAgreesWithDouble) {
   bias_gelu_backward(dxf.data(), dbf.data(), Gf.data(), xf.data(), bf.data(), N, C);
   EXPECT_LT(max_relative_error(dxf, dx), 1e-5);
   EXPECT_LT(max_relative_error(dbf, db), 1e-5);
+}
+
+// Rows wider than the backward's 2048-element chunks (a column block of 2250 or 4500 with 1 or 2
+// threads: whole and ragged chunks) against the closed-form derivative in double,
+// d/dx gelu(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi), and dbias its column
+// sums; float within float precision. Accumulates into dinp and dbias.
+TEST(BiasGeluBackward, WideRowsMatchTheClosedFormDerivative) {
+  constexpr int Nw = 3, Cw = 4500;
+  const auto x = testing::cast<float>(random_normal(Nw * Cw, 11, 2.0));
+  const auto bias = testing::cast<float>(random_normal(Cw, 12));
+  const auto G = testing::cast<float>(random_normal(Nw * Cw, 13));
+  std::vector<double> dx_ref(Nw * Cw), db_ref(Cw, 0.5);
+  for (int n = 0; n < Nw; ++n) {
+    for (int c = 0; c < Cw; ++c) {
+      const double u = double(x[n * Cw + c]) + double(bias[c]);
+      const double d = 0.5 * (1.0 + std::erf(u / std::sqrt(2.0))) + u * std::exp(-0.5 * u * u) / std::sqrt(2.0 * M_PI);
+      dx_ref[n * Cw + c] = 1.0 + double(G[n * Cw + c]) * d;
+      db_ref[c] += double(G[n * Cw + c]) * d;
+    }
+  }
+  std::vector<float> dx(Nw * Cw, 1.0f), db(Cw, 0.5f);
+  bias_gelu_backward(dx.data(), db.data(), G.data(), x.data(), bias.data(), Nw, Cw);
+  EXPECT_LT(max_relative_error(dx, dx_ref), 1e-5);
+  EXPECT_LT(max_relative_error(db, db_ref), 1e-5);
 }
 
 }  // namespace
