@@ -19,6 +19,31 @@ namespace {
 // Elements per parallel task: a multiple of 4 (one Philox block per 4 elements).
 constexpr long kTask = 4096;
 
+// out = dropout(inp) [+ residual], a task of kTask elements of a row at a time on the thread
+// team; residual null for plain dropout. Requires 0 <= p < 1.
+template <class T>
+void dropout_tasks(T* out, const T* inp, const T* residual, int rows, long per_sample, float p,
+                   const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
+  const std::int64_t total = static_cast<std::int64_t>(rows) * per_sample;
+  const PhiloxStream stream(key);
+  const long tasks_per_row = (per_sample + kTask - 1) / kTask;
+  const std::int64_t tasks = static_cast<std::int64_t>(rows) * tasks_per_row;
+  detail::parallel_for(tasks, total >= 16384, [=](std::int64_t task) {
+    const int r = static_cast<int>(task / tasks_per_row);
+    const long e0 = (task % tasks_per_row) * kTask;
+    const long n = per_sample - e0 < kTask ? per_sample - e0 : kTask;
+    const std::int64_t off = static_cast<std::int64_t>(r) * per_sample + e0;
+    T* o = out + off;  // [n]
+    if (o != inp + off) std::memcpy(o, inp + off, sizeof(T) * n);
+    if (p > 0.0f) apply_dropout_mask(o, n, p, stream, first_sample + r, first_element + e0);
+    if (residual != nullptr) {
+      const T* res = residual + off;  // [n]
+#pragma omp simd
+      for (long i = 0; i < n; ++i) o[i] += res[i];
+    }
+  });
+}
+
 template <class T>
 void dropout(T* out, const T* inp, int rows, long per_sample, float p, const RngKey& key,
              std::uint64_t first_sample, std::uint64_t first_element) {
@@ -35,17 +60,7 @@ void dropout(T* out, const T* inp, int rows, long per_sample, float p, const Rng
     std::memset(out, 0, sizeof(T) * total);
     return;
   }
-  const PhiloxStream stream(key);
-  const long tasks_per_row = (per_sample + kTask - 1) / kTask;
-  const std::int64_t tasks = static_cast<std::int64_t>(rows) * tasks_per_row;
-  detail::parallel_for(tasks, total >= 16384, [=](std::int64_t task) {
-    const int r = static_cast<int>(task / tasks_per_row);
-    const long e0 = (task % tasks_per_row) * kTask;
-    const long n = per_sample - e0 < kTask ? per_sample - e0 : kTask;
-    const std::int64_t off = static_cast<std::int64_t>(r) * per_sample + e0;
-    if (out != inp) std::memcpy(out + off, inp + off, sizeof(T) * n);
-    apply_dropout_mask(out + off, n, p, stream, first_sample + r, first_element + e0);
-  });
+  dropout_tasks<T>(out, inp, nullptr, rows, per_sample, p, key, first_sample, first_element);
 }
 
 }  // namespace
@@ -148,22 +163,7 @@ void dropout_residual_forward(NoDeduce<T>* out, const T* inp, const NoDeduce<T>*
     throw std::invalid_argument("dropout_residual_forward: p = " + std::to_string(p) +
                                 "; expected a probability in [0, 1)");
   }
-  const std::int64_t total = static_cast<std::int64_t>(rows) * per_sample;
-  const PhiloxStream stream(key);
-  const long tasks_per_row = (per_sample + kTask - 1) / kTask;
-  const std::int64_t tasks = static_cast<std::int64_t>(rows) * tasks_per_row;
-  detail::parallel_for(tasks, total >= 16384, [=](std::int64_t task) {
-    const int r = static_cast<int>(task / tasks_per_row);
-    const long e0 = (task % tasks_per_row) * kTask;
-    const long n = per_sample - e0 < kTask ? per_sample - e0 : kTask;
-    const std::int64_t off = static_cast<std::int64_t>(r) * per_sample + e0;
-    T* o = out + off;               // [n]
-    const T* res = residual + off;  // [n]
-    if (o != inp + off) std::memcpy(o, inp + off, sizeof(T) * n);
-    if (p > 0.0f) apply_dropout_mask(o, n, p, stream, first_sample + r, first_element + e0);
-#pragma omp simd
-    for (long i = 0; i < n; ++i) o[i] += res[i];
-  });
+  dropout_tasks<T>(out, inp, residual, rows, per_sample, p, key, first_sample, first_element);
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                    \

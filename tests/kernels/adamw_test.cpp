@@ -82,44 +82,14 @@ TEST(AdamwUpdate, GradScaleEqualsScalingTheGradientInPlaceFirst) {
   }
 }
 
-// The fused bf16 form against the three passes it replaces, composed from the separately
-// tested pieces: the gradient converted (convert_half_to_float), adamw_update<float> with the
-// scale, the master rounded (convert_float_to_half). Bit for bit, over several chunks and a
-// ragged tail, with values that round both ways and a zero gradient.
-TEST(AdamwUpdate, TheBf16FormEqualsConvertUpdateRound) {
-  const std::int64_t n = 70001;
-  std::vector<float> master(n), m(n), v(n), g(n);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float x = static_cast<float>(i);
-    master[i] = std::sin(0.37f * x) * 3.0f;
-    m[i] = 1e-3f * std::cos(0.11f * x);
-    v[i] = 1e-6f * (1.5f + std::sin(0.23f * x));
-    g[i] = i % 97 == 0 ? 0.0f : 1e-2f * std::cos(1.7f * x);
-  }
-  std::vector<std::uint16_t> grad(n), value(n), value_ref(n);
-  convert_float_to_half(grad.data(), g.data(), n, HalfFormat::bf16);
-  auto master_ref = master, m_ref = m, v_ref = v;
-  adamw_update_bf16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
-                    0.01f, 4, 0.37f);
-  std::vector<float> g_ref(n);
-  convert_half_to_float(g_ref.data(), grad.data(), n, HalfFormat::bf16);
-  adamw_update(master_ref.data(), g_ref.data(), m_ref.data(), v_ref.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4,
-               0.37f);
-  convert_float_to_half(value_ref.data(), master_ref.data(), n, HalfFormat::bf16);
-  EXPECT_EQ(master, master_ref);
-  EXPECT_EQ(m, m_ref);
-  EXPECT_EQ(v, v_ref);
-  EXPECT_EQ(value, value_ref);
-  EXPECT_THROW(adamw_update_bf16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 1e-3f, 0.9f,
-                                 0.999f, 1e-8f, 0.01f, 0, 1.0f),
-               std::invalid_argument);
-}
-
-// The one-pass f16 form against the same three passes, in f16: bit for bit over several
-// threads' chunks, blocks and a ragged tail, with a zero gradient, values that round both ways,
-// gradients in f16's subnormal range and a master past f16's largest finite value (its copy
-// rounds to inf, as convert_float_to_half does).
-TEST(AdamwUpdate, TheF16FormEqualsConvertUpdateRound) {
+// A one-pass 16-bit form (adamw_update_bf16 / _f16) against the three passes it replaces,
+// composed from the separately tested pieces: the gradient converted (convert_half_to_float),
+// adamw_update<float> with the scale, the master rounded (convert_float_to_half). Bit for bit,
+// over several threads' chunks, blocks and a ragged tail, with values that round both ways, a
+// zero gradient, gradients in f16's subnormal range and a master past f16's largest finite
+// value (its f16 copy rounds to inf, as convert_float_to_half does; bf16 keeps it finite).
+template <class OnePass>
+void expect_one_pass_equals_convert_update_round(HalfFormat f, OnePass one_pass) {
   const std::int64_t n = 70001;
   std::vector<float> master(n), m(n), v(n), g(n);
   for (std::int64_t i = 0; i < n; ++i) {
@@ -131,23 +101,31 @@ TEST(AdamwUpdate, TheF16FormEqualsConvertUpdateRound) {
   }
   master[12345] = 70000.0f;
   std::vector<std::uint16_t> grad(n), value(n), value_ref(n);
-  convert_float_to_half(grad.data(), g.data(), n, HalfFormat::f16);
+  convert_float_to_half(grad.data(), g.data(), n, f);
   auto master_ref = master, m_ref = m, v_ref = v;
-  adamw_update_f16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
-                   0.01f, 4, 0.37f);
+  one_pass(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4,
+           0.37f);
   std::vector<float> g_ref(n);
-  convert_half_to_float(g_ref.data(), grad.data(), n, HalfFormat::f16);
+  convert_half_to_float(g_ref.data(), grad.data(), n, f);
   adamw_update(master_ref.data(), g_ref.data(), m_ref.data(), v_ref.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 4,
                0.37f);
-  convert_float_to_half(value_ref.data(), master_ref.data(), n, HalfFormat::f16);
+  convert_float_to_half(value_ref.data(), master_ref.data(), n, f);
   EXPECT_EQ(master, master_ref);
   EXPECT_EQ(m, m_ref);
   EXPECT_EQ(v, v_ref);
   EXPECT_EQ(value, value_ref);
-  EXPECT_EQ(value[12345], 0x7c00u);  // +inf
-  EXPECT_THROW(adamw_update_f16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 1e-3f, 0.9f,
-                                0.999f, 1e-8f, 0.01f, 0, 1.0f),
+  if (f == HalfFormat::f16) EXPECT_EQ(value[12345], 0x7c00u);  // +inf
+  EXPECT_THROW(one_pass(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                        0.01f, 0, 1.0f),
                std::invalid_argument);
+}
+
+TEST(AdamwUpdate, TheBf16FormEqualsConvertUpdateRound) {
+  expect_one_pass_equals_convert_update_round(HalfFormat::bf16, adamw_update_bf16);
+}
+
+TEST(AdamwUpdate, TheF16FormEqualsConvertUpdateRound) {
+  expect_one_pass_equals_convert_update_round(HalfFormat::f16, adamw_update_f16);
 }
 
 TEST(AdamwUpdate, RejectsStepZero) {
