@@ -7,8 +7,9 @@
 // kernel, lse + workspace for flash. The time ratio flash / standard is the cost of
 // recomputing the probabilities in the backward pass and of the per-tile GEMMs.
 // Run with OPENBLAS_CORETYPE set as `memtrain` sets it for itself (Note [OpenBLAS core
-// detection], runtime/cli/process_environment.cpp), e.g. OPENBLAS_CORETYPE=SkylakeX
-// OMP_WAIT_POLICY=PASSIVE: without it OpenBLAS uses its SSE3 kernels on these machines.
+// detection], runtime/cli/process_environment.cpp), e.g. OPENBLAS_CORETYPE=SkylakeX: without it
+// OpenBLAS uses its SSE3 kernels on these machines. A single memtrain process leaves
+// OMP_WAIT_POLICY unset (Note [When OpenMP threads may spin]), so leave it unset here too.
 #include <benchmark/benchmark.h>
 
 #include <cstddef>

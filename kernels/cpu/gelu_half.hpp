@@ -12,8 +12,9 @@ namespace memtrain::kernels {
 // (2 bytes read, 4 written), read by the kernel (4), its output written (4) then rounded into
 // the 16-bit result (4 read, 2 written): 20 bytes an element for GELU's forward, against the 4
 // that 16-bit storage needs, which is why a bf16 step ran slower than an fp32 one (issue 15).
-// Here each thread converts a chunk of 256 elements of a row into a stack buffer (it stays in
-// L1), runs the float kernel on it and rounds the chunk out: only the 16-bit tensors travel
+// Here each thread converts a chunk of up to 2048 elements of a row into stack buffers (8 KiB a
+// buffer, L1 or L2: 2048 rather than 256 because Eigen's array expressions cost about 80 ns a
+// call beyond their elements), runs the float kernel on it and rounds the chunk out: only the 16-bit tensors travel
 // through memory. The arithmetic is the float kernel's on the converted values, rounded to
 // nearest even once at the end, as the whole-copy path computed it.
 

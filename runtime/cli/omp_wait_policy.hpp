@@ -2,18 +2,28 @@
 // The OMP_WAIT_POLICY memtrain starts with (Note [When OpenMP threads may spin],
 // process_environment.cpp). Header-only so that the tests can hold the policy to its cases.
 #include <cstdlib>
+#include <functional>
 
 namespace memtrain::cli {
 
 // The value to set OMP_WAIT_POLICY to, or nullptr to leave the environment as it is.
-// user_policy: the environment's OMP_WAIT_POLICY (nullptr when unset), always respected.
-// local_size: Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE (nullptr outside mpirun), the ranks on
-// this node. Several ranks on a node get "PASSIVE"; a process alone on its node keeps
-// libgomp's default (spin a while, then sleep). A local size that is not a number counts as 1.
-inline const char* default_omp_wait_policy(const char* user_policy, const char* local_size) {
-  if (user_policy != nullptr) return nullptr;
-  if (local_size == nullptr) return nullptr;
-  return std::strtol(local_size, nullptr, 10) > 1 ? "PASSIVE" : nullptr;
+// env(name) is the environment's value of `name`, nullptr when unset (std::getenv in memtrain).
+// A user's OMP_WAIT_POLICY is always kept. A single process keeps libgomp's default (spin a
+// while, then sleep): one not started by an MPI launcher (none of the variables that
+// comms/world_communicator.cpp's launched_by_mpi reads), or a world of one rank
+// (OMPI_COMM_WORLD_SIZE, else PMI_SIZE, equal to 1). Every other launch gets "PASSIVE",
+// including one whose world size the launcher does not say.
+inline const char* default_omp_wait_policy(const std::function<const char*(const char*)>& env) {
+  if (env("OMP_WAIT_POLICY") != nullptr) return nullptr;
+  const bool launched = env("OMPI_COMM_WORLD_SIZE") != nullptr || env("PMIX_RANK") != nullptr ||
+                        env("PMI_SIZE") != nullptr;
+  if (!launched) return nullptr;
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    if (const char* size = env(var); size != nullptr) {
+      return std::strtol(size, nullptr, 10) == 1 ? nullptr : "PASSIVE";
+    }
+  }
+  return "PASSIVE";
 }
 
 }  // namespace memtrain::cli

@@ -23,16 +23,18 @@ namespace memtrain::cli {
 // sleep; with OMP_WAIT_POLICY=PASSIVE they sleep at once and the next region waits for a
 // futex wake-up. memtrain once forced PASSIVE everywhere, when OpenBLAS threaded its GEMMs with
 // its own pthreads and spinning OpenMP workers took the cores those needed (about 18% of a BERT
-// step on 2 cores). Since every GEMM is split over the OpenMP team (Note [One thread pool:
-// GEMMs split over OpenMP], kernels/cpu/matmul.cpp) and oneDNN runs on the same libgomp team,
-// there is one pool, and a step is a chain of short regions (a 16-bit conversion of a
-// [1024, 768] activation takes about 50 us, about what a wake-up costs). Measured side by side
-// (configs/bench-bert.yaml, 2 cores, 3 alternating rounds, 2026-12-04): libgomp's default spin
-// ran fp32 2% faster, fp16 5% and bf16 4% than PASSIVE, with OpenBLAS's Haswell and SkylakeX
-// kernels alike. So a process that has its node to itself keeps libgomp's default. Several
-// ranks on one node (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE > 1) share the cores with each
-// other and with their communication threads, which spinning workers would starve: there
-// PASSIVE stays the default. A user's own OMP_WAIT_POLICY is always respected.
+// step on 2 cores). Since the GEMMs run on the OpenMP team or on the calling thread, never on
+// OpenBLAS's pool (Note [One thread pool: GEMMs split over OpenMP], kernels/cpu/matmul.cpp), and
+// oneDNN runs on the same libgomp team, there is one pool, and a step is a chain of short
+// regions (a 16-bit conversion of a [1024, 768] activation takes about 50 us, about what a
+// wake-up costs). Measured side by side (configs/bench-bert.yaml, one process on 2 cores, 3
+// alternating rounds, 2026-12-04): libgomp's default spin ran fp32 2% faster, fp16 5% and
+// bf16 4% than PASSIVE, with OpenBLAS's Haswell and SkylakeX kernels alike. So a single process
+// keeps libgomp's default. A job of several ranks starts PASSIVE, as before: ranks sharing a
+// node compete for its cores, and even one rank per node has the gradient synchroniser's
+// communication thread (parallel.overlap_grad_reduce) beside its compute threads, which
+// spinning workers would starve; we have not measured spinning there. A user's own
+// OMP_WAIT_POLICY is always respected (runtime/cli/omp_wait_policy.hpp has the rule).
 void ensure_process_environment(char** argv) {
   bool changed = false;
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
@@ -49,9 +51,9 @@ void ensure_process_environment(char** argv) {
       changed = true;
     }
   }
-  if (const char* policy = default_omp_wait_policy(std::getenv("OMP_WAIT_POLICY"),
-                                                   std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))) {
-    setenv("OMP_WAIT_POLICY", policy, 1);
+  const char* wait_policy = default_omp_wait_policy([](const char* name) { return std::getenv(name); });
+  if (wait_policy != nullptr) {
+    setenv("OMP_WAIT_POLICY", wait_policy, 1);
     changed = true;
   }
   if (!changed) return;
@@ -64,8 +66,9 @@ void ensure_process_environment(char** argv) {
     execv(self, argv);
   }
   execv("/proc/self/exe", argv);
-  std::fprintf(stderr, "memtrain: warning: could not re-execute with OPENBLAS_CORETYPE set; "
-                       "GEMMs may run on OpenBLAS's generic kernels\n");
+  std::fprintf(stderr, "memtrain: warning: could not re-execute with the settings memtrain makes "
+                       "(OPENBLAS_CORETYPE, OMP_WAIT_POLICY); GEMMs may run on OpenBLAS's generic "
+                       "kernels, and idle OpenMP threads may spin beside other ranks\n");
 }
 
 }  // namespace memtrain::cli

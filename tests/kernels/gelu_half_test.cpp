@@ -34,20 +34,22 @@ class GeluHalf : public ::testing::TestWithParam<HalfFormat> {};
 
 TEST_P(GeluHalf, ForwardIsTheFloatKernelOnConvertedValuesRounded) {
   const HalfFormat f = GetParam();
-  for (const bool with_bias : {true, false}) {
-    const int N = 37, C = 300;
-    const auto inp = to_half(random_normal<float>(std::size_t{N} * C, 5, 2.0), f);  // [N, C]
-    const auto bias = random_normal<float>(C, 6, 0.5);                             // [C]
-    const float* b = with_bias ? bias.data() : nullptr;
-    std::vector<std::uint16_t> out(inp.size());
-    bias_gelu_forward_half(out.data(), inp.data(), b, N, C, f);
-    auto ref = to_float(inp, f);
-    bias_gelu_forward(ref.data(), ref.data(), b, N, C);
-    EXPECT_EQ(out, to_half(ref, f)) << "bias " << with_bias;
-    // In place, as the header allows.
-    auto in_place = inp;
-    bias_gelu_forward_half(in_place.data(), in_place.data(), b, N, C, f);
-    EXPECT_EQ(in_place, out);
+  // C = 3077: rows of a whole and a ragged 2048-element chunk.
+  for (const auto& [N, C] : {std::pair{37, 300}, std::pair{5, 3077}}) {
+    for (const bool with_bias : {true, false}) {
+      const auto inp = to_half(random_normal<float>(static_cast<std::size_t>(N) * C, 5, 2.0), f);  // [N, C]
+      const auto bias = random_normal<float>(C, 6, 0.5);                             // [C]
+      const float* b = with_bias ? bias.data() : nullptr;
+      std::vector<std::uint16_t> out(inp.size());
+      bias_gelu_forward_half(out.data(), inp.data(), b, N, C, f);
+      auto ref = to_float(inp, f);
+      bias_gelu_forward(ref.data(), ref.data(), b, N, C);
+      EXPECT_EQ(out, to_half(ref, f)) << "bias " << with_bias << ", C " << C;
+      // In place, as the header allows.
+      auto in_place = inp;
+      bias_gelu_forward_half(in_place.data(), in_place.data(), b, N, C, f);
+      EXPECT_EQ(in_place, out);
+    }
   }
 }
 

@@ -82,8 +82,8 @@ TEST(BiasGeluBackward, FloatAgreesWithDouble) {
   EXPECT_LT(max_relative_error(dbf, db), 1e-5);
 }
 
-// Rows wider than the backward's 2048-element chunks (a column block of 2250 or 4500 with 1 or 2
-// threads: whole and ragged chunks) against the closed-form derivative in double,
+// Rows wider than the backward's 2048-element chunks (column blocks of 2304 and 2196 with 2
+// threads, one of 4500 with 1: whole and ragged chunks) against the closed-form derivative in double,
 // d/dx gelu(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi), and dbias its column
 // sums; float within float precision. Accumulates into dinp and dbias.
 TEST(BiasGeluBackward, WideRowsMatchTheClosedFormDerivative) {
