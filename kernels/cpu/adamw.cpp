@@ -115,6 +115,16 @@ void adamw_update_f16(float* master, std::uint16_t* value, const std::uint16_t* 
   });
 }
 
+void adamw_update_half(float* master, std::uint16_t* value, const std::uint16_t* grad, float* m, float* v,
+                       std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                       std::int64_t step, float grad_scale, HalfFormat format) {
+  if (format == HalfFormat::bf16) {
+    adamw_update_bf16(master, value, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
+  } else {
+    adamw_update_f16(master, value, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
+  }
+}
+
 template <class T>
 void adam_frozen_variance_update(T* param, T* m, const T* v, std::int64_t n, NoDeduce<T> lr,
                                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/scalar.hpp"
 
 namespace memtrain::kernels {
@@ -35,6 +36,11 @@ void adamw_update_bf16(float* master, std::uint16_t* value, const std::uint16_t*
 void adamw_update_f16(float* master, std::uint16_t* value, const std::uint16_t* grad, float* m, float* v,
                       std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                       std::int64_t step, float grad_scale);
+
+// adamw_update_bf16 or adamw_update_f16 by `format` (value and grad both in that format).
+void adamw_update_half(float* master, std::uint16_t* value, const std::uint16_t* grad, float* m, float* v,
+                       std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                       std::int64_t step, float grad_scale, HalfFormat format);
 
 // Adam's update with the second moment frozen (1-bit Adam after its freeze step: Tang et al.
 // 2021, Algorithm 1), with a momentum m the caller has already formed:

@@ -45,6 +45,19 @@ __global__ void dropout_kernel(T* out, const T* inp, const T* residual, int rows
   }
 }
 
+// Queues dropout_kernel over [rows, per_sample]: one thread per Philox block of each row.
+template <class T>
+void launch_dropout(const KernelContext& ctx, T* out, const T* inp, const T* residual, int rows, long per_sample,
+                    float scale, std::uint32_t threshold, const RngKey& key, std::uint64_t first_sample,
+                    std::uint64_t first_element) {
+  const long long total = static_cast<long long>(rows) * per_sample;
+  const auto k = PhiloxStream(key).key_words();
+  const long long threads = (total + 3) / 4 + rows;  // whole blocks per row, rounded up
+  dropout_kernel<<<blocks_for(threads, 256), 256, 0, ctx.stream>>>(
+      out, inp, residual, rows, per_sample, scale, threshold, k[0], k[1], first_sample, first_element);
+  MEMTRAIN_CUDA_CHECK_LAUNCH();
+}
+
 template <class T>
 void dropout(const KernelContext& ctx, T* out, const T* inp, int rows, long per_sample, float p,
              const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element,
@@ -67,13 +80,8 @@ void dropout(const KernelContext& ctx, T* out, const T* inp, int rows, long per_
   }
   // The CPU scales in T; for 16-bit T it computes in f32 views, so f32 here is the same.
   const float scale = 1.0f / (1.0f - p);
-  const auto threshold = dropout_keep_threshold(p);
-  const auto k = PhiloxStream(key).key_words();
-  const long long threads = (total + 3) / 4 + rows;  // whole blocks per row, rounded up
-  dropout_kernel<<<blocks_for(threads, 256), 256, 0, ctx.stream>>>(
-      out, inp, static_cast<const T*>(nullptr), rows, per_sample, scale, threshold, k[0], k[1], first_sample,
-      first_element);
-  MEMTRAIN_CUDA_CHECK_LAUNCH();
+  launch_dropout<T>(ctx, out, inp, nullptr, rows, per_sample, scale, dropout_keep_threshold(p), key, first_sample,
+                    first_element);
 }
 
 }  // namespace
@@ -106,11 +114,7 @@ void dropout_residual_forward(const KernelContext& ctx, T* out, const T* inp, co
   // p == 0 keeps every element (threshold 0) at scale 1: the plain sum.
   const float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
   const std::uint32_t threshold = p > 0.0f ? dropout_keep_threshold(p) : 0u;
-  const auto k = PhiloxStream(key).key_words();
-  const long long threads = (total + 3) / 4 + rows;
-  dropout_kernel<<<blocks_for(threads, 256), 256, 0, ctx.stream>>>(
-      out, inp, residual, rows, per_sample, scale, threshold, k[0], k[1], first_sample, first_element);
-  MEMTRAIN_CUDA_CHECK_LAUNCH();
+  launch_dropout<T>(ctx, out, inp, residual, rows, per_sample, scale, threshold, key, first_sample, first_element);
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                  \

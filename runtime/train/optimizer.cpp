@@ -110,17 +110,11 @@ void AdamW::step(double lr, double grad_multiplier) {
     }
     float* master = p.master.data<float>();
     std::uint16_t* value = p.value.data<std::uint16_t>();
-    if (p.value.dtype() == core::DType::bf16 && p.grad.dtype() == core::DType::bf16) {
-      // One pass converting as it goes (bf16's conversions are bit operations that vectorize);
-      // bitwise the chunked path below.
-      kernels::adamw_update_bf16(master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(), flr, b1, b2,
-                                 eps, wd, t, multiplier);
-      continue;
-    }
-    if (p.value.dtype() == core::DType::f16 && p.grad.dtype() == core::DType::f16) {
-      // One pass a block at a time through L1; bitwise the chunked path below.
-      kernels::adamw_update_f16(master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(), flr, b1, b2,
-                                eps, wd, t, multiplier);
+    if (p.grad.dtype() == p.value.dtype()) {
+      // One pass converting as it goes (bf16's conversions are bit operations that vectorize;
+      // f16's go a block at a time through L1); bitwise the chunked path below.
+      kernels::adamw_update_half(master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(), flr, b1, b2,
+                                 eps, wd, t, multiplier, format_of(p.value.dtype()));
       continue;
     }
     // Note [Master updates in stack-sized chunks]

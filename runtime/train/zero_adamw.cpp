@@ -155,22 +155,16 @@ void ZeroAdamW::update(Block& b, double lr, float multiplier) {
     float* master = b.master.data<float>() + pc.state_offset;
     std::uint16_t* value = p.value.data<std::uint16_t>() + pc.param_offset;
     const kernels::HalfFormat format = format_of(value_dtype_);
+    float* mp = m + pc.state_offset;
+    float* vp = v + pc.state_offset;
     if (g.dtype() == value_dtype_) {
       // A 16-bit bucket of the values' format: one pass converting as it goes, bitwise the
       // chunked path below (as AdamW::step).
-      const std::uint16_t* grad = g.data<std::uint16_t>() + pc.bucket_offset;
-      float* mp = m + pc.state_offset;
-      float* vp = v + pc.state_offset;
-      if (format == kernels::HalfFormat::bf16) {
-        kernels::adamw_update_bf16(master, value, grad, mp, vp, pc.length, flr, b1, b2, eps, wd, t, multiplier);
-      } else {
-        kernels::adamw_update_f16(master, value, grad, mp, vp, pc.length, flr, b1, b2, eps, wd, t, multiplier);
-      }
+      kernels::adamw_update_half(master, value, g.data<std::uint16_t>() + pc.bucket_offset, mp, vp, pc.length, flr,
+                                 b1, b2, eps, wd, t, multiplier, format);
       continue;
     }
     const std::int64_t chunks = (pc.length + kChunk - 1) / kChunk;
-    float* mp = m + pc.state_offset;
-    float* vp = v + pc.state_offset;
     const Piece piece = pc;
     kernels::detail::parallel_for(chunks, chunks > 8, [&, master, value, mp, vp, piece](std::int64_t c) {
       const std::int64_t lo = c * kChunk, n = std::min(kChunk, piece.length - lo);

@@ -114,7 +114,9 @@ void expect_one_pass_equals_convert_update_round(HalfFormat f, OnePass one_pass)
   EXPECT_EQ(m, m_ref);
   EXPECT_EQ(v, v_ref);
   EXPECT_EQ(value, value_ref);
-  if (f == HalfFormat::f16) EXPECT_EQ(value[12345], 0x7c00u);  // +inf
+  if (f == HalfFormat::f16) {
+    EXPECT_EQ(value[12345], 0x7c00u);  // +inf
+  }
   EXPECT_THROW(one_pass(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.999f, 1e-8f,
                         0.01f, 0, 1.0f),
                std::invalid_argument);
