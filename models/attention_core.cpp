@@ -1,8 +1,7 @@
 #include "models/attention_core.hpp"
 #include "models/op_descriptions.hpp"
 
-#include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/flash_attention.hpp"
+#include "kernels/ops/attention.hpp"
 #include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
 
@@ -32,14 +31,14 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
     if (s.compute()) {
       // Tiles live in the context's workspace, outside the allocator, so a dry run (which
       // takes none) plans the same allocations (Note [Workspace outside the allocator]).
-      auto tiles = s.ctx.workspace().lease(kernels::flash_attention_workspace_elements(T, C, NH));
+      auto tiles = s.ctx.workspace().lease(kernels::ops::flash_attention_workspace_elements(s.kc(), T, C, NH));
       const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.forward",
                               [&] { return attention_description(B, NH, T, C, 2); });
-      kernels::flash_attention_forward(write_f32(s.ctx, context).get(), lse.data<float>(),
-                                       read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
-                                       read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
-                                       s.attention_dropout, key, s.first_sample, tiles.data(),
-                                       first_head_);
+      kernels::ops::flash_attention_forward(s.kc(), write_f32(s.ctx, context).get(), lse.data<float>(),
+                                            read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
+                                            read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
+                                            s.attention_dropout, key, s.first_sample, tiles.data(),
+                                            first_head_);
     }
     if (s.training) lse_ = std::move(lse);
     return context;
@@ -52,10 +51,10 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
   auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);            // [B, T, C]
   if (s.compute()) {
     const core::ScopedOp op(s.ctx.op_profile(), "attention.forward", [&] { return attention_description(B, NH, T, C, 2); });
-    kernels::attention_forward(write_f32(s.ctx, context).get(), write_f32(s.ctx, probs).get(),
-                               read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
-                               read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
-                               s.attention_dropout, key, s.first_sample, first_head_);
+    kernels::ops::attention_forward(s.kc(), write_f32(s.ctx, context).get(), write_f32(s.ctx, probs).get(),
+                                    read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
+                                    read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
+                                    s.attention_dropout, key, s.first_sample, first_head_);
   }
   if (s.training && keeps_probs) probs_ = std::move(probs);
   return context;
@@ -69,10 +68,10 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
   const auto key = s.key(encoder_rng_layer(layer_), kAttentionProbs);
   if (kind_ == AttentionCoreKind::flash) {
     if (s.compute()) {
-      auto tiles = s.ctx.workspace().lease(kernels::flash_attention_workspace_elements(T, C, NH));
+      auto tiles = s.ctx.workspace().lease(kernels::ops::flash_attention_workspace_elements(s.kc(), T, C, NH));
       const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.backward",
                               [&] { return attention_description(B, NH, T, C, 4); });
-      kernels::flash_attention_backward(
+      kernels::ops::flash_attention_backward(s.kc(),
           update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
           read_f32(s.ctx, dcontext).get(), read_f32(s.ctx, context).get(), lse_.data<float>(),
           read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(), read_f32(s.ctx, v).get(),
@@ -90,14 +89,14 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
     if (s.compute()) {
       const core::ScopedOp op(s.ctx.op_profile(), "attention.recompute_probs",
                               [&] { return attention_description(B, NH, T, C, 1); });
-      kernels::attention_probs(write_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(),
-                               read_f32(s.ctx, k).get(), s.attention_mask, B, T, C, NH);
+      kernels::ops::attention_probs(s.kc(), write_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(),
+                                    read_f32(s.ctx, k).get(), s.attention_mask, B, T, C, NH);
     }
   }
   auto scratch = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype, tmp);  // [B, NH, T, T]
   if (s.compute()) {
     const core::ScopedOp op(s.ctx.op_profile(), "attention.backward", [&] { return attention_description(B, NH, T, C, 4); });
-    kernels::attention_backward(
+    kernels::ops::attention_backward(s.kc(),
         update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
         scratch_f32(s.ctx, scratch).get(), read_f32(s.ctx, dcontext).get(),
         read_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),

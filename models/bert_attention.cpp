@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/dropout.hpp"
+#include "kernels/ops/dropout.hpp"
 #include "models/f32_access.hpp"
 #include "models/row_parallel.hpp"
 #include "models/sequence_parallel.hpp"
@@ -74,8 +74,9 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
     row_parallel_forward(s, tp_, output_, context, r_f.get());  // g
     if (s.compute()) {
       const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward", [&] { return elementwise_description(Nl, C, 3); });
-      kernels::dropout_residual_forward(r_f.get(), r_f.get(), x_f.get(), B, long{Tl} * C, s.hidden_dropout,
-                                        s.key(encoder_rng_layer(layer_), kAttentionOutput), s.first_sample, first_element);
+      kernels::ops::dropout_residual_forward(s.kc(), r_f.get(), r_f.get(), x_f.get(), B, long{Tl} * C,
+                                             s.hidden_dropout, s.key(encoder_rng_layer(layer_), kAttentionOutput),
+                                             s.first_sample, first_element);
     }
   }
   auto out = layer_norm_.forward(s, residual, Nl);
@@ -108,9 +109,9 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
         const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C, 2); });
-        kernels::dropout_backward(dproj_f.get(), dx_f.get(), B, long{Tl} * C, s.hidden_dropout,
-                                  s.key(encoder_rng_layer(layer_), kAttentionOutput),
-                                  s.first_sample, first_element);
+        kernels::ops::dropout_backward(s.kc(), dproj_f.get(), dx_f.get(), B, long{Tl} * C, s.hidden_dropout,
+                                       s.key(encoder_rng_layer(layer_), kAttentionOutput),
+                                       s.first_sample, first_element);
       } else {
         std::memcpy(dproj_f.get(), dx_f.get(), sizeof(float) * Nl * C);
       }

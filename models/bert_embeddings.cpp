@@ -1,8 +1,8 @@
 #include "models/bert_embeddings.hpp"
 #include "models/op_descriptions.hpp"
 
-#include "kernels/cpu/dropout.hpp"
-#include "kernels/cpu/embedding.hpp"
+#include "kernels/ops/dropout.hpp"
+#include "kernels/ops/embedding.hpp"
 #include "models/f32_access.hpp"
 #include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
@@ -56,7 +56,7 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   if (s.compute() && !tp_.enabled()) {
     const core::ScopedOp op(s.ctx.op_profile(), "embedding.forward", [&] { return elementwise_description(N, C_, 4); });
     const F32View word(s.ctx, word_.value, F32Access::read, rows);  // [V, C], the rows of ids
-    kernels::bert_embeddings_forward(
+    kernels::ops::bert_embeddings_forward(s.kc(),
         write_f32(s.ctx, sum).get(), ids, type_ids, word.get(),
         read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
         C_, V_, TV_);
@@ -72,7 +72,7 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
       auto sum_f = write_f32(s.ctx, sum);                          // [B, Tl, C]
       F32View part_f = sp ? write_f32(s.ctx, partial) : F32View();  // [B, T, C]
       const F32View word(s.ctx, word_.value, F32Access::read, rows);  // [Vp/tp, C], this shard's rows of ids
-      kernels::vocab_parallel_embeddings_forward(
+      kernels::ops::vocab_parallel_embeddings_forward(s.kc(),
           sp ? part_f.get() : sum_f.get(), ids, type_ids, word.get(),
           read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B,
           s.T, C_, V_, TV_, first_row_, rows_, /*with_positions=*/tp_.rank() == 0);
@@ -88,9 +88,9 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   if (s.compute() && s.hidden_dropout > 0.0f) {
     auto o = update_f32(s.ctx, out);  // [B, Tl, C]
     const core::ScopedOp op(s.ctx.op_profile(), "dropout.forward", [&] { return elementwise_description(Nl, C_, 2); });
-    kernels::dropout_forward(o.get(), o.get(), s.B, long{Tl} * C_, s.hidden_dropout,
-                             s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
-                             std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
+    kernels::ops::dropout_forward(s.kc(), o.get(), o.get(), s.B, long{Tl} * C_, s.hidden_dropout,
+                                  s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
+                                  std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
   }
   if (s.training) {
     ids_ = ids;
@@ -122,9 +122,9 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
   auto dout_f = update_f32(s.ctx, dout);  // [B, Tl, C]
   if (s.compute() && s.hidden_dropout > 0.0f) {
     const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C_, 2); });
-    kernels::dropout_backward(dout_f.get(), dout_f.get(), s.B, long{Tl} * C_, s.hidden_dropout,
-                              s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
-                              std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
+    kernels::ops::dropout_backward(s.kc(), dout_f.get(), dout_f.get(), s.B, long{Tl} * C_, s.hidden_dropout,
+                                   s.key(kEmbeddingsLayer, kEmbeddingsOutput), s.first_sample,
+                                   std::uint64_t(sp ? sequence_shard_first(tp_, s.T) : 0) * C_);
   }
   auto dsum = core::Tensor::empty(s.ctx, {s.B, Tl, C_}, s.dtype,
                                   core::tags().temporary);  // [B, Tl, C]
@@ -146,15 +146,15 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
     if (!tp_.enabled()) {
       const core::ScopedOp op(s.ctx.op_profile(), "embedding.backward",
                               [&] { return elementwise_description(std::int64_t{s.B} * s.T, C_, 4); });
-      kernels::bert_embeddings_backward(dword.get(), dposition.get(), dtoken_type.get(), d, ids_,
-                                        type_ids_, s.B, s.T, C_);
+      kernels::ops::bert_embeddings_backward(s.kc(), dword.get(), dposition.get(), dtoken_type.get(), d, ids_,
+                                             type_ids_, s.B, s.T, C_);
     } else {
       // d sum is the same on every rank: each takes the rows it owns, and the replicated
       // position and type tables get bitwise equal gradients everywhere.
-      kernels::vocab_parallel_embedding_backward(dword.get(), d, ids_, s.B, s.T, C_, first_row_,
-                                                 rows_);
-      kernels::bert_embeddings_backward(static_cast<float*>(nullptr), dposition.get(),
-                                        dtoken_type.get(), d, ids_, type_ids_, s.B, s.T, C_);
+      kernels::ops::vocab_parallel_embedding_backward(s.kc(), dword.get(), d, ids_, s.B, s.T, C_, first_row_,
+                                                      rows_);
+      kernels::ops::bert_embeddings_backward(s.kc(), static_cast<float*>(nullptr), dposition.get(),
+                                             dtoken_type.get(), d, ids_, type_ids_, s.B, s.T, C_);
     }
   }
   ids_ = type_ids_ = nullptr;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/dropout.hpp"
+#include "kernels/ops/dropout.hpp"
 #include "models/bias_gelu.hpp"
 #include "models/f32_access.hpp"
 #include "models/row_parallel.hpp"
@@ -63,8 +63,9 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
     row_parallel_forward(s, tp_, output_, gelu, r_f.get());  // g
     if (s.compute()) {
       const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward", [&] { return elementwise_description(Nl, C, 3); });
-      kernels::dropout_residual_forward(r_f.get(), r_f.get(), a_f.get(), B, long{Tl} * C, s.hidden_dropout,
-                                        s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample, first_element);
+      kernels::ops::dropout_residual_forward(s.kc(), r_f.get(), r_f.get(), a_f.get(), B, long{Tl} * C,
+                                             s.hidden_dropout, s.key(encoder_rng_layer(layer_), kMlpOutput),
+                                             s.first_sample, first_element);
     }
   }
   auto out = layer_norm_.forward(s, residual, Nl);
@@ -95,9 +96,9 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
         const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C, 2); });
-        kernels::dropout_backward(dproj_f.get(), da_f.get(), B, long{Tl} * C, s.hidden_dropout,
-                                  s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
-                                  first_element);
+        kernels::ops::dropout_backward(s.kc(), dproj_f.get(), da_f.get(), B, long{Tl} * C, s.hidden_dropout,
+                                       s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
+                                       first_element);
       } else {
         std::memcpy(dproj_f.get(), da_f.get(), sizeof(float) * Nl * C);
       }

@@ -2,8 +2,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/gelu.hpp"
-#include "kernels/cpu/gelu_half.hpp"
+#include "kernels/ops/gelu.hpp"
 #include "models/f32_access.hpp"
 
 namespace memtrain::models {
@@ -12,11 +11,11 @@ void bias_gelu_forward(PassState& s, core::Tensor& out, const core::Tensor& inp,
   if (!s.compute()) return;
   const auto b = read_f32(s.ctx, bias.value);  // [C]
   if (is_half(inp.dtype()) && out.dtype() == inp.dtype()) {
-    kernels::bias_gelu_forward_half(out.data<std::uint16_t>(), inp.data<std::uint16_t>(), b.get(), N, C,
-                                    half_format(inp.dtype()));
+    kernels::ops::bias_gelu_forward_half(s.kc(), out.data<std::uint16_t>(), inp.data<std::uint16_t>(), b.get(), N, C,
+                                         half_format(inp.dtype()));
     return;
   }
-  kernels::bias_gelu_forward(write_f32(s.ctx, out).get(), read_f32(s.ctx, inp).get(), b.get(), N, C);
+  kernels::ops::bias_gelu_forward(s.kc(), write_f32(s.ctx, out).get(), read_f32(s.ctx, inp).get(), b.get(), N, C);
 }
 
 void bias_gelu_backward(PassState& s, core::Tensor& dinp, Parameter& bias, const core::Tensor& dout,
@@ -25,12 +24,12 @@ void bias_gelu_backward(PassState& s, core::Tensor& dinp, Parameter& bias, const
   auto dbias = update_f32(s.ctx, bias.grad);   // [C]
   const auto b = read_f32(s.ctx, bias.value);  // [C]
   if (is_half(inp.dtype()) && dinp.dtype() == inp.dtype() && dout.dtype() == inp.dtype()) {
-    kernels::bias_gelu_backward_half(dinp.data<std::uint16_t>(), dbias.get(), dout.data<std::uint16_t>(),
-                                     inp.data<std::uint16_t>(), b.get(), N, C, half_format(inp.dtype()));
+    kernels::ops::bias_gelu_backward_half(s.kc(), dinp.data<std::uint16_t>(), dbias.get(), dout.data<std::uint16_t>(),
+                                          inp.data<std::uint16_t>(), b.get(), N, C, half_format(inp.dtype()));
     return;
   }
-  kernels::bias_gelu_backward(zeroed_f32(s.ctx, dinp).get(), dbias.get(), read_f32(s.ctx, dout).get(),
-                              read_f32(s.ctx, inp).get(), b.get(), N, C);
+  kernels::ops::bias_gelu_backward(s.kc(), zeroed_f32(s.ctx, dinp).get(), dbias.get(), read_f32(s.ctx, dout).get(),
+                                   read_f32(s.ctx, inp).get(), b.get(), N, C);
 }
 
 }  // namespace memtrain::models

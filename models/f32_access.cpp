@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/ops/half_convert.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::models {
@@ -16,6 +17,17 @@ namespace {
 // A conversion's row of the op profile: by dtype, 2 + 4 bytes moved per element.
 core::ScopedOp::Description convert_description(DType half, std::int64_t n) {
   return {core::dtype_name(half), 0.0, 6.0 * static_cast<double>(n)};
+}
+
+// Note [Float views are the CPU's]
+// A view converts into host scratch (the context's Workspace) with the CPU's conversions, and a
+// zeroed view of an f32 tensor clears it with memset: both need the tensor in host memory. On a
+// GPU, 16-bit tensors go to the kernels natively (issue 14), so a view there is a bug in the
+// layer that asked for it, and says so instead of touching device memory from the host.
+void require_host(const core::Context& ctx, const core::Tensor& t) {
+  if (ctx.op_context().device == kernels::Device::cpu) return;
+  throw RuntimeError("F32View: a float view of " + t.describe() + " needs host memory, but this context runs on " +
+                     ctx.device() + "; device ops take 16-bit tensors natively");
 }
 
 }  // namespace
@@ -35,6 +47,7 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : 
     // storage]). const_cast: the handle is const, the storage it names is ours to write.
     data_ = const_cast<float*>(t.data<float>());
     if (access_ == F32Access::zeroed && !t.dry_run() && !ctx.dry_run()) {
+      require_host(ctx, t);
       std::memset(data_, 0, sizeof(float) * static_cast<std::size_t>(t.numel()));
     }
     return;
@@ -43,6 +56,7 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : 
     throw RuntimeError("F32View: tensor " + t.describe() + " is not a floating-point tensor");
   }
   if (ctx.dry_run() || t.dry_run()) return;  // nothing to convert; the view stays null
+  require_host(ctx, t);
   half_ = const_cast<std::uint16_t*>(t.data<std::uint16_t>());
   numel_ = t.numel();
   format_ = half_format(t.dtype());
@@ -65,6 +79,7 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access, st
     return;
   }
   if (t.shape().empty()) throw RuntimeError("F32View: a row view of the scalar tensor " + t.describe());
+  require_host(ctx, t);
   half_ = const_cast<std::uint16_t*>(t.data<std::uint16_t>());
   numel_ = t.numel();
   format_ = half_format(t.dtype());
@@ -83,9 +98,9 @@ void F32View::convert(bool to_f32) {
     const core::ScopedOp op(profile_, to_f32 ? "convert.to_f32" : "convert.from_f32",
                             [&] { return convert_description(dtype, numel_); });
     if (to_f32) {
-      kernels::convert_half_to_float(data_, half_, numel_, format_);
+      kernels::ops::convert_half_to_float(kernels::OpContext{}, data_, half_, numel_, format_);
     } else {
-      kernels::convert_float_to_half(half_, data_, numel_, format_);
+      kernels::ops::convert_float_to_half(kernels::OpContext{}, half_, data_, numel_, format_);
     }
     return;
   }
@@ -97,9 +112,9 @@ void F32View::convert(bool to_f32) {
     if (r < 0 || r >= n_rows) continue;
     const std::int64_t at = std::int64_t{r} * row_length_;
     if (to_f32) {
-      kernels::convert_half_to_float(data_ + at, half_ + at, row_length_, format_);
+      kernels::ops::convert_half_to_float(kernels::OpContext{}, data_ + at, half_ + at, row_length_, format_);
     } else {
-      kernels::convert_float_to_half(half_ + at, data_ + at, row_length_, format_);
+      kernels::ops::convert_float_to_half(kernels::OpContext{}, half_ + at, data_ + at, row_length_, format_);
     }
   }
 }
@@ -156,7 +171,7 @@ void store_f32(core::Tensor& dst, const float* src, std::int64_t n) {
   if (dst.dtype() == DType::f32) {
     std::copy(src, src + n, dst.data<float>());
   } else {
-    kernels::convert_float_to_half(dst.data<std::uint16_t>(), src, n, half_format(dst.dtype()));
+    kernels::ops::convert_float_to_half(kernels::OpContext{}, dst.data<std::uint16_t>(), src, n, half_format(dst.dtype()));
   }
 }
 
@@ -166,7 +181,7 @@ void load_f32(float* out, const core::Tensor& src) {
     const float* p = src.data<float>();
     std::copy(p, p + src.numel(), out);
   } else {
-    kernels::convert_half_to_float(out, src.data<std::uint16_t>(), src.numel(),
+    kernels::ops::convert_half_to_float(kernels::OpContext{}, out, src.data<std::uint16_t>(), src.numel(),
                                    half_format(src.dtype()));
   }
 }

@@ -1,7 +1,7 @@
 #include "models/layer_norm.hpp"
 #include "models/op_descriptions.hpp"
 
-#include "kernels/cpu/layernorm.hpp"
+#include "kernels/ops/layernorm.hpp"
 #include "models/f32_access.hpp"
 #include "runtime/core/tags.hpp"
 
@@ -23,9 +23,9 @@ core::Tensor LayerNorm::forward(PassState& s, const core::Tensor& x, int N) {
   if (s.compute()) {
     auto out_f = write_f32(s.ctx, out);
     const core::ScopedOp op(s.ctx.op_profile(), "layernorm.forward", [&] { return elementwise_description(N, C_, 2); });
-    kernels::layernorm_forward(out_f.get(), mean.data<float>(), rstd.data<float>(),
-                               read_f32(s.ctx, x).get(), read_f32(s.ctx, gamma_.value).get(),
-                               read_f32(s.ctx, beta_.value).get(), N, C_, eps_);
+    kernels::ops::layernorm_forward(s.kc(), out_f.get(), mean.data<float>(), rstd.data<float>(),
+                                    read_f32(s.ctx, x).get(), read_f32(s.ctx, gamma_.value).get(),
+                                    read_f32(s.ctx, beta_.value).get(), N, C_, eps_);
   }
   if (s.training) {
     x_ = x;
@@ -40,9 +40,9 @@ void LayerNorm::backward(PassState& s, float* dx, const float* dout, int N) {
     auto dgamma = update_f32(s.ctx, gamma_.grad);  // [C]
     auto dbeta = update_f32(s.ctx, beta_.grad);    // [C]
     const core::ScopedOp op(s.ctx.op_profile(), "layernorm.backward", [&] { return elementwise_description(N, C_, 3); });
-    kernels::layernorm_backward(dx, dgamma.get(), dbeta.get(), dout, read_f32(s.ctx, x_).get(),
-                                read_f32(s.ctx, gamma_.value).get(), mean_.data<float>(),
-                                rstd_.data<float>(), N, C_);
+    kernels::ops::layernorm_backward(s.kc(), dx, dgamma.get(), dbeta.get(), dout, read_f32(s.ctx, x_).get(),
+                                     read_f32(s.ctx, gamma_.value).get(), mean_.data<float>(),
+                                     rstd_.data<float>(), N, C_);
   }
   release();
 }

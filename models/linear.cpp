@@ -3,9 +3,8 @@
 
 #include <optional>
 
-#include "kernels/cpu/half_convert.hpp"
-#include "kernels/cpu/linear.hpp"
-#include "kernels/cpu/linear_bf16.hpp"
+#include "kernels/ops/half_convert.hpp"
+#include "kernels/ops/linear.hpp"
 #include "models/f32_access.hpp"
 #include "runtime/core/workspace.hpp"
 
@@ -44,8 +43,8 @@ Bf16Operand::Bf16Operand(const PassState& s, const float* x, std::int64_t n)
   const core::ScopedOp op(s.ctx.op_profile(), "convert.from_f32", [&] {
     return core::ScopedOp::Description{"bf16 GEMM operand", 0.0, static_cast<double>(n) * 6.0};
   });
-  kernels::convert_float_to_half(reinterpret_cast<std::uint16_t*>(lease_.data()), x, n,
-                                 kernels::HalfFormat::bf16);
+  kernels::ops::convert_float_to_half(s.kc(), reinterpret_cast<std::uint16_t*>(lease_.data()), x, n,
+                                      kernels::HalfFormat::bf16);
 }
 
 namespace {
@@ -79,13 +78,13 @@ void linear_forward(const PassState& s, float* out, const GemmInput& inp, const 
   if (s.native_bf16_gemm && weight.dtype() == core::DType::bf16) {
     std::optional<Bf16Operand> rounded;
     const std::uint16_t* x = bf16_operand(s, inp, std::int64_t{N} * C, rounded);  // [N, C]
-    kernels::linear_forward_bf16(out, x, bf16_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC);
+    kernels::ops::linear_forward_bf16(s.kc(), out, x, bf16_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC);
     return;
   }
   F32View x_view;
   const float* x = floats(s, inp, x_view);  // [N, C]
   const auto w = read_f32(s.ctx, weight);   // [OC, C]
-  kernels::linear_forward(out, x, w.get(), read_f32(s.ctx, bias).get(), N, C, OC);
+  kernels::ops::linear_forward(s.kc(), out, x, w.get(), read_f32(s.ctx, bias).get(), N, C, OC);
 }
 
 void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp,
@@ -96,9 +95,9 @@ void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, con
     const std::uint16_t* dy = bf16_operand(s, dout, std::int64_t{N} * OC, dy_rounded);  // [N, OC]
     const std::uint16_t* x = bf16_operand(s, inp, std::int64_t{N} * C, x_rounded);      // [N, C]
     auto db = gradient_f32(s.ctx, dbias, s.grads_zero);  // [OC]
-    kernels::linear_backward_bf16(dinp, dweight.defined() ? raw_bytes(dweight) : nullptr,
-                                  dweight.dtype() == core::DType::bf16, !s.grads_zero, db.get(), dy, x,
-                                  bf16_bits(weight), N, C, OC);
+    kernels::ops::linear_backward_bf16(s.kc(), dinp, dweight.defined() ? raw_bytes(dweight) : nullptr,
+                                       dweight.dtype() == core::DType::bf16, !s.grads_zero, db.get(), dy, x,
+                                       bf16_bits(weight), N, C, OC);
     return;
   }
   F32View dy_view, x_view;
@@ -107,7 +106,7 @@ void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, con
   const auto w = read_f32(s.ctx, weight);                 // [OC, C]
   auto dw = gradient_f32(s.ctx, dweight, s.grads_zero);  // [OC, C]
   auto db = gradient_f32(s.ctx, dbias, s.grads_zero);    // [OC]
-  kernels::linear_backward(dinp, dw.get(), db.get(), dy, x, w.get(), N, C, OC);
+  kernels::ops::linear_backward(s.kc(), dinp, dw.get(), db.get(), dy, x, w.get(), N, C, OC);
 }
 
 void Linear::forward(const PassState& s, float* out, const GemmInput& inp, int N,

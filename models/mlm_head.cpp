@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/ops/cross_entropy.hpp"
 #include "models/bias_gelu.hpp"
-#include "kernels/cpu/linear.hpp"
+#include "kernels/ops/linear.hpp"
 #include "models/f32_access.hpp"
 #include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
@@ -87,8 +87,8 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
     if (native) {
       linear_forward(s, write_f32(s.ctx, logits).get(), transformed, word_.value, bias_.value, M, C, V_);
     } else {
-      kernels::linear_forward(write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), weight.get(),
-                              read_f32(s.ctx, bias_.value).get(), M, C, V_);
+      kernels::ops::linear_forward(s.kc(), write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), weight.get(),
+                                   read_f32(s.ctx, bias_.value).get(), M, C, V_);
     }
     decoder_weight_ = s.training ? std::move(weight) : F32View();
   }
@@ -122,8 +122,8 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
     loss = tp_.enabled()
                ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_,
                                               grad_scale, &correct, tp_)
-               : kernels::softmax_cross_entropy_forward_backward(z.get(), z.get(), labels.data(),
-                                                                 M, V_, grad_scale, &correct);
+               : kernels::ops::softmax_cross_entropy_forward_backward(s.kc(), z.get(), z.get(), labels.data(),
+                                                                      M, V_, grad_scale, &correct);
   }
   stats->loss_sum += loss;
   stats->num_masked += M;
@@ -149,9 +149,9 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
       // The forward's float view of the weight (Note [The decoder weight is converted once a step]).
       const F32View weight = decoder_weight_.get() != nullptr ? std::move(decoder_weight_)
                                                               : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
-      kernels::linear_backward(zeroed_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
-                               read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(), weight.get(), M,
-                               C, V_);
+      kernels::ops::linear_backward(s.kc(), zeroed_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
+                                    read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(), weight.get(),
+                                    M, C, V_);
     }
   }
   decoder_weight_ = F32View();
@@ -207,8 +207,8 @@ void MlmHead::evaluate(PassState& s, const Tensor& logits, const std::vector<std
     stats->loss_sum += tp_.enabled()
                            ? vocab_parallel_cross_entropy(nullptr, z.get(), labels.data(), M,
                                                           shard_, 1.0f, &correct, tp_)
-                           : kernels::softmax_cross_entropy_forward(z.get(), labels.data(), M, V_,
-                                                                    &correct);
+                           : kernels::ops::softmax_cross_entropy_forward(s.kc(), z.get(), labels.data(), M, V_,
+                                                                         &correct);
     stats->num_correct += correct;
   }
   stats->num_masked += M;

@@ -45,11 +45,13 @@ struct PassState {
   // zeros (gradient_f32 in f32_access.hpp).
   bool grads_zero = false;
   // bf16 storage and oneDNN's bf16 GEMMs (ModelOptions::native_bf16_gemm): Linear layers hand
-  // bf16 operands to kernels::linear_*_bf16 instead of float views to the sgemm kernels.
+  // bf16 operands to kernels::ops::linear_*_bf16 instead of float views to the sgemm kernels.
   bool native_bf16_gemm = false;
 
   // False in a dry run: shapes and allocations only, no math.
   bool compute() const { return !ctx.dry_run(); }
+  // The op API's context (kernels/ops): which device's kernels this pass runs.
+  const kernels::OpContext& kc() const { return ctx.op_context(); }
   int N() const { return B * T; }
   kernels::RngKey key(std::uint32_t layer, std::uint32_t site) const {
     return kernels::RngKey{seed, step, layer, site, 0};

@@ -19,8 +19,9 @@ void require_usable_device(const std::string& device) {
                       " CUDA device" + (count == 1 ? " is" : "s are") + " visible (CUDA_VISIBLE_DEVICES)");
   }
   throw ConfigError("device = " + device +
-                    ": training on a CUDA device is not built yet (the CUDA kernels and the "
-                    "allocator on device memory are; the models do not dispatch to them yet); "
+                    ": training on a CUDA device is not built yet (the CUDA kernels, the op API "
+                    "that dispatches to them and the allocator on device memory are; tensors on "
+                    "the device are not); "
                     "expected device: cpu, or --dry-run to plan the GPU run");
 #else
   (void)index;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/op_context.hpp"
 #include "memory/allocator.hpp"
 #include "memory/types.hpp"
 #include "runtime/core/op_profile.hpp"
@@ -31,6 +32,11 @@ class Context {
   bool dry_run() const { return dry_run_; }
   void set_dry_run(bool dry_run) { dry_run_ = dry_run; }
 
+  // What the op API (kernels/ops) runs this context's ops with: the device and, on a GPU, its
+  // stream, cuBLASLt handle and fixed workspaces. The CPU's by default.
+  const kernels::OpContext& op_context() const { return op_context_; }
+  void set_op_context(const kernels::OpContext& k) { op_context_ = k; }
+
   // Host scratch for fp32 arithmetic on 16-bit tensors and for kernel tiles, outside the
   // allocator (Note [Workspace outside the allocator]). A dry run never touches it.
   Workspace& workspace() const { return *workspace_; }
@@ -44,6 +50,7 @@ class Context {
   std::string device_;
   memory::StreamId stream_ = memory::kDefaultStream;
   bool dry_run_ = false;
+  kernels::OpContext op_context_;
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();
   OpProfile* op_profile_ = nullptr;
 };

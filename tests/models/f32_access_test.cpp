@@ -212,5 +212,33 @@ TEST(F32View, StoreAndLoadRoundTripThroughSixteenBits) {
   EXPECT_THROW(store_f32(b, v, 1), RuntimeError);
 }
 
+// Note [Float views are the CPU's]: on a context whose ops run on a GPU, a float view of a 16-bit
+// tensor (converted in host memory) and a zeroed view (memset) are refused with the tensor and
+// the device named, before anything is read or written; an f32 tensor's read view is its own
+// pointer there too.
+TEST(F32View, AGpuContextRefusesHostViewsThatTouchMemory) {
+  Fixture f;
+  auto half = f.make(DType::bf16, 8);
+  half.data<std::uint16_t>()[0] = 0x3F80;  // 1.0
+  auto single = f.make(DType::f32, 8);
+  core::Context gpu(f.ctx.allocator_ptr(), "cuda:0");
+  gpu.set_op_context(kernels::OpContext{kernels::Device::cuda, nullptr});
+  for (F32Access access : {F32Access::read, F32Access::write, F32Access::read_write, F32Access::scratch}) {
+    try {
+      F32View v(gpu, half, access);
+      FAIL() << "a host view of a bf16 tensor on cuda:0 was made";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("[8] BF16"), std::string::npos) << e.what();
+    }
+  }
+  const std::int32_t rows[] = {0};
+  EXPECT_THROW(F32View(gpu, half, F32Access::read, rows), RuntimeError);
+  EXPECT_THROW(zeroed_f32(gpu, single), RuntimeError);
+  EXPECT_EQ(half.data<std::uint16_t>()[0], 0x3F80);  // untouched
+  EXPECT_EQ(read_f32(gpu, single).get(), single.data<float>());
+  EXPECT_EQ(gpu.workspace().reserved_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace memtrain::models

@@ -1,0 +1,45 @@
+#include "kernels/ops/linear.hpp"
+
+#include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/linear_bf16.hpp"
+#include "kernels/ops/dispatch.hpp"
+
+#if MEMTRAIN_HAVE_CUDA
+#include "kernels/cuda/linear.hpp"
+#endif
+
+namespace memtrain::kernels::ops {
+
+void linear_forward(const OpContext& kc, float* out, const float* inp, const float* weight, const float* bias,
+                    int N, int C, int OC) {
+  if (detail::on_cpu(kc, "linear_forward")) return kernels::linear_forward(out, inp, weight, bias, N, C, OC);
+#if MEMTRAIN_HAVE_CUDA
+  gpu::linear_forward(detail::cuda(kc), out, inp, weight, bias, N, C, OC);
+#endif
+}
+
+void linear_backward(const OpContext& kc, float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int N, int C, int OC) {
+  if (detail::on_cpu(kc, "linear_backward")) {
+    return kernels::linear_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+  }
+#if MEMTRAIN_HAVE_CUDA
+  gpu::linear_backward(detail::cuda(kc), dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+#endif
+}
+
+void linear_forward_bf16(const OpContext& kc, float* out, const std::uint16_t* inp, const std::uint16_t* weight,
+                         const float* bias, int N, int C, int OC) {
+  detail::require_cpu(kc, "linear_forward_bf16");
+  kernels::linear_forward_bf16(out, inp, weight, bias, N, C, OC);
+}
+
+void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16,
+                          bool dweight_accumulate, float* dbias, const std::uint16_t* dout,
+                          const std::uint16_t* inp, const std::uint16_t* weight, int N, int C, int OC) {
+  detail::require_cpu(kc, "linear_backward_bf16");
+  kernels::linear_backward_bf16(dinp, dweight, dweight_bf16, dweight_accumulate, dbias, dout, inp, weight, N, C,
+                                OC);
+}
+
+}  // namespace memtrain::kernels::ops

@@ -1,0 +1,27 @@
+#pragma once
+// torch.nn.Linear's forward and backward through the op API (Note [One op API over two
+// backends]): kernels/cpu/linear (Eigen over OpenBLAS) or kernels/cuda/linear (cuBLASLt).
+#include <cstdint>
+
+#include "kernels/op_context.hpp"
+
+namespace memtrain::kernels::ops {
+
+// out [N, OC] = inp [N, C] weight [OC, C]^T + bias [OC] (bias may be null; out is overwritten).
+void linear_forward(const OpContext& kc, float* out, const float* inp, const float* weight, const float* bias,
+                    int N, int C, int OC);
+
+// From dout [N, OC]: dinp [N, C] += dout weight, dweight [OC, C] += dout^T inp, dbias [OC] += the
+// column sums of dout; each skipped when null.
+void linear_backward(const OpContext& kc, float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int N, int C, int OC);
+
+// The bf16-operand forms of kernels/cpu/linear_bf16 (oneDNN, fp32 accumulation), with its
+// contract; CPU only so far (on a GPU, 16-bit linears are cuBLASLt's, not yet dispatched).
+void linear_forward_bf16(const OpContext& kc, float* out, const std::uint16_t* inp, const std::uint16_t* weight,
+                         const float* bias, int N, int C, int OC);
+void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16,
+                          bool dweight_accumulate, float* dbias, const std::uint16_t* dout,
+                          const std::uint16_t* inp, const std::uint16_t* weight, int N, int C, int OC);
+
+}  // namespace memtrain::kernels::ops

@@ -1,0 +1,273 @@
+// The op API (kernels/ops, Note [One op API over two backends]): on the CPU's context each op is
+// its kernels/cpu kernel, bit for bit, on inputs where swapping any two arguments of the same
+// type would change the result; on a GPU context an op without a CUDA context or without a CUDA
+// twin throws, naming the op, before it touches memory. The CUDA side is tests/gpu/op_dispatch_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/cross_entropy.hpp"
+#include "kernels/cpu/dropout.hpp"
+#include "kernels/cpu/embedding.hpp"
+#include "kernels/cpu/flash_attention.hpp"
+#include "kernels/cpu/gelu.hpp"
+#include "kernels/cpu/gelu_half.hpp"
+#include "kernels/cpu/layernorm.hpp"
+#include "kernels/cpu/linear.hpp"
+#include "kernels/ops/attention.hpp"
+#include "kernels/ops/cross_entropy.hpp"
+#include "kernels/ops/dropout.hpp"
+#include "kernels/ops/embedding.hpp"
+#include "kernels/ops/gelu.hpp"
+#include "kernels/ops/half_convert.hpp"
+#include "kernels/ops/layernorm.hpp"
+#include "kernels/ops/linear.hpp"
+#include "tests/kernels/test_util.hpp"
+
+namespace memtrain::kernels {
+namespace {
+
+using testing::random_normal;
+using Floats = std::vector<float>;
+
+const OpContext kCpu{};
+
+Floats rnd(std::size_t n, std::uint64_t seed) { return random_normal<float>(n, seed); }
+
+TEST(OpDispatch, LinearOnTheCpuIsTheCpuKernel) {
+  const int N = 7, C = 12, OC = 5;
+  const Floats x = rnd(N * C, 1), w = rnd(OC * C, 2), b = rnd(OC, 3), dy = rnd(N * OC, 4);
+  Floats y(N * OC), y_ref(N * OC);
+  ops::linear_forward(kCpu, y.data(), x.data(), w.data(), b.data(), N, C, OC);
+  linear_forward(y_ref.data(), x.data(), w.data(), b.data(), N, C, OC);
+  EXPECT_EQ(y, y_ref);
+  Floats dx = rnd(N * C, 5), dw = rnd(OC * C, 6), db = rnd(OC, 7);
+  Floats dx_ref = dx, dw_ref = dw, db_ref = db;
+  ops::linear_backward(kCpu, dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, C, OC);
+  linear_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dy.data(), x.data(), w.data(), N, C, OC);
+  EXPECT_EQ(dx, dx_ref);
+  EXPECT_EQ(dw, dw_ref);
+  EXPECT_EQ(db, db_ref);
+}
+
+TEST(OpDispatch, LayerNormOnTheCpuIsTheCpuKernel) {
+  const int N = 6, C = 10;
+  const Floats x = rnd(N * C, 8), g = rnd(C, 9), b = rnd(C, 10), dy = rnd(N * C, 11);
+  Floats y(N * C), mean(N), rstd(N), y_ref(N * C), mean_ref(N), rstd_ref(N);
+  ops::layernorm_forward(kCpu, y.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), N, C, 1e-5f);
+  layernorm_forward(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), g.data(), b.data(), N, C, 1e-5f);
+  EXPECT_EQ(y, y_ref);
+  EXPECT_EQ(mean, mean_ref);
+  EXPECT_EQ(rstd, rstd_ref);
+  Floats dx = rnd(N * C, 12), dg = rnd(C, 13), db = rnd(C, 14);
+  Floats dx_ref = dx, dg_ref = dg, db_ref = db;
+  ops::layernorm_backward(kCpu, dx.data(), dg.data(), db.data(), dy.data(), x.data(), g.data(), mean.data(),
+                          rstd.data(), N, C);
+  layernorm_backward(dx_ref.data(), dg_ref.data(), db_ref.data(), dy.data(), x.data(), g.data(), mean.data(),
+                     rstd.data(), N, C);
+  EXPECT_EQ(dx, dx_ref);
+  EXPECT_EQ(dg, dg_ref);
+  EXPECT_EQ(db, db_ref);
+}
+
+TEST(OpDispatch, GeluOnTheCpuIsTheCpuKernel) {
+  const int N = 5, C = 9;
+  const Floats x = rnd(N * C, 15), b = rnd(C, 16), dy = rnd(N * C, 17);
+  Floats y(N * C), y_ref(N * C);
+  ops::bias_gelu_forward(kCpu, y.data(), x.data(), b.data(), N, C);
+  bias_gelu_forward(y_ref.data(), x.data(), b.data(), N, C);
+  EXPECT_EQ(y, y_ref);
+  Floats dx = rnd(N * C, 18), db = rnd(C, 19);
+  Floats dx_ref = dx, db_ref = db;
+  ops::bias_gelu_backward(kCpu, dx.data(), db.data(), dy.data(), x.data(), b.data(), N, C);
+  bias_gelu_backward(dx_ref.data(), db_ref.data(), dy.data(), x.data(), b.data(), N, C);
+  EXPECT_EQ(dx, dx_ref);
+  EXPECT_EQ(db, db_ref);
+
+  // The 16-bit forms, on bf16 bit patterns.
+  std::vector<std::uint16_t> xh(N * C), dyh(N * C), yh(N * C), yh_ref(N * C), dxh(N * C), dxh_ref(N * C);
+  convert_float_to_half(xh.data(), x.data(), N * C, HalfFormat::bf16);
+  convert_float_to_half(dyh.data(), dy.data(), N * C, HalfFormat::bf16);
+  ops::bias_gelu_forward_half(kCpu, yh.data(), xh.data(), b.data(), N, C, HalfFormat::bf16);
+  bias_gelu_forward_half(yh_ref.data(), xh.data(), b.data(), N, C, HalfFormat::bf16);
+  EXPECT_EQ(yh, yh_ref);
+  Floats dbh = rnd(C, 20), dbh_ref = dbh;
+  ops::bias_gelu_backward_half(kCpu, dxh.data(), dbh.data(), dyh.data(), xh.data(), b.data(), N, C, HalfFormat::bf16);
+  bias_gelu_backward_half(dxh_ref.data(), dbh_ref.data(), dyh.data(), xh.data(), b.data(), N, C, HalfFormat::bf16);
+  EXPECT_EQ(dxh, dxh_ref);
+  EXPECT_EQ(dbh, dbh_ref);
+}
+
+TEST(OpDispatch, DropoutOnTheCpuIsTheCpuKernel) {
+  const int rows = 3;
+  const long per_sample = 37;
+  const RngKey key{5, 6, 7, 8, 0};
+  const Floats x = rnd(rows * per_sample, 21), r = rnd(rows * per_sample, 22);
+  Floats y(x.size()), y_ref(x.size());
+  ops::dropout_forward(kCpu, y.data(), x.data(), rows, per_sample, 0.3f, key, 4, 5);
+  dropout_forward(y_ref.data(), x.data(), rows, per_sample, 0.3f, key, 4, 5);
+  EXPECT_EQ(y, y_ref);
+  ops::dropout_backward(kCpu, y.data(), x.data(), rows, per_sample, 0.3f, key, 4, 5);
+  dropout_backward(y_ref.data(), x.data(), rows, per_sample, 0.3f, key, 4, 5);
+  EXPECT_EQ(y, y_ref);
+  ops::dropout_residual_forward(kCpu, y.data(), x.data(), r.data(), rows, per_sample, 0.3f, key, 4, 5);
+  dropout_residual_forward(y_ref.data(), x.data(), r.data(), rows, per_sample, 0.3f, key, 4, 5);
+  EXPECT_EQ(y, y_ref);
+}
+
+TEST(OpDispatch, AttentionOnTheCpuIsTheCpuKernel) {
+  const int B = 2, T = 5, C = 8, NH = 2;
+  const RngKey key{1, 2, 3, 0, 0};
+  const std::size_t n = std::size_t(B) * T * C, nt = std::size_t(B) * NH * T * T;
+  const Floats q = rnd(n, 23), k = rnd(n, 24), v = rnd(n, 25), dy = rnd(n, 26);
+  const Floats mask = {1, 1, 1, 0, 1, 1, 1, 1, 1, 1};  // [B, T]
+  Floats out(n), probs(nt), out_ref(n), probs_ref(nt);
+  ops::attention_forward(kCpu, out.data(), probs.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH,
+                         0.2f, key, 3, 1);
+  attention_forward(out_ref.data(), probs_ref.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH, 0.2f,
+                    key, 3, 1);
+  EXPECT_EQ(out, out_ref);
+  EXPECT_EQ(probs, probs_ref);
+  Floats p(nt), p_ref(nt);
+  ops::attention_probs(kCpu, p.data(), q.data(), k.data(), mask.data(), B, T, C, NH);
+  attention_probs(p_ref.data(), q.data(), k.data(), mask.data(), B, T, C, NH);
+  EXPECT_EQ(p, p_ref);
+  Floats dq = rnd(n, 27), dk = rnd(n, 28), dv = rnd(n, 29), scratch(nt);
+  Floats dq_ref = dq, dk_ref = dk, dv_ref = dv, scratch_ref(nt);
+  ops::attention_backward(kCpu, dq.data(), dk.data(), dv.data(), scratch.data(), dy.data(), probs.data(), q.data(),
+                          k.data(), v.data(), B, T, C, NH, 0.2f, key, 3, 1);
+  attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), scratch_ref.data(), dy.data(), probs.data(),
+                     q.data(), k.data(), v.data(), B, T, C, NH, 0.2f, key, 3, 1);
+  EXPECT_EQ(dq, dq_ref);
+  EXPECT_EQ(dk, dk_ref);
+  EXPECT_EQ(dv, dv_ref);
+
+  const std::size_t tiles = ops::flash_attention_workspace_elements(kCpu, T, C, NH);
+  ASSERT_EQ(tiles, flash_attention_workspace_elements(T, C, NH));
+  Floats work(tiles), lse(B * NH * T), lse_ref(B * NH * T);
+  ops::flash_attention_forward(kCpu, out.data(), lse.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH,
+                               0.2f, key, 3, work.data(), 1);
+  flash_attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH,
+                          0.2f, key, 3, work.data(), 1);
+  EXPECT_EQ(out, out_ref);
+  EXPECT_EQ(lse, lse_ref);
+  dq_ref = dq, dk_ref = dk, dv_ref = dv;
+  ops::flash_attention_backward(kCpu, dq.data(), dk.data(), dv.data(), dy.data(), out.data(), lse.data(), q.data(),
+                                k.data(), v.data(), mask.data(), B, T, C, NH, 0.2f, key, 3, work.data(), 1);
+  flash_attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dy.data(), out.data(), lse.data(), q.data(),
+                           k.data(), v.data(), mask.data(), B, T, C, NH, 0.2f, key, 3, work.data(), 1);
+  EXPECT_EQ(dq, dq_ref);
+  EXPECT_EQ(dk, dk_ref);
+  EXPECT_EQ(dv, dv_ref);
+}
+
+TEST(OpDispatch, EmbeddingsOnTheCpuAreTheCpuKernels) {
+  const int B = 2, T = 3, C = 4, V = 9, TV = 2;
+  const std::vector<std::int32_t> ids = {1, 8, 3, 3, 0, 7}, types = {0, 1, 1, 0, 0, 1};
+  const Floats word = rnd(V * C, 30), pos = rnd(T * C, 31), type = rnd(TV * C, 32), dy = rnd(B * T * C, 33);
+  Floats out(B * T * C), out_ref(B * T * C);
+  ops::bert_embeddings_forward(kCpu, out.data(), ids.data(), types.data(), word.data(), pos.data(), type.data(), B,
+                               T, C, V, TV);
+  bert_embeddings_forward(out_ref.data(), ids.data(), types.data(), word.data(), pos.data(), type.data(), B, T, C, V,
+                          TV);
+  EXPECT_EQ(out, out_ref);
+  Floats dw = rnd(V * C, 34), dp = rnd(T * C, 35), dt = rnd(TV * C, 36);
+  Floats dw_ref = dw, dp_ref = dp, dt_ref = dt;
+  ops::bert_embeddings_backward(kCpu, dw.data(), dp.data(), dt.data(), dy.data(), ids.data(), types.data(), B, T, C);
+  bert_embeddings_backward<float>(dw_ref.data(), dp_ref.data(), dt_ref.data(), dy.data(), ids.data(), types.data(),
+                                  B, T, C);
+  EXPECT_EQ(dw, dw_ref);
+  EXPECT_EQ(dp, dp_ref);
+  EXPECT_EQ(dt, dt_ref);
+  // Rows [3, 8) of the table on this rank.
+  ops::vocab_parallel_embeddings_forward(kCpu, out.data(), ids.data(), types.data(), word.data() + 3 * C, pos.data(),
+                                         type.data(), B, T, C, V, TV, 3, 5, true);
+  vocab_parallel_embeddings_forward(out_ref.data(), ids.data(), types.data(), word.data() + 3 * C, pos.data(),
+                                    type.data(), B, T, C, V, TV, 3, 5, true);
+  EXPECT_EQ(out, out_ref);
+  ops::vocab_parallel_embedding_backward(kCpu, dw.data(), dy.data(), ids.data(), B, T, C, 3, 5);
+  vocab_parallel_embedding_backward<float>(dw_ref.data(), dy.data(), ids.data(), B, T, C, 3, 5);
+  EXPECT_EQ(dw, dw_ref);
+}
+
+TEST(OpDispatch, CrossEntropyOnTheCpuIsTheCpuKernel) {
+  const int M = 4, V = 11;
+  const Floats logits = rnd(M * V, 37);
+  const std::vector<std::int32_t> targets = {3, 0, 10, 7};
+  Floats d(M * V), d_ref(M * V);
+  std::int64_t correct = -1, correct_ref = -2;
+  const double loss = ops::softmax_cross_entropy_forward_backward(kCpu, d.data(), logits.data(), targets.data(), M, V,
+                                                                  0.25f, &correct);
+  const double loss_ref =
+      softmax_cross_entropy_forward_backward(d_ref.data(), logits.data(), targets.data(), M, V, 0.25f, &correct_ref);
+  EXPECT_EQ(loss, loss_ref);
+  EXPECT_EQ(correct, correct_ref);
+  EXPECT_EQ(d, d_ref);
+  EXPECT_EQ(ops::softmax_cross_entropy_forward(kCpu, logits.data(), targets.data(), M, V, &correct),
+            softmax_cross_entropy_forward(logits.data(), targets.data(), M, V, &correct_ref));
+  EXPECT_EQ(correct, correct_ref);
+}
+
+TEST(OpDispatch, ConversionsOnTheCpuAreTheCpuKernels) {
+  const Floats x = rnd(33, 38);
+  for (HalfFormat f : {HalfFormat::f16, HalfFormat::bf16}) {
+    std::vector<std::uint16_t> h(x.size()), h_ref(x.size());
+    ops::convert_float_to_half(kCpu, h.data(), x.data(), 33, f);
+    convert_float_to_half(h_ref.data(), x.data(), 33, f);
+    EXPECT_EQ(h, h_ref);
+    Floats back(x.size()), back_ref(x.size());
+    ops::convert_half_to_float(kCpu, back.data(), h.data(), 33, f);
+    convert_half_to_float(back_ref.data(), h.data(), 33, f);
+    EXPECT_EQ(back, back_ref);
+  }
+}
+
+// What an op says when asked to run on a GPU it cannot reach, and that it says it before
+// writing: the output keeps its sentinel.
+std::string gpu_refusal(const std::function<void(const OpContext&)>& op) {
+  try {
+    op(OpContext{Device::cuda, nullptr});
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+TEST(OpDispatch, AGpuContextWithoutItsCudaStateIsRefusedNamingTheOp) {
+  Floats out(4, 7.0f);
+  const Floats x(4, 1.0f), g(2, 1.0f), b(2, 0.0f);
+  Floats mean(2), rstd(2);
+  const std::string what = gpu_refusal([&](const OpContext& kc) {
+    ops::layernorm_forward(kc, out.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), 2, 2, 1e-5f);
+  });
+  EXPECT_NE(what.find("layernorm_forward"), std::string::npos) << what;
+#if MEMTRAIN_HAVE_CUDA
+  EXPECT_NE(what.find("no CUDA kernel context"), std::string::npos) << what;
+#else
+  EXPECT_NE(what.find("built without CUDA"), std::string::npos) << what;
+#endif
+  EXPECT_EQ(out, Floats(4, 7.0f));
+}
+
+TEST(OpDispatch, AnOpWithoutACudaTwinRefusesTheGpu) {
+  Floats probs(8, 7.0f);
+  const Floats q(8, 1.0f), k(8, 1.0f);
+  const std::string what = gpu_refusal([&](const OpContext& kc) {
+    ops::attention_probs(kc, probs.data(), q.data(), k.data(), nullptr, 1, 2, 4, 2);
+  });
+  EXPECT_NE(what.find("attention_probs has no CUDA kernel yet"), std::string::npos) << what;
+  EXPECT_EQ(probs, Floats(8, 7.0f));
+  EXPECT_NE(gpu_refusal([&](const OpContext& kc) {
+              std::uint16_t h[2] = {0, 0};
+              ops::linear_forward_bf16(kc, probs.data(), h, h, nullptr, 1, 1, 1);
+            }).find("linear_forward_bf16 has no CUDA kernel yet"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace memtrain::kernels
