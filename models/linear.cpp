@@ -64,6 +64,14 @@ const std::uint16_t* bf16_operand(const PassState& s, const GemmInput& in, std::
   return rounded->data();
 }
 
+// A 16-bit weight the sgemm path reads a block at a time (Note [16-bit weights a block at a
+// time]): every 16-bit weight but a bf16 one that oneDNN multiplies as stored.
+bool blockwise_half_weight(const PassState& s, const core::Tensor& weight) {
+  return is_half(weight.dtype()) && !(s.native_bf16_gemm && weight.dtype() == core::DType::bf16);
+}
+
+const std::uint16_t* half_bits(const core::Tensor& t) { return static_cast<const std::uint16_t*>(raw_bytes(t)); }
+
 // An input's float pointer: its view, or a read view of its tensor made into `view`.
 const float* floats(const PassState& s, const GemmInput& in, F32View& view) {
   if (in.view() != nullptr) return in.view();
@@ -83,6 +91,12 @@ void linear_forward(const PassState& s, float* out, const GemmInput& inp, const 
   }
   F32View x_view;
   const float* x = floats(s, inp, x_view);  // [N, C]
+  if (blockwise_half_weight(s, weight)) {
+    auto scratch = s.ctx.workspace().lease(kernels::ops::linear_half_weight_scratch_elements(s.kc(), C));
+    kernels::ops::linear_forward_half_weight(s.kc(), out, x, half_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC,
+                                             half_format(weight.dtype()), scratch.data());
+    return;
+  }
   const auto w = read_f32(s.ctx, weight);   // [OC, C]
   kernels::ops::linear_forward(s.kc(), out, x, w.get(), read_f32(s.ctx, bias).get(), N, C, OC);
 }
@@ -103,6 +117,14 @@ void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, con
   F32View dy_view, x_view;
   const float* dy = floats(s, dout, dy_view);  // [N, OC]
   const float* x = floats(s, inp, x_view);     // [N, C]
+  if (blockwise_half_weight(s, weight) && (!dweight.defined() || dweight.dtype() == weight.dtype())) {
+    auto db = gradient_f32(s.ctx, dbias, s.grads_zero);  // [OC]
+    auto scratch = s.ctx.workspace().lease(kernels::ops::linear_half_weight_scratch_elements(s.kc(), C));
+    auto* dw = dweight.defined() ? static_cast<std::uint16_t*>(raw_bytes(dweight)) : nullptr;  // [OC, C]
+    kernels::ops::linear_backward_half_weight(s.kc(), dinp, dw, !s.grads_zero, db.get(), dy, x, half_bits(weight), N, C,
+                                              OC, half_format(weight.dtype()), scratch.data());
+    return;
+  }
   const auto w = read_f32(s.ctx, weight);                 // [OC, C]
   auto dw = gradient_f32(s.ctx, dweight, s.grads_zero);  // [OC, C]
   auto db = gradient_f32(s.ctx, dbias, s.grads_zero);    // [OC]

@@ -81,13 +81,16 @@ class Bf16Operand {
 
 // out [N, OC] = inp [N, C] weight [OC, C]^T (+ bias [OC] when defined), inp and out float
 // views: on bf16 operands through oneDNN when s.native_bf16_gemm and the weight is bf16 (the
-// weight read as stored, inp rounded to bf16), else with sgemm on float views. Compute mode
+// weight read as stored, inp rounded to bf16), else with sgemm on float views, a 16-bit weight
+// converted a block of rows at a time (Note [16-bit weights a block at a time]). Compute mode
 // only. Used by Linear and by the MLM head's tied decoder.
 void linear_forward(const PassState& s, float* out, const GemmInput& inp, const core::Tensor& weight,
                     const core::Tensor& bias, int N, int C, int OC);
 // Its backward: dinp [N, C] += dout [N, OC] weight (skipped when null); dweight [OC, C] +=
 // dout^T inp and dbias [OC] += column sums of dout, each skipped when undefined, written
-// instead of added when s.grads_zero. The same two paths as linear_forward.
+// instead of added when s.grads_zero. The same paths as linear_forward; a 16-bit weight
+// gradient of the weight's dtype is rounded a block at a time (dinp's sum then runs over blocks
+// of the weight: equal to within rounding).
 void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp,
                      const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias,
                      int N, int C, int OC);

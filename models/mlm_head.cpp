@@ -73,24 +73,11 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
   gelu.reset();
   auto logits = Tensor::empty(s.ctx, {M, V_}, s.dtype, act);  // [M, V]
   if (s.compute()) {
-    // Note [The decoder weight is converted once a step]
-    // The decoder's weight is the word table, [30522, 768] for BERT: in 16 bits, converting it
-    // to float for the forward product and again for the backward ones was two of the step's
-    // largest conversions (issue 15). Nothing changes the table between a training forward's
-    // logits and its backward, which follows at once (the head is the last layer), so the
-    // forward's float view is kept for the backward. It costs no extra scratch at the peak:
-    // the backward needs a float copy of the table at the same time as the gradient's anyway.
-    // With bf16 GEMMs the table is read as stored and no view is made.
-    const bool native = s.native_bf16_gemm && word_.value.dtype() == DType::bf16;
-    F32View weight = native ? F32View() : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
+    // The decoder's weight is the word table, [30522, 768] for BERT. In 16 bits it is read as
+    // stored by bf16 GEMMs, or converted a block of rows at a time next to the sgemm (Note
+    // [16-bit weights a block at a time]): never whole into float, forward or backward.
     const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return masked_gemm_description(M, C, V_, 1); });
-    if (native) {
-      linear_forward(s, write_f32(s.ctx, logits).get(), transformed, word_.value, bias_.value, M, C, V_);
-    } else {
-      kernels::ops::linear_forward(s.kc(), write_f32(s.ctx, logits).get(), read_f32(s.ctx, transformed).get(), weight.get(),
-                                   read_f32(s.ctx, bias_.value).get(), M, C, V_);
-    }
-    decoder_weight_ = s.training ? std::move(weight) : F32View();
+    linear_forward(s, write_f32(s.ctx, logits).get(), transformed, word_.value, bias_.value, M, C, V_);
   }
   if (s.training) {
     gathered_ = std::move(gathered);
@@ -138,23 +125,10 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   if (s.compute()) {
     // Tied decoder: its weight gradient lands in the word-embedding gradient.
     // The head's backward is the first writer of both in a backward pass.
-    if (s.native_bf16_gemm && word_.value.dtype() == DType::bf16) {
-      const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
-      linear_backward(s, zeroed_f32(s.ctx, dtransformed).get(), dlogits, transformed_, word_.value, word_.grad,
-                      bias_.grad, M, C, V_);
-    } else {
-      auto dword = gradient_f32(s.ctx, word_.grad, s.grads_zero);  // [V, C]
-      auto dbias = gradient_f32(s.ctx, bias_.grad, s.grads_zero);  // [V]
-      const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
-      // The forward's float view of the weight (Note [The decoder weight is converted once a step]).
-      const F32View weight = decoder_weight_.get() != nullptr ? std::move(decoder_weight_)
-                                                              : F32View(s.ctx, word_.value, F32Access::read);  // [V, C]
-      kernels::ops::linear_backward(s.kc(), zeroed_f32(s.ctx, dtransformed).get(), dword.get(), dbias.get(),
-                                    read_f32(s.ctx, dlogits).get(), read_f32(s.ctx, transformed_).get(), weight.get(),
-                                    M, C, V_);
-    }
+    const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
+    linear_backward(s, zeroed_f32(s.ctx, dtransformed).get(), dlogits, transformed_, word_.value, word_.grad,
+                    bias_.grad, M, C, V_);
   }
-  decoder_weight_ = F32View();
   // f: the decoder is column-parallel over the vocabulary, so each rank's d transformed is a
   // partial sum (the transform before it is replicated).
   if (s.compute() && tp_.enabled()) {
@@ -248,7 +222,6 @@ std::vector<float> MlmHead::log_probs(PassState& s, const Tensor& logits) const 
 }
 
 void MlmHead::release() {
-  decoder_weight_ = F32View();
   layer_norm_.release();
   gathered_.reset();
   pre_gelu_.reset();

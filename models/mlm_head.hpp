@@ -66,9 +66,6 @@ class MlmHead {
   int C_, V_;
   VocabShard shard_;  // this rank's columns of the logits (all V of them without tp)
   core::Tensor gathered_, pre_gelu_, transformed_;
-  // The decoder weight's float view, from a training forward's logits to its backward: Note
-  // [The decoder weight is converted once a step].
-  F32View decoder_weight_;
 };
 
 }  // namespace memtrain::models

@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/linear_bf16.hpp"
+#include "kernels/cpu/linear_half_weight.hpp"
 #include "kernels/ops/dispatch.hpp"
 
 #if MEMTRAIN_HAVE_CUDA
@@ -40,6 +41,24 @@ void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool 
   detail::require_cpu(kc, "linear_backward_bf16");
   kernels::linear_backward_bf16(dinp, dweight, dweight_bf16, dweight_accumulate, dbias, dout, inp, weight, N, C,
                                 OC);
+}
+
+std::size_t linear_half_weight_scratch_elements(const OpContext& kc, int C) {
+  return kc.device == Device::cpu ? kernels::linear_half_weight_scratch_elements(C) : 0;
+}
+
+void linear_forward_half_weight(const OpContext& kc, float* out, const float* inp, const std::uint16_t* weight,
+                                const float* bias, int N, int C, int OC, HalfFormat format, float* scratch) {
+  detail::require_cpu(kc, "linear_forward_half_weight");
+  kernels::linear_forward_half_weight(out, inp, weight, bias, N, C, OC, format, scratch);
+}
+
+void linear_backward_half_weight(const OpContext& kc, float* dinp, std::uint16_t* dweight, bool dweight_accumulate,
+                                 float* dbias, const float* dout, const float* inp, const std::uint16_t* weight, int N,
+                                 int C, int OC, HalfFormat format, float* scratch) {
+  detail::require_cpu(kc, "linear_backward_half_weight");
+  kernels::linear_backward_half_weight(dinp, dweight, dweight_accumulate, dbias, dout, inp, weight, N, C, OC, format,
+                                       scratch);
 }
 
 }  // namespace memtrain::kernels::ops

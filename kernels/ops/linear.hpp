@@ -1,8 +1,10 @@
 #pragma once
 // torch.nn.Linear's forward and backward through the op API (Note [One op API over two
 // backends]): kernels/cpu/linear (Eigen over OpenBLAS) or kernels/cuda/linear (cuBLASLt).
+#include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/half_convert.hpp"
 #include "kernels/op_context.hpp"
 
 namespace memtrain::kernels::ops {
@@ -23,5 +25,18 @@ void linear_forward_bf16(const OpContext& kc, float* out, const std::uint16_t* i
 void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16,
                           bool dweight_accumulate, float* dbias, const std::uint16_t* dout,
                           const std::uint16_t* inp, const std::uint16_t* weight, int N, int C, int OC);
+
+// Floats of host scratch linear_forward_half_weight and linear_backward_half_weight take for a
+// weight of C columns (0 on the GPU).
+std::size_t linear_half_weight_scratch_elements(const OpContext& kc, int C);
+
+// The 16-bit-weight forms of kernels/cpu/linear_half_weight (fp32 activations, the weight and
+// its gradient converted and rounded a block of rows at a time: Note [16-bit weights a block at
+// a time]), with its contract; CPU only (on a GPU, 16-bit weights go to cuBLASLt as stored).
+void linear_forward_half_weight(const OpContext& kc, float* out, const float* inp, const std::uint16_t* weight,
+                                const float* bias, int N, int C, int OC, HalfFormat format, float* scratch);
+void linear_backward_half_weight(const OpContext& kc, float* dinp, std::uint16_t* dweight, bool dweight_accumulate,
+                                 float* dbias, const float* dout, const float* inp, const std::uint16_t* weight, int N,
+                                 int C, int OC, HalfFormat format, float* scratch);
 
 }  // namespace memtrain::kernels::ops
