@@ -1,5 +1,7 @@
 # The CUDA libraries memtrain uses, as imported targets (issue 14):
-#   CUDA::cudart, CUDA::cublasLt   from CMake's FindCUDAToolkit
+#   CUDA::cudart, CUDA::cublasLt   from CMake's FindCUDAToolkit (cuBLASLt for its headers and to know it
+#                                  is there: kernels/cuda opens it at run time, Note [cuBLASLt is
+#                                  opened on first use])
 #   memtrain::cudnn                cuDNN 9 (cudnn.h, libcudnn)
 #   memtrain::nccl                 NCCL 2 (nccl.h, libnccl)
 # Sets MEMTRAIN_CUDA_LIBRARIES_FOUND, and MEMTRAIN_CUDA_MISSING to what was not found. Searched

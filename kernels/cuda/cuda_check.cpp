@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "kernels/cuda/cublaslt_api.hpp"
 #include "memory/cuda_error.hpp"
 
 namespace memtrain::kernels::gpu {
@@ -14,8 +15,8 @@ void check_cuda(cudaError_t status, const char* call, const char* file, int line
 
 void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw memory::CudaError(std::string(call) + ": " + cublasLtGetStatusName(status) + ": " +
-                          cublasLtGetStatusString(status) + " (" + file + ":" +
+  throw memory::CudaError(std::string(call) + ": " + cublaslt().GetStatusName(status) + ": " +
+                          cublaslt().GetStatusString(status) + " (" + file + ":" +
                           std::to_string(line) + ")");
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda/cublaslt_api.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "memory/cuda_error.hpp"
 
@@ -33,11 +34,11 @@ struct MatmulCall {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   ~MatmulCall() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (pref) cublaslt().MatmulPreferenceDestroy(pref);
+    if (d) cublaslt().MatrixLayoutDestroy(d);
+    if (b) cublaslt().MatrixLayoutDestroy(b);
+    if (a) cublaslt().MatrixLayoutDestroy(a);
+    if (op) cublaslt().MatmulDescDestroy(op);
   }
 };
 
@@ -53,58 +54,58 @@ void matmul_column_major(const KernelContext& ctx, bool trans_a, bool trans_b, i
   const bool tf32 = std::is_same_v<T, float> && ctx.allow_tf32;
   static_assert(std::is_same_v<Out, T> || std::is_same_v<Out, float>, "output: the input type or fp32");
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&call.op, compute, CUDA_R_32F));
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulDescCreate(&call.op, compute, CUDA_R_32F));
   const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   if (bias != nullptr) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+    MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                          &epilogue, sizeof epilogue));
-    MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+    MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                          &bias, sizeof bias));
   }
   const cudaDataType_t type = data_type<T>();
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.a, type, trans_a ? k : m, trans_a ? m : k, lda));
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.b, type, trans_b ? n : k, trans_b ? k : n, ldb));
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&call.d, data_type<Out>(), m, n, ldd));
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&call.a, type, trans_a ? k : m, trans_a ? m : k, lda));
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&call.b, type, trans_b ? n : k, trans_b ? k : n, ldb));
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&call.d, data_type<Out>(), m, n, ldd));
   if (batch > 1) {
     const std::int32_t count = batch;
     const std::int64_t strides[3] = {stride_a, stride_b, stride_d};
     cublasLtMatrixLayout_t layouts[3] = {call.a, call.b, call.d};
     for (int i = 0; i < 3; ++i) {
-      MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+      MEMTRAIN_CUBLAS_CHECK(cublaslt().MatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
                                                              &count, sizeof count));
-      MEMTRAIN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+      MEMTRAIN_CUBLAS_CHECK(cublaslt().MatrixLayoutSetAttribute(
           layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i], sizeof strides[i]));
     }
   }
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&call.pref));
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulPreferenceCreate(&call.pref));
   const std::size_t ws = ctx.blas_workspace_bytes;
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       call.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
   // The heuristic assumes 256-byte aligned operands unless told otherwise; odd offsets into a
   // flat buffer (a bucket view, a row slice) would then pick a kernel that faults.
   const std::uint32_t align_a = alignment_of(A), align_b = alignment_of(B), align_d = alignment_of(D);
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d));
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       call.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.blas, call.op, call.a, call.b, call.d,
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().MatmulAlgoGetHeuristic(ctx.blas, call.op, call.a, call.b, call.d,
                                                        call.d, call.pref, 1, &result, &found));
   if (found == 0) {
     throw memory::CudaError("cublasLtMatmulAlgoGetHeuristic: no algorithm for m=" +
                             std::to_string(m) + " n=" + std::to_string(n) + " k=" +
                             std::to_string(k) + " batch=" + std::to_string(batch));
   }
-  MEMTRAIN_CUBLAS_CHECK(cublasLtMatmul(ctx.blas, call.op, &alpha, A, call.a, B, call.b, &beta, D,
+  MEMTRAIN_CUBLAS_CHECK(cublaslt().Matmul(ctx.blas, call.op, &alpha, A, call.a, B, call.b, &beta, D,
                                        call.d, D, call.d, &result.algo, ctx.blas_workspace, ws,
                                        ctx.stream));
 }

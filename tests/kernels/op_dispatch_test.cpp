@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -267,6 +268,19 @@ TEST(OpDispatch, AnOpWithoutACudaTwinRefusesTheGpu) {
               ops::linear_forward_bf16(kc, probs.data(), h, h, nullptr, 1, 1, 1);
             }).find("linear_forward_bf16 has no CUDA kernel yet"),
             std::string::npos);
+}
+
+// Note [cuBLASLt is opened on first use]: this process links the CUDA twins (in a build with
+// CUDA) and has just run every op on the CPU, yet cuBLASLt, whose loading alone makes about
+// 150 MB resident, is not mapped.
+TEST(OpDispatch, CpuOpsNeverLoadCublasLt) {
+  const Floats x = rnd(6, 40), w = rnd(6, 41);
+  Floats y(4);
+  ops::linear_forward(kCpu, y.data(), x.data(), w.data(), nullptr, 2, 3, 2);
+  std::ifstream maps("/proc/self/maps");
+  ASSERT_TRUE(maps.good());
+  std::string line;
+  while (std::getline(maps, line)) EXPECT_EQ(line.find("libcublasLt"), std::string::npos) << line;
 }
 
 }  // namespace
