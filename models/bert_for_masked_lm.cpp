@@ -7,7 +7,6 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cpu/cross_entropy.hpp"
 #include "models/f32_access.hpp"
 #include "models/parameter_init.hpp"
 #include "runtime/core/errors.hpp"

@@ -43,7 +43,8 @@ Bf16Operand::Bf16Operand(const PassState& s, const float* x, std::int64_t n)
   const core::ScopedOp op(s.ctx.op_profile(), "convert.from_f32", [&] {
     return core::ScopedOp::Description{"bf16 GEMM operand", 0.0, static_cast<double>(n) * 6.0};
   });
-  kernels::ops::convert_float_to_half(s.kc(), reinterpret_cast<std::uint16_t*>(lease_.data()), x, n,
+  // Host scratch, so the CPU's conversion (Note [Float views are the CPU's]).
+  kernels::ops::convert_float_to_half(kernels::OpContext{}, reinterpret_cast<std::uint16_t*>(lease_.data()), x, n,
                                       kernels::HalfFormat::bf16);
 }
 
@@ -92,7 +93,7 @@ void linear_forward(const PassState& s, float* out, const GemmInput& inp, const 
   F32View x_view;
   const float* x = floats(s, inp, x_view);  // [N, C]
   if (blockwise_half_weight(s, weight)) {
-    auto scratch = s.ctx.workspace().lease(kernels::ops::linear_half_weight_scratch_elements(s.kc(), C));
+    auto scratch = s.ctx.workspace().lease(kernels::ops::linear_half_weight_scratch_elements(s.kc(), OC, C));
     kernels::ops::linear_forward_half_weight(s.kc(), out, x, half_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC,
                                              half_format(weight.dtype()), scratch.data());
     return;
@@ -119,7 +120,7 @@ void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, con
   const float* x = floats(s, inp, x_view);     // [N, C]
   if (blockwise_half_weight(s, weight) && (!dweight.defined() || dweight.dtype() == weight.dtype())) {
     auto db = gradient_f32(s.ctx, dbias, s.grads_zero);  // [OC]
-    auto scratch = s.ctx.workspace().lease(kernels::ops::linear_half_weight_scratch_elements(s.kc(), C));
+    auto scratch = s.ctx.workspace().lease(kernels::ops::linear_half_weight_scratch_elements(s.kc(), OC, C));
     auto* dw = dweight.defined() ? static_cast<std::uint16_t*>(raw_bytes(dweight)) : nullptr;  // [OC, C]
     kernels::ops::linear_backward_half_weight(s.kc(), dinp, dw, !s.grads_zero, db.get(), dy, x, half_bits(weight), N, C,
                                               OC, half_format(weight.dtype()), scratch.data());

@@ -18,31 +18,44 @@ namespace memtrain::kernels {
 // memory and has the sgemm read them back: for BERT's tied decoder (30,522 x 768) that was a
 // 94 MB round trip in forward, and as much again rounding the weight gradient from a zeroed
 // float view in backward, about 7 ms of a 320 ms fp16 step (issue 15). Here each thread converts
-// kMaxRows weight rows into its own scratch (1.5 MB at C = 768, so they stay in L2) and runs the
-// sgemm of that block of output columns at once; the weight gradient of a block is computed into
-// scratch and rounded while it is still in cache. The whole weight is never held in fp32. The
-// dot products are linear.hpp's: the forward output and the weight gradient get the same fp32
-// sums (a block of columns changes no element's reduction), and the input gradient sums the same
-// products over OC a block at a time. The output's and the weight gradient's blocks depend on OC
-// alone (so do those results, not on the thread count); there are a multiple of 4 of them (the decoder's 30,522 rows in 60 blocks of
-// 512, BERT-Base's 768 in 4 of 192), so 1, 2 or 4 threads get equal shares.
+// a block of weight rows (at most 512, and at most kBlockFloats floats: 1.5 MB, so that it stays
+// in L2) into its own scratch and runs the sgemm of that block of output columns at once; the
+// weight gradient of a block is computed into scratch and rounded while it is still in cache.
+// The whole weight is never held in fp32. Each output and weight-gradient element is the same
+// kind of fp32 dot product linear.hpp computes (over C, and over N); the input gradient sums
+// its products over OC a block of weight rows at a time. OpenBLAS picks its kernels by shape,
+// so none of these is promised bitwise equal to linear.hpp's, only equal to within rounding
+// (tests/kernels/linear_half_weight_test.cpp). The blocks are a multiple of the thread count
+// (the decoder's 30,522 rows in 60 blocks of 512 on 2 threads), so results may differ in their
+// last bits between thread counts, as parallel_sums' do.
 
 namespace {
 
-constexpr int kMaxRows = 512;  // weight rows per block: at most kMaxRows x C floats of scratch
-constexpr int kAlign = 16;     // block edges on whole cache lines of the fp32 output
+constexpr int kAlign = 16;             // block edges on whole cache lines of the fp32 output
+constexpr int kMaxRows = 512;          // weight rows per block at most
+constexpr int kBlockFloats = 3 << 17;  // a block's floats at most (1.5 MB), unless 16 rows exceed it
+constexpr int kDinpRows = 1024;        // weight rows per input-gradient step at most
 
-struct Blocks {
-  int rows = 0;   // rows per block (the last may be shorter)
-  int count = 0;  // number of blocks
+// How a [OC, C] weight is cut, for `threads` threads.
+struct Plan {
+  int rows = 0;        // weight rows per block (the last may be shorter)
+  int count = 0;       // blocks
+  int slab = 0;        // input-gradient columns per thread (the last may be narrower)
+  int dinp_rows = 0;   // weight rows per input-gradient step
+  std::int64_t per_thread = 0;  // scratch floats per thread
 };
 
-// OC rows in blocks of at most kMaxRows, a multiple of 4 of them where the rows allow.
-Blocks blocks_of(int OC) {
-  const int wanted = (OC + 4 * kMaxRows - 1) / (4 * kMaxRows) * 4;
-  int rows = (OC + wanted - 1) / wanted;
-  rows = std::min(kMaxRows, (rows + kAlign - 1) / kAlign * kAlign);
-  return {rows, (OC + rows - 1) / rows};
+Plan plan_of(int OC, int C, int threads) {
+  Plan p;
+  const int rows_max = std::max(kAlign, std::min(kMaxRows, kBlockFloats / std::max(C, 1)) / kAlign * kAlign);
+  p.count = (OC + rows_max - 1) / rows_max;
+  p.count = (p.count + threads - 1) / threads * threads;
+  p.rows = std::min(rows_max, ((OC + p.count - 1) / p.count + kAlign - 1) / kAlign * kAlign);
+  p.count = (OC + p.rows - 1) / p.rows;
+  p.slab = (std::max(1, (C + threads - 1) / threads) + kAlign - 1) / kAlign * kAlign;
+  p.dinp_rows = std::min(OC, kDinpRows);
+  p.per_thread = std::max(std::int64_t{p.rows} * C, std::int64_t{p.dinp_rows} * std::min(C, p.slab));
+  return p;
 }
 
 // Rows [r0, r0 + rows) of the [OC, C] 16-bit matrix w into dst [rows, C], a row at a time (a
@@ -59,26 +72,33 @@ void rows_to_half(std::uint16_t* w, const float* src, int r0, int rows, int C, H
   }
 }
 
-// This thread's scratch: kMaxRows x C floats each.
-float* thread_scratch(float* scratch, int C) {
-  return scratch + static_cast<std::int64_t>(omp_get_thread_num()) * kMaxRows * C;
-}
+// This thread's part of the scratch.
+float* thread_scratch(float* scratch, const Plan& p) { return scratch + omp_get_thread_num() * p.per_thread; }
 
 }  // namespace
 
-std::size_t linear_half_weight_scratch_elements(int C) {
-  return static_cast<std::size_t>(num_threads()) * kMaxRows * static_cast<std::size_t>(std::max(C, 0));
+std::size_t linear_half_weight_scratch_elements(int OC, int C) {
+  if (OC <= 0 || C <= 0) return 0;
+  const int threads = num_threads();
+  return static_cast<std::size_t>(threads) * static_cast<std::size_t>(plan_of(OC, C, threads).per_thread);
 }
 
 void linear_forward_half_weight(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
                                 int N, int C, int OC, HalfFormat format, float* scratch) {
   if (N <= 0 || OC <= 0) return;
+  if (C <= 0) {  // empty products: out = bias
+    for (int n = 0; n < N; ++n) {
+      float* row = out + static_cast<std::int64_t>(n) * OC;
+      for (int o = 0; o < OC; ++o) row[o] = bias != nullptr ? bias[o] : 0.0f;
+    }
+    return;
+  }
   const int threads = num_threads();
-  const Blocks b = blocks_of(OC);
+  const Plan p = plan_of(OC, C, threads);
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
-  detail::parallel_for(b.count, threads > 1 && b.count > 1, [=](std::int64_t i) {
-    const int r0 = static_cast<int>(i) * b.rows, rows = std::min(OC - r0, b.rows);
-    float* w = thread_scratch(scratch, C);  // [rows, C]
+  detail::parallel_for(p.count, threads > 1 && p.count > 1, [=](std::int64_t i) {
+    const int r0 = static_cast<int>(i) * p.rows, rows = std::min(OC - r0, p.rows);
+    float* w = thread_scratch(scratch, p);  // [rows, C]
     rows_to_float(w, weight, r0, rows, C, format);
     float beta = 0.0f;
     if (bias != nullptr) {
@@ -93,14 +113,17 @@ void linear_forward_half_weight(float* out, const float* inp, const std::uint16_
 void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, float* dbias,
                                  const float* dout, const float* inp, const std::uint16_t* weight, int N, int C,
                                  int OC, HalfFormat format, float* scratch) {
-  if (N <= 0 || OC <= 0) return;
+  if (N <= 0 || OC <= 0 || C <= 0) {
+    if (dbias != nullptr && N > 0 && OC > 0) detail::add_column_sums(dbias, dout, N, OC);
+    return;  // no products (a weight gradient of C = 0 columns has no elements)
+  }
   const int threads = num_threads();
-  const Blocks b = blocks_of(OC);
+  const Plan p = plan_of(OC, C, threads);
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
   if (dweight != nullptr) {
-    detail::parallel_for(b.count, threads > 1 && b.count > 1, [=](std::int64_t i) {
-      const int r0 = static_cast<int>(i) * b.rows, rows = std::min(OC - r0, b.rows);
-      float* g = thread_scratch(scratch, C);  // [rows, C]
+    detail::parallel_for(p.count, threads > 1 && p.count > 1, [=](std::int64_t i) {
+      const int r0 = static_cast<int>(i) * p.rows, rows = std::min(OC - r0, p.rows);
+      float* g = thread_scratch(scratch, p);  // [rows, C]
       if (dweight_accumulate) rows_to_float(g, dweight, r0, rows, C, format);
       // g [rows, C] (+)= dout[:, r0:r0+rows]^T [rows, N] inp [N, C]
       matmul_strided_batched(g, dout + r0, inp, 1, rows, C, N, true, false, 0, 0, 0, OC, C, C, 1.0f,
@@ -109,18 +132,15 @@ void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweig
     });
   }
   if (dinp != nullptr) {
-    // Each thread owns a slab of dinp's columns and walks the weight a block of rows at a time,
-    // converting only its columns of the block (no thread converts what another does); each
-    // block's products are added into the slab. A block here has as many rows as the scratch
-    // holds at the slab's width, so that a wide slab (dinp [1024, 3072] under a [768, 3072]
-    // weight) is written once, not once per forward block; this makes the order of dinp's
-    // sums, like parallel_sums', depend on the thread count.
-    const int slab = (std::max(1, (C + threads - 1) / threads) + kAlign - 1) / kAlign * kAlign;
-    const int slabs = (C + slab - 1) / slab;
-    const int dinp_rows = std::max(1, static_cast<int>(static_cast<std::int64_t>(kMaxRows) * C / std::min(C, slab)));
+    // Each thread owns a slab of dinp's columns and walks the weight kDinpRows rows at a time,
+    // converting only its columns of them (no thread converts what another does); each step's
+    // products are added into the slab, so a wide slab (dinp [1024, 3072] under a [768, 3072]
+    // weight) is written once per kDinpRows weight rows, not once per forward block.
+    const int slabs = (C + p.slab - 1) / p.slab;
+    const int slab = p.slab, dinp_rows = p.dinp_rows;
     detail::parallel_for(slabs, threads > 1 && slabs > 1, [=](std::int64_t s) {
       const int c0 = static_cast<int>(s) * slab, cols = std::min(C - c0, slab);
-      float* w = thread_scratch(scratch, C);  // [rows, cols]
+      float* w = thread_scratch(scratch, p);  // [rows, cols]
       for (int r0 = 0; r0 < OC; r0 += dinp_rows) {
         const int rows = std::min(OC - r0, dinp_rows);
         for (int r = 0; r < rows; ++r) {

@@ -11,14 +11,15 @@
 
 namespace memtrain::kernels {
 
-// Floats of scratch linear_forward_half_weight and linear_backward_half_weight need for a
-// weight of C columns on num_threads() threads.
-std::size_t linear_half_weight_scratch_elements(int C);
+// Floats of scratch linear_forward_half_weight and linear_backward_half_weight need for an
+// [OC, C] weight on num_threads() threads: per thread a block of at most 512 weight rows and
+// 1.5 MB, or 1024 rows of its share of the columns for the input gradient, whichever is more.
+std::size_t linear_half_weight_scratch_elements(int OC, int C);
 
 // out [N, OC] = inp [N, C] weight [OC, C]^T + bias [OC] (bias may be null; out is overwritten),
-// weight the bit patterns of `format`. scratch: linear_half_weight_scratch_elements(C) floats.
-// Each element of out is the same fp32 dot product linear_forward computes from the converted
-// weight.
+// weight the bit patterns of `format`. scratch: linear_half_weight_scratch_elements(OC, C)
+// floats. Each element of out is an fp32 dot product over C of inp and the converted weight, as
+// linear_forward's (equal to within rounding).
 void linear_forward_half_weight(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
                                 int N, int C, int OC, HalfFormat format, float* scratch);
 
@@ -30,7 +31,7 @@ void linear_forward_half_weight(float* out, const float* inp, const std::uint16_
 //   products as linear_backward, added in another order: equal to within rounding, and in an
 //   order that depends on the thread count), skipped when null;
 // dbias [OC] += the column sums of dout, skipped when null.
-// scratch: linear_half_weight_scratch_elements(C) floats.
+// scratch: linear_half_weight_scratch_elements(OC, C) floats.
 void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, float* dbias,
                                  const float* dout, const float* inp, const std::uint16_t* weight, int N, int C,
                                  int OC, HalfFormat format, float* scratch);

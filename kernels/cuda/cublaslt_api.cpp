@@ -9,7 +9,10 @@
 namespace memtrain::kernels::gpu {
 namespace {
 
-const std::string kLibrary = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+#define MEMTRAIN_STRINGIFY2(x) #x
+#define MEMTRAIN_STRINGIFY(x) MEMTRAIN_STRINGIFY2(x)
+// A constant, not a std::string, so that cublaslt() works even from another static initialiser.
+constexpr const char kLibrary[] = "libcublasLt.so." MEMTRAIN_STRINGIFY(CUBLAS_VER_MAJOR);
 
 template <class F>
 void find(void* lib, const char* name, F& fn) {
@@ -17,17 +20,19 @@ void find(void* lib, const char* name, F& fn) {
   void* p = dlsym(lib, name);
   if (p == nullptr) {
     const char* why = dlerror();
-    throw memory::CudaError(kLibrary + " has no " + name + ": " + (why != nullptr ? why : "null symbol"));
+    const std::string what = std::string(kLibrary) + " has no " + name + ": " + (why != nullptr ? why : "null symbol");
+    dlclose(lib);  // a retry opens it again
+    throw memory::CudaError(what);
   }
   fn = reinterpret_cast<F>(p);
 }
 
 CublasLtApi open_cublaslt() {
   // Never closed: handles and cached plans may outlive any owner we could give it.
-  void* lib = dlopen(kLibrary.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
-    throw memory::CudaError("cannot open " + kLibrary + " (cuBLASLt, for the CUDA GEMMs): " +
+    throw memory::CudaError(std::string("cannot open ") + kLibrary + " (cuBLASLt, for the CUDA GEMMs): " +
                             (why != nullptr ? why : "unknown reason") +
                             "; put the CUDA toolkit's lib directory on LD_LIBRARY_PATH");
   }

@@ -43,8 +43,8 @@ void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool 
                                 OC);
 }
 
-std::size_t linear_half_weight_scratch_elements(const OpContext& kc, int C) {
-  return kc.device == Device::cpu ? kernels::linear_half_weight_scratch_elements(C) : 0;
+std::size_t linear_half_weight_scratch_elements(const OpContext& kc, int OC, int C) {
+  return kc.device == Device::cpu ? kernels::linear_half_weight_scratch_elements(OC, C) : 0;
 }
 
 void linear_forward_half_weight(const OpContext& kc, float* out, const float* inp, const std::uint16_t* weight,

@@ -26,13 +26,14 @@ void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool 
                           bool dweight_accumulate, float* dbias, const std::uint16_t* dout,
                           const std::uint16_t* inp, const std::uint16_t* weight, int N, int C, int OC);
 
-// Floats of host scratch linear_forward_half_weight and linear_backward_half_weight take for a
-// weight of C columns (0 on the GPU).
-std::size_t linear_half_weight_scratch_elements(const OpContext& kc, int C);
+// Floats of host scratch linear_forward_half_weight and linear_backward_half_weight take for an
+// [OC, C] weight (0 on the GPU).
+std::size_t linear_half_weight_scratch_elements(const OpContext& kc, int OC, int C);
 
 // The 16-bit-weight forms of kernels/cpu/linear_half_weight (fp32 activations, the weight and
 // its gradient converted and rounded a block of rows at a time: Note [16-bit weights a block at
-// a time]), with its contract; CPU only (on a GPU, 16-bit weights go to cuBLASLt as stored).
+// a time]), with its contract; CPU only (a GPU's 16-bit linears will take their weights as
+// stored, through typed forms of linear_forward; not dispatched yet).
 void linear_forward_half_weight(const OpContext& kc, float* out, const float* inp, const std::uint16_t* weight,
                                 const float* bias, int N, int C, int OC, HalfFormat format, float* scratch);
 void linear_backward_half_weight(const OpContext& kc, float* dinp, std::uint16_t* dweight, bool dweight_accumulate,

@@ -42,11 +42,13 @@ TEST_F(OpDispatchOnGpu, LinearLayerNormAndGeluRunTheirCudaTwins) {
   const int N = 33, C = 48, OC = 20;
   const auto x = rnd(N * C, 1), w = rnd(OC * C, 2), b = rnd(OC, 3), dy = rnd(N * OC, 4);
   const auto xd = widen(x), wd = widen(w), bd = widen(b), dyd = widen(dy);
-  std::vector<double> y_ref(N * OC), dx_ref(N * C, 0.0), dw_ref(OC * C, 0.0), db_ref(OC, 0.0);
+  // Gradients start non-zero: the ops accumulate (+=), which a test from zeros could not tell
+  // from overwriting.
+  const auto dx0 = rnd(N * C, 20), dw0 = rnd(OC * C, 21), db0 = rnd(OC, 22);
+  std::vector<double> y_ref(N * OC), dx_ref = widen(dx0), dw_ref = widen(dw0), db_ref = widen(db0);
   kernels::linear_forward(y_ref.data(), xd.data(), wd.data(), bd.data(), N, C, OC);
   kernels::linear_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dyd.data(), xd.data(), wd.data(), N, C, OC);
-  DeviceBuffer<float> gx(x), gw(w), gb(b), gdy(dy), gy(N * OC), gdx(std::vector<float>(N * C, 0.0f)),
-      gdw(std::vector<float>(OC * C, 0.0f)), gdb(std::vector<float>(OC, 0.0f));
+  DeviceBuffer<float> gx(x), gw(w), gb(b), gdy(dy), gy(N * OC), gdx(dx0), gdw(dw0), gdb(db0);
   gy.poison();
   kernels::ops::linear_forward(gpu(), gy.get(), gx.get(), gw.get(), gb.get(), N, C, OC);
   kernels::ops::linear_backward(gpu(), gdx.get(), gdw.get(), gdb.get(), gdy.get(), gx.get(), gw.get(), N, C, OC);
@@ -57,13 +59,14 @@ TEST_F(OpDispatchOnGpu, LinearLayerNormAndGeluRunTheirCudaTwins) {
 
   const auto g = rnd(C, 5), be = rnd(C, 6), dln = rnd(N * C, 7);
   const auto gd = widen(g), bed = widen(be), dlnd = widen(dln);
-  std::vector<double> ln_ref(N * C), mean_ref(N), rstd_ref(N), dxl_ref(N * C, 0.0), dg_ref(C, 0.0), dbl_ref(C, 0.0);
+  const auto dxl0 = rnd(N * C, 23), dg0 = rnd(C, 24), dbl0 = rnd(C, 25);
+  std::vector<double> ln_ref(N * C), mean_ref(N), rstd_ref(N), dxl_ref = widen(dxl0), dg_ref = widen(dg0),
+      dbl_ref = widen(dbl0);
   kernels::layernorm_forward(ln_ref.data(), mean_ref.data(), rstd_ref.data(), xd.data(), gd.data(), bed.data(), N, C,
                              1e-5);
   kernels::layernorm_backward(dxl_ref.data(), dg_ref.data(), dbl_ref.data(), dlnd.data(), xd.data(), gd.data(),
                               mean_ref.data(), rstd_ref.data(), N, C);
-  DeviceBuffer<float> gg(g), gbe(be), gdln(dln), gln(N * C), gmean(N), grstd(N),
-      gdxl(std::vector<float>(N * C, 0.0f)), gdg(std::vector<float>(C, 0.0f)), gdbl(std::vector<float>(C, 0.0f));
+  DeviceBuffer<float> gg(g), gbe(be), gdln(dln), gln(N * C), gmean(N), grstd(N), gdxl(dxl0), gdg(dg0), gdbl(dbl0);
   gln.poison();
   gmean.poison();
   grstd.poison();
@@ -76,10 +79,11 @@ TEST_F(OpDispatchOnGpu, LinearLayerNormAndGeluRunTheirCudaTwins) {
   EXPECT_TRUE(close(gdg.download(), dg_ref, 1e-5)) << "layernorm dgamma";
   EXPECT_TRUE(close(gdbl.download(), dbl_ref, 1e-5)) << "layernorm dbeta";
 
-  std::vector<double> ge_ref(N * C), dge_ref(N * C, 0.0), dgb_ref(C, 0.0);
+  const auto dge0 = rnd(N * C, 26), dgb0 = rnd(C, 27);
+  std::vector<double> ge_ref(N * C), dge_ref = widen(dge0), dgb_ref = widen(dgb0);
   kernels::bias_gelu_forward(ge_ref.data(), xd.data(), gd.data(), N, C);
   kernels::bias_gelu_backward(dge_ref.data(), dgb_ref.data(), dlnd.data(), xd.data(), gd.data(), N, C);
-  DeviceBuffer<float> gge(N * C), gdge(std::vector<float>(N * C, 0.0f)), gdgb(std::vector<float>(C, 0.0f));
+  DeviceBuffer<float> gge(N * C), gdge(dge0), gdgb(dgb0);
   gge.poison();
   kernels::ops::bias_gelu_forward(gpu(), gge.get(), gx.get(), gg.get(), N, C);
   kernels::ops::bias_gelu_backward(gpu(), gdge.get(), gdgb.get(), gdln.get(), gx.get(), gg.get(), N, C);
@@ -169,27 +173,37 @@ TEST_F(OpDispatchOnGpu, EmbeddingsAndCrossEntropyRunTheirCudaTwins) {
 }
 
 TEST_F(OpDispatchOnGpu, AttentionRunsItsCudaTwinAndTheFlashFormNeedsNoHostWorkspace) {
-  const int B = 2, T = 17, C = 32, NH = 4;
+  const int B = 2, T = 17, C = 32, NH = 4, first_head = 1;  // this rank's heads start at 1: the masks' counters
   const kernels::RngKey key{9, 8, 7, 0, 0};
   const std::size_t n = std::size_t(B) * T * C, nt = std::size_t(B) * NH * T * T;
-  const auto q = rnd(n, 15), k = rnd(n, 16), v = rnd(n, 17);
+  const auto q = rnd(n, 15), k = rnd(n, 16), v = rnd(n, 17), dy = rnd(n, 18);
+  const auto dq0 = rnd(n, 19), dk0 = rnd(n, 20), dv0 = rnd(n, 21);
   std::vector<float> mask(B * T, 1.0f);
   mask[T + 3] = 0.0f;
-  const auto qd = widen(q), kd = widen(k), vd = widen(v), maskd = widen(mask);
-  std::vector<double> out_ref(n), probs_ref(nt);
+  const auto qd = widen(q), kd = widen(k), vd = widen(v), maskd = widen(mask), dyd = widen(dy);
+  std::vector<double> out_ref(n), probs_ref(nt), scratch_ref(nt), dq_ref = widen(dq0), dk_ref = widen(dk0),
+      dv_ref = widen(dv0);
   kernels::attention_forward(out_ref.data(), probs_ref.data(), qd.data(), kd.data(), vd.data(), maskd.data(), B, T, C,
-                             NH, 0.1f, key, 4, 0);
-  DeviceBuffer<float> gq(q), gk(k), gv(v), gmask(mask), gout(n), gprobs(nt), gflash(n), glse(B * NH * T);
+                             NH, 0.1f, key, 4, first_head);
+  kernels::attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), scratch_ref.data(), dyd.data(),
+                              probs_ref.data(), qd.data(), kd.data(), vd.data(), B, T, C, NH, 0.1f, key, 4, first_head);
+  DeviceBuffer<float> gq(q), gk(k), gv(v), gmask(mask), gdy(dy), gout(n), gprobs(nt), gscratch(nt), gdq(dq0), gdk(dk0),
+      gdv(dv0), gflash(n), glse(B * NH * T);
   gout.poison();
   gprobs.poison();
   gflash.poison();
   kernels::ops::attention_forward(gpu(), gout.get(), gprobs.get(), gq.get(), gk.get(), gv.get(), gmask.get(), B, T, C,
-                                  NH, 0.1f, key, 4, 0);
+                                  NH, 0.1f, key, 4, first_head);
+  kernels::ops::attention_backward(gpu(), gdq.get(), gdk.get(), gdv.get(), gscratch.get(), gdy.get(), gprobs.get(),
+                                   gq.get(), gk.get(), gv.get(), B, T, C, NH, 0.1f, key, 4, first_head);
   EXPECT_TRUE(close(gout.download(), out_ref, 1e-5)) << "attention out";
   EXPECT_TRUE(close(gprobs.download(), probs_ref, 1e-5)) << "attention probs";
+  EXPECT_TRUE(close(gdq.download(), dq_ref, 1e-5)) << "attention dq";
+  EXPECT_TRUE(close(gdk.download(), dk_ref, 1e-5)) << "attention dk";
+  EXPECT_TRUE(close(gdv.download(), dv_ref, 1e-5)) << "attention dv";
   ASSERT_EQ(kernels::ops::flash_attention_workspace_elements(gpu(), T, C, NH), 0u);
   kernels::ops::flash_attention_forward(gpu(), gflash.get(), glse.get(), gq.get(), gk.get(), gv.get(), gmask.get(), B,
-                                        T, C, NH, 0.1f, key, 4, nullptr, 0);
+                                        T, C, NH, 0.1f, key, 4, nullptr, first_head);
   EXPECT_TRUE(close(gflash.download(), out_ref, 1e-5)) << "flash attention out";
 }
 
