@@ -18,8 +18,8 @@ namespace memtrain::kernels {
 // memory and has the sgemm read them back: for BERT's tied decoder (30,522 x 768) that was a
 // 94 MB round trip in forward, and as much again rounding the weight gradient from a zeroed
 // float view in backward, about 7 ms of a 320 ms fp16 step (issue 15). Here each thread converts
-// a block of weight rows (at most 512, and at most kBlockFloats floats: 1.5 MB, so that it stays
-// in L2) into its own scratch and runs the sgemm of that block of output columns at once; the
+// a block of weight rows (at most 512, and at most kBlockFloats floats: 3 MB, so that it stays
+// in L2 or L3) into its own scratch and runs the sgemm of that block of output columns at once; the
 // weight gradient of a block is computed into scratch and rounded while it is still in cache.
 // The whole weight is never held in fp32. Each output and weight-gradient element is the same
 // kind of fp32 dot product linear.hpp computes (over C, and over N); the input gradient sums
@@ -33,7 +33,7 @@ namespace {
 
 constexpr int kAlign = 16;             // block edges on whole cache lines of the fp32 output
 constexpr int kMaxRows = 512;          // weight rows per block at most
-constexpr int kBlockFloats = 3 << 17;  // a block's floats at most (1.5 MB), unless 16 rows exceed it
+constexpr int kBlockFloats = 3 << 18;  // a block's floats at most (3 MB), unless 16 rows exceed it
 constexpr int kDinpRows = 1024;        // weight rows per input-gradient step at most
 
 // How a [OC, C] weight is cut, for `threads` threads.

@@ -13,7 +13,7 @@ namespace memtrain::kernels {
 
 // Floats of scratch linear_forward_half_weight and linear_backward_half_weight need for an
 // [OC, C] weight on num_threads() threads: per thread a block of at most 512 weight rows and
-// 1.5 MB, or 1024 rows of its share of the columns for the input gradient, whichever is more.
+// 3 MB, or 1024 rows of its share of the columns for the input gradient, whichever is more.
 std::size_t linear_half_weight_scratch_elements(int OC, int C);
 
 // out [N, OC] = inp [N, C] weight [OC, C]^T + bias [OC] (bias may be null; out is overwritten),

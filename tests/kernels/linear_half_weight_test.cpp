@@ -136,7 +136,7 @@ TEST_P(LinearHalfWeight, MatchesTheDefinitionInDoublePrecision) {
 }
 
 // The scratch linear_half_weight_scratch_elements asks for is all the kernels touch: at widths
-// where the weight block (C = 3072: 128 rows), the input gradient's 1024 rows of a column slab
+// where the weight block (C = 3072: 256 rows), the input gradient's 1024 rows of a column slab
 // (OC = 2500) or the 512-row cap (C = 24) decides its size, with a guard of NaNs after it.
 TEST_P(LinearHalfWeight, StaysInsideTheScratchItAsksFor) {
   const HalfFormat f = GetParam();
