@@ -50,7 +50,8 @@ Bf16Operand::Bf16Operand(const PassState& s, const float* x, std::int64_t n)
 
 namespace {
 
-const std::uint16_t* bf16_bits(const core::Tensor& t) {
+// A 16-bit tensor's bit patterns; null when undefined.
+const std::uint16_t* half_bits(const core::Tensor& t) {
   return t.defined() ? static_cast<const std::uint16_t*>(raw_bytes(t)) : nullptr;
 }
 
@@ -58,7 +59,7 @@ const std::uint16_t* bf16_bits(const core::Tensor& t) {
 // view rounded into `rounded`.
 const std::uint16_t* bf16_operand(const PassState& s, const GemmInput& in, std::int64_t n,
                                   std::optional<Bf16Operand>& rounded) {
-  if (in.tensor() != nullptr && in.tensor()->dtype() == core::DType::bf16) return bf16_bits(*in.tensor());
+  if (in.tensor() != nullptr && in.tensor()->dtype() == core::DType::bf16) return half_bits(*in.tensor());
   F32View view;
   if (in.view() == nullptr) view = F32View(s.ctx, *in.tensor(), F32Access::read);
   rounded.emplace(s, in.view() != nullptr ? in.view() : view.get(), n);
@@ -70,8 +71,6 @@ const std::uint16_t* bf16_operand(const PassState& s, const GemmInput& in, std::
 bool blockwise_half_weight(const PassState& s, const core::Tensor& weight) {
   return is_half(weight.dtype()) && !(s.native_bf16_gemm && weight.dtype() == core::DType::bf16);
 }
-
-const std::uint16_t* half_bits(const core::Tensor& t) { return static_cast<const std::uint16_t*>(raw_bytes(t)); }
 
 // An input's float pointer: its view, or a read view of its tensor made into `view`.
 const float* floats(const PassState& s, const GemmInput& in, F32View& view) {
@@ -87,7 +86,7 @@ void linear_forward(const PassState& s, float* out, const GemmInput& inp, const 
   if (s.native_bf16_gemm && weight.dtype() == core::DType::bf16) {
     std::optional<Bf16Operand> rounded;
     const std::uint16_t* x = bf16_operand(s, inp, std::int64_t{N} * C, rounded);  // [N, C]
-    kernels::ops::linear_forward_bf16(s.kc(), out, x, bf16_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC);
+    kernels::ops::linear_forward_bf16(s.kc(), out, x, half_bits(weight), read_f32(s.ctx, bias).get(), N, C, OC);
     return;
   }
   F32View x_view;
@@ -112,7 +111,7 @@ void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, con
     auto db = gradient_f32(s.ctx, dbias, s.grads_zero);  // [OC]
     kernels::ops::linear_backward_bf16(s.kc(), dinp, dweight.defined() ? raw_bytes(dweight) : nullptr,
                                        dweight.dtype() == core::DType::bf16, !s.grads_zero, db.get(), dy, x,
-                                       bf16_bits(weight), N, C, OC);
+                                       half_bits(weight), N, C, OC);
     return;
   }
   F32View dy_view, x_view;

@@ -58,11 +58,13 @@ Plan plan_of(int OC, int C, int threads) {
   return p;
 }
 
-// Rows [r0, r0 + rows) of the [OC, C] 16-bit matrix w into dst [rows, C], a row at a time (a
-// row is below half_convert's threshold for a thread team, so this stays on the calling thread).
-void rows_to_float(float* dst, const std::uint16_t* w, int r0, int rows, int C, HalfFormat format) {
+// Columns [c0, c0 + cols) of rows [r0, r0 + rows) of the 16-bit matrix w (C columns) into dst
+// [rows, cols], a row at a time (a row is below half_convert's threshold for a thread team, so
+// this stays on the calling thread).
+void rows_to_float(float* dst, const std::uint16_t* w, int r0, int rows, int C, int c0, int cols, HalfFormat format) {
   for (int r = 0; r < rows; ++r) {
-    convert_half_to_float(dst + static_cast<std::int64_t>(r) * C, w + static_cast<std::int64_t>(r0 + r) * C, C, format);
+    convert_half_to_float(dst + static_cast<std::int64_t>(r) * cols, w + static_cast<std::int64_t>(r0 + r) * C + c0,
+                          cols, format);
   }
 }
 
@@ -99,7 +101,7 @@ void linear_forward_half_weight(float* out, const float* inp, const std::uint16_
   detail::parallel_for(p.count, threads > 1 && p.count > 1, [=](std::int64_t i) {
     const int r0 = static_cast<int>(i) * p.rows, rows = std::min(OC - r0, p.rows);
     float* w = thread_scratch(scratch, p);  // [rows, C]
-    rows_to_float(w, weight, r0, rows, C, format);
+    rows_to_float(w, weight, r0, rows, C, 0, C, format);
     float beta = 0.0f;
     if (bias != nullptr) {
       for (int n = 0; n < N; ++n) std::copy(bias + r0, bias + r0 + rows, out + static_cast<std::int64_t>(n) * OC + r0);
@@ -124,7 +126,7 @@ void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweig
     detail::parallel_for(p.count, threads > 1 && p.count > 1, [=](std::int64_t i) {
       const int r0 = static_cast<int>(i) * p.rows, rows = std::min(OC - r0, p.rows);
       float* g = thread_scratch(scratch, p);  // [rows, C]
-      if (dweight_accumulate) rows_to_float(g, dweight, r0, rows, C, format);
+      if (dweight_accumulate) rows_to_float(g, dweight, r0, rows, C, 0, C, format);
       // g [rows, C] (+)= dout[:, r0:r0+rows]^T [rows, N] inp [N, C]
       matmul_strided_batched(g, dout + r0, inp, 1, rows, C, N, true, false, 0, 0, 0, OC, C, C, 1.0f,
                              dweight_accumulate ? 1.0f : 0.0f);
@@ -143,10 +145,7 @@ void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweig
       float* w = thread_scratch(scratch, p);  // [rows, cols]
       for (int r0 = 0; r0 < OC; r0 += dinp_rows) {
         const int rows = std::min(OC - r0, dinp_rows);
-        for (int r = 0; r < rows; ++r) {
-          convert_half_to_float(w + static_cast<std::int64_t>(r) * cols,
-                                weight + static_cast<std::int64_t>(r0 + r) * C + c0, cols, format);
-        }
+        rows_to_float(w, weight, r0, rows, C, c0, cols, format);
         // dinp[:, c0:c0+cols] [N, cols] += dout[:, r0:r0+rows] [N, rows] w [rows, cols]
         matmul_strided_batched(dinp + c0, dout + r0, w, 1, N, cols, rows, false, false, 0, 0, 0, OC, cols, C, 1.0f,
                                1.0f);
