@@ -57,6 +57,10 @@ void adam_frozen_variance_update(T* param, T* m, const T* v, std::int64_t n, NoD
 template <class T>
 double sum_of_squares(const T* x, std::int64_t n);
 
+// Sum of squares of x [n] read as format f (16-bit gradients), accumulated in double: chunks of
+// 4096 converted to float and summed as sum_of_squares sums a chunk.
+double sum_of_squares_half(const std::uint16_t* x, std::int64_t n, HalfFormat f);
+
 // x *= s, x [n]. Used for clipping: s = min(1, max_norm / (global_norm + 1e-6)) as in
 // torch.nn.utils.clip_grad_norm_.
 template <class T>

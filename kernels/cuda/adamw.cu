@@ -65,6 +65,26 @@ __global__ void adamw_bf16_kernel(float* master, __nv_bfloat16* value, const __n
   }
 }
 
+__global__ void adamw_f16_kernel(float* master, __half* value, const __half* grad, float* m, float* v,
+                                 long long n, AdamCoefficients k) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    float mi = m[i], vi = v[i];
+    const float p = adam_element(master[i], __fmul_rn(__half2float(grad[i]), k.grad_scale), mi, vi, k);
+    master[i] = p;
+    m[i] = mi;
+    v[i] = vi;
+    value[i] = __float2half_rn(p);
+  }
+}
+
+__global__ void scale_kernel(float* x, long long n, float s) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    x[i] = __fmul_rn(x[i], s);
+  }
+}
+
 constexpr int kReduceBlocks = 1024;
 constexpr int kReduceThreads = 256;
 
@@ -121,6 +141,22 @@ void adamw_update_bf16(const KernelContext& ctx, float* master, __nv_bfloat16* v
       coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update_bf16");
   if (n == 0) return;
   adamw_bf16_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(master, value, grad, m, v, n, k);
+  MEMTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void adamw_update_f16(const KernelContext& ctx, float* master, __half* value, const __half* grad,
+                      float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, std::int64_t step, float grad_scale) {
+  const AdamCoefficients k =
+      coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update_f16");
+  if (n == 0) return;
+  adamw_f16_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(master, value, grad, m, v, n, k);
+  MEMTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void scale_inplace(const KernelContext& ctx, float* x, std::int64_t n, float s) {
+  if (n == 0) return;
+  scale_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(x, n, s);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// AdamW, the global gradient norm's sum of squares and the finiteness check on the GPU: the CUDA
-// twins of kernels/cpu/adamw.hpp and of all_finite in kernels/cpu/half_convert.hpp.
+// AdamW, clipping's scaling, the global gradient norm's sum of squares and the finiteness check
+// on the GPU: the CUDA twins of kernels/cpu/adamw.hpp and of all_finite in
+// kernels/cpu/half_convert.hpp.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -26,6 +27,16 @@ void adamw_update_bf16(const KernelContext& ctx, float* master, __nv_bfloat16* v
                        const __nv_bfloat16* grad, float* m, float* v, std::int64_t n, float lr,
                        float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
                        float grad_scale);
+
+// The same on an fp16 copy and gradient (round to nearest even): bitwise kernels::adamw_update_f16
+// for finite values (a NaN master's fp16 copy is a NaN, its payload may differ).
+void adamw_update_f16(const KernelContext& ctx, float* master, __half* value, const __half* grad,
+                      float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, std::int64_t step, float grad_scale);
+
+// x [n] *= s (gradient clipping), rounded as the CPU's kernels::scale_inplace<float>.
+// Asynchronous on ctx.stream.
+void scale_inplace(const KernelContext& ctx, float* x, std::int64_t n, float s);
 
 // Bytes of ctx.scratch that sum_of_squares and all_finite need (fixed, whatever n).
 std::size_t reduction_scratch_bytes();

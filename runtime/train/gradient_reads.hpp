@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/half_convert.hpp"
-#include "kernels/cpu/parallel.hpp"
+#include "kernels/op_context.hpp"
+#include "kernels/ops/optimizer.hpp"
 #include "models/parameter.hpp"
 #include "runtime/core/dtype.hpp"
 #include "runtime/core/tensor.hpp"
@@ -29,7 +29,7 @@ inline kernels::HalfFormat format_of(core::DType d) {
 constexpr std::int64_t kChunk = 4096;
 
 // Elements [lo, lo + n) of `grad` (f32, f16 or bf16) as float into out [n], times multiplier
-// (skipped when 1, so f32 stays bitwise).
+// (skipped when 1, so f32 stays bitwise). Host memory only: the CPU's staging.
 inline void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std::int64_t n,
                       float multiplier) {
   if (is_half(grad.dtype())) {
@@ -42,41 +42,32 @@ inline void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std
   }
 }
 
-// Sum of squares (in double) of elements [lo, lo + n) of `grad`, 16-bit storage read as float
-// a chunk at a time.
-inline double sum_of_squares(const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
-  if (!is_half(grad.dtype())) return kernels::sum_of_squares(grad.data<float>() + lo, n);
-  // On the kernels' thread team, as the f32 sum is (one thread read 16-bit gradients at a
-  // third of the f32 speed); with a team the order of the chunks' additions depends on the
-  // thread count, as kernels::sum_of_squares's does.
-  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-  return kernels::detail::parallel_sums(chunks, chunks > 8, [&grad, lo, n](std::int64_t c, kernels::detail::Sums& s) {
-           float buf[kChunk];
-           const std::int64_t at = c * kChunk, len = std::min(kChunk, n - at);
-           read_grad(buf, grad, lo + at, len, 1.0f);
-           s.value = kernels::sum_of_squares(buf, len);
-         })
-      .value;
+// Sum of squares (in double) of elements [lo, lo + n) of `grad`, through the op API on kc's
+// device (16-bit storage read as float a chunk at a time on the CPU).
+inline double sum_of_squares(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo,
+                             std::int64_t n) {
+  if (!is_half(grad.dtype())) return kernels::ops::sum_of_squares(kc, grad.data<float>() + lo, n);
+  return kernels::ops::sum_of_squares_half(kc, grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()));
 }
 
 // False when an element of [lo, lo + n) of `grad` is inf or NaN.
-inline bool all_finite(const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
+inline bool all_finite(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
   return is_half(grad.dtype())
-             ? kernels::all_finite(grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()))
-             : kernels::all_finite(grad.data<float>() + lo, n);
+             ? kernels::ops::all_finite_half(kc, grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()))
+             : kernels::ops::all_finite(kc, grad.data<float>() + lo, n);
 }
 
 // Sum over every parameter's whole gradient of sum_of_squares (in double).
-inline double grads_sum_of_squares(const std::vector<models::Parameter>& params) {
+inline double grads_sum_of_squares(const kernels::OpContext& kc, const std::vector<models::Parameter>& params) {
   double sum = 0.0;
-  for (const auto& p : params) sum += sum_of_squares(p.grad, 0, p.grad.numel());
+  for (const auto& p : params) sum += sum_of_squares(kc, p.grad, 0, p.grad.numel());
   return sum;
 }
 
 // False when any element of any parameter's gradient is inf or NaN.
-inline bool grads_all_finite(const std::vector<models::Parameter>& params) {
+inline bool grads_all_finite(const kernels::OpContext& kc, const std::vector<models::Parameter>& params) {
   for (const auto& p : params) {
-    if (!all_finite(p.grad, 0, p.grad.numel())) return false;
+    if (!all_finite(kc, p.grad, 0, p.grad.numel())) return false;
   }
   return true;
 }

@@ -10,6 +10,13 @@
 #include "runtime/train/norm_sketch.hpp"
 
 namespace memtrain::train {
+namespace {
+
+// OneBitAdam stages its state through host memory (its constructor refuses a GPU context), so
+// its gradient reads run the op API on the CPU.
+const kernels::OpContext kCpu{};
+
+}  // namespace
 
 OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params,
                        const std::vector<comms::GradientBucket>& buckets,
@@ -22,6 +29,9 @@ OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params,
       onebit_(onebit),
       dry_run_(ctx.dry_run()),
       m_(params.size()) {
+  if (ctx.op_context().device != kernels::Device::cpu) {
+    throw RuntimeError("OneBitAdam runs on the CPU only so far (issue 14); the context is " + ctx.device());
+  }
   if (onebit_.freeze_step < 1) {
     throw RuntimeError("OneBitAdam: freeze_step = " + std::to_string(onebit_.freeze_step) +
                        "; expected >= 1 (the frozen variance comes from Adam's own steps)");
@@ -53,7 +63,7 @@ OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params,
 
 double OneBitAdam::grad_norm() const {
   if (dry_run_) return 0.0;
-  if (!frozen() || dp_.size() <= 1) return std::sqrt(detail::grads_sum_of_squares(params_));
+  if (!frozen() || dp_.size() <= 1) return std::sqrt(detail::grads_sum_of_squares(kCpu, params_));
   // Note [1-bit Adam clips by a sketch of the summed norm]; the sketch of a non-finite gradient
   // is non-finite on every rank after the sum (Note [The norm pass is the overflow check]).
   NormSketch sketch(onebit_.seed, static_cast<std::uint64_t>(step_));
@@ -67,7 +77,7 @@ double OneBitAdam::grad_norm() const {
   return sketch.norm();
 }
 
-bool OneBitAdam::grads_finite() const { return dry_run_ || detail::grads_all_finite(params_); }
+bool OneBitAdam::grads_finite() const { return dry_run_ || detail::grads_all_finite(kCpu, params_); }
 
 double OneBitAdam::clip_grad_norm(double max_norm) {
   const double norm = grad_norm();

@@ -6,6 +6,7 @@
 #include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/parallel.hpp"
+#include "kernels/ops/optimizer.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 #include "runtime/train/gradient_reads.hpp"
@@ -26,8 +27,6 @@ void for_chunks(std::int64_t n, Body&& body) {
                                 [&](std::int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
-double sum_of_squares(const core::Tensor& g) { return detail::sum_of_squares(g, 0, g.numel()); }
-
 }  // namespace
 
 double clip_factor(double norm, double max_norm) {
@@ -36,12 +35,17 @@ double clip_factor(double norm, double max_norm) {
 
 AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOptions options,
              comms::Communicator* tp_group)
-    : params_(params), options_(options), dry_run_(ctx.dry_run()), tp_group_(tp_group) {
+    : params_(params), options_(options), dry_run_(ctx.dry_run()), kc_(ctx.op_context()), tp_group_(tp_group) {
   for (const auto& p : params) {
     if (is_half(p.value.dtype()) && !p.master.defined()) {
       throw RuntimeError("AdamW: 16-bit parameter " + p.name +
                          " has no f32 master (ModelOptions::master_weights is false: ZeRO-1's "
                          "ZeroAdamW keeps the masters)");
+    }
+    if (is_half(p.value.dtype()) && p.grad.dtype() != p.value.dtype() && kc_.device != kernels::Device::cpu) {
+      throw RuntimeError("AdamW: parameter " + p.name + " is " + p.value.describe() + " with a " +
+                         p.grad.describe() + " gradient; mixed storage is staged through host "
+                         "memory and runs on the CPU only, not on " + ctx.device());
     }
   }
   m_.reserve(params.size());
@@ -56,7 +60,7 @@ AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOp
 
 double AdamW::grad_norm() const {
   if (dry_run_) return 0.0;
-  if (tp_group_ == nullptr || tp_group_->size() <= 1) return std::sqrt(detail::grads_sum_of_squares(params_));
+  if (tp_group_ == nullptr || tp_group_->size() <= 1) return std::sqrt(detail::grads_sum_of_squares(kc_, params_));
   // Note [The global norm counts every element once]
   // Under tensor parallelism a sharded parameter's elements are spread over the group, a
   // replicated one's are on every rank (bitwise equal: Note [Collectives leave every rank with
@@ -65,12 +69,12 @@ double AdamW::grad_norm() const {
   // shards' squares are summed over the group and the replicated squares added once. The data-
   // parallel sum happened before: every dp rank holds the same gradients.
   double sharded = 0.0, replicated = 0.0;
-  for (const auto& p : params_) (p.sharded() ? sharded : replicated) += sum_of_squares(p.grad);
+  for (const auto& p : params_) (p.sharded() ? sharded : replicated) += detail::sum_of_squares(kc_, p.grad, 0, p.grad.numel());
   tp_group_->allreduce_sum(&sharded, 1);
   return std::sqrt(sharded + replicated);
 }
 
-bool AdamW::grads_finite() const { return dry_run_ || detail::grads_all_finite(params_); }
+bool AdamW::grads_finite() const { return dry_run_ || detail::grads_all_finite(kc_, params_); }
 
 double AdamW::clip_grad_norm(double max_norm) {
   const double norm = grad_norm();
@@ -82,7 +86,7 @@ double AdamW::clip_grad_norm(double max_norm) {
         throw RuntimeError("AdamW::clip_grad_norm: gradient of " + p.name + " is " + p.grad.describe() +
                            "; 16-bit gradients are clipped through AdamW::step's grad_multiplier");
       }
-      kernels::scale_inplace(p.grad.data<float>(), p.grad.numel(), static_cast<float>(scale));
+      kernels::ops::scale_inplace(kc_, p.grad.data<float>(), p.grad.numel(), static_cast<float>(scale));
     }
   }
   return norm;
@@ -104,8 +108,8 @@ void AdamW::step(double lr, double grad_multiplier) {
     float* v = v_[i].data<float>();
     if (!p.master.defined()) {
       // fp32: the weights are their own master.
-      kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), m, v, p.value.numel(), flr, b1, b2,
-                            eps, wd, t, multiplier);
+      kernels::ops::adamw_update(kc_, p.value.data<float>(), p.grad.data<float>(), m, v, p.value.numel(), flr,
+                                 b1, b2, eps, wd, t, multiplier);
       continue;
     }
     float* master = p.master.data<float>();
@@ -113,8 +117,8 @@ void AdamW::step(double lr, double grad_multiplier) {
     if (p.grad.dtype() == p.value.dtype()) {
       // One pass converting as it goes (bf16's conversions are bit operations that vectorize;
       // f16's go a block at a time through L1); bitwise the chunked path below.
-      kernels::adamw_update_half(master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(), flr, b1, b2,
-                                 eps, wd, t, multiplier, format_of(p.value.dtype()));
+      kernels::ops::adamw_update_half(kc_, master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(),
+                                      flr, b1, b2, eps, wd, t, multiplier, format_of(p.value.dtype()));
       continue;
     }
     // Note [Master updates in stack-sized chunks]

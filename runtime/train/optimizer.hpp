@@ -6,6 +6,7 @@
 
 #include "comms/communicator.hpp"
 #include "comms/gradient_sync_stats.hpp"
+#include "kernels/op_context.hpp"
 #include "models/parameter.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
@@ -52,6 +53,11 @@ class Optimizer {
 // read as float, the update runs on the master and the moments in f32, and the value is
 // rewritten from the master rounded to nearest even (kernels/cpu/half_convert.hpp). An f32
 // parameter is its own master and takes exactly the fp32 path of before (bitwise).
+//
+// Every kernel runs through the op API (kernels/ops/optimizer.hpp) on ctx's device: the
+// moments are allocated from ctx, so they live where the parameters do. A 16-bit parameter
+// whose gradient is stored in another dtype is staged through host memory and is CPU only
+// (throws memtrain::RuntimeError at construction on a GPU context).
 //
 // In a dry run (ctx.dry_run()) the constructor allocates the same moments, and nothing else
 // reads or writes tensor memory: norms are 0, gradients count as finite, step() only counts.
@@ -100,6 +106,8 @@ class AdamW final : public Optimizer {
   std::vector<models::Parameter>& params_;
   AdamWOptions options_;
   bool dry_run_;
+  // The op API's context of `ctx` (its device): every update, norm and check runs through it.
+  kernels::OpContext kc_;
   comms::Communicator* tp_group_;
   std::vector<core::Tensor> m_;
   std::vector<core::Tensor> v_;

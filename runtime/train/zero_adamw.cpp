@@ -14,6 +14,10 @@
 namespace memtrain::train {
 namespace {
 
+// ZeroAdamW stages its state through host memory (its constructor refuses a GPU context), so its
+// gradient reads run the op API on the CPU.
+const kernels::OpContext kCpu{};
+
 using detail::format_of;
 using detail::is_half;
 using detail::kChunk;
@@ -32,6 +36,9 @@ ZeroAdamW::ZeroAdamW(std::vector<models::Parameter>& params, std::vector<comms::
       dry_run_(ctx.dry_run()),
       tp_group_(tp_group),
       value_dtype_(params.empty() ? core::DType::f32 : params.front().value.dtype()) {
+  if (ctx.op_context().device != kernels::Device::cpu) {
+    throw RuntimeError("ZeroAdamW runs on the CPU only so far (issue 14); the context is " + ctx.device());
+  }
   if (sync.reduction() != comms::GradientReduction::reduce_scatter) {
     throw RuntimeError("ZeroAdamW: the gradient synchroniser must reduce-scatter (ZeRO-1)");
   }
@@ -100,7 +107,7 @@ double ZeroAdamW::grad_norm() const {
   for (const auto& b : blocks_) {
     const core::Tensor& g = buckets_[b.bucket].buffer;
     for (const auto& pc : b.pieces) {
-      sums[params_[pc.param].sharded() ? 0 : 1] += detail::sum_of_squares(g, pc.bucket_offset, pc.length);
+      sums[params_[pc.param].sharded() ? 0 : 1] += detail::sum_of_squares(kCpu, g, pc.bucket_offset, pc.length);
     }
   }
   dp_.allreduce_sum(sums, 2);
@@ -112,7 +119,7 @@ double ZeroAdamW::grad_norm() const {
 bool ZeroAdamW::grads_finite() const {
   if (dry_run_) return true;
   for (const auto& b : blocks_) {
-    if (!detail::all_finite(buckets_[b.bucket].buffer, b.begin, b.count)) return false;
+    if (!detail::all_finite(kCpu, buckets_[b.bucket].buffer, b.begin, b.count)) return false;
   }
   return true;
 }

@@ -59,6 +59,38 @@ TEST_F(AdamWTest, Bf16UpdateIsBitwiseTheCpus) {
   EXPECT_EQ(bits, value);
 }
 
+TEST_F(AdamWTest, F16UpdateIsBitwiseTheCpus) {
+  using kernels::testing::random_normal;
+  const std::int64_t n = 77779;
+  auto master = random_normal<float>(n, 15), m = random_normal<float>(n, 16, 0.01), v = random_normal<float>(n, 17, 0.01);
+  for (auto& x : v) x = x * x;
+  std::vector<std::uint16_t> value(n), grad(n);
+  const auto gf = random_normal<float>(n, 18);
+  kernels::convert_float_to_half(grad.data(), gf.data(), n, kernels::HalfFormat::f16);
+  DeviceBuffer<float> gmaster(master), gm(m), gv(v);
+  DeviceBuffer<__half> gvalue(n), ggrad(grad);
+  gvalue.poison();
+  kernels::adamw_update_f16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 2e-4f, 0.9f, 0.98f,
+                            1e-8f, 0.1f, 3, 0.5f);
+  kernels::gpu::adamw_update_f16(ctx, gmaster.get(), gvalue.get(), ggrad.get(), gm.get(), gv.get(), n, 2e-4f, 0.9f,
+                                 0.98f, 1e-8f, 0.1f, 3, 0.5f);
+  EXPECT_EQ(gmaster.download(), master);
+  EXPECT_EQ(gm.download(), m);
+  EXPECT_EQ(gv.download(), v);
+  const auto got = gvalue.download();
+  std::vector<std::uint16_t> bits(n);
+  std::memcpy(bits.data(), got.data(), n * 2);
+  EXPECT_EQ(bits, value);
+}
+
+TEST_F(AdamWTest, ScaleInPlaceIsBitwiseTheCpus) {
+  auto x = kernels::testing::random_normal<float>(100003, 19);
+  DeviceBuffer<float> gx(x);
+  kernels::scale_inplace(x.data(), 100003, 0.3337f);
+  kernels::gpu::scale_inplace(ctx, gx.get(), 100003, 0.3337f);
+  EXPECT_EQ(gx.download(), x);
+}
+
 template <class T>
 class ReductionTest : public GpuTest {};
 using StorageTypes = ::testing::Types<float, __nv_bfloat16, __half>;

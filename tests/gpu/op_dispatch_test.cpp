@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
@@ -23,6 +24,7 @@
 #include "kernels/ops/half_convert.hpp"
 #include "kernels/ops/layernorm.hpp"
 #include "kernels/ops/linear.hpp"
+#include "kernels/ops/optimizer.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/kernels/test_util.hpp"
 
@@ -37,6 +39,53 @@ class OpDispatchOnGpu : public GpuTest {
 };
 
 std::vector<float> rnd(std::size_t n, std::uint64_t seed) { return random_normal<float>(n, seed); }
+
+// AdamW is bitwise the CPU's on both storage forms (Note [No fused multiply-add in AdamW]); the
+// norm's sums add in another order (within rounding); the finiteness check sees one inf.
+TEST_F(OpDispatchOnGpu, TheOptimizerOpsRunTheirCudaTwins) {
+  const std::int64_t n = 1031;
+  const auto g = rnd(n, 60);
+  auto p = rnd(n, 61), m = rnd(n, 62), v = rnd(n, 63);
+  for (auto& e : v) e = e * e;
+  DeviceBuffer<float> gp(p), gg(g), gm(m), gv(v);
+  kernels::ops::adamw_update(gpu(), gp.get(), gg.get(), gm.get(), gv.get(), n, 1e-2f, 0.85f, 0.97f, 1e-6f, 0.1f, 3,
+                             0.7f);
+  kernels::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-2f, 0.85f, 0.97f, 1e-6f, 0.1f, 3, 0.7f);
+  EXPECT_EQ(gp.download(), p);
+  EXPECT_EQ(gm.download(), m);
+  EXPECT_EQ(gv.download(), v);
+  const double ss = kernels::sum_of_squares(g.data(), n);
+  EXPECT_NEAR(kernels::ops::sum_of_squares(gpu(), gg.get(), n), ss, 1e-12 * ss);
+  for (kernels::HalfFormat f : {kernels::HalfFormat::f16, kernels::HalfFormat::bf16}) {
+    std::vector<std::uint16_t> value(n), gh(n);
+    kernels::convert_float_to_half(gh.data(), g.data(), n, f);
+    auto master = rnd(n, 64), mh = rnd(n, 65);
+    std::vector<float> vh(n, 0.25f);
+    DeviceBuffer<float> gmaster(master), gmh(mh), gvh(vh);
+    DeviceBuffer<std::uint16_t> gvalue(n), ggh(gh);
+    gvalue.poison();
+    kernels::ops::adamw_update_half(gpu(), gmaster.get(), gvalue.get(), ggh.get(), gmh.get(), gvh.get(), n, 1e-2f,
+                                    0.85f, 0.97f, 1e-6f, 0.1f, 2, 0.5f, f);
+    kernels::adamw_update_half(master.data(), value.data(), gh.data(), mh.data(), vh.data(), n, 1e-2f, 0.85f, 0.97f,
+                               1e-6f, 0.1f, 2, 0.5f, f);
+    EXPECT_EQ(gmaster.download(), master);
+    EXPECT_EQ(gvalue.download(), value);
+    EXPECT_EQ(gmh.download(), mh);
+    EXPECT_EQ(gvh.download(), vh);
+    const double ssh = kernels::sum_of_squares_half(gh.data(), n, f);
+    EXPECT_NEAR(kernels::ops::sum_of_squares_half(gpu(), ggh.get(), n, f), ssh, 1e-12 * ssh);
+    EXPECT_TRUE(kernels::ops::all_finite_half(gpu(), ggh.get(), n, f));
+    gh[n / 2] = f == kernels::HalfFormat::f16 ? 0x7c00 : 0x7f80;  // +inf
+    ggh.upload(gh);
+    EXPECT_FALSE(kernels::ops::all_finite_half(gpu(), ggh.get(), n, f));
+  }
+  auto x = g;
+  DeviceBuffer<float> gx(x);
+  kernels::ops::scale_inplace(gpu(), gx.get(), n, 0.3f);
+  kernels::scale_inplace(x.data(), n, 0.3f);
+  EXPECT_EQ(gx.download(), x);
+  EXPECT_TRUE(kernels::ops::all_finite(gpu(), gx.get(), n));
+}
 
 TEST_F(OpDispatchOnGpu, LinearLayerNormAndGeluRunTheirCudaTwins) {
   const int N = 33, C = 48, OC = 20;

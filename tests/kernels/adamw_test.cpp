@@ -189,5 +189,28 @@ TEST(SumOfSquares, CountsEveryElementOfARaggedLength) {
   }
 }
 
+// 16-bit gradients: every element read in its format and counted once, through whole 4096
+// chunks, a ragged tail and the thread team (n > 8 chunks), against a long double sum of the
+// same values decoded by the scalar conversion.
+TEST(SumOfSquares, SixteenBitStorageCountsEveryElementAsItsFloatValue) {
+  for (HalfFormat f : {HalfFormat::f16, HalfFormat::bf16}) {
+    for (const std::int64_t n : {1, 17, 4096 + 3, 9 * 4096 + 77}) {
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) {
+        x[static_cast<std::size_t>(i)] = std::cos(0.37f * static_cast<float>(i)) * (1.0f + static_cast<float>(i % 7));
+      }
+      std::vector<std::uint16_t> h(x.size());
+      detail::convert_float_to_half_scalar(h.data(), x.data(), n, f);
+      std::vector<float> back(x.size());
+      detail::convert_half_to_float_scalar(back.data(), h.data(), n, f);
+      long double expected = 0;
+      for (const float e : back) expected += static_cast<long double>(e) * e;
+      EXPECT_NEAR(sum_of_squares_half(h.data(), n, f), static_cast<double>(expected),
+                  1e-12 * static_cast<double>(expected))
+          << "n = " << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace memtrain::kernels

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/adamw.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/dropout.hpp"
@@ -28,6 +30,7 @@
 #include "kernels/ops/half_convert.hpp"
 #include "kernels/ops/layernorm.hpp"
 #include "kernels/ops/linear.hpp"
+#include "kernels/ops/optimizer.hpp"
 #include "tests/kernels/test_util.hpp"
 
 namespace memtrain::kernels {
@@ -230,6 +233,48 @@ TEST(OpDispatch, ConversionsOnTheCpuAreTheCpuKernels) {
   }
 }
 
+TEST(OpDispatch, OptimizerOpsOnTheCpuAreTheCpuKernels) {
+  const std::int64_t n = 37;
+  const Floats g = rnd(n, 50);
+  Floats p = rnd(n, 51), m = rnd(n, 52), v = rnd(n, 53);
+  for (auto& e : v) e = e * e;  // a second moment is never negative
+  Floats p_ref = p, m_ref = m, v_ref = v;
+  // lr, beta1, beta2, eps, weight decay, step and scale all distinct, so a swapped pair differs.
+  ops::adamw_update(kCpu, p.data(), g.data(), m.data(), v.data(), n, 1e-2f, 0.85f, 0.97f, 1e-6f, 0.1f, 3, 0.7f);
+  adamw_update(p_ref.data(), g.data(), m_ref.data(), v_ref.data(), n, 1e-2f, 0.85f, 0.97f, 1e-6f, 0.1f, 3, 0.7f);
+  EXPECT_EQ(p, p_ref);
+  EXPECT_EQ(m, m_ref);
+  EXPECT_EQ(v, v_ref);
+  for (HalfFormat f : {HalfFormat::f16, HalfFormat::bf16}) {
+    std::vector<std::uint16_t> value(n), gh(n);
+    convert_float_to_half(gh.data(), g.data(), n, f);
+    Floats master = rnd(n, 54), mh = rnd(n, 55), vh(n, 0.25f);
+    convert_float_to_half(value.data(), master.data(), n, f);
+    Floats master_ref = master, mh_ref = mh, vh_ref = vh;
+    std::vector<std::uint16_t> value_ref = value;
+    ops::adamw_update_half(kCpu, master.data(), value.data(), gh.data(), mh.data(), vh.data(), n, 1e-2f, 0.85f,
+                           0.97f, 1e-6f, 0.1f, 2, 0.5f, f);
+    adamw_update_half(master_ref.data(), value_ref.data(), gh.data(), mh_ref.data(), vh_ref.data(), n, 1e-2f,
+                      0.85f, 0.97f, 1e-6f, 0.1f, 2, 0.5f, f);
+    EXPECT_EQ(master, master_ref);
+    EXPECT_EQ(value, value_ref);
+    EXPECT_EQ(mh, mh_ref);
+    EXPECT_EQ(vh, vh_ref);
+    EXPECT_EQ(ops::sum_of_squares_half(kCpu, gh.data(), n, f), sum_of_squares_half(gh.data(), n, f));
+    EXPECT_TRUE(ops::all_finite_half(kCpu, gh.data(), n, f));
+    gh[n - 1] = f == HalfFormat::f16 ? 0x7c00 : 0x7f80;  // +inf in either format
+    EXPECT_FALSE(ops::all_finite_half(kCpu, gh.data(), n, f));
+  }
+  EXPECT_EQ(ops::sum_of_squares(kCpu, g.data(), n), sum_of_squares(g.data(), n));
+  EXPECT_TRUE(ops::all_finite(kCpu, g.data(), n));
+  Floats x = g, x_ref = g;
+  ops::scale_inplace(kCpu, x.data(), n, 0.3f);
+  scale_inplace(x_ref.data(), n, 0.3f);
+  EXPECT_EQ(x, x_ref);
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(ops::all_finite(kCpu, x.data(), n));
+}
+
 // What an op says when asked to run on a GPU it cannot reach, and that it says it before
 // writing: the output keeps its sentinel.
 std::string gpu_refusal(const std::function<void(const OpContext&)>& op) {
@@ -255,6 +300,23 @@ TEST(OpDispatch, AGpuContextWithoutItsCudaStateIsRefusedNamingTheOp) {
   EXPECT_NE(what.find("built without CUDA"), std::string::npos) << what;
 #endif
   EXPECT_EQ(out, Floats(4, 7.0f));
+}
+
+TEST(OpDispatch, TheOptimizerOpsRefuseAGpuContextWithoutItsCudaStateBeforeWriting) {
+  Floats p(6, 1.0f), m(6, 2.0f), v(6, 3.0f);
+  const Floats g(6, 0.5f);
+  const std::string what = gpu_refusal([&](const OpContext& kc) {
+    ops::adamw_update(kc, p.data(), g.data(), m.data(), v.data(), 6, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 1.0f);
+  });
+  EXPECT_NE(what.find("adamw_update"), std::string::npos) << what;
+  EXPECT_EQ(p, Floats(6, 1.0f));
+  EXPECT_EQ(m, Floats(6, 2.0f));
+  EXPECT_EQ(v, Floats(6, 3.0f));
+  EXPECT_NE(gpu_refusal([&](const OpContext& kc) { ops::sum_of_squares(kc, g.data(), 6); }).find("sum_of_squares"),
+            std::string::npos);
+  EXPECT_NE(gpu_refusal([&](const OpContext& kc) { ops::scale_inplace(kc, p.data(), 6, 0.5f); }).find("scale_inplace"),
+            std::string::npos);
+  EXPECT_EQ(p, Floats(6, 1.0f));
 }
 
 TEST(OpDispatch, AnOpWithoutACudaTwinRefusesTheGpu) {
