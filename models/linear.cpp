@@ -5,6 +5,7 @@
 
 #include "kernels/ops/half_convert.hpp"
 #include "kernels/ops/linear.hpp"
+#include "kernels/ops/rows.hpp"
 #include "models/f32_access.hpp"
 #include "runtime/core/workspace.hpp"
 
@@ -150,12 +151,7 @@ void Linear::backward(const PassState& s, float* dinp, const GemmInput& dout, co
 void add_bias(const PassState& s, float* out, const Parameter& bias, int N) {
   if (!s.compute()) return;
   const auto b = read_f32(s.ctx, bias.value);  // [C]
-  const std::int64_t C = bias.value.numel();
-  const float* bp = b.get();
-  for (std::int64_t i = 0; i < N; ++i) {
-    float* row = out + i * C;
-    for (std::int64_t c = 0; c < C; ++c) row[c] += bp[c];
-  }
+  kernels::ops::add_bias(s.kc(), out, b.get(), N, bias.value.numel());
 }
 
 }  // namespace memtrain::models

@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "kernels/ops/cross_entropy.hpp"
-#include "models/bias_gelu.hpp"
 #include "kernels/ops/linear.hpp"
+#include "kernels/ops/rows.hpp"
+#include "models/bias_gelu.hpp"
 #include "models/f32_access.hpp"
 #include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
@@ -16,6 +16,21 @@ namespace memtrain::models {
 
 using core::DType;
 using core::Tensor;
+
+namespace {
+
+// Sequence parallelism: the row of this rank's hidden [B, Tl, C] (tokens [t0, t0 + Tl) of each
+// sample of T) that holds each masked position, or -1 where another rank holds it.
+std::vector<std::int32_t> owned_rows(const std::vector<std::int32_t>& positions, int T, int Tl, int t0) {
+  std::vector<std::int32_t> rows(positions.size());
+  for (std::size_t m = 0; m < positions.size(); ++m) {
+    const int b = positions[m] / T, t = positions[m] % T - t0;
+    rows[m] = t < 0 || t >= Tl ? -1 : b * Tl + t;
+  }
+  return rows;
+}
+
+}  // namespace
 
 MlmHead::MlmHead(ParameterSet& params, const BertConfig& c, const Parameter& word_embeddings,
                  const TensorParallel& tp)
@@ -46,20 +61,13 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
     const int T = s.T, Tl = sequence_shard_length(tp_, T), t0 = sequence_shard_first(tp_, T);
     auto g_f = write_f32(s.ctx, gathered);  // [M, C]
     const auto h_f = read_f32(s.ctx, hidden);  // [B, Tl, C]
-    float* g = g_f.get();
-    std::fill(g, g + long{M} * C, 0.0f);
-    for (int m = 0; m < M; ++m) {
-      const int b = positions[m] / T, t = positions[m] % T - t0;
-      if (t < 0 || t >= Tl) continue;
-      std::copy_n(h_f.get() + (long{b} * Tl + t) * C, C, g + long{m} * C);
-    }
-    tp_.all_reduce(g, long{M} * C);
+    const auto rows = owned_rows(positions, T, Tl, t0);  // [M]
+    kernels::ops::gather_rows(s.kc(), g_f.get(), h_f.get(), rows.data(), M, long{C} * 4);
+    tp_.all_reduce(g_f.get(), long{M} * C);
   } else if (s.compute()) {
     // A row copy in the storage dtype (no conversion needed to move values).
-    const std::size_t row = dtype_size(s.dtype) * C;
-    const auto* h = static_cast<const char*>(raw_bytes(hidden));
-    auto* g = static_cast<char*>(raw_bytes(gathered));
-    for (int m = 0; m < M; ++m) std::memcpy(g + m * row, h + positions[m] * row, row);
+    kernels::ops::gather_rows(s.kc(), raw_bytes(gathered), raw_bytes(hidden), positions.data(), M,
+                              static_cast<std::int64_t>(dtype_size(s.dtype)) * C);
   }
   auto pre_gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
   dense_.forward(s, write_f32(s.ctx, pre_gelu).get(), gathered, M,
@@ -160,14 +168,8 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   if (s.compute()) {
     auto dh_f = zeroed_f32(s.ctx, dhidden);        // [B, Tl, C]
     const auto dg_f = read_f32(s.ctx, dgathered);  // [M, C]
-    float* dh = dh_f.get();
-    const float* dg = dg_f.get();
-    for (int m = 0; m < M; ++m) {
-      const int b = positions[m] / T, t = positions[m] % T - t0;
-      if (t < 0 || t >= Tl) continue;
-      float* row = dh + (long{b} * Tl + t) * C;
-      for (int c = 0; c < C; ++c) row[c] += dg[long{m} * C + c];
-    }
+    const auto rows = sp ? owned_rows(positions, T, Tl, t0) : positions;  // [M]
+    kernels::ops::scatter_add_rows(s.kc(), dh_f.get(), dg_f.get(), rows.data(), M, C);
   }
   return dhidden;
 }

@@ -1,5 +1,6 @@
 #include "models/row_parallel.hpp"
 
+#include "kernels/ops/rows.hpp"
 #include "models/f32_access.hpp"
 #include "models/sequence_parallel.hpp"
 #include "runtime/core/tags.hpp"
@@ -46,7 +47,7 @@ void add_reduce_scattered(const PassState& s, const TensorParallel& tp, const fl
   const long n = long{s.B} * sequence_shard_length(tp, s.T) * C;
   core::Workspace::Lease part(s.ctx.workspace(), static_cast<std::size_t>(n));
   reduce_scatter_sequence(s, tp, full, part.data(), C);  // f's backward
-  for (long i = 0; i < n; ++i) shard[i] += part.data()[i];
+  kernels::ops::add_inplace(s.kc(), shard, part.data(), n);
 }
 
 }  // namespace memtrain::models

@@ -74,7 +74,7 @@ __global__ void adamw_f16_kernel(float* master, __half* value, const __half* gra
     master[i] = p;
     m[i] = mi;
     v[i] = vi;
-    value[i] = __float2half_rn(p);
+    value[i] = __ushort_as_half(f16_bits_from_float(p));
   }
 }
 

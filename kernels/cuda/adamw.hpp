@@ -28,8 +28,8 @@ void adamw_update_bf16(const KernelContext& ctx, float* master, __nv_bfloat16* v
                        float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
                        float grad_scale);
 
-// The same on an fp16 copy and gradient (round to nearest even): bitwise kernels::adamw_update_f16
-// for finite values (a NaN master's fp16 copy is a NaN, its payload may differ).
+// The same on an fp16 copy and gradient (round to nearest even): bitwise
+// kernels::adamw_update_f16.
 void adamw_update_f16(const KernelContext& ctx, float* master, __half* value, const __half* grad,
                       float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
                       float weight_decay, std::int64_t step, float grad_scale);

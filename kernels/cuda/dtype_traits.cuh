@@ -28,6 +28,16 @@ __device__ __forceinline__ unsigned short bf16_bits_from_float(float x) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(x));
 }
 
+// kernels::float_to_f16's bits: round to nearest even, a NaN made quiet with its sign and top
+// payload bits kept (cvt.rn agrees on every other value).
+__device__ __forceinline__ unsigned short f16_bits_from_float(float x) {
+  const unsigned int f = __float_as_uint(x);
+  if ((f & 0x7fffffffu) > 0x7f800000u) {
+    return static_cast<unsigned short>(((f >> 16) & 0x8000u) | 0x7e00u | (((f & 0x7fffffffu) >> 13) & 0x3ffu));
+  }
+  return __half_as_ushort(__float2half_rn(x));
+}
+
 // Blocks for n elements at `threads` per block, capped so huge tensors use grid-stride loops.
 inline unsigned blocks_for(long long n, int threads) {
   const long long b = (n + threads - 1) / threads;

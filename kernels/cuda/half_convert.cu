@@ -22,13 +22,7 @@ __device__ __forceinline__ float half_bits_to_float(std::uint16_t h, bool bf16) 
 }
 
 __device__ __forceinline__ std::uint16_t float_to_half_bits(float x, bool bf16) {
-  const unsigned int f = __float_as_uint(x);
-  const bool nan = (f & 0x7fffffffu) > 0x7f800000u;
-  if (bf16) return bf16_bits_from_float(x);
-  if (nan) {
-    return static_cast<std::uint16_t>(((f >> 16) & 0x8000u) | 0x7e00u | (((f & 0x7fffffffu) >> 13) & 0x3ffu));
-  }
-  return __half_as_ushort(__float2half_rn(x));
+  return bf16 ? bf16_bits_from_float(x) : f16_bits_from_float(x);
 }
 
 __global__ void to_float_kernel(float* out, const std::uint16_t* in, long long n, bool bf16) {

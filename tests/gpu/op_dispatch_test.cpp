@@ -16,6 +16,7 @@
 #include "kernels/cpu/gelu.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/rows.hpp"
 #include "kernels/ops/attention.hpp"
 #include "kernels/ops/cross_entropy.hpp"
 #include "kernels/ops/dropout.hpp"
@@ -25,6 +26,7 @@
 #include "kernels/ops/layernorm.hpp"
 #include "kernels/ops/linear.hpp"
 #include "kernels/ops/optimizer.hpp"
+#include "kernels/ops/rows.hpp"
 #include "tests/gpu/gpu_test_util.hpp"
 #include "tests/kernels/test_util.hpp"
 
@@ -85,6 +87,27 @@ TEST_F(OpDispatchOnGpu, TheOptimizerOpsRunTheirCudaTwins) {
   kernels::scale_inplace(x.data(), n, 0.3f);
   EXPECT_EQ(gx.download(), x);
   EXPECT_TRUE(kernels::ops::all_finite(gpu(), gx.get(), n));
+}
+
+TEST_F(OpDispatchOnGpu, TheRowOpsRunTheirCudaTwins) {
+  const int N = 37, C = 29, M = 5;
+  const auto x = rnd(N * C, 70), b = rnd(C, 71), src = rnd(M * C, 72);
+  const std::vector<std::int32_t> rows = {36, -1, 2, 17, 5};
+  auto y = x;
+  DeviceBuffer<float> gy(y), gx(x), gb(b), gsrc(src), gg(M * C);
+  DeviceBuffer<std::int32_t> grows(rows);
+  kernels::ops::add_bias(gpu(), gy.get(), gb.get(), N, C);
+  kernels::add_bias(y.data(), b.data(), N, C);
+  kernels::ops::add_inplace(gpu(), gy.get(), gx.get(), N * C);
+  kernels::add_inplace(y.data(), x.data(), N * C);
+  kernels::ops::scatter_add_rows(gpu(), gy.get(), gsrc.get(), grows.get(), M, C);
+  kernels::scatter_add_rows(y.data(), src.data(), rows.data(), M, C);
+  EXPECT_EQ(gy.download(), y);
+  gg.poison();
+  kernels::ops::gather_rows(gpu(), gg.get(), gx.get(), grows.get(), M, C * 4);
+  std::vector<float> g(M * C);
+  kernels::gather_rows(g.data(), x.data(), rows.data(), M, C * 4);
+  EXPECT_EQ(gg.download(), g);
 }
 
 TEST_F(OpDispatchOnGpu, LinearLayerNormAndGeluRunTheirCudaTwins) {

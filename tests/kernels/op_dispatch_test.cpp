@@ -22,6 +22,7 @@
 #include "kernels/cpu/gelu_half.hpp"
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/linear.hpp"
+#include "kernels/cpu/rows.hpp"
 #include "kernels/ops/attention.hpp"
 #include "kernels/ops/cross_entropy.hpp"
 #include "kernels/ops/dropout.hpp"
@@ -31,6 +32,7 @@
 #include "kernels/ops/layernorm.hpp"
 #include "kernels/ops/linear.hpp"
 #include "kernels/ops/optimizer.hpp"
+#include "kernels/ops/rows.hpp"
 #include "tests/kernels/test_util.hpp"
 
 namespace memtrain::kernels {
@@ -275,6 +277,26 @@ TEST(OpDispatch, OptimizerOpsOnTheCpuAreTheCpuKernels) {
   EXPECT_FALSE(ops::all_finite(kCpu, x.data(), n));
 }
 
+TEST(OpDispatch, RowOpsOnTheCpuAreTheCpuKernels) {
+  const int N = 9, C = 6, M = 4;
+  const Floats x = rnd(N * C, 70), b = rnd(C, 71), src = rnd(M * C, 72);
+  const std::vector<std::int32_t> rows = {8, -1, 2, 5};
+  Floats y = x, y_ref = x;
+  ops::add_bias(kCpu, y.data(), b.data(), N, C);
+  add_bias(y_ref.data(), b.data(), N, C);
+  EXPECT_EQ(y, y_ref);
+  ops::add_inplace(kCpu, y.data(), x.data(), N * C);
+  add_inplace(y_ref.data(), x.data(), N * C);
+  EXPECT_EQ(y, y_ref);
+  Floats g(M * C, 7.0f), g_ref(M * C, 7.0f);
+  ops::gather_rows(kCpu, g.data(), x.data(), rows.data(), M, C * 4);
+  gather_rows(g_ref.data(), x.data(), rows.data(), M, C * 4);
+  EXPECT_EQ(g, g_ref);
+  ops::scatter_add_rows(kCpu, y.data(), src.data(), rows.data(), M, C);
+  scatter_add_rows(y_ref.data(), src.data(), rows.data(), M, C);
+  EXPECT_EQ(y, y_ref);
+}
+
 // What an op says when asked to run on a GPU it cannot reach, and that it says it before
 // writing: the output keeps its sentinel.
 std::string gpu_refusal(const std::function<void(const OpContext&)>& op) {
@@ -302,7 +324,7 @@ TEST(OpDispatch, AGpuContextWithoutItsCudaStateIsRefusedNamingTheOp) {
   EXPECT_EQ(out, Floats(4, 7.0f));
 }
 
-TEST(OpDispatch, TheOptimizerOpsRefuseAGpuContextWithoutItsCudaStateBeforeWriting) {
+TEST(OpDispatch, TheOptimizerAndRowOpsRefuseAGpuContextWithoutItsCudaStateBeforeWriting) {
   Floats p(6, 1.0f), m(6, 2.0f), v(6, 3.0f);
   const Floats g(6, 0.5f);
   const std::string what = gpu_refusal([&](const OpContext& kc) {
@@ -315,6 +337,13 @@ TEST(OpDispatch, TheOptimizerOpsRefuseAGpuContextWithoutItsCudaStateBeforeWritin
   EXPECT_NE(gpu_refusal([&](const OpContext& kc) { ops::sum_of_squares(kc, g.data(), 6); }).find("sum_of_squares"),
             std::string::npos);
   EXPECT_NE(gpu_refusal([&](const OpContext& kc) { ops::scale_inplace(kc, p.data(), 6, 0.5f); }).find("scale_inplace"),
+            std::string::npos);
+  EXPECT_NE(gpu_refusal([&](const OpContext& kc) { ops::add_bias(kc, p.data(), g.data(), 2, 3); }).find("add_bias"),
+            std::string::npos);
+  const std::int32_t rows[2] = {0, 1};
+  EXPECT_NE(gpu_refusal([&](const OpContext& kc) {
+              ops::scatter_add_rows(kc, p.data(), g.data(), rows, 2, 3);
+            }).find("scatter_add_rows"),
             std::string::npos);
   EXPECT_EQ(p, Floats(6, 1.0f));
 }
