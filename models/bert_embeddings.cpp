@@ -1,6 +1,7 @@
 #include "models/bert_embeddings.hpp"
 #include "models/op_descriptions.hpp"
 
+#include "kernels/ops/copy.hpp"
 #include "kernels/ops/dropout.hpp"
 #include "kernels/ops/embedding.hpp"
 #include "models/f32_access.hpp"
@@ -53,11 +54,17 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   // The word table's rows this rank looks up: only those are converted from 16 bits (Note [Row
   // views of embedding tables]).
   const std::vector<std::int32_t> rows = s.compute() ? local_word_rows(ids, N) : std::vector<std::int32_t>();
+  // The kernels' copies of the ids (the host arrays themselves on the CPU: Note [Index arrays
+  // travel through fixed slots]); the host ids stay for the rows above and the rows hook.
+  using kernels::ops::StagingSlot;
+  const std::int32_t* ids_d = s.compute() ? kernels::ops::stage(s.kc(), StagingSlot::input_ids, ids, N) : ids;
+  const std::int32_t* type_ids_d =
+      s.compute() && type_ids ? kernels::ops::stage(s.kc(), StagingSlot::token_type_ids, type_ids, N) : type_ids;
   if (s.compute() && !tp_.enabled()) {
     const core::ScopedOp op(s.ctx.op_profile(), "embedding.forward", [&] { return elementwise_description(N, C_, 4); });
     const F32View word(s.ctx, word_.value, F32Access::read, rows);  // [V, C], the rows of ids
     kernels::ops::bert_embeddings_forward(s.kc(),
-        write_f32(s.ctx, sum).get(), ids, type_ids, word.get(),
+        write_f32(s.ctx, sum).get(), ids_d, type_ids_d, word.get(),
         read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
         C_, V_, TV_);
   }
@@ -73,7 +80,7 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
       F32View part_f = sp ? write_f32(s.ctx, partial) : F32View();  // [B, T, C]
       const F32View word(s.ctx, word_.value, F32Access::read, rows);  // [Vp/tp, C], this shard's rows of ids
       kernels::ops::vocab_parallel_embeddings_forward(s.kc(),
-          sp ? part_f.get() : sum_f.get(), ids, type_ids, word.get(),
+          sp ? part_f.get() : sum_f.get(), ids_d, type_ids_d, word.get(),
           read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B,
           s.T, C_, V_, TV_, first_row_, rows_, /*with_positions=*/tp_.rank() == 0);
       if (sp) {
@@ -94,7 +101,8 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   }
   if (s.training) {
     ids_ = ids;
-    type_ids_ = type_ids;
+    ids_d_ = ids_d;
+    type_ids_d_ = type_ids_d;
   }
   return out;
 }
@@ -146,18 +154,18 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
     if (!tp_.enabled()) {
       const core::ScopedOp op(s.ctx.op_profile(), "embedding.backward",
                               [&] { return elementwise_description(std::int64_t{s.B} * s.T, C_, 4); });
-      kernels::ops::bert_embeddings_backward(s.kc(), dword.get(), dposition.get(), dtoken_type.get(), d, ids_,
-                                             type_ids_, s.B, s.T, C_);
+      kernels::ops::bert_embeddings_backward(s.kc(), dword.get(), dposition.get(), dtoken_type.get(), d, ids_d_,
+                                             type_ids_d_, s.B, s.T, C_);
     } else {
       // d sum is the same on every rank: each takes the rows it owns, and the replicated
       // position and type tables get bitwise equal gradients everywhere.
-      kernels::ops::vocab_parallel_embedding_backward(s.kc(), dword.get(), d, ids_, s.B, s.T, C_, first_row_,
+      kernels::ops::vocab_parallel_embedding_backward(s.kc(), dword.get(), d, ids_d_, s.B, s.T, C_, first_row_,
                                                       rows_);
       kernels::ops::bert_embeddings_backward(s.kc(), static_cast<float*>(nullptr), dposition.get(),
-                                             dtoken_type.get(), d, ids_, type_ids_, s.B, s.T, C_);
+                                             dtoken_type.get(), d, ids_d_, type_ids_d_, s.B, s.T, C_);
     }
   }
-  ids_ = type_ids_ = nullptr;
+  ids_ = ids_d_ = type_ids_d_ = nullptr;
 }
 
 }  // namespace memtrain::models

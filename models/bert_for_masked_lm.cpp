@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "kernels/ops/copy.hpp"
+#include "kernels/ops/half_convert.hpp"
 #include "models/f32_access.hpp"
 #include "models/parameter_init.hpp"
 #include "runtime/core/errors.hpp"
@@ -151,14 +153,20 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed,
                                       const std::function<void(std::size_t, const float*)>& on_draw) {
   if (ctx_.dry_run()) return;
   auto& ps = params_.parameters();
-  std::vector<float> draw;  // a 16-bit value's draw when it has no master
+  // On a GPU every draw is made on the host and copied over (Note [A tensor's bytes are touched
+  // by its device]): the same numbers as a CPU run's.
+  const bool on_host = ctx_.op_context().device == kernels::Device::cpu;
+  std::vector<float> draw;  // a 16-bit value's draw when it has no master, or any draw for a GPU
   for (std::size_t i = 0; i < ps.size(); ++i) {
     // In 16-bit modes the f32 master gets the exact draw and the value its rounding, so that
     // the optimizer starts from the same weights as an fp32 run.
     const bool half = ps[i].value.dtype() != core::DType::f32;
     const std::int64_t n = ps[i].value.numel();
     float* v = nullptr;
-    if (ps[i].master.defined()) {
+    if (!on_host) {
+      draw.assign(static_cast<std::size_t>(n), 0.0f);
+      v = draw.data();
+    } else if (ps[i].master.defined()) {
       v = ps[i].master.data<float>();
     } else if (half) {
       draw.assign(static_cast<std::size_t>(n), 0.0f);
@@ -178,7 +186,18 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed,
         break;
     }
     if (on_draw) on_draw(i, v);
-    if (half) store_f32(ps[i].value, v, n);
+    if (!on_host) {
+      if (ps[i].master.defined()) ps[i].master.copy_from_host(v);
+      if (half) {
+        std::vector<std::uint16_t> rounded(static_cast<std::size_t>(n));
+        kernels::ops::convert_float_to_half(kernels::OpContext{}, rounded.data(), v, n, half_format(ps[i].value.dtype()));
+        ps[i].value.copy_from_host(rounded.data());
+      } else {
+        ps[i].value.copy_from_host(v);
+      }
+    } else if (half) {
+      store_f32(ps[i].value, v, n);
+    }
   }
 }
 
@@ -245,7 +264,13 @@ PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std
   PassState s{ctx_};
   s.B = b.batch_size;
   s.T = b.seq_length;
-  s.attention_mask = b.attention_mask.empty() ? nullptr : b.attention_mask.data();
+  // The attention kernels' copy of the mask (the host array itself on the CPU: Note [Index
+  // arrays travel through fixed slots]).
+  s.attention_mask = b.attention_mask.empty() || ctx_.dry_run()
+                         ? (b.attention_mask.empty() ? nullptr : b.attention_mask.data())
+                         : kernels::ops::stage(s.kc(), kernels::ops::StagingSlot::attention_mask,
+                                               b.attention_mask.data(),
+                                               static_cast<std::int64_t>(b.attention_mask.size()));
   s.training = training;
   s.hidden_dropout = training ? config_.hidden_dropout_prob : 0.0f;
   s.attention_dropout = training ? config_.attention_probs_dropout_prob : 0.0f;

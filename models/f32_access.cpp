@@ -20,10 +20,12 @@ core::ScopedOp::Description convert_description(DType half, std::int64_t n) {
 }
 
 // Note [Float views are the CPU's]
-// A view converts into host scratch (the context's Workspace) with the CPU's conversions, and a
-// zeroed view of an f32 tensor clears it with memset: both need the tensor in host memory. On a
-// GPU, 16-bit tensors go to the kernels natively (issue 14), so a view there is a bug in the
-// layer that asked for it, and says so instead of touching device memory from the host.
+// A view of a 16-bit tensor converts into host scratch (the context's Workspace) with the
+// CPU's conversions: it needs the tensor in host memory. On a GPU, 16-bit tensors go to the
+// kernels natively (issue 14), so such a view there is a bug in the layer that asked for it,
+// and says so instead of touching device memory from the host. A view of an f32 tensor is its
+// own pointer on either device; zeroing it goes through the tensor, on its device (Note [A
+// tensor's bytes are touched by its device]).
 void require_host(const core::Context& ctx, const core::Tensor& t) {
   if (ctx.op_context().device == kernels::Device::cpu) return;
   throw RuntimeError("F32View: a float view of " + t.describe() + " needs host memory, but this context runs on " +
@@ -47,8 +49,8 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : 
     // storage]). const_cast: the handle is const, the storage it names is ours to write.
     data_ = const_cast<float*>(t.data<float>());
     if (access_ == F32Access::zeroed && !t.dry_run() && !ctx.dry_run()) {
-      require_host(ctx, t);
-      std::memset(data_, 0, sizeof(float) * static_cast<std::size_t>(t.numel()));
+      core::Tensor handle = t;  // zeroed on the tensor's own device (a memset on the CPU)
+      handle.zero_();
     }
     return;
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ops/copy.hpp"
 #include "kernels/ops/cross_entropy.hpp"
 #include "kernels/ops/linear.hpp"
 #include "kernels/ops/rows.hpp"
@@ -18,6 +19,14 @@ using core::DType;
 using core::Tensor;
 
 namespace {
+
+using kernels::ops::StagingSlot;
+
+// The kernels' copy of a host index array (the array itself on the CPU: Note [Index arrays
+// travel through fixed slots]). The vector must outlive the kernels that read it on the CPU.
+const std::int32_t* stage(const PassState& s, StagingSlot slot, const std::vector<std::int32_t>& host) {
+  return kernels::ops::stage(s.kc(), slot, host.data(), static_cast<std::int64_t>(host.size()));
+}
 
 // Sequence parallelism: the row of this rank's hidden [B, Tl, C] (tokens [t0, t0 + Tl) of each
 // sample of T) that holds each masked position, or -1 where another rank holds it.
@@ -62,11 +71,12 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
     auto g_f = write_f32(s.ctx, gathered);  // [M, C]
     const auto h_f = read_f32(s.ctx, hidden);  // [B, Tl, C]
     const auto rows = owned_rows(positions, T, Tl, t0);  // [M]
-    kernels::ops::gather_rows(s.kc(), g_f.get(), h_f.get(), rows.data(), M, long{C} * 4);
+    kernels::ops::gather_rows(s.kc(), g_f.get(), h_f.get(), stage(s, StagingSlot::owned_rows, rows), M, long{C} * 4);
     tp_.all_reduce(g_f.get(), long{M} * C);
   } else if (s.compute()) {
     // A row copy in the storage dtype (no conversion needed to move values).
-    kernels::ops::gather_rows(s.kc(), raw_bytes(gathered), raw_bytes(hidden), positions.data(), M,
+    kernels::ops::gather_rows(s.kc(), raw_bytes(gathered), raw_bytes(hidden),
+                              stage(s, StagingSlot::masked_positions, positions), M,
                               static_cast<std::int64_t>(dtype_size(s.dtype)) * C);
   }
   auto pre_gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
@@ -117,8 +127,9 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
     loss = tp_.enabled()
                ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_,
                                               grad_scale, &correct, tp_)
-               : kernels::ops::softmax_cross_entropy_forward_backward(s.kc(), z.get(), z.get(), labels.data(),
-                                                                      M, V_, grad_scale, &correct);
+               : kernels::ops::softmax_cross_entropy_forward_backward(
+                     s.kc(), z.get(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, grad_scale,
+                     &correct);
   }
   stats->loss_sum += loss;
   stats->num_masked += M;
@@ -168,8 +179,10 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   if (s.compute()) {
     auto dh_f = zeroed_f32(s.ctx, dhidden);        // [B, Tl, C]
     const auto dg_f = read_f32(s.ctx, dgathered);  // [M, C]
-    const auto rows = sp ? owned_rows(positions, T, Tl, t0) : positions;  // [M]
-    kernels::ops::scatter_add_rows(s.kc(), dh_f.get(), dg_f.get(), rows.data(), M, C);
+    const std::vector<std::int32_t> owned = sp ? owned_rows(positions, T, Tl, t0) : std::vector<std::int32_t>();
+    const auto* rows = sp ? stage(s, StagingSlot::owned_rows, owned)
+                          : stage(s, StagingSlot::masked_positions, positions);  // [M]
+    kernels::ops::scatter_add_rows(s.kc(), dh_f.get(), dg_f.get(), rows, M, C);
   }
   return dhidden;
 }
@@ -183,8 +196,8 @@ void MlmHead::evaluate(PassState& s, const Tensor& logits, const std::vector<std
     stats->loss_sum += tp_.enabled()
                            ? vocab_parallel_cross_entropy(nullptr, z.get(), labels.data(), M,
                                                           shard_, 1.0f, &correct, tp_)
-                           : kernels::ops::softmax_cross_entropy_forward(s.kc(), z.get(), labels.data(), M, V_,
-                                                                         &correct);
+                           : kernels::ops::softmax_cross_entropy_forward(
+                                 s.kc(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, &correct);
     stats->num_correct += correct;
   }
   stats->num_masked += M;
@@ -194,10 +207,21 @@ std::vector<float> MlmHead::log_probs(PassState& s, const Tensor& logits) const 
   const std::int64_t P = logits.shape()[0], Vl = shard_.columns, V = shard_.vocab_size;
   std::vector<float> out(static_cast<std::size_t>(P * V));
   if (!s.compute() || P == 0) return out;
-  const auto z_f = read_f32(s.ctx, logits);  // [P, Vl]
+  // The logits on the host: fill-mask's few rows, read once (a GPU's f32 logits are copied back;
+  // a CPU's are read in place, 16-bit ones through a view).
+  std::vector<float> host;
+  F32View z_f;
+  const float* z = nullptr;  // [P, Vl]
+  if (logits.device() != kernels::Device::cpu && logits.dtype() == DType::f32) {
+    host.resize(static_cast<std::size_t>(logits.numel()));
+    logits.copy_to_host(host.data());
+    z = host.data();
+  } else {
+    z_f = F32View(s.ctx, logits, F32Access::read);
+    z = z_f.get();
+  }
   // The whole rows on every rank: gathered as [tp, P, Vl], then padding dropped.
   std::vector<float> gathered;
-  const float* z = z_f.get();
   if (tp_.enabled()) {
     gathered.resize(static_cast<std::size_t>(tp_.size() * P * Vl));
     tp_.group->allgather(z, gathered.data(), P * Vl);

@@ -18,6 +18,10 @@ struct KernelContext {
   std::size_t blas_workspace_bytes = 0;
   void* scratch = nullptr;              // device memory for reductions; each op says how much
   std::size_t scratch_bytes = 0;
+  // Device memory the batch's index arrays are copied into, split into equal slots (Note
+  // [Index arrays travel through fixed slots], kernels/ops/copy.hpp).
+  void* staging = nullptr;
+  std::size_t staging_bytes = 0;
   // fp32 GEMMs may use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation):
   // precision.allow_tf32, as torch.backends.cuda.matmul.allow_tf32.
   bool allow_tf32 = false;

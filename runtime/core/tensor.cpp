@@ -1,8 +1,8 @@
 #include "runtime/core/tensor.hpp"
 
-#include <cstring>
 #include <utility>
 
+#include "kernels/ops/copy.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::core {
@@ -17,10 +17,13 @@ struct Tensor::Storage {
   std::shared_ptr<Storage> parent;  // set for a view
   std::size_t byte_offset = 0;      // of the view in parent's block
   bool bound = true;
+  // The device the block lives on, and how its bytes are reached (Note [A tensor's bytes are
+  // touched by its device]); a view's is its parent's.
+  kernels::OpContext kc;
 
   Storage() : bound(false) {}
-  Storage(std::shared_ptr<memory::Allocator> a, memory::Block b, bool dry)
-      : allocator(std::move(a)), block(b), dry_run(dry) {}
+  Storage(std::shared_ptr<memory::Allocator> a, memory::Block b, bool dry, const kernels::OpContext& k)
+      : allocator(std::move(a)), block(b), dry_run(dry), kc(k) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage() {
@@ -60,7 +63,7 @@ Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
   Tensor t = shaped(std::move(shape), dtype, "Tensor::empty");
   memory::Block block = ctx.allocator().allocate(t.nbytes(), ctx.stream(), tag);
   try {
-    t.storage_ = std::make_shared<Storage>(ctx.allocator_ptr(), block, ctx.dry_run());
+    t.storage_ = std::make_shared<Storage>(ctx.allocator_ptr(), block, ctx.dry_run(), ctx.op_context());
   } catch (...) {
     ctx.allocator().deallocate(block);
     throw;
@@ -97,6 +100,7 @@ void Tensor::bind(const Tensor& buffer, std::int64_t element_offset) {
   }
   s.byte_offset = offset;
   s.dry_run = s.parent->dry_run;
+  s.kc = s.parent->kc;
   s.block = s.parent->block;
   s.block.ptr = static_cast<char*>(s.block.ptr) + offset;
   s.block.size = nbytes();
@@ -126,8 +130,27 @@ memory::Block Tensor::block() const { return storage_ ? storage_->block : memory
 
 bool Tensor::dry_run() const { return storage_ && storage_->dry_run; }
 
+kernels::Device Tensor::device() const { return storage_ ? storage_->kc.device : kernels::Device::cpu; }
+
+// Note [A tensor's bytes are touched by its device]
+// A tensor remembers the op context of the Context that allocated it, and zeroes and copies its
+// bytes through the op API with it: memset and memcpy for host memory, the CUDA stream's
+// memset and copies for device memory. Code above runtime/core that fills a tensor from the
+// host (parameter initialisation, checkpoints) goes through copy_from_host / copy_to_host and
+// so never dereferences a device pointer; data<T>() still hands out the raw pointer, for the
+// op API's calls.
 void Tensor::zero_() {
-  if (bound() && !storage_->dry_run && nbytes() > 0) std::memset(storage_->ptr(), 0, nbytes());
+  if (bound() && !storage_->dry_run && nbytes() > 0) kernels::ops::fill_zero(storage_->kc, storage_->ptr(), nbytes());
+}
+
+void Tensor::copy_from_host(const void* src) {
+  if (!bound()) throw RuntimeError("Tensor::copy_from_host: tensor " + describe() + " is undefined or unbound");
+  if (!storage_->dry_run) kernels::ops::copy_to_device(storage_->kc, storage_->ptr(), src, nbytes());
+}
+
+void Tensor::copy_to_host(void* dst) const {
+  if (!bound()) throw RuntimeError("Tensor::copy_to_host: tensor " + describe() + " is undefined or unbound");
+  if (!storage_->dry_run) kernels::ops::copy_to_host(storage_->kc, dst, storage_->ptr(), nbytes());
 }
 
 void Tensor::reset() {

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/op_context.hpp"
 #include "memory/allocator.hpp"
 #include "memory/types.hpp"
 #include "runtime/core/context.hpp"
@@ -72,8 +73,20 @@ class Tensor {
     return static_cast<const T*>(raw());
   }
 
-  // Sets every byte to zero (no-op in a dry run).
+  // The device of the Context that allocated the storage (a view's: its buffer's); cpu when
+  // undefined or unbound.
+  kernels::Device device() const;
+
+  // Sets every byte to zero on the tensor's device (no-op in a dry run).
   void zero_();
+  // nbytes() bytes of host memory at src copied into the tensor, on its device (Note [A
+  // tensor's bytes are touched by its device]); a no-op in a dry run. Throws
+  // memtrain::RuntimeError when the tensor is undefined or unbound, memory::CudaError when a
+  // CUDA copy fails.
+  void copy_from_host(const void* src);
+  // The tensor's nbytes() bytes into host memory at dst, complete on return (a no-op in a dry
+  // run). Throws as copy_from_host.
+  void copy_to_host(void* dst) const;
   // Drops this handle's reference; the storage is freed if it was the last one.
   void reset();
 

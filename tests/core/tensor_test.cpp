@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
@@ -136,6 +137,43 @@ TEST(Tensor, DryRunAllocatesTheSameBytesButNeverTouchesThem) {
   EXPECT_TRUE(t.dry_run());
   EXPECT_EQ(alloc->live_bytes(tags().activation), 4 << 20);
   t.zero_();
+}
+
+// Note [A tensor's bytes are touched by its device]: a CPU tensor copies from and to host memory
+// byte for byte; a tensor of a GPU context (here one without its CUDA state, over host memory so
+// the test can look) sends its zeroing and copies to that device, which refuses by name, and its
+// views inherit its device.
+TEST(Tensor, CopiesAndZeroingGoToTheTensorsDevice) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context cpu(alloc);
+  Tensor t = Tensor::empty(cpu, {5}, DType::f32, tags().activation);
+  EXPECT_EQ(t.device(), kernels::Device::cpu);
+  const float in[5] = {1.5f, -2.0f, 0.25f, 8.0f, -0.0f};
+  t.copy_from_host(in);
+  float out[5] = {};
+  t.copy_to_host(out);
+  EXPECT_EQ(std::memcmp(in, out, sizeof in), 0);
+  EXPECT_EQ(t.data<float>()[3], 8.0f);
+  EXPECT_THROW(Tensor().copy_to_host(out), RuntimeError);
+  EXPECT_THROW(Tensor::unbound({5}, DType::f32).copy_from_host(in), RuntimeError);
+
+  Context gpu(alloc, "cuda:0");
+  gpu.set_op_context(kernels::OpContext{kernels::Device::cuda, nullptr});
+  Tensor g = Tensor::empty(gpu, {5}, DType::f32, tags().activation);
+  EXPECT_EQ(g.device(), kernels::Device::cuda);
+  g.data<float>()[0] = 3.0f;
+  EXPECT_THROW(g.zero_(), std::runtime_error);
+  EXPECT_THROW(g.copy_from_host(in), std::runtime_error);
+  EXPECT_THROW(g.copy_to_host(out), std::runtime_error);
+  EXPECT_EQ(g.data<float>()[0], 3.0f);
+  Tensor view = Tensor::unbound({2}, DType::f32);
+  view.bind(g, 1);
+  EXPECT_EQ(view.device(), kernels::Device::cuda);
+  // A dry run touches nothing, whatever the device.
+  gpu.set_dry_run(true);
+  Tensor d = Tensor::zeros(gpu, {5}, DType::f32, tags().activation);
+  d.copy_from_host(in);
+  d.copy_to_host(out);
 }
 
 TEST(Tensor, AnUnboundTensorBindsEveryCopyOfItsHandleToARangeOfABuffer) {

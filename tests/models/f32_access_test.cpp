@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "runtime/core/errors.hpp"
@@ -213,14 +215,14 @@ TEST(F32View, StoreAndLoadRoundTripThroughSixteenBits) {
 }
 
 // Note [Float views are the CPU's]: on a context whose ops run on a GPU, a float view of a 16-bit
-// tensor (converted in host memory) and a zeroed view (memset) are refused with the tensor and
-// the device named, before anything is read or written; an f32 tensor's read view is its own
-// pointer there too.
-TEST(F32View, AGpuContextRefusesHostViewsThatTouchMemory) {
+// tensor (converted in host memory) is refused with the tensor and the device named, before
+// anything is read or written; an f32 tensor's view is its own pointer there too, and zeroing it
+// goes to the tensor's device (Note [A tensor's bytes are touched by its device]): here a GPU
+// op context without its CUDA state, which refuses, naming the op, and leaves the bytes alone.
+TEST(F32View, AGpuContextRefusesHostViewsAndZeroesF32TensorsOnTheirDevice) {
   Fixture f;
   auto half = f.make(DType::bf16, 8);
   half.data<std::uint16_t>()[0] = 0x3F80;  // 1.0
-  auto single = f.make(DType::f32, 8);
   core::Context gpu(f.ctx.allocator_ptr(), "cuda:0");
   gpu.set_op_context(kernels::OpContext{kernels::Device::cuda, nullptr});
   for (F32Access access : {F32Access::read, F32Access::write, F32Access::read_write, F32Access::scratch}) {
@@ -234,8 +236,19 @@ TEST(F32View, AGpuContextRefusesHostViewsThatTouchMemory) {
   }
   const std::int32_t rows[] = {0};
   EXPECT_THROW(F32View(gpu, half, F32Access::read, rows), RuntimeError);
-  EXPECT_THROW(zeroed_f32(gpu, single), RuntimeError);
   EXPECT_EQ(half.data<std::uint16_t>()[0], 0x3F80);  // untouched
+
+  // The allocator is host memory, so the test can look at the bytes the refusal left alone.
+  auto single = Tensor::empty(gpu, {8}, DType::f32, core::tags().temporary);
+  EXPECT_EQ(single.device(), kernels::Device::cuda);
+  single.data<float>()[3] = 5.0f;
+  try {
+    zeroed_f32(gpu, single);
+    FAIL() << "an f32 tensor of a GPU context was zeroed on the host";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("fill_zero"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(single.data<float>()[3], 5.0f);
   EXPECT_EQ(read_f32(gpu, single).get(), single.data<float>());
   EXPECT_EQ(gpu.workspace().reserved_bytes(), 0u);
 }

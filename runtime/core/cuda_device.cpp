@@ -1,0 +1,97 @@
+#include "runtime/core/cuda_device.hpp"
+
+#if MEMTRAIN_HAVE_CUDA
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/adamw.hpp"
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/cross_entropy.hpp"
+#include "kernels/ops/copy.hpp"
+#include "memory/cuda_resource.hpp"
+#include "memory/cuda_virtual_memory_resource.hpp"
+
+namespace memtrain::core {
+
+CudaWorkspaceSizes CudaWorkspaceSizes::for_batch(int B, int T, int NH, float attention_dropout) {
+  if (B < 1 || T < 1 || NH < 1) {
+    throw std::invalid_argument("CudaWorkspaceSizes::for_batch: B = " + std::to_string(B) + ", T = " +
+                                std::to_string(T) + ", NH = " + std::to_string(NH) + "; expected each >= 1");
+  }
+  const std::int64_t N = std::int64_t{B} * T;
+  CudaWorkspaceSizes s;
+  s.scratch = std::max({kernels::gpu::reduction_scratch_bytes(),
+                        kernels::gpu::cross_entropy_scratch_bytes(static_cast<int>(N)),
+                        kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout, sizeof(float)),
+                        kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout, 2)});
+  // Each slot rounded up to 256 bytes, as ops::stage splits them.
+  const std::size_t slot = (static_cast<std::size_t>(N) * 4 + 255) / 256 * 256;
+  s.staging = slot * static_cast<std::size_t>(kernels::ops::StagingSlot::count);
+  return s;
+}
+
+CudaDevice::CudaDevice(int device, CudaWorkspaceSizes sizes, bool allow_tf32) : device_(device), sizes_(sizes) {
+  memory::check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  memory::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  try {
+    stream_id_ = streams_.add(stream_);
+    blas_ = std::make_unique<kernels::gpu::CublasLtHandle>();
+    memory::check_cuda(cudaMalloc(&blas_workspace_, kernels::gpu::kBlasWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+    memory::check_cuda(cudaMalloc(&scratch_, std::max<std::size_t>(sizes_.scratch, 1)), "cudaMalloc (scratch)");
+    memory::check_cuda(cudaMalloc(&staging_, std::max<std::size_t>(sizes_.staging, 1)), "cudaMalloc (staging)");
+  } catch (...) {
+    cudaFree(staging_);
+    cudaFree(scratch_);
+    cudaFree(blas_workspace_);
+    blas_.reset();
+    cudaStreamDestroy(stream_);
+    throw;
+  }
+  kc_.stream = stream_;
+  kc_.blas = blas_->get();
+  kc_.blas_workspace = blas_workspace_;
+  kc_.blas_workspace_bytes = kernels::gpu::kBlasWorkspaceBytes;
+  kc_.scratch = scratch_;
+  kc_.scratch_bytes = sizes_.scratch;
+  kc_.staging = staging_;
+  kc_.staging_bytes = sizes_.staging;
+  kc_.allow_tf32 = allow_tf32;
+}
+
+CudaDevice::~CudaDevice() {
+  // Destructors do not throw: work still queued is waited for and errors are dropped.
+  cudaStreamSynchronize(stream_);
+  cudaFree(staging_);
+  cudaFree(scratch_);
+  cudaFree(blas_workspace_);
+  blas_.reset();
+  cudaStreamDestroy(stream_);
+}
+
+std::shared_ptr<memory::CachingAllocator> CudaDevice::make_allocator(const memory::AllocatorOptions& options) {
+  std::shared_ptr<memory::MemoryResource> upstream;
+  if (options.policy == "vmm_stitch" || options.expandable_segments) {
+    upstream = std::make_shared<memory::CudaVirtualMemoryResource>(device_);
+  } else {
+    upstream = std::make_shared<memory::CudaResource>(device_);
+  }
+  auto allocator = std::make_shared<memory::CachingAllocator>(std::move(upstream), options);
+  allocator->set_stream_registry(&streams_);
+  return allocator;
+}
+
+void CudaDevice::attach(Context& ctx) const {
+  ctx.set_op_context(op_context());
+  ctx.set_stream(stream_id_);
+}
+
+std::size_t CudaDevice::workspace_bytes() const {
+  return kernels::gpu::kBlasWorkspaceBytes + sizes_.scratch + sizes_.staging;
+}
+
+void CudaDevice::synchronize() const { memory::check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+}  // namespace memtrain::core
+#endif  // MEMTRAIN_HAVE_CUDA
