@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/ops/half_convert.hpp"
 #include "runtime/core/errors.hpp"
@@ -171,20 +172,28 @@ void store_f32(core::Tensor& dst, const float* src, std::int64_t n) {
   }
   if (dst.dry_run()) return;
   if (dst.dtype() == DType::f32) {
-    std::copy(src, src + n, dst.data<float>());
-  } else {
+    dst.copy_from_host(src);  // a memcpy on the CPU (Note [A tensor's bytes are touched by its device])
+  } else if (dst.device() == kernels::Device::cpu) {
     kernels::ops::convert_float_to_half(kernels::OpContext{}, dst.data<std::uint16_t>(), src, n, half_format(dst.dtype()));
+  } else {
+    // Rounded on the host, with the CPU's conversion, then copied to the device.
+    std::vector<std::uint16_t> rounded(static_cast<std::size_t>(n));
+    kernels::ops::convert_float_to_half(kernels::OpContext{}, rounded.data(), src, n, half_format(dst.dtype()));
+    dst.copy_from_host(rounded.data());
   }
 }
 
 void load_f32(float* out, const core::Tensor& src) {
   if (src.dry_run()) return;
   if (src.dtype() == DType::f32) {
-    const float* p = src.data<float>();
-    std::copy(p, p + src.numel(), out);
-  } else {
+    src.copy_to_host(out);
+  } else if (src.device() == kernels::Device::cpu) {
     kernels::ops::convert_half_to_float(kernels::OpContext{}, out, src.data<std::uint16_t>(), src.numel(),
                                    half_format(src.dtype()));
+  } else {
+    std::vector<std::uint16_t> stored(static_cast<std::size_t>(src.numel()));
+    src.copy_to_host(stored.data());
+    kernels::ops::convert_half_to_float(kernels::OpContext{}, out, stored.data(), src.numel(), half_format(src.dtype()));
   }
 }
 

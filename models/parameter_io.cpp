@@ -23,7 +23,7 @@ std::map<std::string, core::HostArray> parameters_to_arrays(const std::vector<Pa
   for (const auto& p : params) {
     // The f32 master is the parameter when there is one (the 16-bit value is its rounding).
     const core::Tensor& t = p.master.defined() ? p.master : p.value;
-    if (t.dtype() == core::DType::f32) {
+    if (t.dtype() == core::DType::f32 && t.device() == kernels::Device::cpu) {
       out.emplace(p.name, core::host_array_f32(t.data<float>(), t.shape()));
     } else {
       std::vector<float> f(static_cast<std::size_t>(t.numel()));

@@ -18,11 +18,6 @@ void require_usable_device(const std::string& device) {
     throw ConfigError("no CUDA device: device = " + device + " but " + std::to_string(count) +
                       " CUDA device" + (count == 1 ? " is" : "s are") + " visible (CUDA_VISIBLE_DEVICES)");
   }
-  throw ConfigError("device = " + device +
-                    ": training on a CUDA device is not built yet (the CUDA kernels, the op API "
-                    "that dispatches to them and the allocator on device memory are; tensors on "
-                    "the device are not); "
-                    "expected device: cpu, or --dry-run to plan the GPU run");
 #else
   (void)index;
   throw ConfigError("no CUDA device: this memtrain was built without CUDA (MEMTRAIN_CUDA=OFF or "

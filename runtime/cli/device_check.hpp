@@ -4,12 +4,11 @@
 
 namespace memtrain::cli {
 
-// Returns for "cpu". For "cuda" / "cuda:N" throws ConfigError (exit 2):
-//   "no CUDA device: <reason>" when this build has no CUDA, cudaGetDeviceCount fails (no driver:
-//   cudaErrorInsufficientDriver) or device N does not exist;
-//   "device = cuda:N: ... not built yet" when the GPU exists: the CUDA kernels and the allocator
-//   on device memory are built (tests/gpu), the models' dispatch to them is not (issue 14).
-// A dry run never calls this: it simulates the device.
+// Returns for "cpu", and for "cuda" / "cuda:N" when that GPU is usable. Otherwise throws
+// ConfigError (exit 2) "no CUDA device: <reason>": this build has no CUDA, cudaGetDeviceCount
+// fails (no driver: cudaErrorInsufficientDriver) or device N does not exist. What a GPU run
+// trains is validate_cuda_support's check (runtime/config/config_validate.hpp). A dry run never
+// calls this: it simulates the device.
 void require_usable_device(const std::string& device);
 
 }  // namespace memtrain::cli

@@ -84,6 +84,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     const train::Config config = train::load_config(args->config, args->overrides);
     if (!args->dry_run) {
       require_usable_device(config.device);
+      train::validate_cuda_support(config);
       train::validate_compute_host(config);
     }
     exit_code = train::run_training(config, options);

@@ -54,6 +54,9 @@ struct PrecisionConfig {
   // How bf16 GEMMs run on the CPU: auto | native (oneDNN's bf16 dot products; refused on a CPU
   // without them) | fp32 (operands converted to float for sgemm): Note [bf16 GEMMs through oneDNN].
   std::string bf16_gemm = "auto";
+  // fp32 GEMMs on a GPU may use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation),
+  // as torch.backends.cuda.matmul.allow_tf32; no effect on the CPU.
+  bool allow_tf32 = false;
   LossScaleConfig loss_scale;
 };
 

@@ -171,6 +171,7 @@ std::vector<KeySpec> make_keys() {
                       [](Config& c) -> bool& { return c.precision.fp32_grad_accumulation; }));
   k.push_back(choice("precision.bf16_gemm", {"auto", "native", "fp32"}, {},
                      [](Config& c) -> std::string& { return c.precision.bf16_gemm; }));
+  k.push_back(boolean("precision.allow_tf32", [](Config& c) -> bool& { return c.precision.allow_tf32; }));
   k.push_back(real<double>("precision.loss_scale.initial_scale", kPositive,
                            [](Config& c) -> double& { return c.precision.loss_scale.initial_scale; }));
   k.push_back(real<double>("precision.loss_scale.growth_factor", {1.0, true, 1e300, false, "a number > 1"},

@@ -369,6 +369,49 @@ void validate_compute_host(const Config& c) {
   }
 }
 
+// Note [What a GPU run trains so far]
+// The GPU path is built op by op (docs/cuda-backend.md): fp32 tensors on the device, every
+// layer's kernel and AdamW through the op API, the batch's index arrays staged, checkpoints
+// copied through host memory. What still stages through the host, or has no CUDA kernel, is
+// refused here, before anything is allocated, instead of failing inside a step: 16-bit
+// activations (host float views), tensor parallelism and the data-parallel sync (no NCCL in the
+// trainer yet), ZeRO-1 and the compressors (host staging), selective recompute (attention_probs
+// has no twin; auto may pick it), asynchronous checkpoints (a host staging buffer taken from the
+// device allocator) and the host ledger's limit and reservation (host memory's, not the GPU's).
+void validate_cuda_support(const Config& c) {
+  if (c.device == "cpu") return;
+  const std::string gpu = "training on " + c.device + " ";
+  if (c.precision.dtype != "fp32") {
+    fail(c, "precision.dtype", gpu + "runs fp32 so far (16-bit operands on the GPU are not built: issue 14)",
+         "fp32, or device: cpu");
+  }
+  if (c.parallel.tensor_model_parallel_size > 1) {
+    fail(c, "parallel.tensor_model_parallel_size", gpu + "has no tensor parallelism yet (NCCL is not in the trainer)",
+         "1, or device: cpu");
+  }
+  if (c.parallel.zero_stage != 0) {
+    fail(c, "parallel.zero_stage", gpu + "has no ZeRO-1 yet (its state is staged through host memory)",
+         "0, or device: cpu");
+  }
+  if (c.compression.method != "none") {
+    fail(c, "compression.method", gpu + "has no gradient compression yet", "none, or device: cpu");
+  }
+  if (c.training.optimizer != "adamw") {
+    fail(c, "training.optimizer", gpu + "runs AdamW only so far", "adamw, or device: cpu");
+  }
+  if (c.memory.recompute == "selective" || c.memory.recompute == "auto") {
+    fail(c, "memory.recompute", gpu + "has no CUDA kernel for selective recompute's attention probabilities",
+         "none or full, or device: cpu");
+  }
+  if (c.checkpoint.async) {
+    fail(c, "checkpoint.async", gpu + "writes checkpoints synchronously so far", "false, or device: cpu");
+  }
+  if (c.memory.limit != 0 || c.memory.reservation != 0) {
+    const std::string key = c.memory.limit != 0 ? "memory.limit" : "memory.reservation";
+    fail(c, key, gpu + "does not go through the host's shared ledger", "0 (unset), or device: cpu");
+  }
+}
+
 void validate_config(const Config& c) {
   check_model(c);
   check_parallel(c);

@@ -17,6 +17,12 @@ void validate_config(const Config& config);
 // memtrain::ConfigError as validate_config.
 void validate_compute_host(const Config& config);
 
+// For device cuda / cuda:N: throws ConfigError naming the first key whose value a GPU run does
+// not train yet (Note [What a GPU run trains so far]), with where it was set and what is
+// expected. Returns for device cpu. The world size (one rank per GPU, no data parallelism yet)
+// is the trainer's check.
+void validate_cuda_support(const Config& config);
+
 // Where `key` was set, for messages: config.origin[key] or "<config.path> (default)".
 std::string where_set(const Config& config, const std::string& key);
 

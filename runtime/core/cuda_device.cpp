@@ -91,6 +91,16 @@ std::size_t CudaDevice::workspace_bytes() const {
   return kernels::gpu::kBlasWorkspaceBytes + sizes_.scratch + sizes_.staging;
 }
 
+CudaMemoryInfo CudaDevice::memory_info() const {
+  CudaMemoryInfo info;
+  cudaDeviceProp prop{};
+  memory::check_cuda(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+  info.name = prop.name;
+  memory::check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+  memory::check_cuda(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo");
+  return info;
+}
+
 void CudaDevice::synchronize() const { memory::check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
 }  // namespace memtrain::core

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "kernels/cuda/cublaslt_handle.hpp"
 #include "kernels/cuda/kernel_context.hpp"
@@ -29,6 +30,13 @@ struct CudaWorkspaceSizes {
   // B T masked rows and unfused attention's [B, NH, T, T] scratch (kernels/cuda/attention.cu);
   // six staging slots of B T four-byte values. Throws std::invalid_argument for B, T or NH < 1.
   static CudaWorkspaceSizes for_batch(int B, int T, int NH, float attention_dropout);
+};
+
+// What cudaMemGetInfo and cudaGetDeviceProperties say about a device.
+struct CudaMemoryInfo {
+  std::string name;             // "NVIDIA H200"
+  std::size_t total_bytes = 0;  // the device's memory
+  std::size_t free_bytes = 0;   // not in use by any process now
 };
 
 // Owns, on CUDA device `device`: a non-blocking compute stream, registered with its own
@@ -64,6 +72,9 @@ class CudaDevice {
 
   // Bytes of device memory held outside the allocator (the three workspaces).
   std::size_t workspace_bytes() const;
+
+  // The device's name and memory as the driver sees it now. Throws memory::CudaError.
+  CudaMemoryInfo memory_info() const;
 
   // Waits for the compute stream.
   void synchronize() const;

@@ -157,10 +157,7 @@ void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArra
                        ", the model's is " + dtype + " " + shape_text(t.shape()));
   }
   if (t.nbytes() == 0) return;
-  void* dst = t.dtype() == core::DType::f32   ? static_cast<void*>(t.data<float>())
-              : t.dtype() == core::DType::i32 ? static_cast<void*>(t.data<std::int32_t>())
-                                              : static_cast<void*>(t.data<std::uint16_t>());
-  std::memcpy(dst, a.data.data(), t.nbytes());
+  t.copy_from_host(a.data.data());  // a memcpy on the CPU, a copy to the GPU's memory there
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& dir) {

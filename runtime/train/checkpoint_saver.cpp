@@ -19,8 +19,14 @@ namespace {
 namespace fs = std::filesystem;
 
 // A tensor's bytes where they are, as a safetensors entry of its stored dtype: the file is
-// written straight from the parameters and moments, with no copy of the state in between.
-core::TensorView view_of(const core::Tensor& t) {
+// written straight from the parameters and moments, with no copy of the state in between. A
+// tensor in GPU memory is first copied into host bytes that `f` owns.
+core::TensorView view_of(const core::Tensor& t, RankFiles& f) {
+  if (t.device() != kernels::Device::cpu && t.nbytes() > 0 && !t.dry_run()) {
+    auto& bytes = f.owned.emplace_back(t.nbytes());
+    t.copy_to_host(bytes.data());
+    return core::TensorView{core::dtype_name(t.dtype()), t.shape(), std::span<const std::byte>(bytes)};
+  }
   const void* src = t.nbytes() == 0                 ? nullptr
                     : t.dtype() == core::DType::f32 ? static_cast<const void*>(t.data<float>())
                     : t.dtype() == core::DType::i32 ? static_cast<const void*>(t.data<std::int32_t>())
@@ -81,14 +87,14 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
   nlohmann::ordered_json layout = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < src.params.size(); ++i) {
     const auto& p = src.params[i];
-    f.model[p.name] = view_of(p.value);
+    f.model[p.name] = view_of(p.value, f);
     if (adamw) {
-      f.optimizer[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i));
-      f.optimizer[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i));
-      if (p.master.defined()) f.optimizer[p.name + ".master"] = view_of(p.master);
+      f.optimizer[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i), f);
+      f.optimizer[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i), f);
+      if (p.master.defined()) f.optimizer[p.name + ".master"] = view_of(p.master, f);
     } else if (onebit) {  // fp32 only: the values are their own masters
-      f.optimizer[p.name + ".exp_avg"] = view_of(onebit->exp_avg(i));
-      f.optimizer[p.name + ".exp_avg_sq"] = view_of(onebit->exp_avg_sq(i));
+      f.optimizer[p.name + ".exp_avg"] = view_of(onebit->exp_avg(i), f);
+      f.optimizer[p.name + ".exp_avg_sq"] = view_of(onebit->exp_avg_sq(i), f);
     }
     if (p.sharded()) {
       layout[p.name] = {{"sharding", sharding_name(p.shard.sharding)},
@@ -130,7 +136,7 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
   for (const auto& [prefix, compressor] : compressors) {
     if (!compressor) continue;
     const comms::GradientCompressor::State st = compressor->state();
-    for (const auto& [name, t] : st.tensors) f.compression[std::string(prefix) + "." + name] = view_of(t);
+    for (const auto& [name, t] : st.tensors) f.compression[std::string(prefix) + "." + name] = view_of(t, f);
     if (!st.flags.empty()) {
       auto& bytes = f.owned.emplace_back(st.flags.size() * sizeof(std::int32_t));
       std::memcpy(bytes.data(), st.flags.data(), bytes.size());

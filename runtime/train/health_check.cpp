@@ -7,14 +7,40 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <vector>
 
 namespace memtrain::train {
 namespace {
 
-const void* bytes_of(const core::Tensor& t) {
-  return t.dtype() == core::DType::f32   ? static_cast<const void*>(t.data<float>())
-         : t.dtype() == core::DType::i32 ? static_cast<const void*>(t.data<std::int32_t>())
-                                         : static_cast<const void*>(t.data<std::uint16_t>());
+void* bytes_of(const core::Tensor& t) {
+  return t.dtype() == core::DType::f32   ? static_cast<void*>(const_cast<float*>(t.data<float>()))
+         : t.dtype() == core::DType::i32 ? static_cast<void*>(const_cast<std::int32_t*>(t.data<std::int32_t>()))
+                                         : static_cast<void*>(const_cast<std::uint16_t*>(t.data<std::uint16_t>()));
+}
+
+// edit(bytes) on the tensor's bytes in host memory: in place on the CPU; on a GPU through a host
+// copy written back after (Note [A tensor's bytes are touched by its device]).
+template <class Edit>
+void edit_on_host(core::Tensor& t, Edit&& edit) {
+  if (t.device() == kernels::Device::cpu) {
+    edit(static_cast<std::byte*>(bytes_of(t)));
+    return;
+  }
+  std::vector<std::byte> host(t.nbytes());
+  t.copy_to_host(host.data());
+  edit(host.data());
+  t.copy_from_host(host.data());
+}
+
+// XXH64_update over the tensor's bytes, read where they are on the CPU, copied back from a GPU.
+void hash_tensor(XXH64_state_t* state, const core::Tensor& t) {
+  if (t.device() == kernels::Device::cpu) {
+    XXH64_update(state, bytes_of(t), t.nbytes());
+    return;
+  }
+  std::vector<std::byte> host(t.nbytes());
+  t.copy_to_host(host.data());
+  XXH64_update(state, host.data(), host.size());
 }
 
 std::string hex(std::uint64_t h) {
@@ -67,8 +93,8 @@ std::uint64_t parameter_digest(const std::vector<models::Parameter>& params, boo
   XXH64_reset(state.get(), 0);
   for (const auto& p : params) {
     if (replicated_only && p.sharded()) continue;
-    if (p.value.nbytes() > 0) XXH64_update(state.get(), bytes_of(p.value), p.value.nbytes());
-    if (p.master.defined() && p.master.nbytes() > 0) XXH64_update(state.get(), bytes_of(p.master), p.master.nbytes());
+    if (p.value.nbytes() > 0) hash_tensor(state.get(), p.value);
+    if (p.master.defined() && p.master.nbytes() > 0) hash_tensor(state.get(), p.master);
   }
   return XXH64_digest(state.get());
 }
@@ -103,30 +129,38 @@ std::string check_replicas(const std::vector<models::Parameter>& params, comms::
 void inject_nan_gradient(models::BertForMaskedLM& model) {
   auto& p = model.parameters().front();
   if (p.grad.numel() == 0) return;
-  if (p.grad.dtype() == core::DType::f32) {
-    p.grad.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
-  } else {
-    p.grad.data<std::uint16_t>()[0] = p.grad.dtype() == core::DType::bf16 ? 0x7fc0 : 0x7e00;
-  }
+  const bool f32 = p.grad.dtype() == core::DType::f32;
+  const std::uint16_t half_nan = p.grad.dtype() == core::DType::bf16 ? 0x7fc0 : 0x7e00;
+  edit_on_host(p.grad, [&](std::byte* b) {
+    if (f32) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(b, &nan, 4);
+    } else {
+      std::memcpy(b, &half_nan, 2);
+    }
+  });
 }
 
 void flip_parameter_bit(models::BertForMaskedLM& model) {
   auto& p = model.parameters().front();
   if (p.value.numel() == 0) return;
+  const auto flip_f32 = [](std::byte* b) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, b, 4);
+    bits ^= 1u << 22;
+    std::memcpy(b, &bits, 4);
+  };
   if (p.value.dtype() == core::DType::f32) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, p.value.data<float>(), 4);
-    bits ^= 1u << 22;
-    std::memcpy(p.value.data<float>(), &bits, 4);
+    edit_on_host(p.value, flip_f32);
   } else {
-    p.value.data<std::uint16_t>()[0] ^= 1u << 9;
+    edit_on_host(p.value, [](std::byte* b) {
+      std::uint16_t bits = 0;
+      std::memcpy(&bits, b, 2);
+      bits ^= 1u << 9;
+      std::memcpy(b, &bits, 2);
+    });
   }
-  if (p.master.defined()) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, p.master.data<float>(), 4);
-    bits ^= 1u << 22;
-    std::memcpy(p.master.data<float>(), &bits, 4);
-  }
+  if (p.master.defined()) edit_on_host(p.master, flip_f32);
 }
 
 }  // namespace memtrain::train

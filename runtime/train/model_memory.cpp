@@ -120,6 +120,17 @@ std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfi
   }
 }
 
+#if MEMTRAIN_HAVE_CUDA
+std::shared_ptr<memory::CachingAllocator> make_cuda_model_allocator(core::CudaDevice& device,
+                                                                    const MemoryConfig& config) {
+  try {
+    return device.make_allocator(allocator_options(config));
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("memory.policy = " + config.policy + ": " + e.what());
+  }
+}
+#endif
+
 std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryConfig& config,
                                                                  std::size_t capacity_bytes,
                                                                  const std::string& device_name) {

@@ -5,6 +5,7 @@
 
 #include "memory/caching_allocator.hpp"
 #include "runtime/config/config.hpp"
+#include "runtime/core/cuda_device.hpp"
 
 namespace memtrain::train {
 
@@ -32,6 +33,15 @@ std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfi
 std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryConfig& config,
                                                                  std::size_t capacity_bytes,
                                                                  const std::string& device_name);
+
+#if MEMTRAIN_HAVE_CUDA
+// A caching allocator over `device`'s GPU memory (core::CudaDevice::make_allocator) with the
+// memory.* options (policy, max_split_size, garbage_collection_threshold, expandable_segments,
+// capacity); memory.limit and memory.reservation are refused for GPU runs before this
+// (validate_cuda_support). Throws ConfigError naming memory.policy as make_model_allocator does.
+std::shared_ptr<memory::CachingAllocator> make_cuda_model_allocator(core::CudaDevice& device,
+                                                                    const MemoryConfig& config);
+#endif
 
 // " This job's memory.limit is <bytes> bytes (<size>)." when memory.limit is set, else "":
 // appended to an OutOfMemory message so that it names the key the user can change.

@@ -24,6 +24,7 @@
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/model_options_from_config.hpp"
 #include "runtime/config/resume_compatibility.hpp"
+#include "runtime/core/cuda_device.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/checkpoint_verify.hpp"
@@ -109,6 +110,29 @@ StepReference measure_step_reference(const Config& config, int tp_size, double m
   return r;
 }
 
+#if MEMTRAIN_HAVE_CUDA
+// The GPU of device cuda / cuda:N with workspaces for the run's micro-batches (the evaluation's
+// and fill-mask's passes are no larger) and precision.allow_tf32.
+std::unique_ptr<core::CudaDevice> make_cuda_device(const Config& config) {
+  const int index = config.device == "cuda" ? 0 : std::stoi(config.device.substr(5));
+  const auto sizes = core::CudaWorkspaceSizes::for_batch(config.training.micro_batch_size, config.data.seq_length,
+                                                         config.model.num_attention_heads,
+                                                         config.model.attention_probs_dropout_prob);
+  return std::make_unique<core::CudaDevice>(index, sizes, config.precision.allow_tf32);
+}
+
+// "device cuda:0: <name>, <total> MiB; <w> MiB of fixed workspaces and <c> MiB in use outside
+// the allocator at start (CUDA context, cuBLASLt, other processes: cudaMemGetInfo)".
+std::string describe_cuda_device(const core::CudaDevice& device) {
+  const core::CudaMemoryInfo m = device.memory_info();
+  auto mib = [](std::size_t b) { return std::to_string(b >> 20) + " MiB"; };
+  return "device cuda:" + std::to_string(device.device()) + ": " + m.name + ", " + mib(m.total_bytes) + "; " +
+         mib(device.workspace_bytes()) + " of fixed workspaces (cuBLASLt, scratch, staging) and " +
+         mib(m.total_bytes - m.free_bytes) +
+         " in use outside the allocator at start (CUDA context, libraries, other processes: cudaMemGetInfo)";
+}
+#endif
+
 int train(const Config& config, const RunOptions& options);
 
 }  // namespace
@@ -160,13 +184,36 @@ int train(const Config& config, const RunOptions& options) {
   const checkpoint::FaultPlan faults = checkpoint::fault_plan_from_environment();
   checkpoint::check_fault_ranks(faults, world.size());
   const DeviceTarget target = dry ? options.dry_run->for_world_size(world.size()) : DeviceTarget{};
+  // A GPU run (device cuda / cuda:N, not a dry run): the device, its stream and workspaces come
+  // first, so they outlive the allocator and every tensor (Note [What a GPU run trains so far]).
+  const bool on_gpu = !dry && config.device != "cpu";
+  if (on_gpu && world.size() > 1) {
+    throw ConfigError("device = " + config.device + ": training on a GPU runs one rank so far (the trainer has no " +
+                      "NCCL data parallelism yet); this job has " + std::to_string(world.size()) +
+                      " ranks; expected mpirun -np 1, or device: cpu");
+  }
+#if MEMTRAIN_HAVE_CUDA
+  std::unique_ptr<core::CudaDevice> cuda_device;
+  if (on_gpu) cuda_device = make_cuda_device(config);
+  auto allocator = dry      ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
+                                                     "simulated " + target.describe())
+                   : on_gpu ? make_cuda_model_allocator(*cuda_device, config.memory)
+                            : make_model_allocator(config.memory);
+#else
   auto allocator = dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
                                                 "simulated " + target.describe())
                        : make_model_allocator(config.memory);
+#endif
   if (config.memory.trace) allocator->set_event_sink(trace.sink());
   core::OpProfile op_profile;  // `train --profile-ops`: ctx points to it during a profiled step
-  core::Context ctx(allocator);
+  core::Context ctx(allocator, dry ? std::string("cpu") : config.device);
   ctx.set_dry_run(dry);
+#if MEMTRAIN_HAVE_CUDA
+  if (cuda_device) {
+    cuda_device->attach(ctx);
+    out << "memtrain: " << describe_cuda_device(*cuda_device) << "\n";
+  }
+#endif
   // The tensor-parallel group, counted: metrics.jsonl reports its bytes and time per step.
   comms::CountingCommunicator tp_group(grid.tp());
   const models::ModelOptions model_opts = model_options(resolved);

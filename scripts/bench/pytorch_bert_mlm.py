@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The PyTorch side of scripts/bench_vs_pytorch.sh: BERT masked-LM training steps on mock data.
+"""The PyTorch side of scripts/bench_vs_pytorch.sh (and, with --device cuda, of
+scripts/bench_gpu.sh): BERT masked-LM training steps on mock data.
 
 A standard nn.Module BERT as Hugging Face's modeling_bert builds it (post-LN encoder layers,
 separate Q/K/V projections, erf GELU, MLM head with a decoder tied to the word embeddings,
@@ -99,21 +100,31 @@ def main():
     ap.add_argument("--head", choices=["all", "masked"], default="all",
                     help="MLM head at every position (Hugging Face) or at the masked ones only")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
-                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
+                    help="bf16: forward and loss under torch.autocast(<device>, torch.bfloat16)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the model, batch and optimizer on GPU 0 (scripts/bench_gpu.sh)")
+    ap.add_argument("--tf32", action="store_true",
+                    help="with --device cuda: fp32 matmuls may use TF32 (torch.backends.cuda.matmul.allow_tf32)")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
-    model = BertForMaskedLM(a.vocab, a.hidden, a.layers, a.heads, a.ffn)
+    dev = torch.device(a.device)
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
+    model = BertForMaskedLM(a.vocab, a.hidden, a.layers, a.heads, a.ffn).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     loss_fn = nn.CrossEntropyLoss(ignore_index=-100)  # mean over the labelled (masked) tokens
     times, masked = [], []
     for step in range(a.warmup + a.steps):
-        ids = torch.randint(0, a.vocab, (a.batch, a.seq))
-        labels = torch.where(torch.rand(a.batch, a.seq) < a.mlm_probability, ids,
+        ids = torch.randint(0, a.vocab, (a.batch, a.seq)).to(dev)
+        labels = torch.where(torch.rand(a.batch, a.seq).to(dev) < a.mlm_probability, ids,
                              torch.full_like(ids, -100)).view(-1)
-        mask = torch.ones(a.batch, a.seq)
+        mask = torch.ones(a.batch, a.seq).to(dev)
+        if a.device == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
             if a.head == "masked":
                 positions = (labels != -100).nonzero().squeeze(1)
                 labels = labels.index_select(0, positions)
@@ -125,13 +136,23 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if a.device == "cuda":
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         if step >= a.warmup:
             times.append(dt)
             masked.append(int((labels != -100).sum()) / (a.batch * a.seq))
     median = statistics.median(times)
     head_fraction = 1.0 if a.head == "all" else a.mlm_probability
-    print(json.dumps({
+    gpu = {}
+    if a.device == "cuda":
+        # The caching allocator's own figures (torch.cuda.memory_stats), beside memtrain's.
+        st = torch.cuda.memory_stats()
+        gpu = {"gpu_name": torch.cuda.get_device_name(0),
+               "allocated_bytes_peak": st.get("allocated_bytes.all.peak", 0),
+               "reserved_bytes_peak": st.get("reserved_bytes.all.peak", 0),
+               "num_ooms": st.get("num_ooms", 0)}
+    print(json.dumps({**gpu,
         "framework": "pytorch " + torch.__version__,
         "head": a.head,
         "dtype": a.dtype,

@@ -13,6 +13,10 @@
 
 #include "tests/cli/run_memtrain.hpp"
 
+#if MEMTRAIN_HAVE_CUDA
+#include "memory/cuda_resource.hpp"
+#endif
+
 namespace memtrain::cli {
 namespace {
 
@@ -111,6 +115,47 @@ INSTANTIATE_TEST_SUITE_P(
                       Setting{"zero1", "--set parallel.zero_stage=1"},
                       Setting{"zero1_bf16", "--set parallel.zero_stage=1 --set precision.dtype=bf16"}),
     [](const ::testing::TestParamInfo<Setting>& info) { return std::string(info.param.name); });
+
+// The row without its stream column: a GPU run allocates on its device's compute stream, a dry
+// run on the default stream; the allocations themselves must be the same.
+std::string without_stream(const std::string& row) {
+  std::vector<std::string> fields;
+  std::stringstream in(row);
+  for (std::string f; std::getline(in, f, ',');) fields.push_back(f);
+  if (fields.size() < 4) return row;
+  std::string out;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (i == 3) continue;
+    out += (out.empty() ? "" : ",") + fields[i];
+  }
+  return out;
+}
+
+// Issue 14: a run on a GPU (fp32: what a GPU trains so far) allocates what its dry run predicts,
+// event for event but for the stream. Skipped where no GPU exists.
+TEST(DryRunTraceOnGpu, EqualsTheGpuRunEventForEvent) {
+#if MEMTRAIN_HAVE_CUDA
+  if (memory::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << memory::cuda_unavailable_reason();
+  for (const char* sets : {"", "--set memory.attention=flash --set memory.recompute=full"}) {
+    Scratch s;
+    s.write("exp.yaml", kTraceYaml);
+    const auto real = s.memtrain(std::string("train --config exp.yaml --run-dir real --set device=cuda ") + sets);
+    ASSERT_EQ(real.exit_code, 0) << real.err;
+    const auto dry = s.memtrain(std::string("train --config exp.yaml --run-dir dry --dry-run --target 1GiB "
+                                            "--set device=cuda ") + sets);
+    ASSERT_EQ(dry.exit_code, 0) << dry.err;
+    const auto real_rows = trace_rows(s.path("real/memory_trace.csv"));
+    const auto dry_rows = trace_rows(s.path("dry/memory_trace.csv"));
+    ASSERT_GT(real_rows.size(), 200u);
+    ASSERT_EQ(real_rows.size(), dry_rows.size()) << sets;
+    for (std::size_t i = 0; i < real_rows.size(); ++i) {
+      ASSERT_EQ(without_stream(real_rows[i]), without_stream(dry_rows[i])) << "first difference at trace row " << i;
+    }
+  }
+#else
+  GTEST_SKIP() << "no CUDA device: this memtrain was built without CUDA";
+#endif
+}
 
 TEST(DryRun, MetricsCarryNoLossAndTheRunSaysItIsDry) {
   Scratch s;
