@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/ops/copy.hpp"
 #include "kernels/ops/dropout.hpp"
 #include "models/f32_access.hpp"
 #include "models/row_parallel.hpp"
@@ -113,7 +114,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
                                        s.key(encoder_rng_layer(layer_), kAttentionOutput),
                                        s.first_sample, first_element);
       } else {
-        std::memcpy(dproj_f.get(), dx_f.get(), sizeof(float) * Nl * C);
+        kernels::ops::copy_on_device(s.kc(), dproj_f.get(), dx_f.get(), sizeof(float) * Nl * C);
       }
     }
     // g's backward: the identity, or with sequence parallelism the all-gather of the shard's

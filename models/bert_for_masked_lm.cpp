@@ -278,7 +278,9 @@ PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std
   s.step = step;
   s.first_sample = b.first_sample;
   s.dtype = options_.compute_dtype;
-  s.native_bf16_gemm = options_.native_bf16_gemm && s.dtype == core::DType::bf16;
+  // oneDNN's bf16 GEMMs are the CPU's; a GPU's bf16 linears take float views so far.
+  s.native_bf16_gemm = options_.native_bf16_gemm && s.dtype == core::DType::bf16 &&
+                       ctx_.op_context().device == kernels::Device::cpu;
   return s;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/ops/copy.hpp"
 #include "kernels/ops/dropout.hpp"
 #include "models/bias_gelu.hpp"
 #include "models/f32_access.hpp"
@@ -100,7 +101,7 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
                                        s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
                                        first_element);
       } else {
-        std::memcpy(dproj_f.get(), da_f.get(), sizeof(float) * Nl * C);
+        kernels::ops::copy_on_device(s.kc(), dproj_f.get(), da_f.get(), sizeof(float) * Nl * C);
       }
     }
     // g's backward: the identity, or the all-gather of the shard's gradient.

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/ops/copy.hpp"
 #include "kernels/ops/half_convert.hpp"
 #include "runtime/core/errors.hpp"
 
@@ -20,18 +21,17 @@ core::ScopedOp::Description convert_description(DType half, std::int64_t n) {
   return {core::dtype_name(half), 0.0, 6.0 * static_cast<double>(n)};
 }
 
-// Note [Float views are the CPU's]
-// A view of a 16-bit tensor converts into host scratch (the context's Workspace) with the
-// CPU's conversions: it needs the tensor in host memory. On a GPU, 16-bit tensors go to the
-// kernels natively (issue 14), so such a view there is a bug in the layer that asked for it,
-// and says so instead of touching device memory from the host. A view of an f32 tensor is its
-// own pointer on either device; zeroing it goes through the tensor, on its device (Note [A
-// tensor's bytes are touched by its device]).
-void require_host(const core::Context& ctx, const core::Tensor& t) {
-  if (ctx.op_context().device == kernels::Device::cpu) return;
-  throw RuntimeError("F32View: a float view of " + t.describe() + " needs host memory, but this context runs on " +
-                     ctx.device() + "; device ops take 16-bit tensors natively");
-}
+// Note [Float views convert on the tensor's device]
+// A view of a 16-bit tensor converts it into the context's workspace with the context's
+// conversions: on the CPU host scratch and the CPU's kernels; on a GPU (a context attached to a
+// core::CudaDevice) the device's scratch and the CUDA twins, which give the same bits. So every
+// fp32 kernel serves 16-bit storage on either device, and a 16-bit GPU step runs, with the
+// conversions a native 16-bit kernel would fuse away (issue 14: native operands replace the
+// views op by op, GEMMs first). A view of an f32 tensor is its own pointer on either device;
+// zeroing goes through the op API (a memset on the CPU). A row view on a GPU is a whole view:
+// converting the whole table is one launch there, where a launch a row would cost more, and it
+// gives the same bits (Note [Row views of embedding tables]).
+bool on_host(const core::Context& ctx) { return ctx.op_context().device == kernels::Device::cpu; }
 
 }  // namespace
 
@@ -59,15 +59,17 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access) : 
     throw RuntimeError("F32View: tensor " + t.describe() + " is not a floating-point tensor");
   }
   if (ctx.dry_run() || t.dry_run()) return;  // nothing to convert; the view stays null
-  require_host(ctx, t);
   half_ = const_cast<std::uint16_t*>(t.data<std::uint16_t>());
   numel_ = t.numel();
   format_ = half_format(t.dtype());
+  kc_ = ctx.op_context();
   lease_ = ctx.workspace().lease(std::max<std::size_t>(static_cast<std::size_t>(numel_), 1));
   data_ = lease_.data();
   profile_ = ctx.op_profile();
   if (access_ == F32Access::read || access_ == F32Access::read_write) convert(/*to_f32=*/true);
-  if (access_ == F32Access::zeroed) std::memset(data_, 0, sizeof(float) * static_cast<std::size_t>(numel_));
+  if (access_ == F32Access::zeroed) {
+    kernels::ops::fill_zero(kc_, data_, sizeof(float) * static_cast<std::size_t>(numel_));
+  }
 }
 
 F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access, std::span<const std::int32_t> rows)
@@ -77,18 +79,19 @@ F32View::F32View(core::Context& ctx, const core::Tensor& t, F32Access access, st
   }
   access_ = access;
   if (!t.defined()) return;
-  if (t.dtype() == DType::f32 || !is_half(t.dtype()) || ctx.dry_run() || t.dry_run()) {
+  // Note [Float views convert on the tensor's device]: a GPU converts the whole table.
+  if (t.dtype() == DType::f32 || !is_half(t.dtype()) || ctx.dry_run() || t.dry_run() || !on_host(ctx)) {
     *this = F32View(ctx, t, access);
     return;
   }
   if (t.shape().empty()) throw RuntimeError("F32View: a row view of the scalar tensor " + t.describe());
-  require_host(ctx, t);
   half_ = const_cast<std::uint16_t*>(t.data<std::uint16_t>());
   numel_ = t.numel();
   format_ = half_format(t.dtype());
   row_view_ = true;
   rows_ = rows;
   row_length_ = t.shape()[0] > 0 ? numel_ / t.shape()[0] : 0;
+  kc_ = ctx.op_context();
   lease_ = ctx.workspace().lease(std::max<std::size_t>(static_cast<std::size_t>(numel_), 1));
   data_ = lease_.data();
   profile_ = ctx.op_profile();
@@ -101,9 +104,9 @@ void F32View::convert(bool to_f32) {
     const core::ScopedOp op(profile_, to_f32 ? "convert.to_f32" : "convert.from_f32",
                             [&] { return convert_description(dtype, numel_); });
     if (to_f32) {
-      kernels::ops::convert_half_to_float(kernels::OpContext{}, data_, half_, numel_, format_);
+      kernels::ops::convert_half_to_float(kc_, data_, half_, numel_, format_);
     } else {
-      kernels::ops::convert_float_to_half(kernels::OpContext{}, half_, data_, numel_, format_);
+      kernels::ops::convert_float_to_half(kc_, half_, data_, numel_, format_);
     }
     return;
   }
@@ -115,9 +118,9 @@ void F32View::convert(bool to_f32) {
     if (r < 0 || r >= n_rows) continue;
     const std::int64_t at = std::int64_t{r} * row_length_;
     if (to_f32) {
-      kernels::ops::convert_half_to_float(kernels::OpContext{}, data_ + at, half_ + at, row_length_, format_);
+      kernels::ops::convert_half_to_float(kc_, data_ + at, half_ + at, row_length_, format_);
     } else {
-      kernels::ops::convert_float_to_half(kernels::OpContext{}, half_ + at, data_ + at, row_length_, format_);
+      kernels::ops::convert_float_to_half(kc_, half_ + at, data_ + at, row_length_, format_);
     }
   }
 }
@@ -132,7 +135,8 @@ F32View::F32View(F32View&& o) noexcept
       access_(o.access_),
       lease_(std::move(o.lease_)),
       data_(o.data_),
-      profile_(o.profile_) {
+      profile_(o.profile_),
+      kc_(o.kc_) {
   o.data_ = nullptr;
   o.half_ = nullptr;
 }
@@ -150,6 +154,7 @@ F32View& F32View::operator=(F32View&& o) noexcept {
     lease_ = std::move(o.lease_);
     data_ = o.data_;
     profile_ = o.profile_;
+    kc_ = o.kc_;
     o.data_ = nullptr;
     o.half_ = nullptr;
   }

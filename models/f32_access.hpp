@@ -5,6 +5,7 @@
 #include <span>
 
 #include "kernels/cpu/half_convert.hpp"
+#include "kernels/op_context.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
 #include "runtime/core/workspace.hpp"
@@ -98,6 +99,7 @@ class F32View {
   core::Workspace::Lease lease_;  // held only for a converted 16-bit tensor
   float* data_ = nullptr;
   core::OpProfile* profile_ = nullptr;  // the context's, for timing the conversions
+  kernels::OpContext kc_;               // the context's device: where the conversions run
 };
 
 // Shorthands naming the access at the call site: read_f32(ctx, x).get() is a const float*.

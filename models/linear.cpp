@@ -44,7 +44,7 @@ Bf16Operand::Bf16Operand(const PassState& s, const float* x, std::int64_t n)
   const core::ScopedOp op(s.ctx.op_profile(), "convert.from_f32", [&] {
     return core::ScopedOp::Description{"bf16 GEMM operand", 0.0, static_cast<double>(n) * 6.0};
   });
-  // Host scratch, so the CPU's conversion (Note [Float views are the CPU's]).
+  // Host scratch and the CPU's conversion: oneDNN's bf16 GEMMs run on the CPU only.
   kernels::ops::convert_float_to_half(kernels::OpContext{}, reinterpret_cast<std::uint16_t*>(lease_.data()), x, n,
                                       kernels::HalfFormat::bf16);
 }
@@ -69,8 +69,11 @@ const std::uint16_t* bf16_operand(const PassState& s, const GemmInput& in, std::
 
 // A 16-bit weight the sgemm path reads a block at a time (Note [16-bit weights a block at a
 // time]): every 16-bit weight but a bf16 one that oneDNN multiplies as stored.
+// On a GPU the weight goes through a float view instead (Note [Float views convert on the
+// tensor's device]): the blockwise kernels are the CPU's.
 bool blockwise_half_weight(const PassState& s, const core::Tensor& weight) {
-  return is_half(weight.dtype()) && !(s.native_bf16_gemm && weight.dtype() == core::DType::bf16);
+  return is_half(weight.dtype()) && !(s.native_bf16_gemm && weight.dtype() == core::DType::bf16) &&
+         s.kc().device == kernels::Device::cpu;
 }
 
 // An input's float pointer: its view, or a read view of its tensor made into `view`.

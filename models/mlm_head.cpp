@@ -207,14 +207,14 @@ std::vector<float> MlmHead::log_probs(PassState& s, const Tensor& logits) const 
   const std::int64_t P = logits.shape()[0], Vl = shard_.columns, V = shard_.vocab_size;
   std::vector<float> out(static_cast<std::size_t>(P * V));
   if (!s.compute() || P == 0) return out;
-  // The logits on the host: fill-mask's few rows, read once (a GPU's f32 logits are copied back;
-  // a CPU's are read in place, 16-bit ones through a view).
+  // The logits on the host: fill-mask's few rows, read once (a GPU's are copied back; a CPU's
+  // are read in place, 16-bit ones through a view).
   std::vector<float> host;
   F32View z_f;
   const float* z = nullptr;  // [P, Vl]
-  if (logits.device() != kernels::Device::cpu && logits.dtype() == DType::f32) {
+  if (logits.device() != kernels::Device::cpu) {
     host.resize(static_cast<std::size_t>(logits.numel()));
-    logits.copy_to_host(host.data());
+    load_f32(host.data(), logits);  // copied back, 16-bit values converted on the host
     z = host.data();
   } else {
     z_f = F32View(s.ctx, logits, F32Access::read);

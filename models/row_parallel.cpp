@@ -3,6 +3,7 @@
 #include "kernels/ops/rows.hpp"
 #include "models/f32_access.hpp"
 #include "models/sequence_parallel.hpp"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 #include "runtime/core/workspace.hpp"
 
@@ -44,6 +45,10 @@ void row_parallel_backward(PassState& s, const TensorParallel& tp, Linear& linea
 void add_reduce_scattered(const PassState& s, const TensorParallel& tp, const float* full,
                           float* shard, int C) {
   if (!s.compute()) return;
+  if (s.kc().device != kernels::Device::cpu) {
+    throw RuntimeError("add_reduce_scattered: sequence parallelism stages through host memory; a GPU run has no "
+                       "tensor parallelism yet");
+  }
   const long n = long{s.B} * sequence_shard_length(tp, s.T) * C;
   core::Workspace::Lease part(s.ctx.workspace(), static_cast<std::size_t>(n));
   reduce_scatter_sequence(s, tp, full, part.data(), C);  // f's backward

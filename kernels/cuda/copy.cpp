@@ -14,6 +14,11 @@ void copy_to_device(const KernelContext& ctx, void* dst, const void* src, std::s
   MEMTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.stream));
 }
 
+void copy_on_device(const KernelContext& ctx, void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  MEMTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+}
+
 void copy_to_host(const KernelContext& ctx, void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
   MEMTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream));

@@ -14,6 +14,9 @@ void fill_zero(const KernelContext& ctx, void* dst, std::size_t bytes);
 // reused when this returns). Ordered after the work queued on ctx.stream.
 void copy_to_device(const KernelContext& ctx, void* dst, const void* src, std::size_t bytes);
 
+// Device src -> device dst (cudaMemcpyAsync on ctx.stream); must not overlap.
+void copy_on_device(const KernelContext& ctx, void* dst, const void* src, std::size_t bytes);
+
 // Device src -> host dst; waits for ctx.stream, so dst holds the values when this returns.
 void copy_to_host(const KernelContext& ctx, void* dst, const void* src, std::size_t bytes);
 

@@ -32,6 +32,16 @@ void copy_to_device(const OpContext& kc, void* dst, const void* src, std::size_t
 #endif
 }
 
+void copy_on_device(const OpContext& kc, void* dst, const void* src, std::size_t bytes) {
+  if (detail::on_cpu(kc, "copy_on_device")) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+    return;
+  }
+#if MEMTRAIN_HAVE_CUDA
+  gpu::copy_on_device(detail::cuda(kc), dst, src, bytes);
+#endif
+}
+
 void copy_to_host(const OpContext& kc, void* dst, const void* src, std::size_t bytes) {
   if (detail::on_cpu(kc, "copy_to_host")) {
     if (bytes > 0) std::memcpy(dst, src, bytes);

@@ -16,6 +16,9 @@ void fill_zero(const OpContext& kc, void* dst, std::size_t bytes);
 // overlap). src may be reused when this returns.
 void copy_to_device(const OpContext& kc, void* dst, const void* src, std::size_t bytes);
 
+// src -> dst, both in kc's device memory (a memcpy on the CPU); they must not overlap.
+void copy_on_device(const OpContext& kc, void* dst, const void* src, std::size_t bytes);
+
 // src in kc's device memory -> host memory dst, complete when this returns (on the GPU it
 // waits for the stream).
 void copy_to_host(const OpContext& kc, void* dst, const void* src, std::size_t bytes);

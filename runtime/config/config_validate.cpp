@@ -370,20 +370,22 @@ void validate_compute_host(const Config& c) {
 }
 
 // Note [What a GPU run trains so far]
-// The GPU path is built op by op (docs/cuda-backend.md): fp32 tensors on the device, every
-// layer's kernel and AdamW through the op API, the batch's index arrays staged, checkpoints
-// copied through host memory. What still stages through the host, or has no CUDA kernel, is
-// refused here, before anything is allocated, instead of failing inside a step: 16-bit
-// activations (host float views), tensor parallelism and the data-parallel sync (no NCCL in the
+// The GPU path is built op by op (docs/cuda-backend.md): tensors on the device, every layer's
+// kernel and AdamW through the op API, 16-bit storage through float views on the device, the
+// batch's index arrays staged, checkpoints copied through host memory. What still stages
+// through the host, or has no CUDA kernel, is refused here, before anything is allocated,
+// instead of failing inside a step: fp32 gradients of 16-bit weights (AdamW's mixed update
+// stages through the host), tensor parallelism and the data-parallel sync (no NCCL in the
 // trainer yet), ZeRO-1 and the compressors (host staging), selective recompute (attention_probs
 // has no twin; auto may pick it), asynchronous checkpoints (a host staging buffer taken from the
 // device allocator) and the host ledger's limit and reservation (host memory's, not the GPU's).
 void validate_cuda_support(const Config& c) {
   if (c.device == "cpu") return;
   const std::string gpu = "training on " + c.device + " ";
-  if (c.precision.dtype != "fp32") {
-    fail(c, "precision.dtype", gpu + "runs fp32 so far (16-bit operands on the GPU are not built: issue 14)",
-         "fp32, or device: cpu");
+  if (c.precision.dtype != "fp32" && c.precision.fp32_grad_accumulation) {
+    fail(c, "precision.fp32_grad_accumulation",
+         gpu + "has no update of 16-bit weights from fp32 gradients yet (it stages them through host memory)",
+         "false, or device: cpu");
   }
   if (c.parallel.tensor_model_parallel_size > 1) {
     fail(c, "parallel.tensor_model_parallel_size", gpu + "has no tensor parallelism yet (NCCL is not in the trainer)",
@@ -405,6 +407,16 @@ void validate_cuda_support(const Config& c) {
   }
   if (c.checkpoint.async) {
     fail(c, "checkpoint.async", gpu + "writes checkpoints synchronously so far", "false, or device: cpu");
+  }
+  // kernels/cuda/flash_attention.hpp's kFlashMaxHeadSize: a head's row lives in registers.
+  constexpr int kGpuFlashMaxHeadSize = 128;
+  const int head_size = c.model.hidden_size / c.model.num_attention_heads;
+  if (c.memory.attention == "flash" && head_size > kGpuFlashMaxHeadSize) {
+    fail(c, "memory.attention",
+         gpu + "has no flash attention for heads of " + std::to_string(head_size) + " (" +
+             other(c, "model.hidden_size") + " / " + other(c, "model.num_attention_heads") + "; at most " +
+             std::to_string(kGpuFlashMaxHeadSize) + ")",
+         "standard, or heads of at most 128");
   }
   if (c.memory.limit != 0 || c.memory.reservation != 0) {
     const std::string key = c.memory.limit != 0 ? "memory.limit" : "memory.reservation";

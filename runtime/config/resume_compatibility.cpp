@@ -17,9 +17,11 @@ namespace {
 // onto another tensor-parallel size], tensor_parallel_shards.hpp): a resume continues within
 // float rounding, as with another data-parallel size; so does the bf16 GEMM path (the same
 // products, summed in another order: Note [bf16 GEMMs through oneDNN]), which `auto` may
-// resolve differently on the machine a run resumes on anyway.
-constexpr std::array<std::string_view, 20> kMayChange = {
-    "precision.bf16_gemm",
+// resolve differently on the machine a run resumes on anyway. precision.allow_tf32 likewise
+// rounds a GPU's fp32 GEMM inputs or not (nothing on the CPU); a config written before the key
+// existed resumes under either value.
+constexpr std::array<std::string_view, 21> kMayChange = {
+    "precision.bf16_gemm",    "precision.allow_tf32",
     "parallel.tensor_model_parallel_size", "parallel.sequence_parallel", "training.micro_batch_size",
     "training.max_steps",     "training.lr_decay_steps",   "training.log_interval",
     "training.eval_interval", "training.eval_steps",       "training.num_threads",

@@ -37,9 +37,13 @@ class Context {
   const kernels::OpContext& op_context() const { return op_context_; }
   void set_op_context(const kernels::OpContext& k) { op_context_ = k; }
 
-  // Host scratch for fp32 arithmetic on 16-bit tensors and for kernel tiles, outside the
-  // allocator (Note [Workspace outside the allocator]). A dry run never touches it.
+  // Scratch for fp32 arithmetic on 16-bit tensors and for kernel tiles, outside the allocator
+  // (Note [Workspace outside the allocator]): host memory, or the GPU's for a context attached
+  // to one. A dry run never touches it.
   Workspace& workspace() const { return *workspace_; }
+  // Replaces the workspace (a GPU's device scratch: core::CudaDevice::attach). Throws
+  // memtrain::ConfigError for null.
+  void set_workspace(std::shared_ptr<Workspace> workspace);
   // Where the layers time their kernel calls (Note [Profiling ops in the step]); null = not
   // profiled. The profile is the caller's and must outlive its use here.
   OpProfile* op_profile() const { return op_profile_; }

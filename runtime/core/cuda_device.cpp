@@ -15,17 +15,19 @@
 
 namespace memtrain::core {
 
-CudaWorkspaceSizes CudaWorkspaceSizes::for_batch(int B, int T, int NH, float attention_dropout) {
+CudaWorkspaceSizes CudaWorkspaceSizes::for_batch(int B, int T, int NH, float attention_dropout, bool flash_attention,
+                                                 std::int64_t max_tokens) {
   if (B < 1 || T < 1 || NH < 1) {
     throw std::invalid_argument("CudaWorkspaceSizes::for_batch: B = " + std::to_string(B) + ", T = " +
                                 std::to_string(T) + ", NH = " + std::to_string(NH) + "; expected each >= 1");
   }
-  const std::int64_t N = std::int64_t{B} * T;
+  const std::int64_t N = std::max(std::int64_t{B} * T, max_tokens);
   CudaWorkspaceSizes s;
   s.scratch = std::max({kernels::gpu::reduction_scratch_bytes(),
                         kernels::gpu::cross_entropy_scratch_bytes(static_cast<int>(N)),
-                        kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout, sizeof(float)),
-                        kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout, 2)});
+                        flash_attention ? std::size_t{0}
+                                        : kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout,
+                                                                                sizeof(float))});
   // Each slot rounded up to 256 bytes, as ops::stage splits them.
   const std::size_t slot = (static_cast<std::size_t>(N) * 4 + 255) / 256 * 256;
   s.staging = slot * static_cast<std::size_t>(kernels::ops::StagingSlot::count);
@@ -58,11 +60,26 @@ CudaDevice::CudaDevice(int device, CudaWorkspaceSizes sizes, bool allow_tf32) : 
   kc_.staging = staging_;
   kc_.staging_bytes = sizes_.staging;
   kc_.allow_tf32 = allow_tf32;
+  const int dev = device_;
+  views_ = std::make_shared<Workspace>(Workspace::Memory{
+      [dev](std::size_t bytes) -> void* {
+        void* p = nullptr;
+        memory::check_cuda(cudaSetDevice(dev), "cudaSetDevice");
+        // cudaMalloc returns 256-byte aligned memory. A growing slot's old buffer is released
+        // after; cudaFree waits for the device, so no queued kernel still reads it.
+        if (cudaMalloc(&p, bytes) != cudaSuccess) {
+          cudaGetLastError();  // clear the sticky-free error state of a failed allocation
+          throw std::bad_alloc();
+        }
+        return p;
+      },
+      [](void* p) { cudaFree(p); }});
 }
 
 CudaDevice::~CudaDevice() {
   // Destructors do not throw: work still queued is waited for and errors are dropped.
   cudaStreamSynchronize(stream_);
+  views_.reset();  // contexts still holding it free it when they go
   cudaFree(staging_);
   cudaFree(scratch_);
   cudaFree(blas_workspace_);
@@ -85,10 +102,11 @@ std::shared_ptr<memory::CachingAllocator> CudaDevice::make_allocator(const memor
 void CudaDevice::attach(Context& ctx) const {
   ctx.set_op_context(op_context());
   ctx.set_stream(stream_id_);
+  ctx.set_workspace(views_);
 }
 
 std::size_t CudaDevice::workspace_bytes() const {
-  return kernels::gpu::kBlasWorkspaceBytes + sizes_.scratch + sizes_.staging;
+  return kernels::gpu::kBlasWorkspaceBytes + sizes_.scratch + sizes_.staging + views_->reserved_bytes();
 }
 
 CudaMemoryInfo CudaDevice::memory_info() const {

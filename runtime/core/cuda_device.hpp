@@ -16,6 +16,7 @@
 #include "memory/caching_allocator.hpp"
 #include "memory/cuda_stream_registry.hpp"
 #include "runtime/core/context.hpp"
+#include "runtime/core/workspace.hpp"
 
 namespace memtrain::core {
 
@@ -25,11 +26,15 @@ struct CudaWorkspaceSizes {
   std::size_t scratch = 0;  // reductions, cross-entropy rows, unfused attention's fp32 scores
   std::size_t staging = 0;  // the batch's index arrays (Note [Index arrays travel through fixed slots])
 
-  // What a micro-batch of B sequences of T tokens needs, with NH attention heads and
-  // attention dropout p: the largest of the global norm's reduction, the cross-entropy of up to
-  // B T masked rows and unfused attention's [B, NH, T, T] scratch (kernels/cuda/attention.cu);
-  // six staging slots of B T four-byte values. Throws std::invalid_argument for B, T or NH < 1.
-  static CudaWorkspaceSizes for_batch(int B, int T, int NH, float attention_dropout);
+  // What a training micro-batch of B sequences of T tokens needs, with NH attention heads and
+  // attention dropout p, and evaluation passes of up to max_tokens tokens (fill-mask prompts:
+  // no dropout): the largest of the global norm's reduction, the cross-entropy of every token
+  // masked, and, for unfused attention with dropout, its dropped probabilities [B, NH, T, T] in
+  // fp32 (kernels/cuda/attention.cu; the kernels see float: 16-bit storage goes through float
+  // views); six staging slots of as many four-byte values as tokens. Flash attention takes no
+  // scratch. Throws std::invalid_argument for B, T or NH < 1.
+  static CudaWorkspaceSizes for_batch(int B, int T, int NH, float attention_dropout, bool flash_attention,
+                                      std::int64_t max_tokens = 0);
 };
 
 // What cudaMemGetInfo and cudaGetDeviceProperties say about a device.
@@ -66,11 +71,13 @@ class CudaDevice {
   // Throws std::invalid_argument for options the allocator rejects.
   std::shared_ptr<memory::CachingAllocator> make_allocator(const memory::AllocatorOptions& options);
 
-  // ctx's ops run on this device's kernels and its new tensors are allocated on its stream.
-  // ctx's allocator should come from make_allocator().
+  // ctx's ops run on this device's kernels, its new tensors are allocated on its stream, and its
+  // workspace (the float views' scratch) is this device's. ctx's allocator should come from
+  // make_allocator().
   void attach(Context& ctx) const;
 
-  // Bytes of device memory held outside the allocator (the three workspaces).
+  // Bytes of device memory held outside the allocator: the three fixed workspaces, and the
+  // float views' scratch at its high-water mark so far.
   std::size_t workspace_bytes() const;
 
   // The device's name and memory as the driver sees it now. Throws memory::CudaError.
@@ -90,6 +97,9 @@ class CudaDevice {
   void* staging_ = nullptr;
   CudaWorkspaceSizes sizes_;
   kernels::gpu::KernelContext kc_;
+  // Device scratch of the float views, grown by cudaMalloc (Note [Float views convert on the
+  // tensor's device]); shared with the attached contexts.
+  std::shared_ptr<Workspace> views_;
 };
 
 }  // namespace memtrain::core

@@ -5,6 +5,7 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "runtime/core/errors.hpp"
 
@@ -14,7 +15,23 @@ namespace {
 constexpr std::size_t kAlignment = 64;  // a cache line; also what AVX-512 loads want
 }
 
-void Workspace::AlignedFree::operator()(float* p) const { std::free(p); }
+Workspace::Workspace()
+    : Workspace(Memory{[](std::size_t bytes) -> void* {
+                         void* p = std::aligned_alloc(kAlignment, bytes);
+                         if (p == nullptr) throw std::bad_alloc();
+                         // Note [Workspace growth is rare and touches its pages once]
+                         std::memset(p, 0, bytes);
+                         return p;
+                       },
+                       [](void* p) { std::free(p); }}) {}
+
+Workspace::Workspace(Memory memory) : memory_(std::move(memory)) {}
+
+Workspace::~Workspace() {
+  for (auto& s : slots_) {
+    if (s.data != nullptr) memory_.release(s.data);
+  }
+}
 
 float* Workspace::floats(int slot, std::size_t n) {
   if (slot < 0) throw RuntimeError("Workspace::floats: slot " + std::to_string(slot) + " < 0");
@@ -32,17 +49,17 @@ float* Workspace::floats(int slot, std::size_t n) {
     // asked, and every new buffer is written once here: a row view (Note [Row views of
     // embedding tables]) touches a different few rows of its table-sized buffer every step, and
     // ran at 1.7 GB/s, a page fault a row, until all of its pages had been touched (issue 15).
+    // The host Memory does that write.
     std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
     if (bytes >= (std::size_t{1} << 20)) bytes = (bytes + bytes / 8 + kAlignment - 1) / kAlignment * kAlignment;
-    auto* p = static_cast<float*>(std::aligned_alloc(kAlignment, bytes));
-    if (p == nullptr) throw std::bad_alloc();
-    std::memset(p, 0, bytes);
+    auto* p = static_cast<float*>(memory_.allocate(bytes));
+    if (s.data != nullptr) memory_.release(s.data);
     reserved_bytes_ -= s.capacity * sizeof(float);
-    s.data.reset(p);
+    s.data = p;
     s.capacity = bytes / sizeof(float);
     reserved_bytes_ += bytes;
   }
-  return s.data.get();
+  return s.data;
 }
 
 int Workspace::acquire() {

@@ -1,7 +1,9 @@
 #pragma once
-// Host scratch memory for the fp32 arithmetic of 16-bit tensors and for kernel tiles, kept
-// outside the memory::Allocator (Note [Workspace outside the allocator]).
+// Scratch memory for the fp32 arithmetic of 16-bit tensors and for kernel tiles, kept outside
+// the memory::Allocator (Note [Workspace outside the allocator]): host memory, or a GPU's for
+// a context attached to one.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,7 +29,21 @@ namespace memtrain::core {
 // (the kernels it feeds may use OpenMP inside).
 class Workspace {
  public:
-  Workspace() = default;
+  // Where a slot's buffers come from: allocate(bytes) returns memory for that many bytes (or
+  // throws std::bad_alloc), release(p) frees it. The default is host memory.
+  struct Memory {
+    std::function<void*(std::size_t)> allocate;
+    std::function<void(void*)> release;
+  };
+
+  // Host memory: 64-byte aligned, every page written once when a buffer is made (Note
+  // [Workspace growth is rare and touches its pages once]).
+  Workspace();
+  // Buffers from `memory`, such as a GPU's (core::CudaDevice: the scratch of its float views,
+  // Note [Float views convert on the tensor's device]). Its allocate must return memory
+  // aligned to 64 bytes at least.
+  explicit Workspace(Memory memory);
+  ~Workspace();
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
 
@@ -69,14 +85,12 @@ class Workspace {
   Lease lease(std::size_t n) { return Lease(*this, n); }
 
  private:
-  struct AlignedFree {
-    void operator()(float* p) const;
-  };
   struct Slot {
-    std::unique_ptr<float[], AlignedFree> data;
+    float* data = nullptr;     // from memory_
     std::size_t capacity = 0;  // floats
     bool in_use = false;
   };
+  Memory memory_;
   std::vector<Slot> slots_;
   std::size_t reserved_bytes_ = 0;
 };

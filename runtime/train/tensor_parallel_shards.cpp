@@ -157,6 +157,9 @@ void copy_shard_into(core::Tensor& t, const models::ShardSpec& spec, const core:
                        ", the model's shard needs " + dtype + " " + shape_text(expected) + " unsharded");
   }
   if (t.nbytes() == 0) return;
+  if (t.device() != kernels::Device::cpu) {
+    throw RuntimeError(source + ": resharding " + name + " is host code; a GPU run has no tensor parallelism yet");
+  }
   auto* dst = t.dtype() == core::DType::f32   ? reinterpret_cast<std::byte*>(t.data<float>())
               : t.dtype() == core::DType::i32 ? reinterpret_cast<std::byte*>(t.data<std::int32_t>())
                                               : reinterpret_cast<std::byte*>(t.data<std::uint16_t>());

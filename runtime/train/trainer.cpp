@@ -111,13 +111,14 @@ StepReference measure_step_reference(const Config& config, int tp_size, double m
 }
 
 #if MEMTRAIN_HAVE_CUDA
-// The GPU of device cuda / cuda:N with workspaces for the run's micro-batches (the evaluation's
-// and fill-mask's passes are no larger) and precision.allow_tf32.
+// The GPU of device cuda / cuda:N with workspaces for the run's micro-batches and for
+// fill-mask prompts up to max_position_embeddings tokens, and precision.allow_tf32.
 std::unique_ptr<core::CudaDevice> make_cuda_device(const Config& config) {
   const int index = config.device == "cuda" ? 0 : std::stoi(config.device.substr(5));
-  const auto sizes = core::CudaWorkspaceSizes::for_batch(config.training.micro_batch_size, config.data.seq_length,
-                                                         config.model.num_attention_heads,
-                                                         config.model.attention_probs_dropout_prob);
+  const auto sizes = core::CudaWorkspaceSizes::for_batch(
+      config.training.micro_batch_size, config.data.seq_length, config.model.num_attention_heads,
+      config.model.attention_probs_dropout_prob, config.memory.attention == "flash",
+      /*max_tokens=*/config.model.max_position_embeddings);
   return std::make_unique<core::CudaDevice>(index, sizes, config.precision.allow_tf32);
 }
 
@@ -213,6 +214,16 @@ int train(const Config& config, const RunOptions& options) {
     cuda_device->attach(ctx);
     out << "memtrain: " << describe_cuda_device(*cuda_device) << "\n";
   }
+  // However the run ends (an exception included), the GPU finishes its queued kernels before the
+  // allocator releases or unmaps the memory they use: this guard is destroyed before the context
+  // and the allocator (declared after them); the model's tensors, destroyed before it, only
+  // return their blocks to the allocator's cache.
+  struct DeviceDrain {
+    core::CudaDevice* device;
+    ~DeviceDrain() {
+      if (device != nullptr) cudaStreamSynchronize(device->kernel_context().stream);
+    }
+  } drain{cuda_device.get()};
 #endif
   // The tensor-parallel group, counted: metrics.jsonl reports its bytes and time per step.
   comms::CountingCommunicator tp_group(grid.tp());

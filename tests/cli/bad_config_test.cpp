@@ -125,8 +125,8 @@ TEST(BadConfig, CudaWithoutAUsableDeviceIsNamedWithTheReason) {
 #if MEMTRAIN_HAVE_CUDA
   if (memory::cuda_device_count() > 0) {
     // With a GPU the device is usable, and what a GPU run does not train yet is refused.
-    expect_config_error(kTinyMockYaml, "precision.dtype = bf16: training on cuda runs fp32 so far",
-                        "--set device=cuda --set precision.dtype=bf16");
+    expect_config_error(kTinyMockYaml, "parallel.zero_stage = 1: training on cuda has no ZeRO-1 yet",
+                        "--set device=cuda --set parallel.zero_stage=1");
     return;
   }
   expect_config_error(kTinyMockYaml, "no CUDA device: cudaGetDeviceCount: ", "--set device=cuda");
