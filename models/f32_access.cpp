@@ -141,9 +141,21 @@ F32View::F32View(F32View&& o) noexcept
   o.half_ = nullptr;
 }
 
+F32View::~F32View() {
+  try {
+    commit();
+  } catch (...) {
+    // See the declaration: a CPU conversion never throws; a GPU's error is reported later.
+  }
+}
+
 F32View& F32View::operator=(F32View&& o) noexcept {
   if (this != &o) {
-    commit();
+    try {
+      commit();
+    } catch (...) {
+      // As in the destructor.
+    }
     half_ = o.half_;
     numel_ = o.numel_;
     rows_ = o.rows_;

@@ -77,7 +77,10 @@ class F32View {
   F32View& operator=(F32View&& o) noexcept;
   F32View(const F32View&) = delete;
   F32View& operator=(const F32View&) = delete;
-  ~F32View() { commit(); }
+  // Commits; a conversion that fails here (a CUDA error surfacing at this launch on a GPU) is
+  // dropped rather than thrown from a destructor: the error is sticky and the next checked call
+  // of the step reports it.
+  ~F32View();
 
   // numel() floats: the tensor's memory (f32) or the converted copy (16-bit).
   float* get() const { return data_; }

@@ -12,6 +12,7 @@
 #include "kernels/ops/copy.hpp"
 #include "memory/cuda_resource.hpp"
 #include "memory/cuda_virtual_memory_resource.hpp"
+#include "memory/out_of_memory.hpp"
 
 namespace memtrain::core {
 
@@ -61,19 +62,26 @@ CudaDevice::CudaDevice(int device, CudaWorkspaceSizes sizes, bool allow_tf32) : 
   kc_.staging_bytes = sizes_.staging;
   kc_.allow_tf32 = allow_tf32;
   const int dev = device_;
+  cudaStream_t stream = stream_;
   views_ = std::make_shared<Workspace>(Workspace::Memory{
       [dev](std::size_t bytes) -> void* {
         void* p = nullptr;
         memory::check_cuda(cudaSetDevice(dev), "cudaSetDevice");
-        // cudaMalloc returns 256-byte aligned memory. A growing slot's old buffer is released
-        // after; cudaFree waits for the device, so no queued kernel still reads it.
+        // cudaMalloc returns 256-byte aligned memory.
         if (cudaMalloc(&p, bytes) != cudaSuccess) {
-          cudaGetLastError();  // clear the sticky-free error state of a failed allocation
-          throw std::bad_alloc();
+          cudaGetLastError();  // a failed allocation's error is not sticky; clear it
+          throw OutOfMemory("cuda:" + std::to_string(dev) + ": the float views' workspace (outside the "
+                                    "allocator) could not grow to " + std::to_string(bytes) + " bytes",
+                                    bytes);
         }
         return p;
       },
-      [](void* p) { cudaFree(p); }});
+      // A growing slot's old buffer may still be read by kernels queued on the stream: they
+      // finish first.
+      [stream](void* p) {
+        cudaStreamSynchronize(stream);
+        cudaFree(p);
+      }});
 }
 
 CudaDevice::~CudaDevice() {
