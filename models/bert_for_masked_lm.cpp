@@ -278,9 +278,7 @@ PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std
   s.step = step;
   s.first_sample = b.first_sample;
   s.dtype = options_.compute_dtype;
-  // oneDNN's bf16 GEMMs are the CPU's; a GPU's bf16 linears take float views so far.
-  s.native_bf16_gemm = options_.native_bf16_gemm && s.dtype == core::DType::bf16 &&
-                       ctx_.op_context().device == kernels::Device::cpu;
+  s.native_bf16_gemm = options_.native_bf16_gemm && s.dtype == core::DType::bf16;
   return s;
 }
 

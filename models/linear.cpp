@@ -44,8 +44,9 @@ Bf16Operand::Bf16Operand(const PassState& s, const float* x, std::int64_t n)
   const core::ScopedOp op(s.ctx.op_profile(), "convert.from_f32", [&] {
     return core::ScopedOp::Description{"bf16 GEMM operand", 0.0, static_cast<double>(n) * 6.0};
   });
-  // Host scratch and the CPU's conversion: oneDNN's bf16 GEMMs run on the CPU only.
-  kernels::ops::convert_float_to_half(kernels::OpContext{}, reinterpret_cast<std::uint16_t*>(lease_.data()), x, n,
+  // In the context's workspace with its conversion: host scratch on the CPU, the device's on a
+  // GPU (Note [Float views convert on the tensor's device]).
+  kernels::ops::convert_float_to_half(s.kc(), reinterpret_cast<std::uint16_t*>(lease_.data()), x, n,
                                       kernels::HalfFormat::bf16);
 }
 

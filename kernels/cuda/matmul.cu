@@ -129,9 +129,9 @@ template <class T>
 void matmul_strided_batched_f32_out(const KernelContext& ctx, float* C, const T* A, const T* B, int batch,
                                     int M, int N, int K, bool trans_a, bool trans_b, long long stride_a,
                                     long long stride_b, long long stride_c, int lda, int ldb, int ldc,
-                                    float alpha) {
+                                    float alpha, float beta) {
   matmul_column_major<T, float>(ctx, trans_b, trans_a, N, M, K, alpha, B, ldb, stride_b, A, lda, stride_a,
-                                0.0f, C, ldc, stride_c, batch, nullptr);
+                                beta, C, ldc, stride_c, batch, nullptr);
 }
 
 #define MEMTRAIN_INSTANTIATE(T)                                                                    \
@@ -140,7 +140,7 @@ void matmul_strided_batched_f32_out(const KernelContext& ctx, float* C, const T*
                                           int, int, int, float, float, const T*);                 \
   template void matmul_strided_batched_f32_out<T>(const KernelContext&, float*, const T*, const T*,  \
                                                   int, int, int, int, bool, bool, long long,         \
-                                                  long long, long long, int, int, int, float);
+                                                  long long, long long, int, int, int, float, float);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

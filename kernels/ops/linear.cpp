@@ -6,7 +6,10 @@
 #include "kernels/ops/dispatch.hpp"
 
 #if MEMTRAIN_HAVE_CUDA
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/linear.hpp"
+#include "kernels/cuda/linear_bf16.hpp"
 #endif
 
 namespace memtrain::kernels::ops {
@@ -29,18 +32,33 @@ void linear_backward(const OpContext& kc, float* dinp, float* dweight, float* db
 #endif
 }
 
+#if MEMTRAIN_HAVE_CUDA
+namespace {
+const __nv_bfloat16* as_bf16(const std::uint16_t* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+}  // namespace
+#endif
+
 void linear_forward_bf16(const OpContext& kc, float* out, const std::uint16_t* inp, const std::uint16_t* weight,
                          const float* bias, int N, int C, int OC) {
-  detail::require_cpu(kc, "linear_forward_bf16");
-  kernels::linear_forward_bf16(out, inp, weight, bias, N, C, OC);
+  if (detail::on_cpu(kc, "linear_forward_bf16")) {
+    return kernels::linear_forward_bf16(out, inp, weight, bias, N, C, OC);
+  }
+#if MEMTRAIN_HAVE_CUDA
+  gpu::linear_forward_bf16(detail::cuda(kc), out, as_bf16(inp), as_bf16(weight), bias, N, C, OC);
+#endif
 }
 
 void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16,
                           bool dweight_accumulate, float* dbias, const std::uint16_t* dout,
                           const std::uint16_t* inp, const std::uint16_t* weight, int N, int C, int OC) {
-  detail::require_cpu(kc, "linear_backward_bf16");
-  kernels::linear_backward_bf16(dinp, dweight, dweight_bf16, dweight_accumulate, dbias, dout, inp, weight, N, C,
-                                OC);
+  if (detail::on_cpu(kc, "linear_backward_bf16")) {
+    return kernels::linear_backward_bf16(dinp, dweight, dweight_bf16, dweight_accumulate, dbias, dout, inp, weight,
+                                         N, C, OC);
+  }
+#if MEMTRAIN_HAVE_CUDA
+  gpu::linear_backward_bf16(detail::cuda(kc), dinp, dweight, dweight_bf16, dweight_accumulate, dbias, as_bf16(dout),
+                            as_bf16(inp), as_bf16(weight), N, C, OC);
+#endif
 }
 
 std::size_t linear_half_weight_scratch_elements(const OpContext& kc, int OC, int C) {

@@ -19,7 +19,7 @@ void linear_backward(const OpContext& kc, float* dinp, float* dweight, float* db
                      const float* inp, const float* weight, int N, int C, int OC);
 
 // The bf16-operand forms of kernels/cpu/linear_bf16 (oneDNN, fp32 accumulation), with its
-// contract; CPU only so far (on a GPU, 16-bit linears are cuBLASLt's, not yet dispatched).
+// contract, or of kernels/cuda/linear_bf16 (cuBLASLt on tensor cores).
 void linear_forward_bf16(const OpContext& kc, float* out, const std::uint16_t* inp, const std::uint16_t* weight,
                          const float* bias, int N, int C, int OC);
 void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16,

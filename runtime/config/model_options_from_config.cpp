@@ -32,10 +32,10 @@ models::ModelOptions model_options(const Config& config) {
   if (gemm != "auto" && gemm != "native" && gemm != "fp32") bad("precision.bf16_gemm", gemm, "auto, native or fp32");
   // native on a CPU without bf16 dot products is refused for a training run
   // (validate_compute_host); eval, export-hf and plans of such a run fall back as auto does.
-  // oneDNN's GEMMs are the CPU's: a GPU run's bf16 linears do not take them (Note [Float views
-  // convert on the tensor's device]).
-  o.native_bf16_gemm = o.compute_dtype == core::DType::bf16 && gemm != "fp32" && kernels::bf16_gemm_native() &&
-                       config.device == "cpu";
+  // On a GPU the bf16 GEMMs are cuBLASLt's on tensor cores (every GPU memtrain builds for, sm_80
+  // and later, has them); on the CPU oneDNN's where the CPU has bf16 dot products.
+  o.native_bf16_gemm = o.compute_dtype == core::DType::bf16 && gemm != "fp32" &&
+                       (config.device != "cpu" || kernels::bf16_gemm_native());
   // ZeRO-1's optimizer keeps the masters of its shard (runtime/train/zero_adamw.hpp).
   o.master_weights = config.parallel.zero_stage == 0;
 

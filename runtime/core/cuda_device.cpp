@@ -9,6 +9,7 @@
 #include "kernels/cuda/adamw.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
+#include "kernels/cuda/linear_bf16.hpp"
 #include "kernels/ops/copy.hpp"
 #include "memory/cuda_resource.hpp"
 #include "memory/cuda_virtual_memory_resource.hpp"
@@ -24,7 +25,7 @@ CudaWorkspaceSizes CudaWorkspaceSizes::for_batch(int B, int T, int NH, float att
   }
   const std::int64_t N = std::max(std::int64_t{B} * T, max_tokens);
   CudaWorkspaceSizes s;
-  s.scratch = std::max({kernels::gpu::reduction_scratch_bytes(),
+  s.scratch = std::max({kernels::gpu::reduction_scratch_bytes(), kernels::gpu::kLinearBf16ScratchBytes,
                         kernels::gpu::cross_entropy_scratch_bytes(static_cast<int>(N)),
                         flash_attention ? std::size_t{0}
                                         : kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout,

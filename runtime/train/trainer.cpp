@@ -358,7 +358,10 @@ int train(const Config& config, const RunOptions& options) {
                 : "measured " + std::to_string(static_cast<long>(sgemm_flops / 1e9)) + " GFLOP/s")
         << "\n"
         << "memtrain: precision " << config.precision.dtype
-        << (config.precision.dtype == "bf16"
+        << (config.precision.dtype == "bf16" && on_gpu
+                ? std::string(model_opts.native_bf16_gemm ? " (GEMMs in bf16 on the GPU's tensor cores: cuBLASLt)"
+                                                          : " (GEMMs in fp32 on operands converted on the GPU)")
+            : config.precision.dtype == "bf16"
                 ? std::string(model_opts.native_bf16_gemm ? " (GEMMs in bf16: "
                               : config.precision.bf16_gemm == "fp32"
                                   ? " (GEMMs in fp32 on converted operands, as precision.bf16_gemm: fp32 asks; "

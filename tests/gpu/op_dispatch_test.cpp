@@ -110,6 +110,53 @@ TEST_F(OpDispatchOnGpu, TheRowOpsRunTheirCudaTwins) {
   EXPECT_EQ(gg.download(), g);
 }
 
+// The bf16-operand linears (kernels/cuda/linear_bf16, cuBLASLt on tensor cores) against the
+// definition in double on the same bf16 values: fp32 outputs within 1e-5, the bf16 weight
+// gradient within bf16's 1e-2; gradients start non-zero and accumulate; a bf16 weight gradient is
+// computed in blocks of rows smaller than OC here (a scratch of 3 rows) to cover the blocking.
+TEST_F(OpDispatchOnGpu, TheBf16LinearsRunOnTensorCores) {
+  const int N = 37, C = 24, OC = 10;
+  auto bf16_values = [](std::vector<float> v) {
+    for (auto& x : v) x = kernels::bf16_to_float(kernels::float_to_bf16(x));
+    return v;
+  };
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<std::uint16_t> b(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) b[i] = kernels::float_to_bf16(v[i]);
+    return b;
+  };
+  const auto x = bf16_values(rnd(N * C, 80)), w = bf16_values(rnd(OC * C, 81)), dy = bf16_values(rnd(N * OC, 82));
+  const auto b = rnd(OC, 83);
+  const auto dx0 = rnd(N * C, 84), db0 = rnd(OC, 85), dw0 = bf16_values(rnd(OC * C, 86));
+  std::vector<double> y_ref(N * OC), dx_ref = widen(dx0), dw_ref = widen(dw0), db_ref = widen(db0);
+  const auto xd = widen(x), wd = widen(w), dyd = widen(dy), bd = widen(b);
+  kernels::linear_forward(y_ref.data(), xd.data(), wd.data(), bd.data(), N, C, OC);
+  kernels::linear_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dyd.data(), xd.data(), wd.data(), N, C, OC);
+  DeviceBuffer<std::uint16_t> gx(bits(x)), gw(bits(w)), gdy(bits(dy)), gdw(bits(dw0));
+  DeviceBuffer<float> gb(b), gy(N * OC), gdx(dx0), gdb(db0);
+  gy.poison();
+  kernels::ops::linear_forward_bf16(gpu(), gy.get(), gx.get(), gw.get(), gb.get(), N, C, OC);
+  EXPECT_TRUE(close(gy.download(), y_ref, 1e-5)) << "out";
+  kernels::gpu::KernelContext small = ctx;
+  small.scratch_bytes = 3 * C * sizeof(float);
+  kernels::ops::linear_backward_bf16(kernels::OpContext{kernels::Device::cuda, &small}, gdx.get(), gdw.get(),
+                                     /*dweight_bf16=*/true, /*dweight_accumulate=*/true, gdb.get(), gdy.get(), gx.get(),
+                                     gw.get(), N, C, OC);
+  EXPECT_TRUE(close(gdx.download(), dx_ref, 1e-5)) << "dinp";
+  EXPECT_TRUE(close(gdb.download(), db_ref, 1e-5)) << "dbias";
+  std::vector<float> dw_got;
+  for (const std::uint16_t h : gdw.download()) dw_got.push_back(kernels::bf16_to_float(h));
+  EXPECT_TRUE(close(dw_got, dw_ref, 1e-2)) << "dweight (bf16)";
+  // An f32 weight gradient, overwritten (not accumulated).
+  DeviceBuffer<float> gdw32(std::vector<float>(OC * C, 7.0f));
+  kernels::ops::linear_backward_bf16(gpu(), nullptr, gdw32.get(), false, false, nullptr, gdy.get(), gx.get(), gw.get(),
+                                     N, C, OC);
+  std::vector<double> dw32_ref(OC * C, 0.0);
+  kernels::linear_backward(static_cast<double*>(nullptr), dw32_ref.data(), static_cast<double*>(nullptr), dyd.data(),
+                           xd.data(), wd.data(), N, C, OC);
+  EXPECT_TRUE(close(gdw32.download(), dw32_ref, 1e-5)) << "dweight (f32)";
+}
+
 TEST_F(OpDispatchOnGpu, LinearLayerNormAndGeluRunTheirCudaTwins) {
   const int N = 33, C = 48, OC = 20;
   const auto x = rnd(N * C, 1), w = rnd(OC * C, 2), b = rnd(OC, 3), dy = rnd(N * OC, 4);

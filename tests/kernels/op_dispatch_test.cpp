@@ -358,8 +358,16 @@ TEST(OpDispatch, AnOpWithoutACudaTwinRefusesTheGpu) {
   EXPECT_EQ(probs, Floats(8, 7.0f));
   EXPECT_NE(gpu_refusal([&](const OpContext& kc) {
               std::uint16_t h[2] = {0, 0};
+              ops::linear_forward_half_weight(kc, probs.data(), q.data(), h, nullptr, 1, 1, 1, HalfFormat::bf16,
+                                              probs.data());
+            }).find("linear_forward_half_weight has no CUDA kernel yet"),
+            std::string::npos);
+  // The bf16-operand linears have their twin (kernels/cuda/linear_bf16): refused here only for
+  // the missing CUDA state.
+  EXPECT_NE(gpu_refusal([&](const OpContext& kc) {
+              std::uint16_t h[2] = {0, 0};
               ops::linear_forward_bf16(kc, probs.data(), h, h, nullptr, 1, 1, 1);
-            }).find("linear_forward_bf16 has no CUDA kernel yet"),
+            }).find("linear_forward_bf16"),
             std::string::npos);
 }
 
