@@ -52,29 +52,26 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
   }
 }
 
-__global__ void adamw_bf16_kernel(float* master, __nv_bfloat16* value, const __nv_bfloat16* grad,
-                                  float* m, float* v, long long n, AdamCoefficients k) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    float mi = m[i], vi = v[i];
-    const float p = adam_element(master[i], __fmul_rn(__bfloat162float(grad[i]), k.grad_scale), mi, vi, k);
-    master[i] = p;
-    m[i] = mi;
-    v[i] = vi;
-    value[i] = __ushort_as_bfloat16(bf16_bits_from_float(p));
-  }
+// The CPU's rounding of a master into its 16-bit copy: round to nearest even, NaNs as the CPU
+// makes them quiet (dtype_traits.cuh).
+__device__ __forceinline__ __nv_bfloat16 rounded_copy(float p, const __nv_bfloat16*) {
+  return __ushort_as_bfloat16(bf16_bits_from_float(p));
 }
+__device__ __forceinline__ __half rounded_copy(float p, const __half*) { return __ushort_as_half(f16_bits_from_float(p)); }
 
-__global__ void adamw_f16_kernel(float* master, __half* value, const __half* grad, float* m, float* v,
-                                 long long n, AdamCoefficients k) {
+// AdamW on an fp32 master whose 16-bit copy (H: __nv_bfloat16 or __half) is rewritten, reading a
+// gradient stored in H.
+template <class H>
+__global__ void adamw_half_kernel(float* master, H* value, const H* grad, float* m, float* v, long long n,
+                                  AdamCoefficients k) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     float mi = m[i], vi = v[i];
-    const float p = adam_element(master[i], __fmul_rn(__half2float(grad[i]), k.grad_scale), mi, vi, k);
+    const float p = adam_element(master[i], __fmul_rn(to_float(grad[i]), k.grad_scale), mi, vi, k);
     master[i] = p;
     m[i] = mi;
     v[i] = vi;
-    value[i] = __ushort_as_half(f16_bits_from_float(p));
+    value[i] = rounded_copy(p, grad);
   }
 }
 
@@ -140,7 +137,7 @@ void adamw_update_bf16(const KernelContext& ctx, float* master, __nv_bfloat16* v
   const AdamCoefficients k =
       coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update_bf16");
   if (n == 0) return;
-  adamw_bf16_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(master, value, grad, m, v, n, k);
+  adamw_half_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(master, value, grad, m, v, n, k);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
@@ -150,7 +147,7 @@ void adamw_update_f16(const KernelContext& ctx, float* master, __half* value, co
   const AdamCoefficients k =
       coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update_f16");
   if (n == 0) return;
-  adamw_f16_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(master, value, grad, m, v, n, k);
+  adamw_half_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(master, value, grad, m, v, n, k);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
