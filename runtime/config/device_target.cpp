@@ -1,6 +1,7 @@
 #include "runtime/config/device_target.hpp"
 
 #include <array>
+#include <cctype>
 #include <stdexcept>
 #include <utility>
 
@@ -60,6 +61,25 @@ void DeviceTarget::override_non_allocator(std::size_t bytes, const std::string& 
                       "); expected a size below the device's capacity, leaving room for the allocator");
   }
   non_allocator.override_total = bytes;
+}
+
+std::optional<DeviceTarget> device_target_for_gpu(const std::string& gpu_name, std::size_t total_bytes) {
+  const KnownTarget* best = nullptr;
+  std::size_t best_distance = 0;
+  for (const auto& k : kTargets) {
+    // The family is the name's prefix up to the dash, upper-cased: "a100" -> "A100".
+    std::string family(k.name, std::string(k.name).find('-'));
+    for (auto& ch : family) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (gpu_name.find(family) == std::string::npos) continue;
+    const std::size_t capacity = k.capacity_mib << 20;
+    const std::size_t distance = capacity > total_bytes ? capacity - total_bytes : total_bytes - capacity;
+    if (best == nullptr || distance < best_distance) {
+      best = &k;
+      best_distance = distance;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  return parse_device_target(best->name);
 }
 
 std::string device_target_names() {

@@ -87,4 +87,10 @@ DeviceTarget parse_device_target(const std::string& text, int world_size = 1,
 // "a100-40gb, a100-80gb, h100-80gb, h200-141gb or a size such as 24GiB", for messages.
 std::string device_target_names();
 
+// The plan target of a real GPU, from its name as cudaGetDeviceProperties gives it ("NVIDIA
+// H200", "NVIDIA A100-SXM4-40GB") and its memory in bytes: the known board of that family whose
+// capacity is nearest, so that a GPU run can print plan's estimate of the memory outside the
+// allocator beside what it measures. Empty for a GPU of no known family.
+std::optional<DeviceTarget> device_target_for_gpu(const std::string& gpu_name, std::size_t total_bytes);
+
 }  // namespace memtrain::train

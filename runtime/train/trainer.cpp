@@ -22,6 +22,7 @@
 #include "models/bert_for_masked_lm.hpp"
 #include "runtime/config/config_hash.hpp"
 #include "runtime/config/config_loader.hpp"
+#include "runtime/config/device_target.hpp"
 #include "runtime/config/model_options_from_config.hpp"
 #include "runtime/config/resume_compatibility.hpp"
 #include "runtime/core/cuda_device.hpp"
@@ -123,14 +124,19 @@ std::unique_ptr<core::CudaDevice> make_cuda_device(const Config& config) {
 }
 
 // "device cuda:0: <name>, <total> MiB; <w> MiB of fixed workspaces and <c> MiB in use outside
-// the allocator at start (CUDA context, cuBLASLt, other processes: cudaMemGetInfo)".
+// the allocator at start (CUDA context, cuBLASLt, other processes: cudaMemGetInfo); plan's
+// estimate for <target>: <e> MiB", the issue-14 comparison of measured and planned memory
+// outside the allocator.
 std::string describe_cuda_device(const core::CudaDevice& device) {
   const core::CudaMemoryInfo m = device.memory_info();
   auto mib = [](std::size_t b) { return std::to_string(b >> 20) + " MiB"; };
+  const auto target = device_target_for_gpu(m.name, m.total_bytes);
   return "device cuda:" + std::to_string(device.device()) + ": " + m.name + ", " + mib(m.total_bytes) + "; " +
          mib(device.workspace_bytes()) + " of fixed workspaces (cuBLASLt, scratch, staging) and " +
          mib(m.total_bytes - m.free_bytes) +
-         " in use outside the allocator at start (CUDA context, libraries, other processes: cudaMemGetInfo)";
+         " in use outside the allocator at start (CUDA context, libraries, other processes: cudaMemGetInfo); " +
+         (target ? "plan's estimate for " + target->name + ": " + mib(target->non_allocator.total())
+                 : std::string("no plan target for this GPU"));
 }
 #endif
 
