@@ -2,6 +2,7 @@
 // How the optimizers read a gradient as f32, whatever its storage: shared by AdamW
 // (optimizer.cpp), ZeroAdamW (zero_adamw.cpp) and OneBitAdam (onebit_adam.cpp).
 #include <algorithm>
+#include <functional>
 #include <cstdint>
 #include <vector>
 
@@ -57,15 +58,76 @@ inline bool all_finite(const kernels::OpContext& kc, const core::Tensor& grad, s
              : kernels::ops::all_finite(kc, grad.data<float>() + lo, n);
 }
 
-// Sum over every parameter's whole gradient of sum_of_squares (in double).
+// A run of gradients lying back to back in memory, in one dtype: `n` elements from `data`.
+struct GradientRun {
+  const void* data = nullptr;
+  core::DType dtype = core::DType::f32;
+  std::int64_t n = 0;
+};
+
+// The parameters' gradients merged into runs of neighbours in memory (by address, whatever the
+// parameters' order) that are contiguous and of one dtype: gradients packed into buckets (Note
+// [Gradients live in buckets]) merge into about one run a bucket. Empty gradients are skipped;
+// every element of every gradient is in exactly one run.
+inline std::vector<GradientRun> contiguous_gradient_runs(const std::vector<models::Parameter>& params) {
+  std::vector<GradientRun> pieces;
+  for (const auto& p : params) {
+    const std::int64_t n = p.grad.numel();
+    if (n == 0) continue;
+    const void* at = is_half(p.grad.dtype()) ? static_cast<const void*>(p.grad.data<std::uint16_t>())
+                                              : static_cast<const void*>(p.grad.data<float>());
+    pieces.push_back({at, p.grad.dtype(), n});
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const GradientRun& a, const GradientRun& b) {
+    return std::less<const void*>()(a.data, b.data);
+  });
+  std::vector<GradientRun> runs;
+  for (const auto& piece : pieces) {
+    if (!runs.empty()) {
+      GradientRun& last = runs.back();
+      const auto* end = static_cast<const char*>(last.data) +
+                        static_cast<std::size_t>(last.n) * core::dtype_size(last.dtype);
+      if (last.dtype == piece.dtype && end == static_cast<const char*>(piece.data)) {
+        last.n += piece.n;
+        continue;
+      }
+    }
+    runs.push_back(piece);
+  }
+  return runs;
+}
+
+// Sum over every parameter's whole gradient of sum_of_squares (in double). On a GPU each sum
+// waits for the stream and returns to the host, so the gradients go as contiguous runs
+// (contiguous_gradient_runs: about one sum a bucket instead of one a parameter); on the CPU one
+// sum a parameter, as before (the runs would group the additions, and so round, differently).
 inline double grads_sum_of_squares(const kernels::OpContext& kc, const std::vector<models::Parameter>& params) {
   double sum = 0.0;
-  for (const auto& p : params) sum += sum_of_squares(kc, p.grad, 0, p.grad.numel());
+  if (kc.device == kernels::Device::cpu) {
+    for (const auto& p : params) sum += sum_of_squares(kc, p.grad, 0, p.grad.numel());
+    return sum;
+  }
+  for (const auto& r : contiguous_gradient_runs(params)) {
+    sum += is_half(r.dtype) ? kernels::ops::sum_of_squares_half(kc, static_cast<const std::uint16_t*>(r.data), r.n,
+                                                                format_of(r.dtype))
+                            : kernels::ops::sum_of_squares(kc, static_cast<const float*>(r.data), r.n);
+  }
   return sum;
 }
 
-// False when any element of any parameter's gradient is inf or NaN.
+// False when any element of any parameter's gradient is inf or NaN (on a GPU a check a
+// contiguous run, as grads_sum_of_squares).
 inline bool grads_all_finite(const kernels::OpContext& kc, const std::vector<models::Parameter>& params) {
+  if (kc.device != kernels::Device::cpu) {
+    for (const auto& r : contiguous_gradient_runs(params)) {
+      const bool finite =
+          is_half(r.dtype)
+              ? kernels::ops::all_finite_half(kc, static_cast<const std::uint16_t*>(r.data), r.n, format_of(r.dtype))
+              : kernels::ops::all_finite(kc, static_cast<const float*>(r.data), r.n);
+      if (!finite) return false;
+    }
+    return true;
+  }
   for (const auto& p : params) {
     if (!all_finite(kc, p.grad, 0, p.grad.numel())) return false;
   }
