@@ -40,6 +40,12 @@ class NcclCommunicator final : public Communicator {
   int local_size() const override { return local_size_; }
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
+  // Queues every later collective after the work queued by then on `compute` (an event recorded
+  // there, which the communication stream waits for), so that buffers the compute stream's
+  // kernels write (a training step's gradients) are final when NCCL reads them, without the host
+  // waiting. Null: the callers order their work themselves (the default). Throws
+  // memtrain::RuntimeError when CUDA fails.
+  void order_after(cudaStream_t compute);
 
   void allreduce_sum(float* data, std::int64_t n) override;
   void allreduce_sum(double* data, std::int64_t n) override;
@@ -69,12 +75,15 @@ class NcclCommunicator final : public Communicator {
   void allgather_bytes(const void* send, void* recv, std::int64_t bytes);
   void allgather_in_place_bytes(void* data, const std::vector<std::int64_t>& counts, std::size_t element);
   void alltoall_bytes(const void* send, void* recv, std::int64_t bytes);
+  void begin();  // selects the device; waits for order_after's stream when set
   void finish(const char* call);  // waits for the stream; throws on an NCCL or CUDA error
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   int rank_ = 0, size_ = 1, device_ = 0, local_rank_ = 0, local_size_ = 1;
   int* barrier_word_ = nullptr;  // one int of device memory for barrier()
+  cudaStream_t compute_ = nullptr;  // order_after's stream, or null
+  cudaEvent_t ready_ = nullptr;     // recorded on compute_ before each collective
 };
 
 }  // namespace memtrain::comms

@@ -54,9 +54,25 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int device, int local_rank, 
 
 NcclCommunicator::~NcclCommunicator() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (ready_ != nullptr) cudaEventDestroy(ready_);
   if (comm_ != nullptr) ncclCommDestroy(comm_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   cudaFree(barrier_word_);
+}
+
+void NcclCommunicator::order_after(cudaStream_t compute) {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  if (compute != nullptr && ready_ == nullptr) {
+    check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
+  compute_ = compute;
+}
+
+void NcclCommunicator::begin() {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  if (compute_ == nullptr) return;
+  check(cudaEventRecord(ready_, compute_), "cudaEventRecord");
+  check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
 }
 
 void NcclCommunicator::finish(const char* call) {
@@ -68,7 +84,7 @@ void NcclCommunicator::finish(const char* call) {
 
 void NcclCommunicator::allreduce(void* data, std::int64_t n, ncclDataType_t type, ncclRedOp_t op) {
   if (n == 0) return;
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  begin();
   check(ncclAllReduce(data, data, static_cast<std::size_t>(n), type, op, comm_, stream_), "ncclAllReduce");
   finish("ncclAllReduce");
 }
@@ -81,7 +97,7 @@ void NcclCommunicator::allreduce_max(double* data, std::int64_t n) { allreduce(d
 
 void NcclCommunicator::allgather_bytes(const void* send, void* recv, std::int64_t bytes) {
   if (bytes == 0) return;
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  begin();
   check(ncclAllGather(send, recv, static_cast<std::size_t>(bytes), ncclUint8, comm_, stream_), "ncclAllGather");
   finish("ncclAllGather");
 }
@@ -94,7 +110,7 @@ void NcclCommunicator::allgather(const std::uint16_t* send, std::uint16_t* recv,
 
 void NcclCommunicator::reduce_scatter_sum(const float* send, float* recv, std::int64_t n) {
   if (n == 0) return;
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  begin();
   check(ncclReduceScatter(send, recv, static_cast<std::size_t>(n), ncclFloat32, ncclSum, comm_, stream_),
         "ncclReduceScatter");
   finish("ncclReduceScatter");
@@ -106,7 +122,7 @@ void NcclCommunicator::reduce_scatter_sum(const float* send, float* recv, std::i
 // bytes it reads.
 void NcclCommunicator::reduce_scatter_sum_in_place(float* data, const std::vector<std::int64_t>& counts) {
   check_counts(counts, size_, "reduce_scatter_sum_in_place");
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  begin();
   std::int64_t offset = 0, mine = 0;
   check(ncclGroupStart(), "ncclGroupStart");
   for (int j = 0; j < size_; ++j) {
@@ -133,7 +149,7 @@ void NcclCommunicator::reduce_scatter_sum_in_place(float* data, const std::vecto
 void NcclCommunicator::allgather_in_place_bytes(void* data, const std::vector<std::int64_t>& counts,
                                                 std::size_t element) {
   check_counts(counts, size_, "allgather_in_place");
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  begin();
   auto* bytes = static_cast<char*>(data);
   std::int64_t offset = 0;
   check(ncclGroupStart(), "ncclGroupStart");
@@ -157,7 +173,7 @@ void NcclCommunicator::allgather_in_place(std::uint16_t* data, const std::vector
 
 void NcclCommunicator::alltoall_bytes(const void* send, void* recv, std::int64_t bytes) {
   if (bytes == 0) return;
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  begin();
   const auto* s = static_cast<const char*>(send);
   auto* r = static_cast<char*>(recv);
   check(ncclGroupStart(), "ncclGroupStart");
@@ -177,7 +193,7 @@ void NcclCommunicator::alltoall(const std::uint16_t* send, std::uint16_t* recv, 
 
 void NcclCommunicator::broadcast(void* data, std::int64_t bytes, int root) {
   if (bytes == 0) return;
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  begin();
   check(ncclBroadcast(data, data, static_cast<std::size_t>(bytes), ncclUint8, root, comm_, stream_), "ncclBroadcast");
   finish("ncclBroadcast");
 }
@@ -186,7 +202,7 @@ void NcclCommunicator::barrier() { allreduce(barrier_word_, 1, ncclInt32, ncclSu
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   if (color < 0) throw RuntimeError("NcclCommunicator::split: color " + std::to_string(color) + " is negative");
-  check(cudaSetDevice(device_), "cudaSetDevice");
+  begin();
   ncclComm_t sub = nullptr;
   check(ncclCommSplit(comm_, color, key, &sub, nullptr), "ncclCommSplit");
   // local_rank/local_size describe the host, which a split does not change.

@@ -376,8 +376,8 @@ void validate_compute_host(const Config& c) {
 // batch's index arrays staged, checkpoints copied through host memory. What still stages
 // through the host, or has no CUDA kernel, is refused here, before anything is allocated,
 // instead of failing inside a step: fp32 gradients of 16-bit weights (AdamW's mixed update
-// stages through the host), tensor parallelism and the data-parallel sync (no NCCL in the
-// trainer yet), ZeRO-1 and the compressors (host staging), selective recompute (attention_probs
+// stages through the host), tensor parallelism (its layers' collectives are not NCCL's yet),
+// ZeRO-1 and the compressors (host staging), selective recompute (attention_probs
 // has no twin; auto may pick it), asynchronous checkpoints (a host staging buffer taken from the
 // device allocator) and the host ledger's limit and reservation (host memory's, not the GPU's).
 void validate_cuda_support(const Config& c) {

@@ -19,8 +19,8 @@ void validate_compute_host(const Config& config);
 
 // For device cuda / cuda:N: throws ConfigError naming the first key whose value a GPU run does
 // not train yet (Note [What a GPU run trains so far]), with where it was set and what is
-// expected. Returns for device cpu. The world size (one rank per GPU, no data parallelism yet)
-// is the trainer's check.
+// expected. Returns for device cpu. The world size (one GPU per rank; several ranks in fp32
+// only: Note [Data parallelism on GPUs]) is the trainer's check.
 void validate_cuda_support(const Config& config);
 
 // Where `key` was set, for messages: config.origin[key] or "<config.path> (default)".

@@ -13,11 +13,13 @@
 
 #include "comms/communicator.hpp"
 #include "comms/counting_communicator.hpp"
+#include "comms/nccl_communicator.hpp"
 #include "comms/process_grid.hpp"
 #include "kernels/cpu/lr_schedule.hpp"
 #include "kernels/cpu/matmul_bf16.hpp"
 #include "kernels/cpu/threads.hpp"
 #include "memory/byte_size.hpp"
+#include "memory/cuda_resource.hpp"
 #include "memory/out_of_memory.hpp"
 #include "models/bert_for_masked_lm.hpp"
 #include "runtime/config/config_hash.hpp"
@@ -114,8 +116,16 @@ StepReference measure_step_reference(const Config& config, int tp_size, double m
 #if MEMTRAIN_HAVE_CUDA
 // The GPU of device cuda / cuda:N with workspaces for the run's micro-batches and for
 // fill-mask prompts up to max_position_embeddings tokens, and precision.allow_tf32.
-std::unique_ptr<core::CudaDevice> make_cuda_device(const Config& config) {
-  const int index = config.device == "cuda" ? 0 : std::stoi(config.device.substr(5));
+// One GPU per rank: `cuda` takes the rank's local index on its node (CUDA_VISIBLE_DEVICES
+// narrows what that indexes), `cuda:N` device N (one rank only: validated by the caller).
+std::unique_ptr<core::CudaDevice> make_cuda_device(const Config& config, int local_rank) {
+  const int index = config.device == "cuda" ? local_rank : std::stoi(config.device.substr(5));
+  const int count = memory::cuda_device_count();
+  if (index >= count) {
+    throw ConfigError("device = " + config.device + ": this rank is local rank " + std::to_string(local_rank) +
+                      " of its node and needs GPU " + std::to_string(index) + ", but " + std::to_string(count) +
+                      " are visible; expected at most one rank per visible GPU on each node");
+  }
   const auto sizes = core::CudaWorkspaceSizes::for_batch(
       config.training.micro_batch_size, config.data.seq_length, config.model.num_attention_heads,
       config.model.attention_probs_dropout_prob, config.memory.attention == "flash",
@@ -194,14 +204,27 @@ int train(const Config& config, const RunOptions& options) {
   // A GPU run (device cuda / cuda:N, not a dry run): the device, its stream and workspaces come
   // first, so they outlive the allocator and every tensor (Note [What a GPU run trains so far]).
   const bool on_gpu = !dry && config.device != "cpu";
+  // Note [Data parallelism on GPUs]
+  // One GPU per rank; the gradient buckets are summed by NCCL on the device (an
+  // NcclCommunicator over the data-parallel group, bootstrapped through MPI, its collectives
+  // queued after the compute stream's work: order_after), and everything the host sums (token
+  // counts, losses, evaluation, the overflow vote, digests) still goes through MPI. The
+  // synchroniser then sums whole buckets at the end of backward, without its communication
+  // thread; its 16-bit staging is host code, so several GPU ranks train in fp32 only.
   if (on_gpu && world.size() > 1) {
-    throw ConfigError("device = " + config.device + ": training on a GPU runs one rank so far (the trainer has no " +
-                      "NCCL data parallelism yet); this job has " + std::to_string(world.size()) +
-                      " ranks; expected mpirun -np 1, or device: cpu");
+    if (config.device != "cuda") {
+      throw ConfigError("device = " + config.device + ": " + std::to_string(world.size()) +
+                        " ranks cannot share one GPU; expected device: cuda (each rank takes its local GPU)");
+    }
+    if (config.precision.dtype != "fp32") {
+      throw ConfigError("precision.dtype = " + config.precision.dtype + ": data parallelism on GPUs sums fp32 " +
+                        "gradients so far (the 16-bit staging is host code); this job has " +
+                        std::to_string(world.size()) + " ranks; expected fp32, one rank, or device: cpu");
+    }
   }
 #if MEMTRAIN_HAVE_CUDA
   std::unique_ptr<core::CudaDevice> cuda_device;
-  if (on_gpu) cuda_device = make_cuda_device(config);
+  if (on_gpu) cuda_device = make_cuda_device(config, world.local_rank());
   auto allocator = dry      ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
                                                      "simulated " + target.describe())
                    : on_gpu ? make_cuda_model_allocator(*cuda_device, config.memory)
@@ -239,9 +262,20 @@ int train(const Config& config, const RunOptions& options) {
       tensor_parallel(config, &tp_group));
   // Note [Buckets overlap backward]: under tensor parallelism only with MPI_THREAD_MULTIPLE.
   const auto compression = gradient_compression(config);
+  // Note [Data parallelism on GPUs]
+#if MEMTRAIN_HAVE_CUDA
+  std::unique_ptr<comms::NcclCommunicator> nccl;
+  if (on_gpu && comm->size() > 1) {
+    nccl = comms::NcclCommunicator::create(*comm, cuda_device->device());
+    nccl->order_after(cuda_device->kernel_context().stream);
+  }
+  comms::Communicator& gradient_group = nccl ? *nccl : *comm;
+#else
+  comms::Communicator& gradient_group = *comm;
+#endif
   comms::GradientSynchronizer gradient_sync(
-      model.gradient_buckets(), *comm, ctx,
-      config.parallel.overlap_grad_reduce && (grid.tp_size() == 1 || world.allows_concurrent_calls()),
+      model.gradient_buckets(), gradient_group, ctx,
+      !on_gpu && config.parallel.overlap_grad_reduce && (grid.tp_size() == 1 || world.allows_concurrent_calls()),
       gradient_reduction(config), compression ? &*compression : nullptr);
   const std::unique_ptr<Optimizer> optimizer =
       make_optimizer(config, model, gradient_sync, *comm, ctx, &tp_group);
