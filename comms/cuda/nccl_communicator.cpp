@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <exception>
 #include <string>
 
 #include "runtime/core/errors.hpp"
@@ -55,7 +56,16 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int device, int local_rank, 
 NcclCommunicator::~NcclCommunicator() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (ready_ != nullptr) cudaEventDestroy(ready_);
-  if (comm_ != nullptr) ncclCommDestroy(comm_);
+  // Unwinding from an error, the peers may be inside a collective that will never complete:
+  // ncclCommAbort does not wait for them (ncclCommDestroy may), so the error reaches the
+  // trainer's report and MPI_Abort instead of hanging the job.
+  if (comm_ != nullptr) {
+    if (std::uncaught_exceptions() > 0) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommDestroy(comm_);
+    }
+  }
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   cudaFree(barrier_word_);
 }

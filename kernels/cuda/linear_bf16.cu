@@ -61,7 +61,9 @@ void linear_backward_bf16(const KernelContext& ctx, float* dinp, void* dweight, 
     matmul_strided_batched_f32_out(ctx, static_cast<float*>(dweight), dout, inp, 1, OC, C, N, true, false, 0, 0, 0,
                                    OC, C, C, 1.0f, dweight_accumulate ? 1.0f : 0.0f);
   } else if (dweight != nullptr && OC > 0 && C > 0) {
-    const long long rows_per_block = static_cast<long long>(ctx.scratch_bytes / sizeof(float)) / C;
+    long long rows_per_block = static_cast<long long>(ctx.scratch_bytes / sizeof(float)) / C;
+    // Multiples of 8 rows keep every block's dout + r0 16-byte aligned for cuBLASLt's fast kernels.
+    if (rows_per_block >= 8) rows_per_block -= rows_per_block % 8;
     if (rows_per_block < 1) {
       throw std::invalid_argument("linear_backward_bf16: scratch of " + std::to_string(ctx.scratch_bytes) +
                                   " bytes holds no row of " + std::to_string(C) + " floats");

@@ -130,6 +130,11 @@ memory::Block Tensor::block() const { return storage_ ? storage_->block : memory
 
 bool Tensor::dry_run() const { return storage_ && storage_->dry_run; }
 
+const void* Tensor::allocation_id() const {
+  if (!bound()) return nullptr;
+  return storage_->parent ? storage_->parent.get() : storage_.get();
+}
+
 kernels::Device Tensor::device() const { return storage_ ? storage_->kc.device : kernels::Device::cpu; }
 
 // Note [A tensor's bytes are touched by its device]

@@ -59,6 +59,10 @@ class Tensor {
   memory::Block block() const;
   // True when the storage belongs to a dry-run context (its bytes must not be touched).
   bool dry_run() const;
+  // The identity of the allocation behind this tensor: equal for views of one buffer (and the
+  // buffer itself), different for separate allocations; null when undefined or unbound. For
+  // grouping only, never dereferenced.
+  const void* allocation_id() const;
 
   // Typed pointer to the first element. T must match dtype (float for f32, std::int32_t for
   // i32, std::uint16_t for f16/bf16): throws memtrain::RuntimeError otherwise or when undefined.

@@ -3,6 +3,7 @@
 // (optimizer.cpp), ZeroAdamW (zero_adamw.cpp) and OneBitAdam (onebit_adam.cpp).
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <cstdint>
 #include <vector>
 
@@ -65,35 +66,55 @@ struct GradientRun {
   std::int64_t n = 0;
 };
 
-// The parameters' gradients merged into runs of neighbours in memory (by address, whatever the
-// parameters' order) that are contiguous and of one dtype: gradients packed into buckets (Note
-// [Gradients live in buckets]) merge into about one run a bucket. Empty gradients are skipped;
+// The parameters' gradients merged into runs of neighbours in memory that are contiguous, of one
+// dtype and in one allocation: gradients packed into a bucket (Note [Gradients live in
+// buckets]) merge into about one run a bucket, whatever the parameters' order there. Runs come in
+// the order of their first parameter, and never span two allocations (whose adjacency is an
+// accident of the allocator), so every data-parallel rank, whose buckets have the same layout,
+// forms the same runs in the same order and sums the same bits. Empty gradients are skipped;
 // every element of every gradient is in exactly one run.
 inline std::vector<GradientRun> contiguous_gradient_runs(const std::vector<models::Parameter>& params) {
-  std::vector<GradientRun> pieces;
-  for (const auto& p : params) {
-    const std::int64_t n = p.grad.numel();
+  struct Piece {
+    GradientRun run;
+    const void* allocation;
+    std::size_t first;  // the smallest parameter index merged into it
+  };
+  std::vector<Piece> pieces;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto& g = params[i].grad;
+    const std::int64_t n = g.numel();
     if (n == 0) continue;
-    const void* at = is_half(p.grad.dtype()) ? static_cast<const void*>(p.grad.data<std::uint16_t>())
-                                              : static_cast<const void*>(p.grad.data<float>());
-    pieces.push_back({at, p.grad.dtype(), n});
+    const void* at = is_half(g.dtype()) ? static_cast<const void*>(g.data<std::uint16_t>())
+                                         : static_cast<const void*>(g.data<float>());
+    pieces.push_back({{at, g.dtype(), n}, g.allocation_id(), i});
   }
-  std::sort(pieces.begin(), pieces.end(), [](const GradientRun& a, const GradientRun& b) {
-    return std::less<const void*>()(a.data, b.data);
+  // Allocations in the order of their first parameter, pieces within one by address.
+  std::map<const void*, std::size_t> allocation_order;
+  for (const auto& p : pieces) allocation_order.emplace(p.allocation, p.first);  // first seen: smallest index
+  std::sort(pieces.begin(), pieces.end(), [&](const Piece& a, const Piece& b) {
+    const std::size_t ka = allocation_order.at(a.allocation), kb = allocation_order.at(b.allocation);
+    if (ka != kb) return ka < kb;
+    return std::less<const void*>()(a.run.data, b.run.data);
   });
-  std::vector<GradientRun> runs;
+  std::vector<Piece> merged;
   for (const auto& piece : pieces) {
-    if (!runs.empty()) {
-      GradientRun& last = runs.back();
-      const auto* end = static_cast<const char*>(last.data) +
-                        static_cast<std::size_t>(last.n) * core::dtype_size(last.dtype);
-      if (last.dtype == piece.dtype && end == static_cast<const char*>(piece.data)) {
-        last.n += piece.n;
+    if (!merged.empty()) {
+      Piece& last = merged.back();
+      const auto* end = static_cast<const char*>(last.run.data) +
+                        static_cast<std::size_t>(last.run.n) * core::dtype_size(last.run.dtype);
+      if (last.allocation == piece.allocation && last.run.dtype == piece.run.dtype &&
+          end == static_cast<const char*>(piece.run.data)) {
+        last.run.n += piece.run.n;
+        last.first = std::min(last.first, piece.first);
         continue;
       }
     }
-    runs.push_back(piece);
+    merged.push_back(piece);
   }
+  std::stable_sort(merged.begin(), merged.end(), [](const Piece& a, const Piece& b) { return a.first < b.first; });
+  std::vector<GradientRun> runs;
+  runs.reserve(merged.size());
+  for (const auto& m : merged) runs.push_back(m.run);
   return runs;
 }
 

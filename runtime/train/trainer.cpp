@@ -117,10 +117,13 @@ StepReference measure_step_reference(const Config& config, int tp_size, double m
 // The GPU of device cuda / cuda:N with workspaces for the run's micro-batches and for
 // fill-mask prompts up to max_position_embeddings tokens, and precision.allow_tf32.
 // One GPU per rank: `cuda` takes the rank's local index on its node (CUDA_VISIBLE_DEVICES
-// narrows what that indexes), `cuda:N` device N (one rank only: validated by the caller).
+// narrows what that indexes; a rank that sees one GPU takes it), `cuda:N` device N (one rank
+// only: validated by the caller).
 std::unique_ptr<core::CudaDevice> make_cuda_device(const Config& config, int local_rank) {
-  const int index = config.device == "cuda" ? local_rank : std::stoi(config.device.substr(5));
   const int count = memory::cuda_device_count();
+  // A rank that sees one GPU (CUDA_VISIBLE_DEVICES set per rank, Slurm's --gpus-per-task=1)
+  // takes it whatever its local rank.
+  const int index = config.device != "cuda" ? std::stoi(config.device.substr(5)) : count == 1 ? 0 : local_rank;
   if (index >= count) {
     throw ConfigError("device = " + config.device + ": this rank is local rank " + std::to_string(local_rank) +
                       " of its node and needs GPU " + std::to_string(index) + ", but " + std::to_string(count) +

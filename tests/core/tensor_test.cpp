@@ -176,6 +176,22 @@ TEST(Tensor, CopiesAndZeroingGoToTheTensorsDevice) {
   d.copy_to_host(out);
 }
 
+TEST(Tensor, ViewsOfOneBufferShareItsAllocationId) {
+  auto alloc = std::make_shared<TestAllocator>();
+  Context ctx(alloc);
+  Tensor a = Tensor::zeros(ctx, {8}, DType::f32, tags().gradient);
+  Tensor b = Tensor::zeros(ctx, {8}, DType::f32, tags().gradient);
+  Tensor v = Tensor::unbound({2}, DType::f32), w = Tensor::unbound({1}, DType::f32);
+  EXPECT_EQ(v.allocation_id(), nullptr);  // unbound
+  v.bind(a, 3);
+  w.bind(v, 1);  // a view of a view
+  EXPECT_NE(a.allocation_id(), nullptr);
+  EXPECT_EQ(v.allocation_id(), a.allocation_id());
+  EXPECT_EQ(w.allocation_id(), a.allocation_id());
+  EXPECT_NE(b.allocation_id(), a.allocation_id());
+  EXPECT_EQ(Tensor().allocation_id(), nullptr);
+}
+
 TEST(Tensor, AnUnboundTensorBindsEveryCopyOfItsHandleToARangeOfABuffer) {
   auto alloc = std::make_shared<TestAllocator>();
   Context ctx(alloc);
