@@ -207,19 +207,10 @@ std::vector<float> MlmHead::log_probs(PassState& s, const Tensor& logits) const 
   const std::int64_t P = logits.shape()[0], Vl = shard_.columns, V = shard_.vocab_size;
   std::vector<float> out(static_cast<std::size_t>(P * V));
   if (!s.compute() || P == 0) return out;
-  // The logits on the host: fill-mask's few rows, read once (a GPU's are copied back; a CPU's
-  // are read in place, 16-bit ones through a view).
-  std::vector<float> host;
-  F32View z_f;
-  const float* z = nullptr;  // [P, Vl]
-  if (logits.device() != kernels::Device::cpu) {
-    host.resize(static_cast<std::size_t>(logits.numel()));
-    load_f32(host.data(), logits);  // copied back, 16-bit values converted on the host
-    z = host.data();
-  } else {
-    z_f = F32View(s.ctx, logits, F32Access::read);
-    z = z_f.get();
-  }
+  // The logits as float on the host (fill-mask's few rows; copied back from a GPU).
+  std::vector<float> host(static_cast<std::size_t>(logits.numel()));
+  load_f32(host.data(), logits);
+  const float* z = host.data();  // [P, Vl]
   // The whole rows on every rank: gathered as [tp, P, Vl], then padding dropped.
   std::vector<float> gathered;
   if (tp_.enabled()) {

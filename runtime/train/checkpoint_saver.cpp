@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "models/f32_access.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
@@ -27,10 +28,7 @@ core::TensorView view_of(const core::Tensor& t, RankFiles& f) {
     t.copy_to_host(bytes.data());
     return core::TensorView{core::dtype_name(t.dtype()), t.shape(), std::span<const std::byte>(bytes)};
   }
-  const void* src = t.nbytes() == 0                 ? nullptr
-                    : t.dtype() == core::DType::f32 ? static_cast<const void*>(t.data<float>())
-                    : t.dtype() == core::DType::i32 ? static_cast<const void*>(t.data<std::int32_t>())
-                                                    : static_cast<const void*>(t.data<std::uint16_t>());
+  const void* src = t.nbytes() == 0 ? nullptr : models::raw_bytes(t);
   return core::TensorView{core::dtype_name(t.dtype()), t.shape(),
                           std::span<const std::byte>(static_cast<const std::byte*>(src), t.nbytes())};
 }

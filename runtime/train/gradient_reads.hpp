@@ -44,27 +44,42 @@ inline void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std
   }
 }
 
-// Sum of squares (in double) of elements [lo, lo + n) of `grad`, through the op API on kc's
-// device (16-bit storage read as float a chunk at a time on the CPU).
-inline double sum_of_squares(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo,
-                             std::int64_t n) {
-  if (!is_half(grad.dtype())) return kernels::ops::sum_of_squares(kc, grad.data<float>() + lo, n);
-  return kernels::ops::sum_of_squares_half(kc, grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()));
-}
-
-// False when an element of [lo, lo + n) of `grad` is inf or NaN.
-inline bool all_finite(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
-  return is_half(grad.dtype())
-             ? kernels::ops::all_finite_half(kc, grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()))
-             : kernels::ops::all_finite(kc, grad.data<float>() + lo, n);
-}
-
 // A run of gradients lying back to back in memory, in one dtype: `n` elements from `data`.
 struct GradientRun {
   const void* data = nullptr;
   core::DType dtype = core::DType::f32;
   std::int64_t n = 0;
 };
+
+// Elements [lo, lo + n) of `grad` as a run.
+inline GradientRun run_of(const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
+  const void* at = is_half(grad.dtype()) ? static_cast<const void*>(grad.data<std::uint16_t>() + lo)
+                                          : static_cast<const void*>(grad.data<float>() + lo);
+  return {at, grad.dtype(), n};
+}
+
+// Sum of squares (in double) of a run, through the op API on kc's device (16-bit storage read
+// as float a chunk at a time on the CPU).
+inline double sum_of_squares(const kernels::OpContext& kc, const GradientRun& r) {
+  if (!is_half(r.dtype)) return kernels::ops::sum_of_squares(kc, static_cast<const float*>(r.data), r.n);
+  return kernels::ops::sum_of_squares_half(kc, static_cast<const std::uint16_t*>(r.data), r.n, format_of(r.dtype));
+}
+
+// False when an element of the run is inf or NaN.
+inline bool all_finite(const kernels::OpContext& kc, const GradientRun& r) {
+  return is_half(r.dtype)
+             ? kernels::ops::all_finite_half(kc, static_cast<const std::uint16_t*>(r.data), r.n, format_of(r.dtype))
+             : kernels::ops::all_finite(kc, static_cast<const float*>(r.data), r.n);
+}
+
+// The same over elements [lo, lo + n) of `grad`.
+inline double sum_of_squares(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo,
+                             std::int64_t n) {
+  return sum_of_squares(kc, run_of(grad, lo, n));
+}
+inline bool all_finite(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
+  return all_finite(kc, run_of(grad, lo, n));
+}
 
 // The parameters' gradients merged into runs of neighbours in memory that are contiguous, of one
 // dtype and in one allocation: gradients packed into a bucket (Note [Gradients live in
@@ -82,11 +97,8 @@ inline std::vector<GradientRun> contiguous_gradient_runs(const std::vector<model
   std::vector<Piece> pieces;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const auto& g = params[i].grad;
-    const std::int64_t n = g.numel();
-    if (n == 0) continue;
-    const void* at = is_half(g.dtype()) ? static_cast<const void*>(g.data<std::uint16_t>())
-                                         : static_cast<const void*>(g.data<float>());
-    pieces.push_back({{at, g.dtype(), n}, g.allocation_id(), i});
+    if (g.numel() == 0) continue;
+    pieces.push_back({run_of(g, 0, g.numel()), g.allocation_id(), i});
   }
   // Allocations in the order of their first parameter, pieces within one by address.
   std::map<const void*, std::size_t> allocation_order;
@@ -118,39 +130,29 @@ inline std::vector<GradientRun> contiguous_gradient_runs(const std::vector<model
   return runs;
 }
 
-// Sum over every parameter's whole gradient of sum_of_squares (in double). On a GPU each sum
-// waits for the stream and returns to the host, so the gradients go as contiguous runs
-// (contiguous_gradient_runs: about one sum a bucket instead of one a parameter); on the CPU one
-// sum a parameter, as before (the runs would group the additions, and so round, differently).
+// The runs the global norm and the finiteness check read: on the CPU each parameter's gradient,
+// as before (merged runs would group the additions, and so round, differently); on a GPU, where
+// each sum waits for the stream and returns to the host, the contiguous runs (about one a bucket
+// instead of one a parameter).
+inline std::vector<GradientRun> gradient_runs(const kernels::OpContext& kc,
+                                              const std::vector<models::Parameter>& params) {
+  if (kc.device != kernels::Device::cpu) return contiguous_gradient_runs(params);
+  std::vector<GradientRun> runs;
+  for (const auto& p : params) runs.push_back(run_of(p.grad, 0, p.grad.numel()));
+  return runs;
+}
+
+// Sum over every parameter's whole gradient of sum_of_squares (in double).
 inline double grads_sum_of_squares(const kernels::OpContext& kc, const std::vector<models::Parameter>& params) {
   double sum = 0.0;
-  if (kc.device == kernels::Device::cpu) {
-    for (const auto& p : params) sum += sum_of_squares(kc, p.grad, 0, p.grad.numel());
-    return sum;
-  }
-  for (const auto& r : contiguous_gradient_runs(params)) {
-    sum += is_half(r.dtype) ? kernels::ops::sum_of_squares_half(kc, static_cast<const std::uint16_t*>(r.data), r.n,
-                                                                format_of(r.dtype))
-                            : kernels::ops::sum_of_squares(kc, static_cast<const float*>(r.data), r.n);
-  }
+  for (const auto& r : gradient_runs(kc, params)) sum += sum_of_squares(kc, r);
   return sum;
 }
 
-// False when any element of any parameter's gradient is inf or NaN (on a GPU a check a
-// contiguous run, as grads_sum_of_squares).
+// False when any element of any parameter's gradient is inf or NaN.
 inline bool grads_all_finite(const kernels::OpContext& kc, const std::vector<models::Parameter>& params) {
-  if (kc.device != kernels::Device::cpu) {
-    for (const auto& r : contiguous_gradient_runs(params)) {
-      const bool finite =
-          is_half(r.dtype)
-              ? kernels::ops::all_finite_half(kc, static_cast<const std::uint16_t*>(r.data), r.n, format_of(r.dtype))
-              : kernels::ops::all_finite(kc, static_cast<const float*>(r.data), r.n);
-      if (!finite) return false;
-    }
-    return true;
-  }
-  for (const auto& p : params) {
-    if (!all_finite(kc, p.grad, 0, p.grad.numel())) return false;
+  for (const auto& r : gradient_runs(kc, params)) {
+    if (!all_finite(kc, r)) return false;
   }
   return true;
 }

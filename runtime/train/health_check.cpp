@@ -9,21 +9,17 @@
 #include <memory>
 #include <vector>
 
+#include "models/f32_access.hpp"
+
 namespace memtrain::train {
 namespace {
-
-void* bytes_of(const core::Tensor& t) {
-  return t.dtype() == core::DType::f32   ? static_cast<void*>(const_cast<float*>(t.data<float>()))
-         : t.dtype() == core::DType::i32 ? static_cast<void*>(const_cast<std::int32_t*>(t.data<std::int32_t>()))
-                                         : static_cast<void*>(const_cast<std::uint16_t*>(t.data<std::uint16_t>()));
-}
 
 // edit(bytes) on the tensor's bytes in host memory: in place on the CPU; on a GPU through a host
 // copy written back after (Note [A tensor's bytes are touched by its device]).
 template <class Edit>
 void edit_on_host(core::Tensor& t, Edit&& edit) {
   if (t.device() == kernels::Device::cpu) {
-    edit(static_cast<std::byte*>(bytes_of(t)));
+    edit(static_cast<std::byte*>(models::raw_bytes(t)));
     return;
   }
   std::vector<std::byte> host(t.nbytes());
@@ -35,7 +31,7 @@ void edit_on_host(core::Tensor& t, Edit&& edit) {
 // XXH64_update over the tensor's bytes, read where they are on the CPU, copied back from a GPU.
 void hash_tensor(XXH64_state_t* state, const core::Tensor& t) {
   if (t.device() == kernels::Device::cpu) {
-    XXH64_update(state, bytes_of(t), t.nbytes());
+    XXH64_update(state, models::raw_bytes(t), t.nbytes());
     return;
   }
   std::vector<std::byte> host(t.nbytes());

@@ -42,12 +42,7 @@ void expect_runs_cover_the_gradients(const char* dtype) {
   const kernels::OpContext cpu{};
   double per_parameter = 0.0, over_runs = 0.0;
   for (const auto& p : model.parameters()) per_parameter += detail::sum_of_squares(cpu, p.grad, 0, p.grad.numel());
-  for (const auto& r : runs) {
-    over_runs += detail::is_half(r.dtype)
-                     ? kernels::ops::sum_of_squares_half(cpu, static_cast<const std::uint16_t*>(r.data), r.n,
-                                                         detail::format_of(r.dtype))
-                     : kernels::ops::sum_of_squares(cpu, static_cast<const float*>(r.data), r.n);
-  }
+  for (const auto& r : runs) over_runs += detail::sum_of_squares(cpu, r);
   EXPECT_NEAR(over_runs, per_parameter, 1e-12 * per_parameter) << dtype;
 }
 
