@@ -68,9 +68,10 @@ void dropout(T* out, const T* inp, int rows, long per_sample, float p, const Rng
 namespace {
 
 // The Philox words of elements [first_element, first_element + n) of `sample`, in element
-// order: block(i, words) for each 32-element span starting at i (8 Philox blocks at once, Note
-// [Eight Philox blocks at once]; words a local array, so block's loop vectorizes), and
-// one(i, word) for the elements before the first whole Philox block and after the last span.
+// order: block(i, words) for each kSpan-element span starting at i (kLanes Philox blocks at
+// once, Note [Many Philox blocks at once]; words a local array, so block's loop vectorizes), and
+// one(i, word) for the elements before the first whole Philox block and those of a last, partial
+// span (whose words come from one more whole span: cheaper than Philox blocks one at a time).
 constexpr int kSpan = 4 * PhiloxStream::kLanes;
 using SpanWords = std::uint32_t[kSpan];
 
@@ -84,24 +85,37 @@ void for_mask_words(std::int64_t n, const PhiloxStream& stream, std::uint64_t sa
     for (unsigned lane = e & 3; lane < 4 && i < n; ++lane, ++i, ++e) one(i, r[lane]);
   }
   constexpr int kLanes = PhiloxStream::kLanes;
-  for (; i + kSpan <= n; i += kSpan, e += kSpan) {
-    PhiloxStream::Words8 r;
-    stream.blocks8(sample, e >> 2, r);
+  for (; i < n; i += kSpan, e += kSpan) {
+    PhiloxStream::Words r;
+    stream.blocks(sample, e >> 2, r);
     alignas(64) SpanWords words;  // element 4 j + w is word w of block j
     for (int j = 0; j < kLanes; ++j) {
       for (int w = 0; w < 4; ++w) words[4 * j + w] = r[w][j];
     }
-    block(i, words);
-  }
-  for (; i < n; e += 4) {
-    const auto r = stream.block(sample, e >> 2);
-    for (unsigned lane = 0; lane < 4 && i < n; ++lane, ++i) one(i, r[lane]);
+    if (i + kSpan <= n) {
+      block(i, words);
+    } else {
+      for (int k = 0; i + k < n; ++k) one(i + k, words[k]);
+    }
   }
 }
 
 }  // namespace
 
 namespace {
+
+// xb[k] = kept(words[k]) ? xb[k] * scale : 0 over one span. A function of its own with
+// restrict pointers: inside apply_mask_to's lambda GCC could not prove that the stores leave the
+// captured pointers alone, and left the loop scalar (1.6 ns an element at 256-element spans).
+template <class T>
+void mask_span(T* __restrict xb, const std::uint32_t* __restrict words, std::uint32_t threshold,
+               T scale) {
+#pragma omp simd
+  for (int k = 0; k < kSpan; ++k) {
+    const T v = xb[k];
+    xb[k] = (words[k] & 0xffffff00u) >= threshold ? v * scale : T(0);
+  }
+}
 
 // The mask of apply_dropout_mask applied to K arrays at once, its words drawn once.
 template <class T, int K>
@@ -116,9 +130,7 @@ void apply_mask_to(T* const (&xs)[K], std::int64_t n, float p, const PhiloxStrea
       n, stream, sample, first_element,
       [=](std::int64_t i, const SpanWords& words) {
         for (int a = 0; a < K; ++a) {
-          T* xb = x[a] + i;
-#pragma omp simd
-          for (int k = 0; k < kSpan; ++k) xb[k] = keep(words[k]) ? xb[k] * scale : T(0);
+          mask_span(x[a] + i, words, threshold, scale);
         }
       },
       [=](std::int64_t i, std::uint32_t word) {

@@ -19,9 +19,9 @@ PhiloxStream::PhiloxStream(const RngKey& key) {
   key_ = {{k[0], k[1]}};
 }
 
-// See Note [Eight Philox blocks at once]; the rounds are Random123's _philox4x32round and
+// See Note [Many Philox blocks at once]; the rounds are Random123's _philox4x32round and
 // _philox4x32bumpkey (Salmon et al. 2011, section 4.2) with its multipliers and Weyl constants.
-void PhiloxStream::blocks8(std::uint64_t sample, std::uint64_t first_block, Words8& out) const {
+void PhiloxStream::blocks(std::uint64_t sample, std::uint64_t first_block, Words& out) const {
   std::uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
   for (int j = 0; j < kLanes; ++j) {
     const std::uint64_t b = first_block + static_cast<std::uint64_t>(j);

@@ -41,7 +41,7 @@ TEST(DropoutForward, DropsFractionPAndScalesKeptValues) {
 
 // Each element follows its own uniform (Note [Philox key derivation]): kept, and scaled, exactly
 // when philox_uniform(key, sample, element) >= p, through the leading partial block, the
-// 8-block batches and the tail, with an odd first element.
+// whole spans of Philox blocks and a last partial span, with an odd first element.
 TEST(DropoutForward, KeepsExactlyTheElementsWhoseUniformIsAtLeastP) {
   const RngKey key{.seed = 11, .step = 5, .layer = 2, .site = 3};
   const float p = 0.3f;

@@ -40,16 +40,16 @@ TEST(PhiloxUniform, FollowsDocumentedKeyDerivation) {
   EXPECT_EQ(philox_uniform(key, sample, element), static_cast<float>(r[3] >> 8) / 16777216.0f);
 }
 
-// The 8-lane blocks are Random123's blocks, word for word, including a run of blocks whose
+// The many-lane blocks are Random123's blocks, word for word, including a run of blocks whose
 // counter carries from the low into the high 32-bit word and a sample above 2^32.
-TEST(PhiloxStream, EightBlocksAtOnceAreRandom123sBlocks) {
+TEST(PhiloxStream, ManyBlocksAtOnceAreRandom123sBlocks) {
   const PhiloxStream stream(RngKey{.seed = 42, .step = 7, .layer = 1, .site = 2, .tp_rank = 0});
   const std::uint64_t samples[] = {0, 5, 0x1234567890ULL};
   const std::uint64_t firsts[] = {0, 3, 0xfffffffcULL, 0x7fffffffffffULL};
   for (const std::uint64_t sample : samples) {
     for (const std::uint64_t first : firsts) {
-      PhiloxStream::Words8 words;
-      stream.blocks8(sample, first, words);
+      PhiloxStream::Words words;
+      stream.blocks(sample, first, words);
       for (int j = 0; j < PhiloxStream::kLanes; ++j) {
         const auto expected = stream.block(sample, first + static_cast<std::uint64_t>(j));
         for (int w = 0; w < 4; ++w) {
