@@ -32,7 +32,7 @@ void bias_gelu_backward(PassState& s, core::Tensor& dinp, Parameter& bias, const
                                           inp.data<std::uint16_t>(), b.get(), N, C, half_format(inp.dtype()));
     return;
   }
-  kernels::ops::bias_gelu_backward(s.kc(), zeroed_f32(s.ctx, dinp).get(), dbias.get(), read_f32(s.ctx, dout).get(),
+  kernels::ops::bias_gelu_backward(s.kc(), write_f32(s.ctx, dinp).get(), dbias.get(), read_f32(s.ctx, dout).get(),
                                    read_f32(s.ctx, inp).get(), b.get(), N, C);
 }
 

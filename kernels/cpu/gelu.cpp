@@ -62,7 +62,7 @@ void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp
           grad = ConstArray<T>(dout + off, w) * (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
                                                  x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
         }
-        MutArray<T>(dinp + off, w) += grad;
+        MutArray<T>(dinp + off, w) = grad;
         if (dbias != nullptr) MutArray<T>(dbias + j0, w) += grad;
       }
     }

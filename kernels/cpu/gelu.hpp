@@ -10,9 +10,10 @@ namespace memtrain::kernels {
 template <class T>
 void bias_gelu_forward(T* out, const T* inp, const NoDeduce<T>* bias, int N, int C);
 
-// dinp (+=) [N, C] and dbias (+=) [C] (nullptr to skip) from dout [N, C], with
-// gelu'(x) = Phi(x) + x * phi(x), phi the standard normal density. dinp must not alias dout or
-// inp (it accumulates).
+// dinp [N, C] = dout gelu'(inp + bias) and dbias (+=) [C] its column sums (nullptr to skip), with
+// gelu'(x) = Phi(x) + x * phi(x), phi the standard normal density. dinp is written, not added to:
+// its only consumer is the preceding linear's backward, and accumulating made every caller zero
+// 12 MB first and the kernel read them back (issue 15). dinp may alias dout or inp.
 template <class T>
 void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp,
                         const NoDeduce<T>* bias, int N, int C);

@@ -37,7 +37,7 @@ __global__ void bias_gelu_backward_kernel(T* dinp, T* dbias, const T* dout, cons
     for (int n = threadIdx.y; n < N; n += kRowGroups) {
       const long long i = static_cast<long long>(n) * C + c;
       const float d = to_float(dout[i]) * gelu_grad(to_float(inp[i]) + b);
-      dinp[i] = from_float<T>(to_float(dinp[i]) + d);
+      dinp[i] = from_float<T>(d);
       partial += d;
     }
   }

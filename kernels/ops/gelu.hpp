@@ -11,8 +11,8 @@ namespace memtrain::kernels::ops {
 // out [N, C] = gelu(inp [N, C] + bias [C]) (bias may be null).
 void bias_gelu_forward(const OpContext& kc, float* out, const float* inp, const float* bias, int N, int C);
 
-// dinp [N, C] += dout gelu'(inp + bias) (must not alias dout or inp); dbias [C] += its column
-// sums (may be null).
+// dinp [N, C] = dout gelu'(inp + bias) (written, not added to; may alias dout or inp); dbias [C]
+// += its column sums (may be null).
 void bias_gelu_backward(const OpContext& kc, float* dinp, float* dbias, const float* dout, const float* inp,
                         const float* bias, int N, int C);
 
