@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/fill.hpp"
 #include "kernels/ops/dispatch.hpp"
 
 #if MEMTRAIN_HAVE_CUDA
@@ -14,7 +15,7 @@ namespace memtrain::kernels::ops {
 
 void fill_zero(const OpContext& kc, void* dst, std::size_t bytes) {
   if (detail::on_cpu(kc, "fill_zero")) {
-    if (bytes > 0) std::memset(dst, 0, bytes);
+    if (bytes > 0) kernels::fill_zero(dst, bytes);
     return;
   }
 #if MEMTRAIN_HAVE_CUDA
