@@ -104,6 +104,10 @@ void for_mask_words(std::int64_t n, const PhiloxStream& stream, std::uint64_t sa
 
 namespace {
 
+// Whether the element whose Philox word is `word` is kept: its uniform (the top 24 bits) is at
+// least p, as dropout_keep_threshold(p) encodes it.
+inline bool kept(std::uint32_t word, std::uint32_t threshold) { return (word & 0xffffff00u) >= threshold; }
+
 // xb[k] = kept(words[k]) ? xb[k] * scale : 0 over one span. A function of its own with
 // restrict pointers: inside apply_mask_to's lambda GCC could not prove that the stores leave the
 // captured pointers alone, and left the loop scalar (1.6 ns an element at 256-element spans).
@@ -113,7 +117,7 @@ void mask_span(T* __restrict xb, const std::uint32_t* __restrict words, std::uin
 #pragma omp simd
   for (int k = 0; k < kSpan; ++k) {
     const T v = xb[k];
-    xb[k] = (words[k] & 0xffffff00u) >= threshold ? v * scale : T(0);
+    xb[k] = kept(words[k], threshold) ? v * scale : T(0);
   }
 }
 
@@ -123,7 +127,6 @@ void apply_mask_to(T* const (&xs)[K], std::int64_t n, float p, const PhiloxStrea
                    std::uint64_t sample, std::uint64_t first_element) {
   const T scale = T(1) / (T(1) - T(p));
   const std::uint32_t threshold = dropout_keep_threshold(p);
-  const auto keep = [threshold](std::uint32_t word) { return (word & 0xffffff00u) >= threshold; };
   T* x[K];
   for (int a = 0; a < K; ++a) x[a] = xs[a];
   for_mask_words(
@@ -134,7 +137,7 @@ void apply_mask_to(T* const (&xs)[K], std::int64_t n, float p, const PhiloxStrea
         }
       },
       [=](std::int64_t i, std::uint32_t word) {
-        for (int a = 0; a < K; ++a) x[a][i] = keep(word) ? x[a][i] * scale : T(0);
+        for (int a = 0; a < K; ++a) x[a][i] = kept(word, threshold) ? x[a][i] * scale : T(0);
       });
 }
 
