@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/column_sum.hpp"
+#include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/threads.hpp"
@@ -28,6 +29,18 @@ namespace memtrain::kernels {
 // (tests/kernels/linear_half_weight_test.cpp). The blocks are a multiple of the thread count
 // (the decoder's 30,522 rows in 60 blocks of 512 on 2 threads), so results may differ in their
 // last bits between thread counts, as parallel_sums' do.
+//
+// Note [Small 16-bit weights convert whole]
+// Blocks of weight rows give the sgemm another shape than linear.hpp's: a thread multiplies all
+// N rows by its block of output columns, where matmul splits the N rows over the threads. For
+// the layer weights of BERT-Base (768 x 768 and 768 x 3072) that cost 5-12% per product against
+// the fp32 linear on the same operands (benchmarks/bench_half_weight_linear.cpp), 17 ms of a
+// 440 ms fp16 bench-bert step, while converting such a weight whole takes 0.05-0.3 ms. So a
+// weight of at most kWholeFloats elements (16 MB as floats: it stays in L2 or L3) is converted
+// whole into the scratch and multiplied by linear.hpp's kernels, bitwise what linear.hpp gives
+// on the converted weight; its gradient is computed into the same scratch after the input
+// gradient is done with the weight, and rounded whole. Only the decoder's 23 M elements
+// go a block at a time.
 
 namespace {
 
@@ -35,6 +48,9 @@ constexpr int kAlign = 16;             // block edges on whole cache lines of th
 constexpr int kMaxRows = 512;          // weight rows per block at most
 constexpr int kBlockFloats = 3 << 18;  // a block's floats at most (3 MB), unless 16 rows exceed it
 constexpr int kDinpRows = 1024;        // weight rows per input-gradient step at most
+constexpr std::int64_t kWholeFloats = std::int64_t{1} << 22;  // Note [Small 16-bit weights convert whole]
+
+bool converts_whole(int OC, int C) { return std::int64_t{OC} * C <= kWholeFloats; }
 
 // How a [OC, C] weight is cut, for `threads` threads.
 struct Plan {
@@ -81,6 +97,7 @@ float* thread_scratch(float* scratch, const Plan& p) { return scratch + omp_get_
 
 std::size_t linear_half_weight_scratch_elements(int OC, int C) {
   if (OC <= 0 || C <= 0) return 0;
+  if (converts_whole(OC, C)) return static_cast<std::size_t>(OC) * static_cast<std::size_t>(C);
   const int threads = num_threads();
   return static_cast<std::size_t>(threads) * static_cast<std::size_t>(plan_of(OC, C, threads).per_thread);
 }
@@ -93,6 +110,11 @@ void linear_forward_half_weight(float* out, const float* inp, const std::uint16_
       float* row = out + static_cast<std::int64_t>(n) * OC;
       for (int o = 0; o < OC; ++o) row[o] = bias != nullptr ? bias[o] : 0.0f;
     }
+    return;
+  }
+  if (converts_whole(OC, C)) {
+    convert_half_to_float(scratch, weight, std::int64_t{OC} * C, format);  // [OC, C]
+    linear_forward<float>(out, inp, scratch, bias, N, C, OC);
     return;
   }
   const int threads = num_threads();
@@ -118,6 +140,22 @@ void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweig
   if (N <= 0 || OC <= 0 || C <= 0) {
     if (dbias != nullptr && N > 0 && OC > 0) detail::add_column_sums(dbias, dout, N, OC);
     return;  // no products (a weight gradient of C = 0 columns has no elements)
+  }
+  if (converts_whole(OC, C)) {
+    const std::int64_t n = std::int64_t{OC} * C;
+    if (dinp != nullptr) {
+      convert_half_to_float(scratch, weight, n, format);     // [OC, C]
+      linear_backward<float>(dinp, nullptr, nullptr, dout, inp, scratch, N, C, OC);
+    }
+    if (dweight != nullptr) {
+      // The weight is done with: the same scratch holds the gradient [OC, C].
+      if (dweight_accumulate) convert_half_to_float(scratch, dweight, n, format);
+      matmul(scratch, dout, inp, OC, C, N, /*trans_a=*/true, /*trans_b=*/false, 1.0f,
+             dweight_accumulate ? 1.0f : 0.0f);  // [OC, N] x [N, C]
+      convert_float_to_half(dweight, scratch, n, format);
+    }
+    if (dbias != nullptr) detail::add_column_sums(dbias, dout, N, OC);
+    return;
   }
   const int threads = num_threads();
   const Plan p = plan_of(OC, C, threads);

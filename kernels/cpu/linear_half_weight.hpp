@@ -3,7 +3,8 @@
 // CPU has no bf16 dot products) and fp32 activations: the weight is converted a block of rows at
 // a time into per-thread scratch right before the sgemm that reads it, and the weight gradient is
 // rounded a block at a time right after the sgemm that writes it (Note [16-bit weights a block
-// at a time]). The arithmetic is linear.hpp's: fp32 products and sums by OpenBLAS.
+// at a time]); a weight of at most 2^22 elements is converted whole instead (Note [Small 16-bit
+// weights convert whole]). The arithmetic is linear.hpp's: fp32 products and sums by OpenBLAS.
 #include <cstddef>
 #include <cstdint>
 
@@ -12,8 +13,10 @@
 namespace memtrain::kernels {
 
 // Floats of scratch linear_forward_half_weight and linear_backward_half_weight need for an
-// [OC, C] weight on num_threads() threads: per thread a block of at most 512 weight rows and
-// 3 MB, or 1024 rows of its share of the columns for the input gradient, whichever is more.
+// [OC, C] weight on num_threads() threads: the whole weight as floats when it has at most 2^22
+// elements (Note [Small 16-bit weights convert whole]); else per thread a block of at most 512
+// weight rows and 3 MB, or 1024 rows of its share of the columns for the input gradient,
+// whichever is more.
 std::size_t linear_half_weight_scratch_elements(int OC, int C);
 
 // out [N, OC] = inp [N, C] weight [OC, C]^T + bias [OC] (bias may be null; out is overwritten),

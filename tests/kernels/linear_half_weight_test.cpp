@@ -1,7 +1,8 @@
-// kernels::linear_*_half_weight (a 16-bit weight converted, and its gradient rounded, a block of
-// rows at a time: Note [16-bit weights a block at a time]) against the definition of
-// torch.nn.Linear in double precision on the weight's 16-bit values, at shapes with one block,
-// several blocks and a short last block, on 1 and 2 threads. The weight gradient is checked
+// kernels::linear_*_half_weight (a 16-bit weight converted, and its gradient rounded, whole or a
+// block of rows at a time: Notes [Small 16-bit weights convert whole] and [16-bit weights a
+// block at a time]) against the definition of torch.nn.Linear in double precision on the
+// weight's 16-bit values, at shapes converted whole and shapes with several blocks and a short
+// last block, on 1 and 2 threads. The weight gradient is checked
 // after its one rounding: within one unit in the last place of the format of the exact sum
 // (half of it for the rounding, the rest for fp32 accumulation), plus 1e-5.
 #include "kernels/cpu/linear_half_weight.hpp"
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/threads.hpp"
 #include "tests/kernels/test_util.hpp"
 
@@ -60,8 +62,11 @@ class LinearHalfWeight : public ::testing::TestWithParam<HalfFormat> {
 TEST_P(LinearHalfWeight, MatchesTheDefinitionInDoublePrecision) {
   const HalfFormat f = GetParam();
   std::uint64_t seed = 100;
-  // One block; blocks of 512 with a short last one; odd sizes; the decoder's skinny shape.
-  for (const Shape sh : {Shape{5, 7, 3}, Shape{9, 13, 1100}, Shape{33, 64, 2048}, Shape{16, 96, 4100}}) {
+  // Weights converted whole (Note [Small 16-bit weights convert whole]): odd sizes, several
+  // hundred rows. Above 2^22 elements, a block of rows at a time: blocks of 512 with a short
+  // last one, and the decoder's skinny shape.
+  for (const Shape sh : {Shape{5, 7, 3}, Shape{9, 13, 1100}, Shape{33, 64, 2048}, Shape{3, 1030, 4100},
+                         Shape{2, 129, 32600}}) {
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       const int N = sh.N, C = sh.C, OC = sh.OC;
@@ -135,15 +140,19 @@ TEST_P(LinearHalfWeight, MatchesTheDefinitionInDoublePrecision) {
   }
 }
 
-// The scratch linear_half_weight_scratch_elements asks for is all the kernels touch: at widths
-// where the weight block (C = 3072: 256 rows), the input gradient's 1024 rows of a column slab
-// (OC = 2500) or the 512-row cap (C = 24) decides its size, with a guard of NaNs after it.
+// The scratch linear_half_weight_scratch_elements asks for is all the kernels touch, with a
+// guard of NaNs after it: for weights converted whole, and above 2^22 elements at widths where
+// the weight block (C = 3072: 256 rows), the input gradient's 1024 rows of a column slab
+// (C = 96) or the 512-row cap (C = 24) decides its size.
 TEST_P(LinearHalfWeight, StaysInsideTheScratchItAsksFor) {
   const HalfFormat f = GetParam();
   // The decoder's weight on 2 threads: two blocks of scratch, not a float copy of the weight.
   set_num_threads(2);
   EXPECT_EQ(linear_half_weight_scratch_elements(30522, 768), 2u * 1024 * 384);
-  for (const Shape sh : {Shape{8, 3072, 200}, Shape{8, 96, 2500}, Shape{8, 24, 1500}}) {
+  // A weight of at most 2^22 elements: the weight itself as floats.
+  EXPECT_EQ(linear_half_weight_scratch_elements(3072, 768), 3072u * 768);
+  for (const Shape sh : {Shape{8, 3072, 200}, Shape{8, 96, 2500}, Shape{8, 24, 1500}, Shape{2, 3072, 1400},
+                         Shape{2, 96, 44000}, Shape{2, 24, 180000}}) {
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);
       const int N = sh.N, C = sh.C, OC = sh.OC;
@@ -163,6 +172,38 @@ TEST_P(LinearHalfWeight, StaysInsideTheScratchItAsksFor) {
                                             << " OC=" << OC << " threads=" << threads;
       }
     }
+  }
+}
+
+// A weight converted whole goes through linear.hpp's kernels on its float values, so the
+// output and input gradient are bitwise what linear.hpp gives on the converted weight, and the
+// weight gradient is the rounding of linear.hpp's float gradient.
+TEST_P(LinearHalfWeight, SmallWeightsGiveTheBitsOfTheFloatLinear) {
+  const HalfFormat f = GetParam();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const int N = 70, C = 96, OC = 200;
+    const auto x = random_normal<float>(std::size_t(N) * C, 21);
+    const auto dy = random_normal<float>(std::size_t(N) * OC, 22);
+    const auto b = random_normal<float>(OC, 23);
+    const HalfTensor w = random_half(std::size_t(OC) * C, 24, f);
+    const std::vector<float> wf(w.values.begin(), w.values.end());
+    std::vector<float> scratch(linear_half_weight_scratch_elements(OC, C));
+
+    std::vector<float> out(std::size_t(N) * OC), out_ref(out.size());
+    linear_forward_half_weight(out.data(), x.data(), w.bits.data(), b.data(), N, C, OC, f, scratch.data());
+    linear_forward<float>(out_ref.data(), x.data(), wf.data(), b.data(), N, C, OC);
+    EXPECT_EQ(out, out_ref) << "threads=" << threads;
+
+    std::vector<float> dx(std::size_t(N) * C, 0.25f), dx_ref = dx, dw_ref(std::size_t(OC) * C, 0.0f);
+    std::vector<std::uint16_t> dw(std::size_t(OC) * C);
+    linear_backward_half_weight(dx.data(), dw.data(), false, nullptr, dy.data(), x.data(), w.bits.data(), N, C, OC,
+                                f, scratch.data());
+    linear_backward<float>(dx_ref.data(), dw_ref.data(), nullptr, dy.data(), x.data(), wf.data(), N, C, OC);
+    EXPECT_EQ(dx, dx_ref) << "threads=" << threads;
+    std::vector<std::uint16_t> dw_rounded(dw.size());
+    convert_float_to_half(dw_rounded.data(), dw_ref.data(), static_cast<std::int64_t>(dw.size()), f);
+    EXPECT_EQ(dw, dw_rounded) << "threads=" << threads;
   }
 }
 
