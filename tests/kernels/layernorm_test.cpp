@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
+
+#include "kernels/cpu/threads.hpp"
 
 #include "tests/kernels/test_util.hpp"
 
@@ -76,6 +79,73 @@ TEST(LayerNormBackward, MatchesFiniteDifferences) {
   EXPECT_LT(max_relative_error(dx, numeric_gradient(x, loss)), 1e-6);
   EXPECT_LT(max_relative_error(dgamma, numeric_gradient(gamma, loss)), 1e-6);
   EXPECT_LT(max_relative_error(dbeta, numeric_gradient(beta, loss)), 1e-6);
+}
+
+// The row-block path (Note [LayerNorm's parameter sums in the row pass]): 70 rows are two
+// blocks of 32 and a short one of 6, on a team of two threads.
+TEST(LayerNormBackward, RowBlocksOnTwoThreadsMatchFiniteDifferences) {
+  const int saved = num_threads();
+  set_num_threads(2);
+  constexpr int Nb = 70, Cb = 40;
+  auto x = random_normal(Nb * Cb, 15, 2.0), gamma = random_normal(Cb, 16), beta = random_normal(Cb, 17);
+  const auto G = random_normal(Nb * Cb, 18);
+  std::vector<double> mean(Nb), rstd(Nb);
+  auto loss = [&] {
+    std::vector<double> y(Nb * Cb);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), Nb, Cb, 1e-5);
+    return dot(y, G);
+  };
+  loss();
+  const auto saved_mean = mean, saved_rstd = rstd;
+  std::vector<double> dx(Nb * Cb, 0.5), dgamma(Cb, 0.5), dbeta(Cb, 0.5);
+  layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), G.data(), x.data(), gamma.data(), saved_mean.data(),
+                     saved_rstd.data(), Nb, Cb);
+  for (auto* v : {&dx, &dgamma, &dbeta})
+    for (auto& e : *v) e -= 0.5;
+  EXPECT_LT(max_relative_error(dx, numeric_gradient(x, loss)), 1e-6);
+  EXPECT_LT(max_relative_error(dgamma, numeric_gradient(gamma, loss)), 1e-6);
+  EXPECT_LT(max_relative_error(dbeta, numeric_gradient(beta, loss)), 1e-6);
+  set_num_threads(saved);
+}
+
+// The parameter sums add the rows in row order whatever the thread count, so float results
+// are bitwise the same on 1, 2 and 3 threads, with a gradient of only dgamma or only dbeta
+// too, and the input gradient's rows likewise.
+TEST(LayerNormBackward, FloatSumsDoNotDependOnTheThreadCount) {
+  const int saved = num_threads();
+  constexpr int Nb = 333, Cb = 768;
+  const auto xd = random_normal(Nb * Cb, 25, 2.0), gd = random_normal(Cb, 26), dyd = random_normal(Nb * Cb, 27);
+  const std::vector<float> x(xd.begin(), xd.end()), gamma(gd.begin(), gd.end()), dy(dyd.begin(), dyd.end());
+  std::vector<float> y(Nb * Cb), mean(Nb), rstd(Nb), beta(Cb, 0.0f);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), Nb, Cb, 1e-5f);
+  struct Grads {
+    std::vector<float> dx, dgamma, dbeta, dgamma_only, dbeta_only;
+  };
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    Grads r{std::vector<float>(Nb * Cb, 0.25f), std::vector<float>(Cb, 0.5f), std::vector<float>(Cb, -0.5f),
+            std::vector<float>(Cb, 0.5f), std::vector<float>(Cb, -0.5f)};
+    layernorm_backward(r.dx.data(), r.dgamma.data(), r.dbeta.data(), dy.data(), x.data(), gamma.data(),
+                       mean.data(), rstd.data(), Nb, Cb);
+    std::vector<float> dx2(Nb * Cb, 0.0f);
+    layernorm_backward(dx2.data(), r.dgamma_only.data(), nullptr, dy.data(), x.data(), gamma.data(), mean.data(),
+                       rstd.data(), Nb, Cb);
+    layernorm_backward(dx2.data(), nullptr, r.dbeta_only.data(), dy.data(), x.data(), gamma.data(), mean.data(),
+                       rstd.data(), Nb, Cb);
+    return r;
+  };
+  const Grads one = run(1);
+  EXPECT_EQ(one.dgamma, one.dgamma_only);
+  EXPECT_EQ(one.dbeta, one.dbeta_only);
+  for (int threads : {2, 3}) {
+    const Grads r = run(threads);
+    EXPECT_EQ(r.dx, one.dx) << threads << " threads";
+    EXPECT_EQ(r.dgamma, one.dgamma) << threads << " threads";
+    EXPECT_EQ(r.dbeta, one.dbeta) << threads << " threads";
+    EXPECT_EQ(r.dgamma_only, one.dgamma) << threads << " threads";
+    EXPECT_EQ(r.dbeta_only, one.dbeta) << threads << " threads";
+  }
+  set_num_threads(saved);
 }
 
 }  // namespace
