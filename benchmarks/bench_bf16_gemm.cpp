@@ -8,10 +8,10 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "benchmarks/bert_inputs.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/linear_bf16.hpp"
@@ -20,20 +20,6 @@
 
 namespace memtrain::bench {
 namespace {
-
-std::vector<float> normal(std::size_t n, unsigned seed) {
-  std::vector<float> x(n);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 0.02f);  // BERT's initializer range
-  for (auto& e : x) e = dist(gen);
-  return x;
-}
-
-std::vector<std::uint16_t> to_bf16(const std::vector<float>& x) {
-  std::vector<std::uint16_t> h(x.size());
-  kernels::convert_float_to_half(h.data(), x.data(), static_cast<std::int64_t>(x.size()), kernels::HalfFormat::bf16);
-  return h;
-}
 
 void finish(benchmark::State& state, int N, int C, int OC) {
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * N * C * OC * static_cast<double>(state.iterations()),
@@ -44,7 +30,7 @@ void BM_LinearSgemm(benchmark::State& state) {
   const int N = static_cast<int>(state.range(0)), C = static_cast<int>(state.range(1)),
             OC = static_cast<int>(state.range(2));
   kernels::set_num_threads(static_cast<int>(state.range(3)));
-  const auto x = normal(std::size_t(N) * C, 1), w = normal(std::size_t(OC) * C, 2);
+  const auto x = bert_normal(std::size_t(N) * C, 1), w = bert_normal(std::size_t(OC) * C, 2);
   std::vector<float> y(std::size_t(N) * OC);
   for (auto _ : state) {
     kernels::linear_forward<float>(y.data(), x.data(), w.data(), nullptr, N, C, OC);
@@ -57,7 +43,8 @@ void BM_LinearBf16OneDnn(benchmark::State& state) {
   const int N = static_cast<int>(state.range(0)), C = static_cast<int>(state.range(1)),
             OC = static_cast<int>(state.range(2));
   kernels::set_num_threads(static_cast<int>(state.range(3)));
-  const auto x = to_bf16(normal(std::size_t(N) * C, 1)), w = to_bf16(normal(std::size_t(OC) * C, 2));
+  const auto x = to_half(bert_normal(std::size_t(N) * C, 1), kernels::HalfFormat::bf16);
+  const auto w = to_half(bert_normal(std::size_t(OC) * C, 2), kernels::HalfFormat::bf16);
   std::vector<float> y(std::size_t(N) * OC);
   try {
     kernels::linear_forward_bf16(y.data(), x.data(), w.data(), nullptr, N, C, OC);  // makes the primitive

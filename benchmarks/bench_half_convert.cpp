@@ -6,9 +6,9 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
+#include "benchmarks/bert_inputs.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/threads.hpp"
 
@@ -19,13 +19,7 @@ using kernels::HalfFormat;
 
 constexpr std::int64_t kN = 7'087'872;  // BERT-Base layer: 12 C^2 + 13 C with C = 768
 
-std::vector<float> inputs() {
-  std::vector<float> x(kN);
-  std::mt19937 gen(1);
-  std::normal_distribution<float> dist(0.0f, 0.02f);  // BERT's initializer range
-  for (auto& e : x) e = dist(gen);
-  return x;
-}
+std::vector<float> inputs() { return bert_normal(kN, 1); }
 
 void finish(benchmark::State& state, std::int64_t bytes_per_element) {
   state.SetItemsProcessed(state.iterations() * kN);

@@ -7,9 +7,9 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
+#include "benchmarks/bert_inputs.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/linear_half_weight.hpp"
@@ -19,20 +19,6 @@ namespace memtrain::bench {
 namespace {
 
 using kernels::HalfFormat;
-
-std::vector<float> normal(std::size_t n, unsigned seed) {
-  std::vector<float> x(n);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 0.02f);  // BERT's initializer range
-  for (auto& e : x) e = dist(gen);
-  return x;
-}
-
-std::vector<std::uint16_t> to_f16(const std::vector<float>& x) {
-  std::vector<std::uint16_t> h(x.size());
-  kernels::convert_float_to_half(h.data(), x.data(), static_cast<std::int64_t>(x.size()), HalfFormat::f16);
-  return h;
-}
 
 struct Shape {
   int N, C, OC;
@@ -49,7 +35,7 @@ void finish(benchmark::State& state, const Shape& s, int products) {
 
 void BM_ForwardF32(benchmark::State& state) {
   const Shape s(state);
-  const auto x = normal(std::size_t(s.N) * s.C, 1), w = normal(std::size_t(s.OC) * s.C, 2);
+  const auto x = bert_normal(std::size_t(s.N) * s.C, 1), w = bert_normal(std::size_t(s.OC) * s.C, 2);
   std::vector<float> y(std::size_t(s.N) * s.OC);
   for (auto _ : state) {
     kernels::linear_forward<float>(y.data(), x.data(), w.data(), nullptr, s.N, s.C, s.OC);
@@ -60,8 +46,8 @@ void BM_ForwardF32(benchmark::State& state) {
 
 void BM_ForwardF16Weight(benchmark::State& state) {
   const Shape s(state);
-  const auto x = normal(std::size_t(s.N) * s.C, 1);
-  const auto w = to_f16(normal(std::size_t(s.OC) * s.C, 2));
+  const auto x = bert_normal(std::size_t(s.N) * s.C, 1);
+  const auto w = to_half(bert_normal(std::size_t(s.OC) * s.C, 2), HalfFormat::f16);
   std::vector<float> y(std::size_t(s.N) * s.OC), scratch(kernels::linear_half_weight_scratch_elements(s.OC, s.C));
   for (auto _ : state) {
     kernels::linear_forward_half_weight(y.data(), x.data(), w.data(), nullptr, s.N, s.C, s.OC, HalfFormat::f16,
@@ -73,8 +59,8 @@ void BM_ForwardF16Weight(benchmark::State& state) {
 
 void BM_BackwardF32(benchmark::State& state) {
   const Shape s(state);
-  const auto x = normal(std::size_t(s.N) * s.C, 1), w = normal(std::size_t(s.OC) * s.C, 2),
-             dy = normal(std::size_t(s.N) * s.OC, 3);
+  const auto x = bert_normal(std::size_t(s.N) * s.C, 1), w = bert_normal(std::size_t(s.OC) * s.C, 2),
+             dy = bert_normal(std::size_t(s.N) * s.OC, 3);
   std::vector<float> dx(std::size_t(s.N) * s.C), dw(std::size_t(s.OC) * s.C);
   for (auto _ : state) {
     kernels::linear_backward<float>(dx.data(), dw.data(), nullptr, dy.data(), x.data(), w.data(), s.N, s.C, s.OC);
@@ -85,8 +71,8 @@ void BM_BackwardF32(benchmark::State& state) {
 
 void BM_BackwardF16Weight(benchmark::State& state) {
   const Shape s(state);
-  const auto x = normal(std::size_t(s.N) * s.C, 1), dy = normal(std::size_t(s.N) * s.OC, 3);
-  const auto w = to_f16(normal(std::size_t(s.OC) * s.C, 2));
+  const auto x = bert_normal(std::size_t(s.N) * s.C, 1), dy = bert_normal(std::size_t(s.N) * s.OC, 3);
+  const auto w = to_half(bert_normal(std::size_t(s.OC) * s.C, 2), HalfFormat::f16);
   std::vector<float> dx(std::size_t(s.N) * s.C), scratch(kernels::linear_half_weight_scratch_elements(s.OC, s.C));
   std::vector<std::uint16_t> dw(std::size_t(s.OC) * s.C);
   for (auto _ : state) {
