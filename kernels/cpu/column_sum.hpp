@@ -8,7 +8,8 @@
 namespace memtrain::kernels::detail {
 
 // Note [Column-block parallel reductions]
-// Bias and LayerNorm parameter gradients are sums over rows. Splitting rows across threads
+// Bias gradients are sums over rows (LayerNorm's are summed in its row pass instead: Note
+// [LayerNorm's parameter sums in the row pass]). Splitting rows across threads
 // would need per-thread partial sums (a workspace, and kernels never allocate); splitting
 // columns into blocks gives each thread a disjoint slice of the result and keeps the inner
 // loop contiguous and vectorizable. Blocks are multiples of 64 elements (whole cache lines),
