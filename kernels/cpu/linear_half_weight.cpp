@@ -36,7 +36,7 @@ namespace memtrain::kernels {
 // the layer weights of BERT-Base (768 x 768 and 768 x 3072) that cost 5-12% per product against
 // the fp32 linear on the same operands (benchmarks/bench_half_weight_linear.cpp), 17 ms of a
 // 440 ms fp16 bench-bert step, while converting such a weight whole takes 0.05-0.3 ms. So a
-// weight of at most kWholeFloats elements (16 MB as floats: it stays in L2 or L3) is converted
+// weight of at most kWholeFloats elements (16 MB as floats, which a shared L3 can hold) is converted
 // whole into the scratch and multiplied by linear.hpp's kernels, bitwise what linear.hpp gives
 // on the converted weight; its gradient is computed into the same scratch after the input
 // gradient is done with the weight, and rounded whole. Only the decoder's 23 M elements
