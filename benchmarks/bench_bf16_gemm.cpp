@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "benchmarks/bert_inputs.hpp"
+#include "benchmarks/bert_linear_shapes.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/linear_bf16.hpp"
@@ -60,17 +61,8 @@ void BM_LinearBf16OneDnn(benchmark::State& state) {
   finish(state, N, C, OC);
 }
 
-// {N, C, OC, threads}: QKV and attention output, FFN up, FFN down, the tied decoder.
-void shapes(benchmark::internal::Benchmark* b) {
-  for (const auto& s : std::vector<std::vector<std::int64_t>>{
-           {1024, 768, 768, 2}, {1024, 768, 3072, 2}, {1024, 3072, 768, 2}, {150, 768, 30522, 2}}) {
-    b->Args(s);
-  }
-  b->ArgNames({"N", "C", "OC", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
-}
-
-BENCHMARK(BM_LinearSgemm)->Apply(shapes);
-BENCHMARK(BM_LinearBf16OneDnn)->Apply(shapes);
+BENCHMARK(BM_LinearSgemm)->Apply(bert_linear_shapes);
+BENCHMARK(BM_LinearBf16OneDnn)->Apply(bert_linear_shapes);
 
 }  // namespace
 }  // namespace memtrain::bench

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "benchmarks/bert_inputs.hpp"
+#include "benchmarks/bert_linear_shapes.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/linear_half_weight.hpp"
@@ -83,19 +84,10 @@ void BM_BackwardF16Weight(benchmark::State& state) {
   finish(state, s, 2);
 }
 
-// {N, C, OC, threads}: QKV and attention output, FFN up, FFN down, the tied decoder.
-void shapes(benchmark::internal::Benchmark* b) {
-  for (const auto& s : std::vector<std::vector<std::int64_t>>{
-           {1024, 768, 768, 2}, {1024, 768, 3072, 2}, {1024, 3072, 768, 2}, {150, 768, 30522, 2}}) {
-    b->Args(s);
-  }
-  b->ArgNames({"N", "C", "OC", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
-}
-
-BENCHMARK(BM_ForwardF32)->Apply(shapes);
-BENCHMARK(BM_ForwardF16Weight)->Apply(shapes);
-BENCHMARK(BM_BackwardF32)->Apply(shapes);
-BENCHMARK(BM_BackwardF16Weight)->Apply(shapes);
+BENCHMARK(BM_ForwardF32)->Apply(bert_linear_shapes);
+BENCHMARK(BM_ForwardF16Weight)->Apply(bert_linear_shapes);
+BENCHMARK(BM_BackwardF32)->Apply(bert_linear_shapes);
+BENCHMARK(BM_BackwardF16Weight)->Apply(bert_linear_shapes);
 
 }  // namespace
 }  // namespace memtrain::bench
