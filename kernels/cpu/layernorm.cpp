@@ -105,8 +105,12 @@ void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T*
   constexpr std::int64_t kRowBlock = 32;  // Note [LayerNorm's parameter sums in the row pass]
   const std::int64_t blocks = (N + kRowBlock - 1) / kRowBlock;
   if (!detail::use_team(N >= 16) || blocks <= 1) {
-    for (std::int64_t n = 0; n < N; ++n) row(n);
-    add_parameter_rows(0, N);
+    // The same blocks in the same order on this thread: each block's rows summed while in cache.
+    for (std::int64_t n0 = 0; n0 < N; n0 += kRowBlock) {
+      const std::int64_t n1 = std::min<std::int64_t>(N, n0 + kRowBlock);
+      for (std::int64_t n = n0; n < n1; ++n) row(n);
+      add_parameter_rows(n0, n1);
+    }
     return;
   }
 #pragma omp parallel for ordered schedule(static, 1) num_threads(num_threads())

@@ -134,29 +134,31 @@ void linear_forward_half_weight(float* out, const float* inp, const std::uint16_
   });
 }
 
-void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, float* dbias,
-                                 const float* dout, const float* inp, const std::uint16_t* weight, int N, int C,
-                                 int OC, HalfFormat format, float* scratch) {
-  if (N <= 0 || OC <= 0 || C <= 0) {
-    if (dbias != nullptr && N > 0 && OC > 0) detail::add_column_sums(dbias, dout, N, OC);
-    return;  // no products (a weight gradient of C = 0 columns has no elements)
+namespace {
+
+// dinp += dout weight and dweight (+)= dout^T inp (either null to skip) through the weight
+// converted whole (Note [Small 16-bit weights convert whole]).
+void backward_products_whole(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, const float* dout,
+                             const float* inp, const std::uint16_t* weight, int N, int C, int OC, HalfFormat format,
+                             float* scratch) {
+  const std::int64_t n = std::int64_t{OC} * C;
+  if (dinp != nullptr) {
+    convert_half_to_float(scratch, weight, n, format);  // [OC, C]
+    linear_backward<float>(dinp, nullptr, nullptr, dout, inp, scratch, N, C, OC);
   }
-  if (converts_whole(OC, C)) {
-    const std::int64_t n = std::int64_t{OC} * C;
-    if (dinp != nullptr) {
-      convert_half_to_float(scratch, weight, n, format);     // [OC, C]
-      linear_backward<float>(dinp, nullptr, nullptr, dout, inp, scratch, N, C, OC);
-    }
-    if (dweight != nullptr) {
-      // The weight is done with: the same scratch holds the gradient [OC, C].
-      if (dweight_accumulate) convert_half_to_float(scratch, dweight, n, format);
-      matmul(scratch, dout, inp, OC, C, N, /*trans_a=*/true, /*trans_b=*/false, 1.0f,
-             dweight_accumulate ? 1.0f : 0.0f);  // [OC, N] x [N, C]
-      convert_float_to_half(dweight, scratch, n, format);
-    }
-    if (dbias != nullptr) detail::add_column_sums(dbias, dout, N, OC);
-    return;
+  if (dweight != nullptr) {
+    // The weight is done with: the same scratch holds the gradient [OC, C].
+    if (dweight_accumulate) convert_half_to_float(scratch, dweight, n, format);
+    matmul(scratch, dout, inp, OC, C, N, /*trans_a=*/true, /*trans_b=*/false, 1.0f,
+           dweight_accumulate ? 1.0f : 0.0f);  // [OC, N] x [N, C]
+    convert_float_to_half(dweight, scratch, n, format);
   }
+}
+
+// The same products a block of weight rows at a time (Note [16-bit weights a block at a time]).
+void backward_products_in_blocks(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, const float* dout,
+                                 const float* inp, const std::uint16_t* weight, int N, int C, int OC,
+                                 HalfFormat format, float* scratch) {
   const int threads = num_threads();
   const Plan p = plan_of(OC, C, threads);
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
@@ -190,7 +192,18 @@ void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweig
       }
     });
   }
-  if (dbias != nullptr) detail::add_column_sums(dbias, dout, N, OC);
+}
+
+}  // namespace
+
+void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, float* dbias,
+                                 const float* dout, const float* inp, const std::uint16_t* weight, int N, int C,
+                                 int OC, HalfFormat format, float* scratch) {
+  if (N > 0 && OC > 0 && C > 0) {  // else no products (a weight gradient of C = 0 columns has no elements)
+    const auto products = converts_whole(OC, C) ? backward_products_whole : backward_products_in_blocks;
+    products(dinp, dweight, dweight_accumulate, dout, inp, weight, N, C, OC, format, scratch);
+  }
+  if (dbias != nullptr && N > 0 && OC > 0) detail::add_column_sums(dbias, dout, N, OC);
 }
 
 }  // namespace memtrain::kernels
