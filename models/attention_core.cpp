@@ -21,25 +21,26 @@ AttentionCoreKind attention_core_kind(const ModelOptions& options, int layer, in
 AttentionCore::AttentionCore(int layer, int C, int NH, AttentionCoreKind kind, int first_head)
     : layer_(layer), C_(C), NH_(NH), kind_(kind), first_head_(first_head) {}
 
-Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor AttentionCore::forward(PassState& s, const float* q, const float* k, const float* v, F32View& context_f) {
   const int B = s.B, T = s.T, C = C_, NH = NH_;
   const auto act = core::tags().activation;
   const auto key = s.key(encoder_rng_layer(layer_), kAttentionProbs);
   if (kind_ == AttentionCoreKind::flash) {
     auto lse = Tensor::empty(s.ctx, {B, NH, T}, DType::f32, act);  // [B, NH, T]
     auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
+    context_f = write_f32(s.ctx, context);                           // [B, T, C]
     if (s.compute()) {
       // Tiles live in the context's workspace, outside the allocator, so a dry run (which
       // takes none) plans the same allocations (Note [Workspace outside the allocator]).
       auto tiles = s.ctx.workspace().lease(kernels::ops::flash_attention_workspace_elements(s.kc(), T, C, NH));
       const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.forward",
                               [&] { return attention_description(B, NH, T, C, 2); });
-      kernels::ops::flash_attention_forward(s.kc(), write_f32(s.ctx, context).get(), lse.data<float>(),
-                                            read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
-                                            read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
+      kernels::ops::flash_attention_forward(s.kc(), context_f.get(), lse.data<float>(),
+                                            q, k, v, s.attention_mask, B, T, C, NH,
                                             s.attention_dropout, key, s.first_sample, tiles.data(),
                                             first_head_);
     }
+    context_f.round_in_place();
     if (s.training) lse_ = std::move(lse);
     return context;
   }
@@ -49,20 +50,20 @@ Tensor AttentionCore::forward(PassState& s, const Tensor& q, const Tensor& k, co
   auto probs = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype,
                              keeps_probs ? act : core::tags().temporary);  // [B, NH, T, T]
   auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);            // [B, T, C]
+  context_f = write_f32(s.ctx, context);                                     // [B, T, C]
   if (s.compute()) {
     const core::ScopedOp op(s.ctx.op_profile(), "attention.forward", [&] { return attention_description(B, NH, T, C, 2); });
-    kernels::ops::attention_forward(s.kc(), write_f32(s.ctx, context).get(), write_f32(s.ctx, probs).get(),
-                                    read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
-                                    read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
+    kernels::ops::attention_forward(s.kc(), context_f.get(), write_f32(s.ctx, probs).get(),
+                                    q, k, v, s.attention_mask, B, T, C, NH,
                                     s.attention_dropout, key, s.first_sample, first_head_);
   }
+  context_f.round_in_place();
   if (s.training && keeps_probs) probs_ = std::move(probs);
   return context;
 }
 
-void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
-                             const Tensor& dcontext, const Tensor& q, const Tensor& k,
-                             const Tensor& v, const Tensor& context) {
+void AttentionCore::backward(PassState& s, float* dq, float* dk, float* dv, const float* dcontext,
+                             const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& context) {
   const int B = s.B, T = s.T, C = C_, NH = NH_;
   const auto tmp = core::tags().temporary;
   const auto key = s.key(encoder_rng_layer(layer_), kAttentionProbs);
@@ -72,8 +73,7 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
       const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.backward",
                               [&] { return attention_description(B, NH, T, C, 4); });
       kernels::ops::flash_attention_backward(s.kc(),
-          update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
-          read_f32(s.ctx, dcontext).get(), read_f32(s.ctx, context).get(), lse_.data<float>(),
+          dq, dk, dv, dcontext, read_f32(s.ctx, context).get(), lse_.data<float>(),
           read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(), read_f32(s.ctx, v).get(),
           s.attention_mask, B, T, C, NH, s.attention_dropout, key, s.first_sample, tiles.data(),
           first_head_);
@@ -97,8 +97,7 @@ void AttentionCore::backward(PassState& s, Tensor& dq, Tensor& dk, Tensor& dv,
   if (s.compute()) {
     const core::ScopedOp op(s.ctx.op_profile(), "attention.backward", [&] { return attention_description(B, NH, T, C, 4); });
     kernels::ops::attention_backward(s.kc(),
-        update_f32(s.ctx, dq).get(), update_f32(s.ctx, dk).get(), update_f32(s.ctx, dv).get(),
-        scratch_f32(s.ctx, scratch).get(), read_f32(s.ctx, dcontext).get(),
+        dq, dk, dv, scratch_f32(s.ctx, scratch).get(), dcontext,
         read_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
         read_f32(s.ctx, v).get(), B, T, C, NH, s.attention_dropout, key, s.first_sample,
         first_head_);

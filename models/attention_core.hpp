@@ -4,6 +4,7 @@
 // around it stay in BertAttention; what differs between the variants below is only what the
 // core keeps between forward and backward, which is the part of a layer's activations that
 // grows with the square of the sequence length.
+#include "models/f32_access.hpp"
 #include "models/model_options.hpp"
 #include "models/pass_state.hpp"
 #include "runtime/core/tensor.hpp"
@@ -34,19 +35,21 @@ class AttentionCore {
   // global index of its first head, so that dropout draws the unsharded layer's masks.
   AttentionCore(int layer, int C, int NH, AttentionCoreKind kind, int first_head = 0);
 
-  // q, k, v [B, T, C] -> context [B, T, C] (tag activation); padding keys masked by
-  // s.attention_mask. When s.training keeps probs [B, NH, T, T] (standard) or lse [B, NH, T]
-  // f32 (flash) until backward (tag activation). Throws std::invalid_argument from the kernels
-  // for T > 16384 (standard and recompute_probs).
-  core::Tensor forward(PassState& s, const core::Tensor& q, const core::Tensor& k,
-                       const core::Tensor& v);
-  // Accumulates (+=) into dq, dk, dv [B, T, C] from dcontext [B, T, C]; q, k, v and context
-  // are forward's inputs and output. Releases what forward kept. Temporaries (tag temporary):
-  // standard one [B, NH, T, T]; recompute_probs two; flash none (tiles live in the context's
-  // workspace).
-  void backward(PassState& s, core::Tensor& dq, core::Tensor& dk, core::Tensor& dv,
-                const core::Tensor& dcontext, const core::Tensor& q, const core::Tensor& k,
-                const core::Tensor& v, const core::Tensor& context);
+  // q, k, v [B, T, C], float views of the projections' outputs (f32_access.hpp; the caller's
+  // views rounded in place: Note [Views rounded in place]) -> context [B, T, C] (tag
+  // activation); padding keys masked by s.attention_mask. When s.training keeps probs
+  // [B, NH, T, T] (standard) or lse [B, NH, T] f32 (flash) until backward (tag activation).
+  // context_f receives context's float view rounded in place, for the output projection to read
+  // (Note [Views rounded in place]). Throws std::invalid_argument from the kernels for
+  // T > 16384 (standard and recompute_probs).
+  core::Tensor forward(PassState& s, const float* q, const float* k, const float* v, F32View& context_f);
+  // Accumulates (+=) into the float views dq, dk, dv [B, T, C] from the float view dcontext
+  // [B, T, C]; q, k, v and context are forward's inputs and output. Releases what forward kept. Temporaries
+  // (tag temporary): standard one [B, NH, T, T]; recompute_probs two; flash none (tiles live
+  // in the context's workspace).
+  void backward(PassState& s, float* dq, float* dk, float* dv, const float* dcontext,
+                const core::Tensor& q, const core::Tensor& k, const core::Tensor& v,
+                const core::Tensor& context);
   void release();
 
   AttentionCoreKind kind() const { return kind_; }

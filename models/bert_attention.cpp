@@ -51,36 +51,51 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
   auto k = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
   auto v = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
   const auto x_f = read_f32(s.ctx, x);                      // [B, Tl, C]
+  Tensor context;                                           // [B, T, C/tp]
+  F32View context_f;                                        // [B, T, C/tp], rounded in place
   {
-    Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
-    F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
-    if (sp) gather_sequence(s, tp_, x_f.get(), g_f.get(), C);
-    // Without sp the input is x itself, which bf16 GEMMs read as stored.
-    const GemmInput inp = sp ? GemmInput(g_f.get()) : GemmInput(x_f.get(), x);  // [B, T, C]
-    query_.forward(s, write_f32(s.ctx, q).get(), inp, N);
-    key_.forward(s, write_f32(s.ctx, k).get(), inp, N);
-    value_.forward(s, write_f32(s.ctx, v).get(), inp, N);
+    auto q_f = write_f32(s.ctx, q);  // [B, T, C/tp]
+    auto k_f = write_f32(s.ctx, k);  // [B, T, C/tp]
+    auto v_f = write_f32(s.ctx, v);  // [B, T, C/tp]
+    {
+      Tensor gathered = sp ? Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp) : Tensor();  // [B, T, C]
+      F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
+      if (sp) gather_sequence(s, tp_, x_f.get(), g_f.get(), C);
+      // Without sp the input is x itself, which bf16 GEMMs read as stored.
+      const GemmInput inp = sp ? GemmInput(g_f.get()) : GemmInput(x_f.get(), x);  // [B, T, C]
+      query_.forward(s, q_f.get(), inp, N);
+      key_.forward(s, k_f.get(), inp, N);
+      value_.forward(s, v_f.get(), inp, N);
+    }
+    // The core reads the projections' floats as stored, without converting q, k, v back in
+    // (Note [Views rounded in place]).
+    q_f.round_in_place();
+    k_f.round_in_place();
+    v_f.round_in_place();
+    context = core_.forward(s, q_f.get(), k_f.get(), v_f.get(), context_f);
   }
-
-  auto context = core_.forward(s, q, k, v);  // [B, T, C/tp]
 
   // The residual sum is the LayerNorm's input, which it keeps for its backward pass.
   auto residual = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, act);  // [B, Tl, C]
+  Tensor out;                                                       // [B, Tl, C]
   {
     // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
     // Under tensor parallelism the row-parallel projection gives partial sums; g all-reduces
     // them in the float view (the f32 staging of 16-bit activations), or reduce-scatters them
     // onto the shard, and the bias, held whole on every rank, is added once after the sum.
     auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
-    row_parallel_forward(s, tp_, output_, context, r_f.get());  // g
+    row_parallel_forward(s, tp_, output_, GemmInput(context_f.get(), context), r_f.get());  // g
+    context_f = F32View();  // its workspace slot back
     if (s.compute()) {
       const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward", [&] { return elementwise_description(Nl, C, 3); });
       kernels::ops::dropout_residual_forward(s.kc(), r_f.get(), r_f.get(), x_f.get(), B, long{Tl} * C,
                                              s.hidden_dropout, s.key(encoder_rng_layer(layer_), kAttentionOutput),
                                              s.first_sample, first_element);
     }
+    // The LayerNorm reads the residual's floats as stored (Note [Views rounded in place]).
+    r_f.round_in_place();
+    out = layer_norm_.forward(s, residual, Nl, r_f.get());
   }
-  auto out = layer_norm_.forward(s, residual, Nl);
   if (s.training) {
     x_ = x;
     q_ = std::move(q);
@@ -104,6 +119,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
 
   auto dproj = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);     // [B, Tl, C]
   auto dcontext = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
+  auto dcontext_f = zeroed_f32(s.ctx, dcontext);                    // [B, T, C/tp]
   {
     // Scratch: dproj is freed below unread in 16 bits, so its floats are never rounded back.
     auto dproj_f = scratch_f32(s.ctx, dproj);  // [B, Tl, C]
@@ -119,16 +135,28 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     }
     // g's backward: the identity, or with sequence parallelism the all-gather of the shard's
     // gradient (the bias gradient is then the whole sum on every rank).
-    row_parallel_backward(s, tp_, output_, zeroed_f32(s.ctx, dcontext).get(), dproj_f.get(), context_);
+    row_parallel_backward(s, tp_, output_, dcontext_f.get(), dproj_f.get(), context_);
   }
+  // The core reads dcontext's floats as stored (Note [Views rounded in place]).
+  dcontext_f.round_in_place();
   dproj.reset();
   // Only the flash core's backward reads its own output again.
   if (core_.kind() != AttentionCoreKind::flash) context_.reset();
 
-  auto dq = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
-  auto dk = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
-  auto dv = Tensor::zeros(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
-  core_.backward(s, dq, dk, dv, dcontext, q_, k_, v_, context_);
+  // The core's gradients start at zero in float (Note [Zeroed views]) and, rounded in place,
+  // are the projections' output gradients below (Note [Views rounded in place]). After the
+  // rounding the views no longer touch dq, dk, dv, which are freed as soon as each is used.
+  auto dq = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
+  auto dk = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
+  auto dv = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
+  auto dq_f = zeroed_f32(s.ctx, dq);                          // [B, T, C/tp]
+  auto dk_f = zeroed_f32(s.ctx, dk);                          // [B, T, C/tp]
+  auto dv_f = zeroed_f32(s.ctx, dv);                          // [B, T, C/tp]
+  core_.backward(s, dq_f.get(), dk_f.get(), dv_f.get(), dcontext_f.get(), q_, k_, v_, context_);
+  dq_f.round_in_place();
+  dk_f.round_in_place();
+  dv_f.round_in_place();
+  dcontext_f = F32View();  // its workspace slot back
   dcontext.reset();
   context_.reset();
   q_.reset();
@@ -139,16 +167,19 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
     // The residual branch's gradient is counted on tp rank 0 only: f's all-reduce below then
     // adds it once to the shards' input gradients (Note [Megatron's f and g]).
     if (s.compute() && tp_.rank() != 0) std::fill(dx_f.get(), dx_f.get() + long{N} * C, 0.0f);
-    // x and dq, dk, dv as tensors: bf16 GEMMs read them as stored; the fp32 path's views of
-    // them are made in the Linear. A 16-bit x is viewed once for the three (not at all for
-    // bf16 GEMMs, which take x_'s bits whatever the view).
+    // bf16 GEMMs read x and dq, dk, dv as stored; the fp32 path reads dq, dk, dv's rounded
+    // floats and one view of a 16-bit x for the three (none for bf16 GEMMs, which take x_'s
+    // bits whatever the view).
     const auto x_f = s.native_bf16_gemm ? F32View() : F32View(s.ctx, x_, F32Access::read);  // [B, T, C]
     const GemmInput x_in(x_f.get(), x_);
-    query_.backward(s, dx_f.get(), dq, x_in, N);
+    query_.backward(s, dx_f.get(), GemmInput(dq_f.get(), dq), x_in, N);
+    dq_f = F32View();  // its workspace slot back
     dq.reset();
-    key_.backward(s, dx_f.get(), dk, x_in, N);
+    key_.backward(s, dx_f.get(), GemmInput(dk_f.get(), dk), x_in, N);
+    dk_f = F32View();  // its workspace slot back
     dk.reset();
-    value_.backward(s, dx_f.get(), dv, x_in, N);
+    value_.backward(s, dx_f.get(), GemmInput(dv_f.get(), dv), x_in, N);
+    dv_f = F32View();  // its workspace slot back
     dv.reset();
     if (s.compute()) tp_.all_reduce(dx_f.get(), long{N} * C);  // f
   } else {
@@ -160,9 +191,9 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
       auto x_all_f = write_f32(s.ctx, x_all);
       auto dx_all_f = update_f32(s.ctx, dx_all);
       gather_sequence(s, tp_, read_f32(s.ctx, x_).get(), x_all_f.get(), C);
-      query_.backward(s, dx_all_f.get(), dq, x_all_f.get(), N);
-      key_.backward(s, dx_all_f.get(), dk, x_all_f.get(), N);
-      value_.backward(s, dx_all_f.get(), dv, x_all_f.get(), N);
+      query_.backward(s, dx_all_f.get(), GemmInput(dq_f.get(), dq), x_all_f.get(), N);
+      key_.backward(s, dx_all_f.get(), GemmInput(dk_f.get(), dk), x_all_f.get(), N);
+      value_.backward(s, dx_all_f.get(), GemmInput(dv_f.get(), dv), x_all_f.get(), N);
       add_reduce_scattered(s, tp_, dx_all_f.get(), dx_f.get(), C);  // f
     }
     dq.reset();

@@ -56,6 +56,7 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
     bias_gelu_forward(s, gelu, pre_gelu, intermediate_.bias(), N, I);
   }
   auto residual = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, act);  // [B, Tl, C]
+  Tensor out;                                                       // [B, Tl, C]
   {
     // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
     // g: the row-parallel projection's partial sums, all-reduced (or reduce-scattered onto the
@@ -68,8 +69,10 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
                                              s.hidden_dropout, s.key(encoder_rng_layer(layer_), kMlpOutput),
                                              s.first_sample, first_element);
     }
+    // The LayerNorm reads the residual's floats as stored (Note [Views rounded in place]).
+    r_f.round_in_place();
+    out = layer_norm_.forward(s, residual, Nl, r_f.get());
   }
-  auto out = layer_norm_.forward(s, residual, Nl);
   if (s.training) {
     a_ = a;
     pre_gelu_ = std::move(pre_gelu);

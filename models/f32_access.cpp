@@ -183,6 +183,21 @@ void F32View::commit() {
   half_ = nullptr;
 }
 
+void F32View::round_in_place() {
+  if (half_ == nullptr ||
+      !(access_ == F32Access::write || access_ == F32Access::read_write || access_ == F32Access::zeroed)) {
+    return;
+  }
+  if (row_view_) throw RuntimeError("F32View: a row view cannot be rounded in place (its other rows are unspecified)");
+  const DType dtype = format_ == kernels::HalfFormat::bf16 ? DType::bf16 : DType::f16;
+  {
+    // 2 + 4 bytes stored per element besides the 4 read: the bytes of the conversion it saves.
+    const core::ScopedOp op(profile_, "convert.round_in_place", [&] { return convert_description(dtype, numel_); });
+    kernels::ops::round_float_to_half(kc_, half_, data_, numel_, format_);
+  }
+  access_ = F32Access::read;
+}
+
 void store_f32(core::Tensor& dst, const float* src, std::int64_t n) {
   if (dst.numel() != n) {
     throw RuntimeError("store_f32: " + std::to_string(n) + " values for tensor " + dst.describe());

@@ -36,6 +36,19 @@ namespace memtrain::models {
 // round trip through float exactly), and a touched row is rounded once, after the kernel, as
 // before.
 
+// Note [Views rounded in place]
+// Many 16-bit activations are read back by the very next op: q, k and v by the attention core
+// right after their projections, the core's dq, dk and dv by the projections' backward. With
+// plain views each is rounded into 16 bits by one op (commit) and converted back into another
+// workspace slot by the next, a second pass over memory that has gone cold, to get floats that
+// differ from the first op's only by the rounding. round_in_place() rounds the floats once,
+// storing the 16 bits and overwriting each float with its rounded value in the same pass, and
+// the caller hands those floats to the next op (a GemmInput's view, a kernel's pointer). The
+// next op then reads exactly the values a fresh read view of the tensor would give, so the bits
+// of every result are unchanged; one conversion of each such tensor is gone (issue 15: fp16's
+// conversions were 24-26 ms of a bench-bert step on the second machine). The float slot lives
+// until the caller drops the view, as the fresh read view's would have.
+
 // How a view uses its tensor.
 enum class F32Access {
   read,        // converted in; never written back
@@ -87,6 +100,12 @@ class F32View {
   // For write / read_write views of 16-bit tensors: rounds the floats into the tensor now and
   // returns the workspace slot. The view is null afterwards. No-op for the other cases.
   void commit();
+  // For write / read_write / zeroed views of 16-bit tensors: rounds the floats into the tensor
+  // now, as commit() does, and leaves each float equal to its rounded value (Note [Views
+  // rounded in place]). The view then holds exactly what a read view of the tensor would
+  // convert in, and is one: nothing more is written back. No-op for the other cases (an f32
+  // tensor's view is its own memory). Throws memtrain::RuntimeError for a row view.
+  void round_in_place();
 
  private:
   // Converts [the listed rows of] half_ into data_ (to_f32) or back (!to_f32).

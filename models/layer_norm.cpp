@@ -13,7 +13,7 @@ LayerNorm::LayerNorm(ParameterSet& params, const std::string& name, int C, float
       C_(C),
       eps_(eps) {}
 
-core::Tensor LayerNorm::forward(PassState& s, const core::Tensor& x, int N) {
+core::Tensor LayerNorm::forward(PassState& s, const core::Tensor& x, int N, const float* x_f) {
   const auto tag = core::tags().activation;
   auto out = core::Tensor::empty(s.ctx, {N, C_}, s.dtype, tag);  // [N, C]
   // Statistics stay f32 in every mode, as Megatron-LM's fused LayerNorm keeps them: rstd of a
@@ -22,9 +22,10 @@ core::Tensor LayerNorm::forward(PassState& s, const core::Tensor& x, int N) {
   auto rstd = core::Tensor::empty(s.ctx, {N}, core::DType::f32, tag);  // [N]
   if (s.compute()) {
     auto out_f = write_f32(s.ctx, out);
+    const F32View x_view = x_f != nullptr ? F32View() : F32View(s.ctx, x, F32Access::read);  // [N, C]
     const core::ScopedOp op(s.ctx.op_profile(), "layernorm.forward", [&] { return elementwise_description(N, C_, 2); });
     kernels::ops::layernorm_forward(s.kc(), out_f.get(), mean.data<float>(), rstd.data<float>(),
-                                    read_f32(s.ctx, x).get(), read_f32(s.ctx, gamma_.value).get(),
+                                    x_f != nullptr ? x_f : x_view.get(), read_f32(s.ctx, gamma_.value).get(),
                                     read_f32(s.ctx, beta_.value).get(), N, C_, eps_);
   }
   if (s.training) {

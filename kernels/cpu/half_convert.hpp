@@ -49,6 +49,12 @@ void convert_half_to_float(float* out, const std::uint16_t* in, std::int64_t n, 
 // compiled with __F16C__. Never allocates; out must not alias in.
 void convert_float_to_half(std::uint16_t* out, const float* in, std::int64_t n, HalfFormat f);
 
+// out[i] = to_half(x[i]) as convert_float_to_half, and x[i] replaced by to_float(out[i]) in the
+// same pass: afterwards x holds exactly what convert_half_to_float(out) would give, without that
+// second pass over cold memory (Note [Views rounded in place]). NaN stays NaN (quieted, as both
+// conversions do). Shapes: out, x [n]. Threads for large n; never allocates.
+void round_float_to_half(std::uint16_t* out, float* x, std::int64_t n, HalfFormat f);
+
 // True when no element of x [n] is inf or NaN (the loss scaler's overflow check on fp32
 // gradients). Reads every element; never allocates.
 bool all_finite(const float* x, std::int64_t n);

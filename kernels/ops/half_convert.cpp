@@ -22,4 +22,12 @@ void convert_float_to_half(const OpContext& kc, std::uint16_t* out, const float*
 #endif
 }
 
+void round_float_to_half(const OpContext& kc, std::uint16_t* out, float* x, std::int64_t n, HalfFormat f) {
+  if (detail::on_cpu(kc, "round_float_to_half")) return kernels::round_float_to_half(out, x, n, f);
+#if MEMTRAIN_HAVE_CUDA
+  gpu::convert_float_to_half(detail::cuda(kc), out, x, n, f);
+  gpu::convert_half_to_float(detail::cuda(kc), x, out, n, f);
+#endif
+}
+
 }  // namespace memtrain::kernels::ops

@@ -12,5 +12,9 @@ namespace memtrain::kernels::ops {
 void convert_half_to_float(const OpContext& kc, float* out, const std::uint16_t* in, std::int64_t n, HalfFormat f);
 // out [n] (16-bit bit patterns of format f) = in [n] rounded to nearest even.
 void convert_float_to_half(const OpContext& kc, std::uint16_t* out, const float* in, std::int64_t n, HalfFormat f);
+// out [n] = x [n] rounded, and x [n] replaced by the rounded values (kernels/cpu's
+// round_float_to_half: one pass on the CPU; on a GPU the two conversions above, one after the
+// other on the stream, which give the same bits).
+void round_float_to_half(const OpContext& kc, std::uint16_t* out, float* x, std::int64_t n, HalfFormat f);
 
 }  // namespace memtrain::kernels::ops

@@ -249,6 +249,28 @@ TEST(HalfConvert, ThreadedBulkConversionEqualsElementwise) {
   set_num_threads(saved);
 }
 
+// round_float_to_half (Note [Views rounded in place]) must leave in x exactly what the two
+// portable scalar conversions give, and store the same 16 bits: on ~4.2 M strided floats (every
+// exponent, subnormals, infinities and NaNs among them), odd-length and on a thread team.
+TEST(HalfConvert, RoundingInPlaceEqualsConvertingThereAndBack) {
+  const int saved = num_threads();
+  set_num_threads(2);
+  const std::vector<float> x = strided_floats(1021);
+  for (const HalfFormat f : {HalfFormat::f16, HalfFormat::bf16}) {
+    std::vector<std::uint16_t> want(x.size()), got(x.size());
+    std::vector<float> want_back(x.size());
+    detail::convert_float_to_half_scalar(want.data(), x.data(), std::ssize(x), f);
+    detail::convert_half_to_float_scalar(want_back.data(), want.data(), std::ssize(want), f);
+    std::vector<float> rounded = x;
+    round_float_to_half(got.data(), rounded.data(), std::ssize(rounded), f);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << std::hex << "float 0x" << bits_of(x[i]);
+      ASSERT_EQ(bits_of(rounded[i]), bits_of(want_back[i])) << std::hex << "float 0x" << bits_of(x[i]);
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST(HalfConvert, AllFiniteFindsASingleInfOrNanAnywhere) {
   const int saved = num_threads();
   set_num_threads(2);
