@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -183,7 +184,10 @@ void F32View::commit() {
   half_ = nullptr;
 }
 
-void F32View::round_in_place() {
+void F32View::round_in_place(F32Access then) {
+  if (then != F32Access::read && then != F32Access::write) {
+    throw std::invalid_argument("F32View::round_in_place: a view can go on as read or write only");
+  }
   if (half_ == nullptr ||
       !(access_ == F32Access::write || access_ == F32Access::read_write || access_ == F32Access::zeroed)) {
     return;
@@ -195,7 +199,7 @@ void F32View::round_in_place() {
     const core::ScopedOp op(profile_, "convert.round_in_place", [&] { return convert_description(dtype, numel_); });
     kernels::ops::round_float_to_half(kc_, half_, data_, numel_, format_);
   }
-  access_ = F32Access::read;
+  access_ = then;
 }
 
 void store_f32(core::Tensor& dst, const float* src, std::int64_t n) {

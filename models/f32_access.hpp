@@ -103,9 +103,12 @@ class F32View {
   // For write / read_write / zeroed views of 16-bit tensors: rounds the floats into the tensor
   // now, as commit() does, and leaves each float equal to its rounded value (Note [Views
   // rounded in place]). The view then holds exactly what a read view of the tensor would
-  // convert in, and is one: nothing more is written back. No-op for the other cases (an f32
-  // tensor's view is its own memory). Throws memtrain::RuntimeError for a row view.
-  void round_in_place();
+  // convert in, and acts as `then`: a read view (nothing more is written back), or a write view
+  // whose floats the caller overwrites and which rounds them again on commit (the loss writes
+  // the logits' gradient over them). No-op for the other cases (an f32 tensor's view is its own
+  // memory). Throws memtrain::RuntimeError for a row view, std::invalid_argument for a `then`
+  // other than read or write.
+  void round_in_place(F32Access then = F32Access::read);
 
  private:
   // Converts [the listed rows of] half_ into data_ (to_f32) or back (!to_f32).

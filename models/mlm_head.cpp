@@ -60,7 +60,7 @@ MlmHead::MlmHead(ParameterSet& params, const BertConfig& c, const Parameter& wor
              word_embeddings.value.shape()[0], c.vocab_size} {}
 
 Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
-                       const std::vector<std::int32_t>& positions) {
+                       const std::vector<std::int32_t>& positions, F32View* logits_f) {
   const int M = static_cast<int>(positions.size()), C = C_;
   const auto act = core::tags().activation;
   auto gathered = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
@@ -94,8 +94,15 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
     // The decoder's weight is the word table, [30522, 768] for BERT. In 16 bits it is read as
     // stored by bf16 GEMMs, or converted a block of rows at a time next to the sgemm (Note
     // [16-bit weights a block at a time]): never whole into float, forward or backward.
-    const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return masked_gemm_description(M, C, V_, 1); });
-    linear_forward(s, write_f32(s.ctx, logits).get(), transformed, word_.value, bias_.value, M, C, V_);
+    auto z = write_f32(s.ctx, logits);  // [M, V]
+    {
+      const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return masked_gemm_description(M, C, V_, 1); });
+      linear_forward(s, z.get(), transformed, word_.value, bias_.value, M, C, V_);
+    }
+    if (logits_f != nullptr) {
+      z.round_in_place(F32Access::write);
+      *logits_f = std::move(z);
+    }
   }
   if (s.training) {
     gathered_ = std::move(gathered);
@@ -115,21 +122,28 @@ Tensor MlmHead::loss_backward(PassState& s, const Tensor& hidden,
 Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::int32_t>& positions,
                      const std::vector<std::int32_t>& labels, float grad_scale, StepStats* stats) {
   const int M = static_cast<int>(positions.size());
-  auto dlogits = logits(s, hidden, positions);  // [M, V]; overwritten by its gradient
+  // The logits' floats as stored (this rank's [M, Vp/tp] under tp), overwritten by their
+  // gradient and rounded in place once more for backward's GEMMs (Note [Views rounded in
+  // place]): two conversions of the [M, V] logits where four were.
+  F32View z;
+  auto dlogits = logits(s, hidden, positions, &z);  // [M, V]; overwritten by its gradient
   std::int64_t correct = 0;
   double loss = 0.0;
   if (s.compute()) {
     // The loss and its gradient in float (double sums inside the kernel) whatever the logits'
     // storage, as Megatron-LM computes cross-entropy in fp32.
-    auto z = update_f32(s.ctx, dlogits);  // [M, V] (this rank's [M, Vp/tp] under tp)
-    const core::ScopedOp op(s.ctx.op_profile(), "cross_entropy.forward_backward",
-                          [&] { return masked_elementwise_description(M, V_, 2); });
-    loss = tp_.enabled()
-               ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_,
-                                              grad_scale, &correct, tp_)
-               : kernels::ops::softmax_cross_entropy_forward_backward(
-                     s.kc(), z.get(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, grad_scale,
-                     &correct);
+    {
+      const core::ScopedOp op(s.ctx.op_profile(), "cross_entropy.forward_backward",
+                              [&] { return masked_elementwise_description(M, V_, 2); });
+      loss = tp_.enabled()
+                 ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_,
+                                                grad_scale, &correct, tp_)
+                 : kernels::ops::softmax_cross_entropy_forward_backward(
+                       s.kc(), z.get(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, grad_scale,
+                       &correct);
+    }
+    z.round_in_place();
+    dlogits_f_ = std::move(z);
   }
   stats->loss_sum += loss;
   stats->num_masked += M;
@@ -145,14 +159,15 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
     // Tied decoder: its weight gradient lands in the word-embedding gradient.
     // The head's backward is the first writer of both in a backward pass.
     const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward", [&] { return masked_gemm_description(M, C, V_, 2); });
-    linear_backward(s, zeroed_f32(s.ctx, dtransformed).get(), dlogits, transformed_, word_.value, word_.grad,
-                    bias_.grad, M, C, V_);
+    linear_backward(s, zeroed_f32(s.ctx, dtransformed).get(), GemmInput(dlogits_f_.get(), dlogits), transformed_,
+                    word_.value, word_.grad, bias_.grad, M, C, V_);
   }
   // f: the decoder is column-parallel over the vocabulary, so each rank's d transformed is a
   // partial sum (the transform before it is replicated).
   if (s.compute() && tp_.enabled()) {
     tp_.all_reduce(update_f32(s.ctx, dtransformed).get(), long{M} * C);
   }
+  dlogits_f_ = F32View();  // its workspace slot back
   dlogits.reset();
   transformed_.reset();
   auto dgelu = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
@@ -240,6 +255,7 @@ std::vector<float> MlmHead::log_probs(PassState& s, const Tensor& logits) const 
 
 void MlmHead::release() {
   layer_norm_.release();
+  dlogits_f_ = F32View();
   gathered_.reset();
   pre_gelu_.reset();
   transformed_.reset();

@@ -28,9 +28,10 @@ class MlmHead {
 
   // Logits [M, V] (tag activation; this rank's [M, Vp / tp] columns under tensor parallelism)
   // at flat positions (b * T + t) of hidden [B*T, C]. Keeps the head's intermediates when
-  // s.training.
+  // s.training. logits_f, when given, receives their float view rounded in place and still
+  // writable (Note [Views rounded in place]): the loss writes their gradient over it.
   core::Tensor logits(PassState& s, const core::Tensor& hidden,
-                      const std::vector<std::int32_t>& positions);
+                      const std::vector<std::int32_t>& positions, F32View* logits_f = nullptr);
 
   // Softmax cross-entropy at the masked positions and the head's backward pass. The loss
   // gradient is scaled by grad_scale. Returns d hidden [B*T, C] (tag temporary; zero at rows
@@ -66,6 +67,7 @@ class MlmHead {
   int C_, V_;
   VocabShard shard_;  // this rank's columns of the logits (all V of them without tp)
   core::Tensor gathered_, pre_gelu_, transformed_;
+  F32View dlogits_f_;  // loss's d logits, rounded in place, for backward's GEMMs
 };
 
 }  // namespace memtrain::models

@@ -244,6 +244,13 @@ TEST_F(OpDispatchOnGpu, DropoutAndConversionsAreBitwiseTheCpus) {
     kernels::ops::convert_half_to_float(gpu(), gback.get(), gh.get(), static_cast<std::int64_t>(x.size()), f);
     EXPECT_EQ(gh.download(), h_ref);
     EXPECT_EQ(gback.download(), back_ref);
+    // Rounded in place (Note [Views rounded in place]): the same 16 bits, and the floats
+    // replaced by the values they round to.
+    DeviceBuffer<float> gr(x);
+    gh.poison();
+    kernels::ops::round_float_to_half(gpu(), gh.get(), gr.get(), static_cast<std::int64_t>(x.size()), f);
+    EXPECT_EQ(gh.download(), h_ref);
+    EXPECT_EQ(gr.download(), back_ref);
   }
 }
 

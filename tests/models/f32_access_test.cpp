@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -86,6 +87,62 @@ TEST(F32View, WriteRoundsToNearestEvenWhenCommitted) {
   EXPECT_EQ(w.get(), nullptr);
   EXPECT_EQ(b.data<std::uint16_t>()[0], 0x3F80);
   EXPECT_EQ(b.data<std::uint16_t>()[1], 0x3F82);
+}
+
+// Note [Views rounded in place]: the same ties as above, rounded without a commit. The tensor
+// holds the rounded bits at once, the floats equal the values they round to (what a fresh read
+// view would convert in), and the view, now a read view, writes nothing more back.
+TEST(F32View, RoundingInPlaceStoresTheBitsAndKeepsTheRoundedFloats) {
+  Fixture f;
+  auto h = f.make(DType::f16, 3);
+  {
+    auto w = write_f32(f.ctx, h);
+    w.get()[0] = 1.0f + 0x1p-11f;      // -> 0x3C00 = 1
+    w.get()[1] = 1.0f + 3 * 0x1p-11f;  // -> 0x3C02 = 1 + 2^-9
+    w.get()[2] = 70000.0f;             // -> 0x7C00 = inf
+    w.round_in_place();
+    EXPECT_EQ(h.data<std::uint16_t>()[0], 0x3C00);
+    EXPECT_EQ(h.data<std::uint16_t>()[1], 0x3C02);
+    EXPECT_EQ(h.data<std::uint16_t>()[2], 0x7C00);
+    EXPECT_EQ(w.get()[0], 1.0f);
+    EXPECT_EQ(w.get()[1], 1.0f + 0x1p-9f);
+    EXPECT_EQ(w.get()[2], INFINITY);
+    const auto fresh = read_f32(f.ctx, h);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(w.get()[i], fresh.get()[i]) << i;
+    w.get()[0] = 5.0f;  // a read view now: never written back
+  }
+  EXPECT_EQ(h.data<std::uint16_t>()[0], 0x3C00);
+  EXPECT_EQ(f.ctx.workspace().slots_in_use(), 0);
+}
+
+// round_in_place(write): the floats are rounded and stored, and what the caller writes over
+// them afterwards is rounded again on commit (the loss's gradient over the logits).
+TEST(F32View, AViewRoundedInPlaceForWritingRoundsAgainOnCommit) {
+  Fixture f;
+  auto b = f.make(DType::bf16, 2);
+  auto w = write_f32(f.ctx, b);
+  w.get()[0] = 1.0f + 0x1p-8f;      // -> 0x3F80 = 1
+  w.get()[1] = 1.0f + 3 * 0x1p-8f;  // -> 0x3F82 = 1 + 2^-6
+  w.round_in_place(F32Access::write);
+  EXPECT_EQ(b.data<std::uint16_t>()[0], 0x3F80);
+  EXPECT_EQ(b.data<std::uint16_t>()[1], 0x3F82);
+  EXPECT_EQ(w.get()[1], 1.0f + 0x1p-6f);
+  w.get()[0] = -2.0f;  // bf16 0xC000
+  w.commit();
+  EXPECT_EQ(b.data<std::uint16_t>()[0], 0xC000);
+  EXPECT_EQ(b.data<std::uint16_t>()[1], 0x3F82);
+  auto r = update_f32(f.ctx, b);
+  EXPECT_THROW(r.round_in_place(F32Access::zeroed), std::invalid_argument);
+}
+
+// An f32 tensor's view is its own memory: rounding it in place changes nothing.
+TEST(F32View, RoundingAnF32ViewInPlaceLeavesItsValues) {
+  Fixture f;
+  auto t = f.make(DType::f32, 1);
+  auto w = write_f32(f.ctx, t);
+  w.get()[0] = 1.0f + 0x1p-20f;
+  w.round_in_place();
+  EXPECT_EQ(t.data<float>()[0], 1.0f + 0x1p-20f);
 }
 
 TEST(F32View, UpdateAccumulatesIntoTheStoredValues) {
