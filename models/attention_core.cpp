@@ -28,19 +28,21 @@ Tensor AttentionCore::forward(PassState& s, const float* q, const float* k, cons
   if (kind_ == AttentionCoreKind::flash) {
     auto lse = Tensor::empty(s.ctx, {B, NH, T}, DType::f32, act);  // [B, NH, T]
     auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);  // [B, T, C]
-    context_f = write_f32(s.ctx, context);                           // [B, T, C]
+    // Declared after context, so that a throwing kernel drops the view before the tensor.
+    auto out = write_f32(s.ctx, context);  // [B, T, C]
     if (s.compute()) {
       // Tiles live in the context's workspace, outside the allocator, so a dry run (which
       // takes none) plans the same allocations (Note [Workspace outside the allocator]).
       auto tiles = s.ctx.workspace().lease(kernels::ops::flash_attention_workspace_elements(s.kc(), T, C, NH));
       const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.forward",
                               [&] { return attention_description(B, NH, T, C, 2); });
-      kernels::ops::flash_attention_forward(s.kc(), context_f.get(), lse.data<float>(),
+      kernels::ops::flash_attention_forward(s.kc(), out.get(), lse.data<float>(),
                                             q, k, v, s.attention_mask, B, T, C, NH,
                                             s.attention_dropout, key, s.first_sample, tiles.data(),
                                             first_head_);
     }
-    context_f.round_in_place();
+    out.round_in_place();
+    context_f = std::move(out);
     if (s.training) lse_ = std::move(lse);
     return context;
   }
@@ -50,14 +52,15 @@ Tensor AttentionCore::forward(PassState& s, const float* q, const float* k, cons
   auto probs = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype,
                              keeps_probs ? act : core::tags().temporary);  // [B, NH, T, T]
   auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);            // [B, T, C]
-  context_f = write_f32(s.ctx, context);                                     // [B, T, C]
+  auto out = write_f32(s.ctx, context);  // [B, T, C]; after context, as above
   if (s.compute()) {
     const core::ScopedOp op(s.ctx.op_profile(), "attention.forward", [&] { return attention_description(B, NH, T, C, 2); });
-    kernels::ops::attention_forward(s.kc(), context_f.get(), write_f32(s.ctx, probs).get(),
+    kernels::ops::attention_forward(s.kc(), out.get(), write_f32(s.ctx, probs).get(),
                                     q, k, v, s.attention_mask, B, T, C, NH,
                                     s.attention_dropout, key, s.first_sample, first_head_);
   }
-  context_f.round_in_place();
+  out.round_in_place();
+  context_f = std::move(out);
   if (s.training && keeps_probs) probs_ = std::move(probs);
   return context;
 }

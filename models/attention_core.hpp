@@ -35,18 +35,19 @@ class AttentionCore {
   // global index of its first head, so that dropout draws the unsharded layer's masks.
   AttentionCore(int layer, int C, int NH, AttentionCoreKind kind, int first_head = 0);
 
-  // q, k, v [B, T, C], float views of the projections' outputs (f32_access.hpp; the caller's
-  // views rounded in place: Note [Views rounded in place]) -> context [B, T, C] (tag
-  // activation); padding keys masked by s.attention_mask. When s.training keeps probs
-  // [B, NH, T, T] (standard) or lse [B, NH, T] f32 (flash) until backward (tag activation).
-  // context_f receives context's float view rounded in place, for the output projection to read
-  // (Note [Views rounded in place]). Throws std::invalid_argument from the kernels for
+  // q, k, v [B, T, C]: float views holding exactly the stored q, k, v tensors (the caller's
+  // views rounded in place: Note [Views rounded in place]; recompute_probs rebuilds the
+  // probabilities from the tensors themselves, bitwise these floats) -> context [B, T, C] (tag
+  // activation); padding keys masked by s.attention_mask. context_f receives context's float
+  // view rounded in place, for the output projection to read; the caller drops it before the
+  // returned tensor. When s.training keeps probs [B, NH, T, T] (standard) or lse [B, NH, T] f32
+  // (flash) until backward (tag activation). Throws std::invalid_argument from the kernels for
   // T > 16384 (standard and recompute_probs).
   core::Tensor forward(PassState& s, const float* q, const float* k, const float* v, F32View& context_f);
   // Accumulates (+=) into the float views dq, dk, dv [B, T, C] from the float view dcontext
-  // [B, T, C]; q, k, v and context are forward's inputs and output. Releases what forward kept. Temporaries
-  // (tag temporary): standard one [B, NH, T, T]; recompute_probs two; flash none (tiles live
-  // in the context's workspace).
+  // [B, T, C]; q, k, v and context are the tensors forward's inputs were stored in and its
+  // output. Releases what forward kept. Temporaries (tag temporary): standard one
+  // [B, NH, T, T]; recompute_probs two; flash none (tiles live in the context's workspace).
   void backward(PassState& s, float* dq, float* dk, float* dv, const float* dcontext,
                 const core::Tensor& q, const core::Tensor& k, const core::Tensor& v,
                 const core::Tensor& context);

@@ -145,7 +145,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
 
   // The core's gradients start at zero in float (Note [Zeroed views]) and, rounded in place,
   // are the projections' output gradients below (Note [Views rounded in place]). After the
-  // rounding the views no longer touch dq, dk, dv, which are freed as soon as each is used.
+  // rounding the views no longer touch dq, dk, dv; each view is dropped with its tensor.
   auto dq = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   auto dk = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   auto dv = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
@@ -196,6 +196,9 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
       value_.backward(s, dx_all_f.get(), GemmInput(dv_f.get(), dv), x_all_f.get(), N);
       add_reduce_scattered(s, tp_, dx_all_f.get(), dx_f.get(), C);  // f
     }
+    dq_f = F32View();
+    dk_f = F32View();
+    dv_f = F32View();
     dq.reset();
     dk.reset();
     dv.reset();

@@ -195,8 +195,10 @@ void F32View::round_in_place(F32Access then) {
   if (row_view_) throw RuntimeError("F32View: a row view cannot be rounded in place (its other rows are unspecified)");
   const DType dtype = format_ == kernels::HalfFormat::bf16 ? DType::bf16 : DType::f16;
   {
-    // 2 + 4 bytes stored per element besides the 4 read: the bytes of the conversion it saves.
-    const core::ScopedOp op(profile_, "convert.round_in_place", [&] { return convert_description(dtype, numel_); });
+    // 4 bytes read and 2 + 4 stored per element.
+    const core::ScopedOp op(profile_, "convert.round_in_place", [&] {
+      return core::ScopedOp::Description{core::dtype_name(dtype), 0.0, 10.0 * static_cast<double>(numel_)};
+    });
     kernels::ops::round_float_to_half(kc_, half_, data_, numel_, format_);
   }
   access_ = then;

@@ -38,16 +38,21 @@ namespace memtrain::models {
 
 // Note [Views rounded in place]
 // Many 16-bit activations are read back by the very next op: q, k and v by the attention core
-// right after their projections, the core's dq, dk and dv by the projections' backward. With
-// plain views each is rounded into 16 bits by one op (commit) and converted back into another
-// workspace slot by the next, a second pass over memory that has gone cold, to get floats that
-// differ from the first op's only by the rounding. round_in_place() rounds the floats once,
-// storing the 16 bits and overwriting each float with its rounded value in the same pass, and
-// the caller hands those floats to the next op (a GemmInput's view, a kernel's pointer). The
-// next op then reads exactly the values a fresh read view of the tensor would give, so the bits
-// of every result are unchanged; one conversion of each such tensor is gone (issue 15: fp16's
-// conversions were 24-26 ms of a bench-bert step on the second machine). The float slot lives
-// until the caller drops the view, as the fresh read view's would have.
+// right after their projections, the context by the output projection, a residual sum by its
+// LayerNorm, dcontext by the core's backward, the core's dq, dk and dv by the projections'
+// backward, the MLM logits by the cross-entropy and their gradient by the decoder's backward.
+// With plain views each is rounded into 16 bits by one op (commit) and converted back into
+// another workspace slot by the next, a second pass over memory that has gone cold, to get
+// floats that differ from the first op's only by the rounding. round_in_place() rounds the
+// floats once, storing the 16 bits and overwriting each float with its rounded value in the
+// same pass, and the caller hands those floats to the next op (a GemmInput's view, a kernel's
+// pointer). The next op then reads exactly the values a fresh read view of the tensor would
+// give, so the bits of every result are unchanged; one conversion of each such tensor is gone
+// (issue 15: fp16's conversions fell from 26-30 to 20-21 ms of a bench-bert step on the second
+// machine). The price is workspace: the slot is held from the first op to the last reader
+// (the logits' from the loss to the head's backward), where a fresh read view's would have
+// lived for the reader alone; the allocator's trace is unchanged. A rounded view writes nothing
+// more into its tensor, so it may outlive it; the callers drop it with or before the tensor.
 
 // How a view uses its tensor.
 enum class F32Access {

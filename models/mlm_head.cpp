@@ -125,8 +125,9 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
   // The logits' floats as stored (this rank's [M, Vp/tp] under tp), overwritten by their
   // gradient and rounded in place once more for backward's GEMMs (Note [Views rounded in
   // place]): two conversions of the [M, V] logits where four were.
+  Tensor dlogits;  // [M, V]; overwritten by its gradient. Before z: dropped after it
   F32View z;
-  auto dlogits = logits(s, hidden, positions, &z);  // [M, V]; overwritten by its gradient
+  dlogits = logits(s, hidden, positions, &z);
   std::int64_t correct = 0;
   double loss = 0.0;
   if (s.compute()) {

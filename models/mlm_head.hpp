@@ -43,7 +43,9 @@ class MlmHead {
   // loss_backward in two halves, so that the model can time forward and backward apart:
   // loss runs logits + the softmax cross-entropy (adds to *stats) and returns d logits [M, V]
   // (tag activation, scaled by grad_scale); backward consumes them and returns d hidden
-  // [B*T, C] as loss_backward does.
+  // [B*T, C] as loss_backward does. backward must be given the tensor loss returned: loss also
+  // keeps its floats (a workspace slot of M x V floats: Note [Views rounded in place]), which
+  // backward's GEMMs read, until backward or release().
   core::Tensor loss(PassState& s, const core::Tensor& hidden,
                     const std::vector<std::int32_t>& positions,
                     const std::vector<std::int32_t>& labels, float grad_scale, StepStats* stats);

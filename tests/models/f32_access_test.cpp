@@ -135,6 +135,42 @@ TEST(F32View, AViewRoundedInPlaceForWritingRoundsAgainOnCommit) {
   EXPECT_THROW(r.round_in_place(F32Access::zeroed), std::invalid_argument);
 }
 
+// The backward pass's case: gradients accumulated from a zeroed view (Note [Zeroed views]),
+// then rounded in place. f16 of 0.1 + 0.2: the float sum 0.3 (0x3E99999A) rounds to 0x34CD,
+// which is 0.300048828125 (1229 * 2^-12).
+TEST(F32View, AZeroedViewRoundedInPlaceHoldsTheStoredSum) {
+  Fixture f;
+  auto h = f.make(DType::f16, 2);
+  h.data<std::uint16_t>()[1] = 0x7E00;  // NaN, which the zeroed view never reads
+  auto z = zeroed_f32(f.ctx, h);
+  for (int i = 0; i < 2; ++i) {
+    z.get()[i] += 0.1f;
+    z.get()[i] += 0.2f;
+  }
+  z.round_in_place();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(h.data<std::uint16_t>()[i], 0x34CD) << i;
+    EXPECT_EQ(z.get()[i], 1229.0f * 0x1p-12f) << i;
+  }
+}
+
+// A row view's other rows are unspecified, so it cannot hand on whole floats: refused, and
+// nothing written. In a dry run there is nothing to round: no slot, no conversion.
+TEST(F32View, RowViewsRefuseAndDryRunsSkipRoundingInPlace) {
+  Fixture f;
+  auto t = f.make(DType::bf16, 4);
+  const std::vector<std::int32_t> rows = {1};
+  F32View r(f.ctx, t, F32Access::read_write, rows);
+  EXPECT_THROW(r.round_in_place(), RuntimeError);
+  core::Context ctx(std::make_shared<memtrain::testing::TestAllocator>(/*backs_memory=*/false));
+  ctx.set_dry_run(true);
+  auto d = Tensor::empty(ctx, {1024}, DType::f16, core::tags().activation);
+  auto w = write_f32(ctx, d);
+  w.round_in_place();
+  EXPECT_EQ(w.get(), nullptr);
+  EXPECT_EQ(ctx.workspace().reserved_bytes(), 0u);
+}
+
 // An f32 tensor's view is its own memory: rounding it in place changes nothing.
 TEST(F32View, RoundingAnF32ViewInPlaceLeavesItsValues) {
   Fixture f;
