@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include <omp.h>
+
 #include "kernels/cpu/parallel.hpp"
 
 namespace memtrain::kernels {
@@ -33,15 +35,21 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, con
 // Note [LayerNorm's parameter sums in the row pass]
 // dgamma and dbeta are sums over the N rows. Summed in a second pass (column blocks, Note
 // [Column-block parallel reductions]) they read x and dout again from memory: 0.7 of the
-// kernel's time at [1024, 768]. Here the rows go in blocks of kRowBlock over the thread team,
-// each thread computing its block's input gradients, and the block's rows are then added into
-// dgamma and dbeta inside an OpenMP ordered section, in block order and row by row, while they
-// are still in L2. Every column's sum is therefore the same chain of additions in row order as
-// the two-pass kernel made, with the same expression for each term: bitwise its result, on any
-// thread count. (Summing each block on the stack first and adding the block sums halved the
-// kernel too, but changed the rounding: a convergence test with no margin for it moved over
-// its line, docs/step-breakdown.md.) The ordered sections run one at a time; each is a few
-// microseconds against the block's tens, so the team rarely waits on them.
+// kernel's time at [1024, 768]. Here the first thread's share of the rows (N / threads) goes in
+// blocks of kRowBlock, each block's rows added into dgamma and dbeta right after their input
+// gradients, while they are still in L2; the other threads meanwhile compute the input
+// gradients of the remaining rows, which are then added after a barrier, each thread a slice
+// of the columns and the rows in order. Every column's sum is therefore the same chain of
+// additions in row order as the two-pass kernel made, with the same expression for each term:
+// bitwise its result, on any thread count. (Summing each block on the stack first and adding
+// the block sums changed the rounding: a convergence test with no margin for it moved over its
+// line, docs/step-breakdown.md.)
+//
+// An OpenMP ordered section over interleaved blocks (every block added in cache, 0.25-0.30 ms
+// at [1024, 768] on 2 threads against 0.35-0.39 this way) made the threads hand over 32 times a
+// call; on a machine with more runnable threads than cores each hand-over waited for a
+// descheduled thread, and the kernel took 130 ms a call (8 ms this way: one barrier; 16 ms as
+// two parallel regions).
 template <class T>
 void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T* dout, const T* x,
                         const T* gamma, const T* mean, const T* rstd, int N, int C) {
@@ -85,8 +93,9 @@ void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T*
     detail::parallel_for(N, N >= 16, row);
     return;
   }
-  // dgamma [C] += dout[n] * xhat[n], dbeta [C] += dout[n], for the rows [n0, n1) in order.
-  const auto add_parameter_rows = [=](std::int64_t n0, std::int64_t n1) {
+  // dgamma [c0, c1) += dout[n] * xhat[n], dbeta [c0, c1) += dout[n], for the rows [n0, n1) in
+  // order.
+  const auto add_parameter_rows = [=](std::int64_t n0, std::int64_t n1, int c0, int c1) {
     for (std::int64_t n = n0; n < n1; ++n) {
       const std::int64_t off = n * C;
       const T* xr = x + off;  // [C]
@@ -94,31 +103,46 @@ void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T*
       const T m = mean[n], s = rstd[n];
       if (dgamma != nullptr) {
 #pragma omp simd
-        for (int c = 0; c < C; ++c) dgamma[c] += g[c] * (xr[c] - m) * s;
+        for (int c = c0; c < c1; ++c) dgamma[c] += g[c] * (xr[c] - m) * s;
       }
       if (dbeta != nullptr) {
 #pragma omp simd
-        for (int c = 0; c < C; ++c) dbeta[c] += g[c];
+        for (int c = c0; c < c1; ++c) dbeta[c] += g[c];
       }
     }
   };
-  constexpr std::int64_t kRowBlock = 32;  // Note [LayerNorm's parameter sums in the row pass]
-  const std::int64_t blocks = (N + kRowBlock - 1) / kRowBlock;
-  if (!detail::use_team(N >= 16) || blocks <= 1) {
-    // The same blocks in the same order on this thread: each block's rows summed while in cache.
-    for (std::int64_t n0 = 0; n0 < N; n0 += kRowBlock) {
-      const std::int64_t n1 = std::min<std::int64_t>(N, n0 + kRowBlock);
-      for (std::int64_t n = n0; n < n1; ++n) row(n);
-      add_parameter_rows(n0, n1);
+  // Rows [n0, n1) a block at a time: input gradients, then the block's parameter sums.
+  const auto rows_and_parameters = [=](std::int64_t n0, std::int64_t n1) {
+    constexpr std::int64_t kRowBlock = 32;  // Note [LayerNorm's parameter sums in the row pass]
+    for (std::int64_t b0 = n0; b0 < n1; b0 += kRowBlock) {
+      const std::int64_t b1 = std::min<std::int64_t>(n1, b0 + kRowBlock);
+      for (std::int64_t n = b0; n < b1; ++n) row(n);
+      add_parameter_rows(b0, b1, 0, C);
     }
+  };
+  if (!detail::use_team(N >= 64)) {
+    rows_and_parameters(0, N);
     return;
   }
-#pragma omp parallel for ordered schedule(static, 1) num_threads(num_threads())
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t n0 = b * kRowBlock, n1 = std::min<std::int64_t>(N, n0 + kRowBlock);
-    for (std::int64_t n = n0; n < n1; ++n) row(n);
-#pragma omp ordered
-    add_parameter_rows(n0, n1);
+#pragma omp parallel num_threads(num_threads())
+  {
+    // The team's own size: a call from inside another parallel region gets a team of one.
+    const int P = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t h0 = N / P;  // the first thread's rows: [0, h0)
+    if (t == 0) {
+      rows_and_parameters(0, h0);
+    } else {
+      const std::int64_t rest = (N - h0 + P - 2) / (P - 1);  // each other thread's rows
+      const std::int64_t n0 = std::min<std::int64_t>(N, h0 + (t - 1) * rest);
+      const std::int64_t n1 = std::min<std::int64_t>(N, n0 + rest);
+      for (std::int64_t n = n0; n < n1; ++n) row(n);
+    }
+#pragma omp barrier
+    // Rows [h0, N): each thread a slice of the columns, whole cache lines of dgamma and dbeta.
+    constexpr int kLine = 64 / sizeof(T);
+    const int slice = ((C + P - 1) / P + kLine - 1) / kLine * kLine;
+    const int c0 = std::min(C, t * slice), c1 = std::min(C, c0 + slice);
+    if (c0 < c1) add_parameter_rows(h0, N, c0, c1);
   }
 }
 

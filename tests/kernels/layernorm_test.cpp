@@ -81,8 +81,9 @@ TEST(LayerNormBackward, MatchesFiniteDifferences) {
   EXPECT_LT(max_relative_error(dbeta, numeric_gradient(beta, loss)), 1e-6);
 }
 
-// The row-block path (Note [LayerNorm's parameter sums in the row pass]): 70 rows are two
-// blocks of 32 and a short one of 6, on a team of two threads.
+// The team path (Note [LayerNorm's parameter sums in the row pass]) on two threads: the first
+// thread's 35 rows go as a block of 32 and a short one of 3, the other 35 rows' parameter sums
+// in the column pass after them.
 TEST(LayerNormBackward, RowBlocksOnTwoThreadsMatchFiniteDifferences) {
   const int saved = num_threads();
   set_num_threads(2);
