@@ -25,8 +25,9 @@ namespace memtrain::memory {
 // total memory), throw memtrain::OutOfMemory. Misuse (unaligned sizes, unknown handles,
 // mapping outside a reservation or over a mapped page, releasing a mapped chunk) throws
 // VirtualMemoryError before any driver call. A chunk is mapped whole (CUDA requires offset 0 and
-// the chunk's size), at one address or at several (Note [Stitching aliases chunks]). The
-// destructor unmaps and releases whatever is left. Thread-safe.
+// the chunk's size), at one address or at several (Note [Stitching aliases chunks]). unmap
+// first waits for all work queued on the device (Note [Unmapping waits for the device], in the
+// .cpp). The destructor unmaps and releases whatever is left. Thread-safe.
 //
 // Note [Stitching aliases chunks]
 // vmm_stitch maps the free pages of existing segments a second time, side by side in a fresh
@@ -67,6 +68,9 @@ class CudaVirtualMemoryResource final : public VirtualMemoryResource {
     PhysicalHandle handle = 0;
   };
   void check_aligned(std::size_t value, const char* what) const;
+  // Waits for all work queued on device_ (Note [Unmapping waits for the device]); throws
+  // CudaError when the device reports an error.
+  void wait_for_device() const;
 
   int device_;
   std::size_t granularity_ = 0;

@@ -27,11 +27,14 @@ template <class T, int HS_MAX>
 __device__ int load_key_tile(float (&sk)[kTile][HS_MAX + 1], float (&sv)[kTile][HS_MAX + 1], bool (&live)[kTile],
                              const T* k, const T* v, const T* key_mask, const Shape& s, int b, long long head, int j0) {
   const int n = min(kTile, s.T - j0);
-  for (int x = threadIdx.x; x < kTile * s.HS; x += blockDim.x) {
-    const int jj = x / s.HS, d = x % s.HS;
+  // Every column up to HS_MAX is written (zeros past HS): the backward kernels' unrolled dot
+  // products read them, and a stale Inf or NaN left in shared memory times a zero is NaN.
+  for (int x = threadIdx.x; x < kTile * HS_MAX; x += blockDim.x) {
+    const int jj = x / HS_MAX, d = x % HS_MAX;
+    const bool in = jj < n && d < s.HS;
     const long long at = head + static_cast<long long>(j0 + jj) * s.C + d;
-    sk[jj][d] = jj < n ? to_float(k[at]) : 0.0f;
-    sv[jj][d] = jj < n ? to_float(v[at]) : 0.0f;
+    sk[jj][d] = in ? to_float(k[at]) : 0.0f;
+    sv[jj][d] = in ? to_float(v[at]) : 0.0f;
   }
   if (threadIdx.x < kTile) live[threadIdx.x] = threadIdx.x < n && attends(key_mask, s, b, j0 + threadIdx.x);
   return n;
@@ -114,11 +117,13 @@ __global__ void dkdv_kernel(T* dk, T* dv, const T* dout, const T* out, const flo
   const float* lse_bh = lse + (static_cast<long long>(b) * s.NH + h) * s.T;
   for (int i0 = 0; i0 < s.T; i0 += kTile) {
     const int n = min(kTile, s.T - i0);
-    for (int x = threadIdx.x; x < kTile * s.HS; x += blockDim.x) {
-      const int ii = x / s.HS, d = x % s.HS;
+    // Zeros past HS, as in load_key_tile: the dot products below run to HS_MAX.
+    for (int x = threadIdx.x; x < kTile * HS_MAX; x += blockDim.x) {
+      const int ii = x / HS_MAX, d = x % HS_MAX;
+      const bool in = ii < n && d < s.HS;
       const long long at = head + static_cast<long long>(i0 + ii) * s.C + d;
-      sq[ii][d] = ii < n ? to_float(q[at]) : 0.0f;
-      sdo[ii][d] = ii < n ? to_float(dout[at]) : 0.0f;
+      sq[ii][d] = in ? to_float(q[at]) : 0.0f;
+      sdo[ii][d] = in ? to_float(dout[at]) : 0.0f;
     }
     if (threadIdx.x < kTile) {
       const int ii = threadIdx.x;

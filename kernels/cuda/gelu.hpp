@@ -13,9 +13,10 @@ namespace memtrain::kernels::gpu {
 template <class T>
 void bias_gelu_forward(const KernelContext& ctx, T* out, const T* inp, const T* bias, int N, int C);
 
-// dinp [N, C] += dout * gelu'(inp + bias), gelu'(x) = Phi(x) + x phi(x); dbias [C] (nullptr to
-// skip) += its column sums, reduced in a fixed order (deterministic). dinp must not alias dout
-// or inp.
+// dinp [N, C] = dout * gelu'(inp + bias), gelu'(x) = Phi(x) + x phi(x), written, not added to
+// (as the CPU twin, kernels/cpu/gelu.hpp); dbias [C] (nullptr to skip) += its column sums,
+// reduced in a fixed order (deterministic). dinp may alias dout or inp (each element is read
+// before it is written, by the same thread).
 template <class T>
 void bias_gelu_backward(const KernelContext& ctx, T* dinp, T* dbias, const T* dout, const T* inp,
                         const T* bias, int N, int C);

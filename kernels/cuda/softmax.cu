@@ -19,7 +19,9 @@ __global__ void softmax_forward_kernel(T* out, const In* inp, const T* key_mask,
   if (r >= rows) return;
   const In* x = inp + static_cast<long long>(r) * cols;
   T* y = out + static_cast<long long>(r) * cols;
-  const T* mask = key_mask != nullptr ? key_mask + static_cast<long long>(r / rows_per_mask) * cols : nullptr;
+  // rows_per_mask < 1 means one mask row per row, as on the CPU (kernels/cpu/softmax.cpp).
+  const int per_mask = rows_per_mask > 0 ? rows_per_mask : 1;
+  const T* mask = key_mask != nullptr ? key_mask + static_cast<long long>(r / per_mask) * cols : nullptr;
   const auto attended = [&](int j) { return mask == nullptr || to_float(mask[j]) != 0.0f; };
   float m = -FLT_MAX;
   bool any = false;

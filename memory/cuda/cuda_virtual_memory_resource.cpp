@@ -113,8 +113,41 @@ CudaVirtualMemoryResource::CudaVirtualMemoryResource(int device, std::size_t cap
   capacity_ = capacity_bytes != 0 ? capacity_bytes : total_bytes;
 }
 
+// Note [Unmapping waits for the device]
+// The caching allocator is stream-ordered: a block goes back to it when the last kernel that
+// uses it has been queued, not when that kernel has finished, and a block unstitched on free,
+// a segment released by garbage collection, the out-of-memory retry or empty_cache, or an
+// expandable segment shrunk, is unmapped right then. cuMemUnmap and cuMemRelease do not wait
+// for queued work (PyTorch's expandable segments synchronize their stream before unmapping for
+// this reason), and a kernel that later touches the range faults with an illegal address,
+// which ends the context. So every unmap first waits for all work on this resource's device:
+// all streams, since a block may have been used on several. That costs a device-wide wait per
+// unmap: under vmm_stitch, at every free of a stitched block (not measured yet: no GPU has run
+// this code). Deferring the unmap until an event recorded at the free has completed would avoid
+// the wait; until that is measured to matter, correctness first. cudaFree, the plain
+// resource's release, also waits for the device implicitly.
+void CudaVirtualMemoryResource::wait_for_device() const {
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess) {
+    cudaGetLastError();
+    current = device_;
+  }
+  if (current != device_ && cudaSetDevice(device_) != cudaSuccess) {
+    cudaGetLastError();
+    throw CudaError(name() + ": cudaSetDevice(" + std::to_string(device_) + ") before cuMemUnmap failed");
+  }
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (current != device_) cudaSetDevice(current);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw CudaError(name() + ": cudaDeviceSynchronize before cuMemUnmap failed: " + cudaGetErrorName(err));
+  }
+}
+
 CudaVirtualMemoryResource::~CudaVirtualMemoryResource() {
-  // Best effort: whatever the owner left behind goes back to the driver, in dependency order.
+  // Best effort: whatever the owner left behind goes back to the driver, in dependency order,
+  // after the work still queued on it (Note [Unmapping waits for the device]).
+  if (!mappings_.empty() && cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
   for (const auto& [address, m] : mappings_) driver_->unmap(address, m.bytes);
   for (const auto& [handle, chunk] : chunks_) driver_->release(handle);
   for (const auto& [address, bytes] : reservations_) driver_->address_free(address, bytes);
@@ -237,6 +270,7 @@ void CudaVirtualMemoryResource::unmap(std::uintptr_t address, std::size_t bytes)
   if (cursor != address + bytes) {
     throw VirtualMemoryError(name() + ": unmap ends inside a mapped chunk");
   }
+  wait_for_device();
   for (auto m = first; m != it;) {
     driver_->check("cuMemUnmap", driver_->unmap(m->first, m->second.bytes));
     --chunks_[m->second.handle].mappings;
