@@ -67,6 +67,9 @@ struct MemoryConfig {
   std::size_t max_split_size = SIZE_MAX;    // bytes; SIZE_MAX = unset (blocks of any size split)
   double garbage_collection_threshold = 0.0;  // fraction of the limit; 0 = off
   bool expandable_segments = false;
+  // Host allocations of 2 MiB or more in transparent huge pages (Note [Transparent huge pages
+  // for host memory], memory/huge_pages.cpp). CPU runs only; no effect on a GPU's memory.
+  bool host_huge_pages = true;
   std::size_t capacity = 0;  // bytes the allocator may reserve; 0 = the device's capacity
   // Per-job share of the device in the host's shared ledger (memory::SharedLedger, device
   // "cpu"), so that memtrain processes on one host share it (issue 3, "Quotas, isolation and

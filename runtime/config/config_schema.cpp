@@ -213,6 +213,7 @@ std::vector<KeySpec> make_keys() {
                            {0.0, false, 1.0, true, "a number in [0, 1) (0 = off)"},
                            [](Config& c) -> double& { return c.memory.garbage_collection_threshold; }));
   k.push_back(boolean("memory.expandable_segments", [](Config& c) -> bool& { return c.memory.expandable_segments; }));
+  k.push_back(boolean("memory.host_huge_pages", [](Config& c) -> bool& { return c.memory.host_huge_pages; }));
   k.push_back({"memory.capacity", "a size such as 40GiB or a byte count (0 = the device's capacity)",
                [](Config& c, std::string_view t) { c.memory.capacity = t == "0" ? 0 : parse_size(t); },
                [](const Config& c) { return std::to_string(c.memory.capacity); }});

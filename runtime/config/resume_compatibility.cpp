@@ -20,7 +20,7 @@ namespace {
 // resolve differently on the machine a run resumes on anyway. precision.allow_tf32 likewise
 // rounds a GPU's fp32 GEMM inputs or not (nothing on the CPU); a config written before the key
 // existed resumes under either value.
-constexpr std::array<std::string_view, 21> kMayChange = {
+constexpr std::array<std::string_view, 22> kMayChange = {
     "precision.bf16_gemm",    "precision.allow_tf32",
     "parallel.tensor_model_parallel_size", "parallel.sequence_parallel", "training.micro_batch_size",
     "training.max_steps",     "training.lr_decay_steps",   "training.log_interval",
@@ -28,7 +28,7 @@ constexpr std::array<std::string_view, 21> kMayChange = {
     "data.cache_dir",         "memory.trace",              "memory.policy",
     "memory.max_split_size",  "memory.garbage_collection_threshold",
     "memory.expandable_segments", "memory.capacity",       "memory.limit",
-    "memory.reservation",     "memory.ledger"};
+    "memory.reservation",     "memory.ledger",             "memory.host_huge_pages"};
 
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;

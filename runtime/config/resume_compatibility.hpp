@@ -37,8 +37,8 @@ namespace memtrain::train {
 // subject to the schedule-length rule), training.log_interval, training.eval_interval,
 // training.eval_steps, training.num_threads, data.cache_dir, checkpoint.*, health.*,
 // memory.trace and the allocator's keys (memory.policy, max_split_size,
-// garbage_collection_threshold, expandable_segments, capacity, limit, reservation, ledger),
-// parallel.tensor_model_parallel_size, parallel.sequence_parallel,
+// garbage_collection_threshold, expandable_segments, capacity, limit, reservation, ledger,
+// host_huge_pages), parallel.tensor_model_parallel_size, parallel.sequence_parallel,
 // training.micro_batch_size and precision.bf16_gemm.
 bool resume_may_change(std::string_view key);
 

@@ -79,7 +79,7 @@ CudaDevice::CudaDevice(int device, CudaWorkspaceSizes sizes, bool allow_tf32) : 
       },
       // A growing slot's old buffer may still be read by kernels queued on the stream: they
       // finish first.
-      [stream](void* p) {
+      [stream](void* p, std::size_t) {
         cudaStreamSynchronize(stream);
         cudaFree(p);
       }});

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "memory/huge_pages.hpp"
+#include "memory/out_of_memory.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::core {
@@ -15,21 +17,40 @@ namespace {
 constexpr std::size_t kAlignment = 64;  // a cache line; also what AVX-512 loads want
 }
 
-Workspace::Workspace()
-    : Workspace(Memory{[](std::size_t bytes) -> void* {
-                         void* p = std::aligned_alloc(kAlignment, bytes);
-                         if (p == nullptr) throw std::bad_alloc();
-                         // Note [Workspace growth is rare and touches its pages once]
-                         std::memset(p, 0, bytes);
-                         return p;
-                       },
-                       [](void* p) { std::free(p); }}) {}
+Workspace::Memory Workspace::host_memory(bool huge_pages) {
+  const auto huge = [huge_pages](std::size_t bytes) { return huge_pages && bytes >= memory::kHugePageBytes; };
+  return Memory{[huge](std::size_t bytes) -> void* {
+                  void* p = nullptr;
+                  if (huge(bytes)) {
+                    try {
+                      p = memory::map_huge_pages(bytes, kAlignment);
+                    } catch (const OutOfMemory&) {
+                      throw std::bad_alloc();  // the workspace's contract, as aligned_alloc's failure
+                    }
+                  } else {
+                    p = std::aligned_alloc(kAlignment, bytes);
+                  }
+                  if (p == nullptr) throw std::bad_alloc();
+                  // Note [Workspace growth is rare and touches its pages once]
+                  std::memset(p, 0, bytes);
+                  return p;
+                },
+                [huge](void* p, std::size_t bytes) {
+                  if (huge(bytes)) {
+                    memory::unmap_huge_pages(p, bytes);
+                  } else {
+                    std::free(p);
+                  }
+                }};
+}
+
+Workspace::Workspace() : Workspace(host_memory(true)) {}
 
 Workspace::Workspace(Memory memory) : memory_(std::move(memory)) {}
 
 Workspace::~Workspace() {
   for (auto& s : slots_) {
-    if (s.data != nullptr) memory_.release(s.data);
+    if (s.data != nullptr) memory_.release(s.data, s.capacity * sizeof(float));
   }
 }
 
@@ -53,7 +74,7 @@ float* Workspace::floats(int slot, std::size_t n) {
     std::size_t bytes = (n * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
     if (bytes >= (std::size_t{1} << 20)) bytes = (bytes + bytes / 8 + kAlignment - 1) / kAlignment * kAlignment;
     auto* p = static_cast<float*>(memory_.allocate(bytes));
-    if (s.data != nullptr) memory_.release(s.data);
+    if (s.data != nullptr) memory_.release(s.data, s.capacity * sizeof(float));
     reserved_bytes_ -= s.capacity * sizeof(float);
     s.data = p;
     s.capacity = bytes / sizeof(float);

@@ -30,14 +30,20 @@ namespace memtrain::core {
 class Workspace {
  public:
   // Where a slot's buffers come from: allocate(bytes) returns memory for that many bytes (or
-  // throws std::bad_alloc), release(p) frees it. The default is host memory.
+  // throws std::bad_alloc), release(p, bytes) frees it, with the bytes
+  // allocate was given. The default is host memory.
   struct Memory {
     std::function<void*(std::size_t)> allocate;
-    std::function<void(void*)> release;
+    std::function<void(void*, std::size_t)> release;
   };
 
   // Host memory: 64-byte aligned, every page written once when a buffer is made (Note
-  // [Workspace growth is rare and touches its pages once]).
+  // [Workspace growth is rare and touches its pages once]); with huge_pages, buffers of 2 MiB or
+  // more in transparent huge pages (Note [Transparent huge pages for host memory],
+  // memory/huge_pages.cpp), as memory.host_huge_pages asks of a CPU run.
+  static Memory host_memory(bool huge_pages);
+
+  // host_memory(true).
   Workspace();
   // Buffers from `memory`, such as a GPU's (core::CudaDevice: the scratch of its float views,
   // Note [Float views convert on the tensor's device]). Its allocate must return memory

@@ -105,7 +105,7 @@ std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfi
         upstream = host;
       }
     } else {
-      auto host = std::make_shared<memory::HostResource>();
+      auto host = std::make_shared<memory::HostResource>(256, config.host_huge_pages);
       if (quota) {
         upstream = join([&] {
           return std::make_shared<memory::QuotaResourceAdaptor>(host, ledger, job_share(config));

@@ -241,6 +241,9 @@ int train(const Config& config, const RunOptions& options) {
   core::OpProfile op_profile;  // `train --profile-ops`: ctx points to it during a profiled step
   core::Context ctx(allocator, dry ? std::string("cpu") : config.device);
   ctx.set_dry_run(dry);
+  if (!on_gpu) {
+    ctx.set_workspace(std::make_shared<core::Workspace>(core::Workspace::host_memory(config.memory.host_huge_pages)));
+  }
 #if MEMTRAIN_HAVE_CUDA
   if (cuda_device) {
     cuda_device->attach(ctx);

@@ -76,6 +76,12 @@ TEST(ConfigErrors, WrongTypeNamesTheExpectedType) {
               path + ":9: training.max_steps = many: not an integer; expected an integer in [1, "));
 }
 
+TEST(ConfigErrors, NonBooleanHugePagesNamesTheExpectedValues) {
+  ConfigFiles files;
+  const std::string path = files.write("c.yaml", with("memory:\n  host_huge_pages: sometimes\n"));
+  EXPECT_TRUE(contains(load_error(path), path + ":9: memory.host_huge_pages = sometimes: ")) << load_error(path);
+}
+
 TEST(ConfigErrors, FractionalIntegerIsRejected) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  micro_batch_size: 2.5\n"))),

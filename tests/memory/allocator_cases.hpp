@@ -22,18 +22,21 @@ inline constexpr std::size_t KiB = std::size_t{1} << 10;
 inline constexpr std::size_t MiB = std::size_t{1} << 20;
 inline constexpr std::size_t GiB = std::size_t{1} << 30;
 
-// host: HostResource (aligned heap memory). simulated: SimulatedResource
+// host: HostResource (aligned heap memory). host_huge: HostResource with huge_pages (2 MiB and
+// up mapped in transparent huge pages, as a CPU run's allocator). simulated: SimulatedResource
 // (addresses only). simulated_vm: SimulatedVirtualMemoryResource (the page
 // model, addresses only; keeps logs of every call). host_vm:
 // HostVirtualMemoryResource (memfd chunks mapped with mmap(MAP_FIXED): real
 // bytes, the model the runtime uses on the CPU for vmm_stitch and expandable
 // segments).
-enum class Upstream { host, simulated, simulated_vm, host_vm };
+enum class Upstream { host, host_huge, simulated, simulated_vm, host_vm };
 
 inline const char *upstream_name(Upstream u) {
   switch (u) {
     case Upstream::host:
       return "host";
+    case Upstream::host_huge:
+      return "host_huge";
     case Upstream::simulated:
       return "simulated";
     case Upstream::simulated_vm:
@@ -46,7 +49,9 @@ inline const char *upstream_name(Upstream u) {
 
 // Whether the upstream's memory can be written and read back (the simulated
 // ones hand out addresses with nothing behind them).
-inline bool backs_memory(Upstream u) { return u == Upstream::host || u == Upstream::host_vm; }
+inline bool backs_memory(Upstream u) {
+  return u == Upstream::host || u == Upstream::host_huge || u == Upstream::host_vm;
+}
 inline bool maps_pages(Upstream u) { return u == Upstream::simulated_vm || u == Upstream::host_vm; }
 
 struct AllocatorCase {
@@ -80,7 +85,7 @@ inline std::vector<AllocatorCase> every_allocator_case() {
   std::vector<AllocatorCase> out;
   for (const char *policy : {"no_cache", "pytorch", "best_fit", "vmm_stitch"}) {
     for (Upstream u :
-         {Upstream::host, Upstream::simulated, Upstream::simulated_vm, Upstream::host_vm}) {
+         {Upstream::host, Upstream::host_huge, Upstream::simulated, Upstream::simulated_vm, Upstream::host_vm}) {
       const bool vm = maps_pages(u);
       if (std::string(policy) != "vmm_stitch" || vm) out.push_back({policy, u, false});
       if (std::string(policy) != "no_cache" && vm) out.push_back({policy, u, true});
@@ -167,6 +172,9 @@ inline Harness make_harness(const AllocatorCase &c, std::size_t capacity,
   switch (c.upstream) {
     case Upstream::host:
       h.upstream = std::make_shared<HostResource>();
+      break;
+    case Upstream::host_huge:
+      h.upstream = std::make_shared<HostResource>(256, /*huge_pages=*/true);
       break;
     case Upstream::simulated:
       h.simulated = std::make_shared<SimulatedResource>(capacity, "simulated test device");

@@ -43,6 +43,20 @@ TEST(ResourceAlignment, HostHonoursEveryPowerOfTwo) {
   expect_aligned(r, true);
 }
 
+// The same sizes plus some past 2 MiB, which HostResource(huge_pages) maps itself.
+TEST(ResourceAlignment, HostWithHugePagesHonoursEveryPowerOfTwo) {
+  HostResource r(256, /*huge_pages=*/true);
+  expect_aligned(r, true);
+  for (std::size_t align = 1; align <= 4096; align *= 2) {
+    for (std::size_t bytes : {2 * MiB, 2 * MiB + 1, 7 * MiB + 5}) {
+      void* p = r.allocate(bytes, align);
+      ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % align, 0u) << bytes;
+      static_cast<unsigned char*>(p)[bytes - 1] = 1;
+      r.deallocate(p, bytes, align);
+    }
+  }
+}
+
 TEST(ResourceAlignment, SimulatedHonoursEveryPowerOfTwo) {
   SimulatedResource r(64 * MiB);
   expect_aligned(r, false);
