@@ -1,11 +1,27 @@
 #include "runtime/core/tensor.hpp"
 
+#include <atomic>
+#include <cstdio>
+#include <exception>
 #include <utility>
 
 #include "kernels/ops/copy.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::core {
+
+namespace {
+
+// One line on stderr for the first block written off (Note [Returning a block never throws out of
+// a destructor]); later ones are not reported: the first says what went wrong.
+void report_lost_block(std::size_t bytes, const char* why) noexcept {
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  std::fprintf(stderr, "memtrain: warning: a tensor's %zu bytes could not be returned to the allocator (%s)\n",
+               bytes, why);
+}
+
+}  // namespace
 
 // Owns one allocator block (returning it is the only thing the destructor does), or is a view
 // of a byte range of another storage, which it keeps alive (`parent`). An unbound storage has
@@ -26,8 +42,23 @@ struct Tensor::Storage {
       : allocator(std::move(a)), block(b), dry_run(dry), kc(k) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
+  // Note [Returning a block never throws out of a destructor]
+  // The caching allocator's deallocate can throw: its bookkeeping allocates (free-list nodes,
+  // trace events), so with the host out of memory it throws std::bad_alloc, and a CUDA error
+  // surfaces from an unmap. A destructor that lets it out ends the process in std::terminate,
+  // and that happened exactly when a run was unwinding from an out-of-memory error, before it
+  // could report one (a tester's `ulimit -v` run: exit 134 instead of 1). So the block is
+  // written off instead: it stays counted as allocated, this run's error (which is why it is
+  // unwinding) is the one reported, and a single line says a block was lost.
   ~Storage() {
-    if (allocator) allocator->deallocate(block);
+    if (!allocator) return;
+    try {
+      allocator->deallocate(block);
+    } catch (const std::exception& e) {
+      report_lost_block(block.size, e.what());
+    } catch (...) {
+      report_lost_block(block.size, "an unknown exception");
+    }
   }
   void* ptr() const {
     return parent ? static_cast<char*>(parent->ptr()) + byte_offset : block.ptr;
