@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "comms/broadcast_string.hpp"
 #include "comms/communicator.hpp"
 #include "comms/counting_communicator.hpp"
 #include "comms/nccl_communicator.hpp"
@@ -25,6 +26,7 @@
 #include "runtime/config/config_hash.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/device_target.hpp"
+#include "runtime/train/rank_agreement.hpp"
 #include "runtime/config/model_options_from_config.hpp"
 #include "runtime/config/resume_compatibility.hpp"
 #include "runtime/core/cuda_device.hpp"
@@ -83,14 +85,6 @@ std::string plain_number(double x) {
 }
 
 // Rank 0's string on every rank of `comm`.
-std::string broadcast_string(comms::Communicator& comm, std::string s) {
-  std::int64_t length = static_cast<std::int64_t>(s.size());
-  comm.broadcast(&length, sizeof length, 0);
-  s.resize(static_cast<std::size_t>(length));
-  if (length > 0) comm.broadcast(s.data(), length, 0);
-  return s;
-}
-
 EvalMetrics to_metrics(std::int64_t step, const EvalResult& e) {
   return EvalMetrics{step, e.loss, e.accuracy, e.perplexity};
 }
@@ -175,6 +169,7 @@ int train(const Config& config, const RunOptions& options) {
   // World = tp x dp (Note [Rank order of the grid]); what was "the world" before tensor
   // parallelism (batch split, counts, losses, evaluation, the gradient sum) is the dp group.
   auto world_group = comms::make_world_communicator();
+  check_ranks_agree(*world_group, config, options);  // Note [Ranks agree before they start]
   check_tensor_parallel_world(config, world_group->size());
   comms::ProcessGrid grid(std::move(world_group), config.parallel.tensor_model_parallel_size);
   comms::Communicator* const comm = &grid.dp();
@@ -349,7 +344,7 @@ int train(const Config& config, const RunOptions& options) {
     world.broadcast(header, sizeof header, 0);
     resume.resume = header[0] != 0;
     resume.step = header[1];
-    resume.checkpoint = broadcast_string(world, resume.checkpoint);
+    resume.checkpoint = comms::broadcast_string(world, resume.checkpoint);
   }
   if (resume.resume) {
     const auto t0 = Clock::now();
@@ -474,7 +469,7 @@ int train(const Config& config, const RunOptions& options) {
     std::string checkpoints_root;
     if (checkpointing) {
       // Rank 0 named the run directory; the other writers need the same path.
-      checkpoints_root = broadcast_string(world, root ? run_dir->file("checkpoints") : std::string());
+      checkpoints_root = comms::broadcast_string(world, root ? run_dir->file("checkpoints") : std::string());
     }
     const std::string canonical = canonical_yaml(config);
     const std::string hash = config_hash(config);
@@ -569,7 +564,7 @@ int train(const Config& config, const RunOptions& options) {
         }
       });
       world.broadcast(&at, sizeof at, 0);
-      target = broadcast_string(world, target);
+      target = comms::broadcast_string(world, target);
       if (at < 0) {
         throw RuntimeError(reason + "; no valid checkpoint at or before step " + std::to_string(max_step) +
                            " to roll back to");
