@@ -157,12 +157,6 @@ TokenEval evaluate_tokens(const std::string& dir, const EvalInput& in, std::ostr
     throw ConfigError("eval --input: rows of " + std::to_string(in.seq_length) + " tokens exceed model.max_position_embeddings = " +
                       std::to_string(m.max_position_embeddings));
   }
-  core::MlmBatch batch;
-  batch.batch_size = in.batch_size;
-  batch.seq_length = in.seq_length;
-  batch.input_ids = in.input_ids;
-  batch.token_type_ids = in.token_type_ids;
-  batch.attention_mask = in.attention_mask;
   const auto where = [&](std::size_t i) {
     return "[" + std::to_string(i / static_cast<std::size_t>(in.seq_length)) + "][" +
            std::to_string(i % static_cast<std::size_t>(in.seq_length)) + "]";
@@ -181,21 +175,44 @@ TokenEval evaluate_tokens(const std::string& dir, const EvalInput& in, std::ostr
       throw ConfigError("eval --input: labels" + where(i) + " = " + std::to_string(in.labels[i]) +
                         "; expected -100 or an id in [0, " + std::to_string(m.vocab_size) + ")");
     }
-    batch.masked_positions.push_back(static_cast<std::int32_t>(i));
-    batch.masked_labels.push_back(in.labels[i]);
   }
-  if (batch.masked_positions.empty()) throw ConfigError("eval --input: no labelled position (every label is -100)");
-  const std::vector<float> log_probs = l.model->predict_log_probs(batch, batch.masked_positions);  // [P, V]
+  if (std::all_of(in.labels.begin(), in.labels.end(), [](std::int32_t y) { return y == -100; })) {
+    throw ConfigError("eval --input: no labelled position (every label is -100)");
+  }
+  // The rows go through the model a micro-batch at a time (the checkpoint's
+  // training.micro_batch_size), so a file of any length needs the memory of one training
+  // micro-batch's forward: a 5000-row file in one batch once took all of the host's 24 GB.
+  // Positions are scored in file order, so the loss sums them in the same order.
+  const int rows_per_batch = std::max(1, l.config.training.micro_batch_size);
+  const std::size_t T = static_cast<std::size_t>(in.seq_length), V = static_cast<std::size_t>(m.vocab_size);
   TokenEval out;
   out.step = l.step;
-  const std::size_t V = static_cast<std::size_t>(m.vocab_size);
   double sum = 0;
-  for (std::size_t p = 0; p < batch.masked_positions.size(); ++p) {
-    const float* row = log_probs.data() + p * V;
-    sum -= row[static_cast<std::size_t>(batch.masked_labels[p])];
-    out.argmax.push_back(static_cast<std::int32_t>(std::max_element(row, row + V) - row));
+  std::size_t scored = 0;
+  for (int r0 = 0; r0 < in.batch_size; r0 += rows_per_batch) {
+    const int rows = std::min(rows_per_batch, in.batch_size - r0);
+    const std::size_t first = static_cast<std::size_t>(r0) * T, n = static_cast<std::size_t>(rows) * T;
+    core::MlmBatch batch;
+    batch.batch_size = rows;
+    batch.seq_length = in.seq_length;
+    batch.input_ids.assign(in.input_ids.begin() + first, in.input_ids.begin() + first + n);              // [rows, T]
+    batch.token_type_ids.assign(in.token_type_ids.begin() + first, in.token_type_ids.begin() + first + n);  // [rows, T]
+    batch.attention_mask.assign(in.attention_mask.begin() + first, in.attention_mask.begin() + first + n);  // [rows, T]
+    for (std::size_t i = 0; i < n; ++i) {
+      if (in.labels[first + i] == -100) continue;
+      batch.masked_positions.push_back(static_cast<std::int32_t>(i));
+      batch.masked_labels.push_back(in.labels[first + i]);
+    }
+    if (batch.masked_positions.empty()) continue;
+    const std::vector<float> log_probs = l.model->predict_log_probs(batch, batch.masked_positions);  // [P, V]
+    for (std::size_t p = 0; p < batch.masked_positions.size(); ++p) {
+      const float* row = log_probs.data() + p * V;
+      sum -= row[static_cast<std::size_t>(batch.masked_labels[p])];
+      out.argmax.push_back(static_cast<std::int32_t>(std::max_element(row, row + V) - row));
+    }
+    scored += batch.masked_positions.size();
   }
-  out.loss = sum / static_cast<double>(batch.masked_positions.size());
+  out.loss = sum / static_cast<double>(scored);
   return out;
 }
 

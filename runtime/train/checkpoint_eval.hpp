@@ -38,7 +38,8 @@ struct TokenEval {
 
 // Loads the checkpoint in `dir` (verified first; tensor-parallel shards merged, so any
 // tensor-parallel size) into a model of one process, dropout off, and scores `input`: positions
-// 0..T-1. Throws ConfigError when an id, label or token type lies outside the model's ranges, T
+// 0..T-1, the checkpoint's training.micro_batch_size rows at a time (the memory of one
+// micro-batch whatever the file's length). Throws ConfigError when an id, label or token type lies outside the model's ranges, T
 // exceeds max_position_embeddings, or no position is labelled; RuntimeError when the
 // checkpoint does not verify or cannot be loaded.
 TokenEval evaluate_tokens(const std::string& dir, const EvalInput& input, std::ostream& log);

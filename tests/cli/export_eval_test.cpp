@@ -217,6 +217,47 @@ TEST(EvalCheckpoint, ANativeBf16GemmCheckpointLoadsWithoutBf16DotProducts) {
   EXPECT_EQ(x.exit_code, 0) << x.err;
 }
 
+// eval --input goes through the model a micro-batch (training.micro_batch_size = 2 rows) at a
+// time: 7 rows (four batches, the last short) score as the two files of their first 4 and last 3
+// rows do: the same argmax in order, and the loss the mean over the union of the positions,
+// (n_a loss_a + n_b loss_b) / (n_a + n_b).
+TEST(EvalCheckpoint, ManyRowsGoAMicroBatchAtATime) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2) + " --run-dir run").exit_code, 0);
+  const std::string ckpt = "run/checkpoints/step-00000002";
+  const auto rows = [](int first, int count) {
+    nlohmann::json ids = nlohmann::json::array(), labels = nlohmann::json::array();
+    for (int r = first; r < first + count; ++r) {
+      std::vector<int> row, label;
+      for (int t = 0; t < 8; ++t) {
+        row.push_back((r * 7 + t * 3) % 64);
+        label.push_back((r + t) % 3 == 0 ? (r * 5 + t) % 64 : -100);
+      }
+      ids.push_back(row);
+      labels.push_back(label);
+    }
+    return nlohmann::json{{"input_ids", ids}, {"labels", labels}}.dump();
+  };
+  s.write("all.json", rows(0, 7));
+  s.write("a.json", rows(0, 4));
+  s.write("b.json", rows(4, 3));
+  nlohmann::json out[3];
+  const char* files[3] = {"all.json", "a.json", "b.json"};
+  for (int i = 0; i < 3; ++i) {
+    const auto r = s.memtrain("eval --checkpoint " + ckpt + " --input " + files[i]);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    out[i] = nlohmann::json::parse(r.out);
+  }
+  const double na = out[1]["labelled_positions"].get<double>(), nb = out[2]["labelled_positions"].get<double>();
+  EXPECT_EQ(out[0]["labelled_positions"].get<double>(), na + nb);
+  auto argmax = out[1]["argmax"].get<std::vector<int>>();
+  const auto tail = out[2]["argmax"].get<std::vector<int>>();
+  argmax.insert(argmax.end(), tail.begin(), tail.end());
+  EXPECT_EQ(out[0]["argmax"].get<std::vector<int>>(), argmax);
+  const double joined = (na * out[1]["loss"].get<double>() + nb * out[2]["loss"].get<double>()) / (na + nb);
+  EXPECT_NEAR(out[0]["loss"].get<double>(), joined, 1e-6);
+}
+
 // eval --input: one JSON object on stdout, messages on stderr; bad inputs named, exit 2.
 TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
   Scratch s;
