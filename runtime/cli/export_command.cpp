@@ -1,4 +1,4 @@
-// memtrain export-hf CHECKPOINT OUT [--fp32]: a checkpoint as a Hugging Face BertForMaskedLM
+// memtrain export-hf CHECKPOINT OUT [--fp32] [--force]: a checkpoint as a Hugging Face BertForMaskedLM
 // directory (checkpoint_export.hpp).
 #include <filesystem>
 #include <iostream>
@@ -15,6 +15,7 @@ namespace {
 struct ExportArgs {
   std::string checkpoint, out;
   bool fp32 = false;
+  bool force = false;
 };
 }  // namespace
 
@@ -24,8 +25,11 @@ void add_export_command(CLI::App& app, int& exit_code) {
       "export-hf", "Write a checkpoint as a Hugging Face BertForMaskedLM directory (config.json, model.safetensors)");
   cmd->add_option("checkpoint", args->checkpoint, "Checkpoint directory, e.g. runs/x/checkpoints/step-00000100")
       ->required();
-  cmd->add_option("out", args->out, "Output directory (created)")->required();
+  cmd->add_option("out", args->out, "Output directory (created; refused when it holds a file the export writes)")
+      ->required();
   cmd->add_flag("--fp32", args->fp32, "Write 16-bit weights as fp32 (default: as stored)");
+  cmd->add_flag("--force", args->force,
+                "Replace config.json, model.safetensors, TOKENIZER.md and tokenizer.model already in OUT");
   cmd->callback([args, &exit_code] {
     std::error_code ec;
     if (!std::filesystem::is_directory(args->checkpoint, ec)) {
@@ -40,6 +44,21 @@ void add_export_command(CLI::App& app, int& exit_code) {
                           ", a checkpoint or checkpoints directory; expected a directory outside the run's checkpoints");
       }
       if (p == p.parent_path()) break;
+    }
+    if (std::filesystem::exists(args->out, ec) && !std::filesystem::is_directory(args->out, ec)) {
+      throw ConfigError("export-hf: OUT " + args->out + " exists and is not a directory; expected a new or "
+                        "empty directory");
+    }
+    // A second export, or a mistyped OUT, must not silently replace a model someone kept.
+    std::string present;
+    for (const char* name : train::kHfExportFiles) {
+      if (!args->force && std::filesystem::exists(std::filesystem::path(args->out) / name, ec)) {
+        present += (present.empty() ? "" : ", ") + std::string(name);
+      }
+    }
+    if (!present.empty()) {
+      throw ConfigError("export-hf: OUT " + args->out + " already holds " + present +
+                        "; expected a new or empty directory, or --force to replace them");
     }
     const auto report = checkpoint::verify_checkpoint(args->checkpoint);
     if (!report.ok()) {

@@ -1,6 +1,7 @@
 #pragma once
 // Reading a checkpoint as one unsharded model, and writing it in Hugging Face's layout
 // (`memtrain export-hf`, `memtrain eval --checkpoint`; docs/checkpoints.md, "Export").
+#include <array>
 #include <map>
 #include <string>
 
@@ -31,5 +32,10 @@ Config checkpoint_model_config(const std::string& dir);
 // created; existing files there are replaced. Throws RuntimeError when a file cannot be
 // written, and as merged_model_tensors.
 void export_hf(const std::string& dir, const std::string& out, bool fp32);
+
+// Every file export_hf may write into OUT (tokenizer.model only when the run's tokenizer is on
+// this machine).
+inline constexpr std::array<const char*, 4> kHfExportFiles = {"config.json", "model.safetensors", "TOKENIZER.md",
+                                                              "tokenizer.model"};
 
 }  // namespace memtrain::train

@@ -150,6 +150,35 @@ TEST(ExportHf, NamesShapesAndFormatAreBertForMaskedLMs) {
   EXPECT_TRUE(contains(slurp(s.path("hf/TOKENIZER.md")), "data.mock"));
 }
 
+// A second export into the same OUT (or a mistyped OUT) would replace a model someone kept:
+// refused, naming the files, unless --force; an existing empty directory is used as before.
+TEST(ExportHf, RefusesToReplaceFilesInOutUnlessForced) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2) + " --run-dir run").exit_code, 0);
+  const std::string ckpt = "run/checkpoints/step-00000002";
+  fs::create_directories(s.path("hf"));
+  ASSERT_EQ(s.memtrain("export-hf " + ckpt + " hf").exit_code, 0);
+  s.write("hf/config.json", "kept");
+  const auto again = s.memtrain("export-hf " + ckpt + " hf");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_EQ(again.err, "memtrain: config error: export-hf: OUT hf already holds config.json, model.safetensors, "
+                       "TOKENIZER.md; expected a new or empty directory, or --force to replace them\n");
+  EXPECT_EQ(slurp(s.path("hf/config.json")), "kept");
+  fs::create_directories(s.path("other"));
+  s.write("other/TOKENIZER.md", "notes");
+  const auto one = s.memtrain("export-hf " + ckpt + " other");
+  EXPECT_EQ(one.exit_code, 2);
+  EXPECT_TRUE(contains(one.err, "OUT other already holds TOKENIZER.md;")) << one.err;
+  EXPECT_FALSE(fs::exists(s.path("other/model.safetensors")));
+  s.write("file", "");
+  const auto file = s.memtrain("export-hf " + ckpt + " file");
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_TRUE(contains(file.err, "OUT file exists and is not a directory")) << file.err;
+  const auto forced = s.memtrain("export-hf " + ckpt + " hf --force");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(s.path("hf/config.json")))["model_type"], "bert");
+}
+
 // Two tensor-parallel ranks: the vocabulary (64, padded to 256 over the ranks) and the column-
 // and row-parallel weights come back whole, in place: after one step they equal a tp = 1 run's
 // within AdamW's first update (lr per element, a sign apart where a gradient is ~0), far below
