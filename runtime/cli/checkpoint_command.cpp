@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/checkpoint_verify.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/core/errors.hpp"
@@ -17,12 +18,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void require_directory(const std::string& dir) {
+void require_checkpoint_directory(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw ConfigError("checkpoint " + dir + ": not a directory; expected a checkpoint directory "
                       "such as runs/<name>/checkpoints/step-00000100");
   }
+  // A checkpoint missing one of the two is corrupt (exit 1); missing both, the path is the
+  // mistake, most often a run directory or its checkpoints folder given for a checkpoint.
+  if (fs::exists(fs::path(dir) / "manifest.json", ec) || fs::exists(fs::path(dir) / "meta.json", ec)) return;
+  for (const fs::path& root : {fs::path(dir) / "checkpoints", fs::path(dir)}) {
+    const auto stored = checkpoint::list_checkpoints(root.string());
+    if (!stored.empty()) {
+      throw ConfigError("checkpoint " + dir + ": not a checkpoint directory (no manifest.json or meta.json); "
+                        "expected one of its checkpoints, such as " + stored.front().path);
+    }
+  }
+  throw ConfigError("checkpoint " + dir + ": not a checkpoint directory (no manifest.json or meta.json); "
+                    "expected a checkpoint directory such as runs/<name>/checkpoints/step-00000100");
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -46,7 +59,12 @@ int inspect(const std::string& dir, std::ostream& out) {
   for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
-    const auto bytes = fs::file_size(fs::path(dir) / f);
+    std::error_code ec;
+    const auto bytes = fs::file_size(fs::path(dir) / f, ec);
+    if (ec) {  // a directory or a dangling link: the report below names it too
+      out << "  file " << f << ": " << ec.message() << "\n";
+      continue;
+    }
     out << "  file " << f << ": " << bytes << " bytes\n";
     if (!f.ends_with(".safetensors")) continue;
     try {
@@ -72,7 +90,7 @@ void add_checkpoint_command(CLI::App& app, int& exit_code) {
       "verify", "Check every file against manifest.json (exit 0 valid, 1 corrupt)");
   verify->add_option("dir", *dir, "Checkpoint directory (run_dir/checkpoints/step-NNNNNNNN)")->required();
   verify->callback([dir, &exit_code] {
-    require_directory(*dir);
+    require_checkpoint_directory(*dir);
     const checkpoint::VerifyReport report = checkpoint::verify_checkpoint(*dir);
     if (report.ok()) {
       std::cout << "checkpoint " << *dir << ": valid\n";
@@ -88,7 +106,7 @@ void add_checkpoint_command(CLI::App& app, int& exit_code) {
       "inspect", "Print step, layout, files and every tensor's name, dtype and shape");
   inspect_cmd->add_option("dir", *dir, "Checkpoint directory (run_dir/checkpoints/step-NNNNNNNN)")->required();
   inspect_cmd->callback([dir, &exit_code] {
-    require_directory(*dir);
+    require_checkpoint_directory(*dir);
     exit_code = inspect(*dir, std::cout);
   });
 }

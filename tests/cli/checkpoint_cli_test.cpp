@@ -97,6 +97,32 @@ TEST(CheckpointCli, VerifyReportsAFlippedByteWithTheFile) {
   EXPECT_TRUE(contains(missing.err, "checkpoint run/checkpoints/step-00000009: not a directory"));
 }
 
+// A run directory or its checkpoints folder given for a checkpoint is a usage mistake (exit 2),
+// not a corrupt checkpoint: one line pointing at the checkpoint that was meant. A stray
+// directory inside a checkpoint is reported by inspect, not thrown.
+TEST(CheckpointCli, ARunDirectoryIsNotACheckpointAndPointsAtItsNewest) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2, 2) + " --run-dir run").exit_code, 0);
+  for (const std::string verb : {"verify", "inspect"}) {
+    for (const std::string dir : {"run", "run/checkpoints"}) {
+      const auto r = s.memtrain("checkpoint " + verb + " " + dir);
+      EXPECT_EQ(r.exit_code, 2) << verb << " " << dir;
+      EXPECT_TRUE(r.out.empty()) << r.out;
+      EXPECT_EQ(r.err, "memtrain: config error: checkpoint " + dir + ": not a checkpoint directory (no manifest.json "
+                       "or meta.json); expected one of its checkpoints, such as run/checkpoints/step-00000002\n");
+    }
+  }
+  fs::create_directories(s.path("empty"));
+  const auto empty = s.memtrain("checkpoint inspect empty");
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_TRUE(contains(empty.err, "checkpoint empty: not a checkpoint directory (no manifest.json or meta.json); "
+                                  "expected a checkpoint directory such as")) << empty.err;
+  fs::create_directories(s.path("run/checkpoints/step-00000002/stray"));
+  const auto stray = s.memtrain("checkpoint inspect run/checkpoints/step-00000002");
+  EXPECT_EQ(stray.exit_code, 1);
+  EXPECT_TRUE(contains(stray.out, "  problem: stray: not in the manifest")) << stray.out;
+}
+
 // Note [A checkpoint appears whole or not at all], end to end: SIGKILL at three byte offsets
 // inside the second checkpoint (just in, halfway, one byte before the end) leaves the first one
 // valid and `latest` naming it.
