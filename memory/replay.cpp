@@ -136,20 +136,24 @@ ReplayReport replay_on_allocator(const InternedTrace& trace, const std::string& 
 // its free in trace order.
 ReplayReport replay_planned(const InternedTrace& trace, std::size_t capacity_bytes) {
   const auto& ops = trace.ops;
+  constexpr std::size_t kAlignment = 512;  // the allocators' smallest rounding
   std::vector<TensorLifetime> lifetimes;
   std::vector<std::size_t> alloc_event;  // trace index of each lifetime's alloc
+  // A request larger than the device fails in any layout, as it does on the allocators. It
+  // enters the plan with no bytes: a size near 2^64 would overflow the planner's arithmetic.
+  std::vector<bool> larger_than_device;
   std::vector<std::size_t> open(trace.ids.size());  // by interned id: its live lifetime
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const InternedTrace::Op& op = ops[i];
     if (op.alloc) {
       open[op.id] = lifetimes.size();
-      lifetimes.push_back({op.bytes, i, ops.size()});
+      larger_than_device.push_back(op.bytes > capacity_bytes / kAlignment * kAlignment);
+      lifetimes.push_back({larger_than_device.back() ? 0 : op.bytes, i, ops.size()});
       alloc_event.push_back(i);
     } else {
       lifetimes[open[op.id]].last_use = i;  // ids were checked beforehand
     }
   }
-  constexpr std::size_t kAlignment = 512;  // the allocators' smallest rounding
   const ArenaPlan plan = plan_arena(lifetimes, kAlignment);
 
   ReplayReport report;
@@ -157,7 +161,7 @@ ReplayReport replay_planned(const InternedTrace& trace, std::size_t capacity_byt
   report.peak_reserved_bytes = std::min(plan.arena_bytes, capacity_bytes);
   for (std::size_t k = 0; k < lifetimes.size(); ++k) {
     const std::size_t size = (lifetimes[k].bytes + kAlignment - 1) / kAlignment * kAlignment;
-    if (plan.offsets[k] + size > capacity_bytes) {
+    if (larger_than_device[k] || plan.offsets[k] + size > capacity_bytes) {
       ++report.num_ooms;
       if (!report.first_oom_event || alloc_event[k] < *report.first_oom_event) {
         report.first_oom_event = alloc_event[k];

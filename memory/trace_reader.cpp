@@ -1,6 +1,7 @@
 // The two trace formats replay reads (declared in replay.hpp). Both are one record per line
 // with no quoting, so a line reader and a split on ',' are the whole parser.
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -200,6 +201,12 @@ InternedTrace intern_trace(const std::vector<TraceOp>& ops) {
 }
 
 std::vector<TraceOp> read_trace_file(const std::string& path) {
+  // A directory opens as a stream that reads nothing, which would pass for an empty trace.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw TraceFormatError(path + ": is a directory; expected a trace file (" + std::string(kTraceHeader) +
+                           ", or RMM's log)");
+  }
   std::ifstream in(path);
   if (!in) throw TraceFormatError(path + ": cannot open trace file (missing or unreadable)");
   // The first record picks the parser; comments and blank lines may precede it.

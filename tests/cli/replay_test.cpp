@@ -2,6 +2,7 @@
 // computed by hand from the trace the test writes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_memtrain.hpp"
@@ -60,6 +61,30 @@ TEST(Replay, MissingTraceExitsTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "memtrain: trace error: "));
   EXPECT_TRUE(contains(r.err, "none.csv"));
+}
+
+TEST(Replay, ADirectoryForTheTraceIsNamedAsOne) {
+  Scratch s;
+  std::filesystem::create_directories(s.path("tr"));
+  const auto r = s.memtrain("replay --trace tr --policy best_fit --capacity 1GiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "memtrain: trace error: tr: is a directory; expected a trace file (op,id,bytes,stream,tag, or "
+                   "RMM's log)\n");
+}
+
+// A request larger than the device (here 2^64 - 1 bytes, which no alignment can round) is an
+// out-of-memory event under every policy, the offline plan included, and the replay goes on.
+TEST(Replay, ARequestLargerThanTheDeviceIsAnOutOfMemoryEventUnderEveryPolicy) {
+  Scratch s;
+  s.write("t.csv", "op,id,bytes,stream,tag\nalloc,1,18446744073709551615,0,parameter\nalloc,2,1048576,0,x\n");
+  for (const char* policy : {"no_cache", "pytorch", "best_fit", "vmm_stitch", "planned"}) {
+    const auto r = s.memtrain(std::string("replay --trace t.csv --policy ") + policy + " --capacity 1GiB --json");
+    ASSERT_EQ(r.exit_code, 0) << policy << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("num_ooms"), 1) << policy;
+    EXPECT_EQ(j.at("first_oom_line"), 2) << policy;
+    EXPECT_EQ(j.at("num_allocs"), 2) << policy;
+  }
 }
 
 TEST(Replay, BadCapacityExitsTwo) {
