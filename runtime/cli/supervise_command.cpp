@@ -12,7 +12,8 @@ void add_supervise_command(CLI::App& app, int& exit_code) {
       "supervise", "Run a training command and relaunch it with --resume after it dies (a rank killed, a failure)");
   cmd->add_option("--max-restarts", options->max_restarts, "Relaunches before giving up (default 3)");
   cmd->add_option("--backoff", options->backoff_s,
-                  "Seconds before the first relaunch, doubled for each further one (default 5)");
+                  "Seconds before the first relaunch (0 to 3600, default 5), doubled for each further one "
+                  "up to 3600");
   cmd->add_option("--min-ranks", options->min_ranks,
                   "Relaunch with -np N (onto fewer ranks, away from a failed one; default: as launched)")
       ->check(CLI::Range(1, 1 << 20));

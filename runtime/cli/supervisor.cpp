@@ -5,9 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -161,7 +163,12 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
                       "directory, so the command must name it (--run-dir D)");
   }
   if (options.max_restarts < 0) throw ConfigError("memtrain supervise --max-restarts must be >= 0");
-  if (options.backoff_s < 0) throw ConfigError("memtrain supervise --backoff must be >= 0 seconds");
+  if (!(options.backoff_s >= 0 && options.backoff_s <= kMaxBackoffSeconds)) {  // NaN fails both
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", options.backoff_s);
+    throw ConfigError(std::string("memtrain supervise --backoff ") + shown + ": expected a number of seconds in [0, " +
+                      std::to_string(static_cast<int>(kMaxBackoffSeconds)) + "]");
+  }
   relaunch_command(options.command, "required", options.min_ranks);  // refuse a bad --min-ranks now
   // Relaunches start from `base` with `ranks` processes (0: as launched).
   std::vector<std::string> base = options.command;
@@ -207,7 +214,7 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
         << options.max_restarts << " in " << backoff << " s: " << join(command) << "\n"
         << std::flush;
     std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
-    backoff *= 2;
+    backoff = std::min(backoff * 2, kMaxBackoffSeconds);
     ::setenv("MEMTRAIN_FAULT", "", 1);
     if (g_forwarded.load()) return code;  // told to stop while waiting
   }

@@ -193,6 +193,14 @@ TEST(Supervise, UsageErrorsExit2) {
   const auto no_np = s.memtrain("supervise --min-ranks 1 -- sh -c 'exit 1' sh --run-dir x");
   EXPECT_EQ(no_np.exit_code, 2);
   EXPECT_TRUE(contains(no_np.err, "the command has no -np N to replace")) << no_np.err;
+  // NaN passes every comparison, and a wait past ~292 years overflows sleep_for into no wait:
+  // both are refused before the job runs.
+  for (const std::string backoff : {"nan", "-1", "1e300", "inf", "3601"}) {
+    const auto r = s.memtrain("supervise --backoff " + backoff + " -- sh -c 'exit 1' sh --run-dir x");
+    EXPECT_EQ(r.exit_code, 2) << backoff;
+    EXPECT_TRUE(contains(r.err, ": expected a number of seconds in [0, 3600]\n")) << backoff << r.err;
+    EXPECT_FALSE(contains(r.err, "restart 1")) << backoff << r.err;
+  }
   const auto zero = s.memtrain("supervise --min-ranks 0 -- sh -c 'exit 1' sh --run-dir x");
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_TRUE(contains(zero.err, "--min-ranks")) << zero.err;
