@@ -158,11 +158,22 @@ bool is_subsection(const std::string& key) {
                      [&](const KeySpec& k) { return k.name.starts_with(prefix); });
 }
 
+// A key's name; a list, mapping, null or "" as a key names nothing to set or suggest.
+std::string key_name(const std::string& path, const YAML::Node& key) {
+  if (!key.IsScalar() || key.Scalar().empty()) {
+    const std::string what = key.IsSequence() ? "key " + printable(shown(key)) + " is a list"
+                             : key.IsMap()    ? "key " + printable(shown(key)) + " is a mapping"
+                                              : std::string("a key is empty");
+    throw ConfigError(line_of(path, key.Mark()) + ": " + what + "; expected a non-empty string (a section or key name)");
+  }
+  return key.Scalar();
+}
+
 // The keys of a section (prefix "training") or of a nested group (prefix "precision.loss_scale").
 void load_mapping(Config& c, const std::string& path, const std::string& prefix, const YAML::Node& mapping) {
   std::map<std::string, int> seen_keys;
   for (const auto& kv : mapping) {
-    const std::string key = prefix + "." + kv.first.Scalar();
+    const std::string key = prefix + "." + key_name(path, kv.first);
     if (auto [it, fresh] = seen_keys.emplace(key, kv.first.Mark().line + 1); !fresh) {
       fail(line_of(path, kv.first.Mark()), key, shown(kv.second),
            "duplicate key (first at line " + std::to_string(it->second) + ")", "each key once");
@@ -209,7 +220,7 @@ void load_file(Config& c, const std::string& path) {
   }
   std::map<std::string, int> seen_sections;
   for (const auto& entry : root) {
-    const std::string name = entry.first.Scalar();
+    const std::string name = key_name(path, entry.first);
     const std::string where = line_of(path, entry.first.Mark());
     if (auto [it, fresh] = seen_sections.emplace(name, entry.first.Mark().line + 1); !fresh) {
       throw ConfigError(where + ": " + name + ": duplicate section (first at line " + std::to_string(it->second) +

@@ -107,6 +107,15 @@ TEST(BadConfig, MissingCorpus) {
                       "exp.yaml:2: data.corpus = books/none.txt: no such file or directory");
 }
 
+// A list, mapping or empty string as a key names no key: said so, with no suggestion.
+TEST(BadConfig, AKeyThatIsNotANonEmptyStringIsNamed) {
+  expect_config_error("[a]: 1\n", "exp.yaml:1: key [a] is a list; expected a non-empty string (a section or key name)\n");
+  expect_config_error("training:\n  {a: 1}: 2\n",
+                      "exp.yaml:2: key {a: 1} is a mapping; expected a non-empty string (a section or key name)\n");
+  expect_config_error(std::string(kTinyMockYaml) + "  \"\": 1\n",
+                      "exp.yaml:16: a key is empty; expected a non-empty string (a section or key name)\n");
+}
+
 TEST(BadConfig, KjvWithoutTheBibleProgram) {
   // PATH holds no `bible`: the Debian package bible-kjv is what provides it.
   expect_config_error("data:\n  corpus: kjv\n",
