@@ -334,6 +334,21 @@ void check_corpus(const Config& c) {
   if (!fs::is_regular_file(status) && !fs::is_directory(status)) {
     fail(c, "data.corpus", "is neither a file nor a directory", "a UTF-8 text file or a directory of .txt files");
   }
+  // read_corpus refuses these too, but it no longer knows the line that set data.corpus.
+  if (fs::is_directory(status)) {
+    bool any_txt = false;
+    for (fs::recursive_directory_iterator it(corpus, ec), end; !ec && !any_txt && it != end; it.increment(ec)) {
+      any_txt = it->is_regular_file(ec) && it->path().extension() == ".txt";
+    }
+    if (!ec && !any_txt) fail(c, "data.corpus", "directory contains no .txt files", "a directory of UTF-8 .txt files");
+    return;
+  }
+  std::ifstream in(corpus);
+  bool any_text = false;
+  for (std::string line; !any_text && std::getline(in, line);) {
+    any_text = line.find_first_not_of(" \t\r\v\f") != std::string::npos;  // read_corpus's blank lines
+  }
+  if (!any_text) fail(c, "data.corpus", "is empty (no non-blank line)", "UTF-8 text to train on");
 }
 
 }  // namespace

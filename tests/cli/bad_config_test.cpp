@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "tests/cli/run_memtrain.hpp"
 
@@ -105,6 +106,28 @@ TEST(BadConfig, ZeroBatchSize) {
 TEST(BadConfig, MissingCorpus) {
   expect_config_error("data:\n  corpus: books/none.txt\n",
                       "exp.yaml:2: data.corpus = books/none.txt: no such file or directory");
+}
+
+// The corpus's own faults carry the line that set data.corpus, as a missing corpus does.
+TEST(BadConfig, EmptyCorpusAndDirectoryWithoutTextNameTheLine) {
+  Scratch s;
+  s.write("empty.txt", "\n  \t\n");
+  std::filesystem::create_directories(s.path("cdir/sub"));
+  s.write("cdir/sub/notes.md", "text");
+  const std::pair<std::string, std::string> cases[] = {
+      {"empty.txt", "exp.yaml:2: data.corpus = empty.txt: is empty (no non-blank line); expected UTF-8 text to "
+                    "train on\n"},
+      {"cdir", "exp.yaml:2: data.corpus = cdir: directory contains no .txt files; expected a directory of UTF-8 "
+               ".txt files\n"}};
+  for (const auto& [corpus, message] : cases) {
+    s.write("exp.yaml", "data:\n  corpus: " + corpus + "\n");
+    for (const std::string verb : {"train --run-dir run", "data prepare"}) {
+      const auto r = s.memtrain(verb + " --config exp.yaml");
+      EXPECT_EQ(r.exit_code, 2) << verb;
+      EXPECT_EQ(r.err, "memtrain: config error: " + message) << verb;
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(s.path("run")));
 }
 
 // A list, mapping or empty string as a key names no key: said so, with no suggestion.
