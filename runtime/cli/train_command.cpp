@@ -47,7 +47,15 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--set", args->overrides, "Override one key: section.key=value (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  cmd->add_option("--run-dir", args->run_dir, "Run directory (default runs/<config name>-<timestamp>)");
+  // An empty --run-dir (an unset shell variable) would pick a fresh timestamped directory:
+  // a resume the user asked for would silently start over.
+  cmd->add_option("--run-dir", args->run_dir, "Run directory (default runs/<config name>-<timestamp>)")
+      ->check(CLI::Validator(
+          [](const std::string& dir) {
+            return dir.empty() ? std::string("empty; expected a directory path, or no --run-dir for the default")
+                               : std::string();
+          },
+          ""));
   cmd->add_flag("--dry-run", args->dry_run,
                 "Allocate exactly what training would on a simulated device, without any math");
   cmd->add_option("--target", args->target,

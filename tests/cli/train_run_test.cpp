@@ -42,5 +42,15 @@ TEST(TrainRun, RunDirectoryOfAnotherConfigIsNeverOverwritten) {
   EXPECT_EQ(read(s.path("run/metrics.jsonl")), metrics);
 }
 
+// An empty --run-dir (an unset shell variable) is a usage error, not the default directory.
+TEST(TrainRun, AnEmptyRunDirIsAUsageError) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  const auto r = s.memtrain("train --config exp.yaml --run-dir ''");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: --run-dir: empty; expected a directory path")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("runs")));
+}
+
 }  // namespace
 }  // namespace memtrain::cli
