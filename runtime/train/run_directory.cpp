@@ -57,6 +57,13 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& conf
     }
     if (!fs::is_empty(dir, ec)) {
       const std::string previous = recorded_hash(dir);
+      if (previous.empty() && fs::exists(dir / "run.json", ec)) {
+        // Damaged or hand-edited: the directory is a run, and "has no run.json" would send the
+        // user looking for a file that is there.
+        throw ConfigError("run directory " + path + ": run.json is unreadable or not a JSON object with a "
+                          "config_hash string; refusing to write into it: expected the run.json memtrain "
+                          "wrote, or another --run-dir");
+      }
       if (previous.empty()) {
         throw ConfigError("run directory " + path + " is not empty and has no run.json; "
                           "refusing to write into it: expected a new directory or one written "

@@ -42,6 +42,22 @@ TEST(TrainRun, RunDirectoryOfAnotherConfigIsNeverOverwritten) {
   EXPECT_EQ(read(s.path("run/metrics.jsonl")), metrics);
 }
 
+// A run whose run.json was damaged is still a run: the message says so, instead of calling
+// it a directory without run.json, and nothing in it is touched.
+TEST(TrainRun, RunDirectoryWithAnInvalidRunJsonIsNamedAsSuch) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  ASSERT_EQ(s.memtrain("train --config exp.yaml --run-dir run").exit_code, 0);
+  const std::string metrics = read(s.path("run/metrics.jsonl"));
+  s.write("run/run.json", "{\"config_hash\": ");
+  const auto r = s.memtrain("train --config exp.yaml --run-dir run");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err, "memtrain: config error: run directory run: run.json is unreadable or not a JSON object with a "
+                   "config_hash string; refusing to write into it: expected the run.json memtrain wrote, or "
+                   "another --run-dir\n");
+  EXPECT_EQ(read(s.path("run/metrics.jsonl")), metrics);
+}
+
 // An empty --run-dir (an unset shell variable) is a usage error, not the default directory.
 TEST(TrainRun, AnEmptyRunDirIsAUsageError) {
   Scratch s;
