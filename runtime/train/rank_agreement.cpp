@@ -20,7 +20,10 @@ namespace memtrain::train {
 // own config. So before the first collective that depends on the config, rank 0's settings
 // (rank_settings) go to every rank, each compares them with its own, and the ranks that differ
 // are named: the job stops with a config error (exit 2, printed once by rank 0) instead.
-// Excluded: data.cache_dir and training.num_threads, which are this process's own.
+// Excluded: data.cache_dir and training.num_threads, which are this process's own; --run-dir,
+// which only rank 0 uses (it writes the run directory and hands the others its checkpoint
+// paths); and a dry run's --target, which sizes this rank's simulated device alone (a test
+// gives one rank a device too small on purpose: tests/cli/rank_failure_test.cpp).
 
 namespace {
 
@@ -70,9 +73,8 @@ std::string rank_settings(const Config& config, const RunOptions& options) {
     if (key_value.rfind("data.cache_dir:", 0) == 0 || key_value.rfind("training.num_threads:", 0) == 0) continue;
     out += key_value + "\n";
   }
-  out += "--run-dir: " + options.run_dir + "\n";
   out += std::string("--resume: ") + resume_name(options.resume) + "\n";
-  out += "--dry-run: " + (options.dry_run ? options.dry_run->describe() : std::string("no")) + "\n";
+  out += std::string("--dry-run: ") + (options.dry_run ? "yes" : "no") + "\n";
   out += std::string("--profile-ops: ") + (options.profile_ops ? "yes" : "no") + "\n";
   return out;
 }

@@ -10,7 +10,7 @@ namespace memtrain::train {
 // The settings a rank compares with rank 0's: "section.key: value" for every key of
 // canonical_yaml(config) but data.cache_dir and training.num_threads (this process's own
 // cache and threads), then the command-line options that change what the ranks do together
-// (--run-dir as given, --resume, --dry-run, --profile-ops). One line each, in a fixed order.
+// (--resume, whether --dry-run, --profile-ops). One line each, in a fixed order.
 std::string rank_settings(const Config& config, const RunOptions& options);
 
 // Collective over `world`: compares every rank's rank_settings with rank 0's, and on any

@@ -42,19 +42,20 @@ TEST(RankAgreement, AnotherModelSizeOnRankOneIsOneConfigError) {
 TEST(RankAgreement, ACommandLineOptionThatDiffersIsNamed) {
   Scratch s;
   const std::string cfg = s.write("c.yaml", kTinyMockYaml);
-  const auto r = mpmd(s, "train --config " + cfg + " --run-dir a", "train --config " + cfg + " --run-dir b");
+  const auto r = mpmd(s, "train --config " + cfg + " --run-dir a", "train --config " + cfg + " --run-dir a --profile-ops");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(contains(r.err, "rank 1 has --run-dir: b where rank 0 has --run-dir: a")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 1 has --profile-ops: yes where rank 0 has --profile-ops: no")) << r.err;
 }
 
 // The same settings through an MPMD launch train: the check compares settings, not how the
-// ranks were started. data.cache_dir and training.num_threads are each process's own.
+// ranks were started. data.cache_dir and training.num_threads are each process's own, and
+// --run-dir is rank 0's alone.
 TEST(RankAgreement, TheSameSettingsTrainEvenWithAnotherCacheDirectory) {
   Scratch s;
   const std::string cfg = s.write("c.yaml", kTinyMockYaml);
   const std::string two_ranks = " --set training.global_batch_size=4";
   const auto r = mpmd(s, "train --config " + cfg + " --run-dir run" + two_ranks,
-                      "train --config " + cfg + " --run-dir run --set data.cache_dir=elsewhere" + two_ranks);
+                      "train --config " + cfg + " --run-dir other --set data.cache_dir=elsewhere" + two_ranks);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::exists(s.path("run/metrics.jsonl")));
 }
