@@ -23,15 +23,22 @@ namespace memtrain::memory {
 // mode is `madvise`: only ranges advised MADV_HUGEPAGE get 2 MiB pages. So the host resource
 // maps allocations of one huge page or more itself, aligned to 2 MiB and rounded up to whole
 // huge pages, and advises them (PyTorch's CPU allocator does the same behind
-// THP_MEM_ALLOC_ENABLE=1). On bench-bert (fp32, 2 threads, AMD EPYC with AVX-512, 7 alternating
-// pairs of 20-step runs) the step ran at a median 1.06 of its speed without (pairs from 0.96 to
-// 1.09, 5 of 7 faster); the GEMMs gained the most.
+// THP_MEM_ALLOC_ENABLE=1), when memory.host_huge_pages asks for it.
+//
+// Measured on bench-bert (fp32, 2 threads, SkylakeX kernels, this project's 2-vCPU AMD EPYC
+// virtual machine), alternating pairs of runs with and without: a first prototype (advice on
+// the 2 MiB-aligned interior of the C++ allocator's blocks) gave a median pair ratio of 1.06 over
+// 7 pairs (0.96 to 1.09, 5 of 7 faster); this code gave 1.00 over 11 pairs (0.95 to 1.14, 5 of 11
+// faster; the GEMM rows alike), with 815 MB of the 855 MB resident set in huge pages, and peak
+// RSS 9% higher. So no speed-up shows on this machine, where the hypervisor's own page size
+// also decides what a TLB miss costs, and the option is off by default; on a bare-metal host
+// it may pay, which is why it stays.
 //
 // The costs: an allocation's last huge page is whole even when partly used (at most 2 MiB per
 // allocation; the caching allocator asks for few, large segments), and a fault maps 2 MiB at
 // once (at start-up: the steps reuse the allocator's memory and take no page faults).
-// memory.host_huge_pages: false turns it off. Allocations below one huge page keep the C++
-// allocator: a huge page for each would multiply their memory.
+// Allocations below one huge page keep the C++ allocator: a huge page for each would multiply
+// their memory.
 
 std::size_t huge_page_round_up(std::size_t bytes) {
   if (bytes > std::numeric_limits<std::size_t>::max() - (kHugePageBytes - 1)) {

@@ -44,7 +44,7 @@ Workspace::Memory Workspace::host_memory(bool huge_pages) {
                 }};
 }
 
-Workspace::Workspace() : Workspace(host_memory(true)) {}
+Workspace::Workspace() : Workspace(host_memory(false)) {}
 
 Workspace::Workspace(Memory memory) : memory_(std::move(memory)) {}
 

@@ -43,7 +43,7 @@ class Workspace {
   // memory/huge_pages.cpp), as memory.host_huge_pages asks of a CPU run.
   static Memory host_memory(bool huge_pages);
 
-  // host_memory(true).
+  // host_memory(false), as memory.host_huge_pages' default.
   Workspace();
   // Buffers from `memory`, such as a GPU's (core::CudaDevice: the scratch of its float views,
   // Note [Float views convert on the tensor's device]). Its allocate must return memory

@@ -135,7 +135,7 @@ memory:
   max_split_size: 64MiB
   garbage_collection_threshold: 0.6
   expandable_segments: true
-  host_huge_pages: false
+  host_huge_pages: true
   capacity: 2GiB
   limit: 1.5GiB
   reservation: 512MiB
@@ -189,7 +189,7 @@ health:
   EXPECT_EQ(c.memory.max_split_size, 64u << 20);
   EXPECT_DOUBLE_EQ(c.memory.garbage_collection_threshold, 0.6);
   EXPECT_TRUE(c.memory.expandable_segments);
-  EXPECT_FALSE(c.memory.host_huge_pages);
+  EXPECT_TRUE(c.memory.host_huge_pages);
   EXPECT_EQ(c.memory.capacity, 2ull << 30);
   EXPECT_EQ(c.memory.limit, 3ull << 29);
   EXPECT_EQ(c.memory.reservation, 512ull << 20);

@@ -29,7 +29,7 @@ TEST(ResumeCompatibility, KeysThatDoNotChangeTheTrajectoryMayChange) {
       "checkpoint.interval=5",         "checkpoint.keep_last=4",   "checkpoint.on_interrupt=true",
       "memory.trace=true",             "memory.policy=pytorch",    "memory.max_split_size=1GiB",
       "memory.expandable_segments=true", "memory.capacity=1GiB",   "memory.limit=1GiB",
-      "training.micro_batch_size=2",   "memory.host_huge_pages=false"};
+      "training.micro_batch_size=2",   "memory.host_huge_pages=true"};
   for (const auto& change : changes) {
     const Config now = load_config(path, {"training.lr_decay_steps=10", change});
     EXPECT_NE(config_hash(now), config_hash(base)) << change;  // the change is real
