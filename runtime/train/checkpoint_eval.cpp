@@ -1,6 +1,7 @@
 #include "runtime/train/checkpoint_eval.hpp"
 
 #include <algorithm>
+#include <set>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -91,9 +92,22 @@ EvalInput parse_eval_input(const std::string& path) {
   if (!in) throw ConfigError(path + ": cannot be read; expected a JSON file of token ids");
   std::stringstream text;
   text << in.rdbuf();
-  const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  // nlohmann::json keeps the last of two equal keys without a word; a file that names
+  // "labels" twice is refused instead, as the config's YAML refuses a duplicate key.
+  std::set<std::string> top_keys;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t note_keys = [&](int depth, nlohmann::json::parse_event_t event,
+                                                          nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
+        !top_keys.insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  const auto j = nlohmann::json::parse(text.str(), note_keys, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw ConfigError(path + ": not valid JSON; expected a JSON object of token ids");
   if (!j.is_object()) throw ConfigError(path + ": not a JSON object");
+  if (!duplicate.empty()) throw ConfigError(path + ": key \"" + duplicate + "\" appears twice; expected each key once");
   // A misspelt key ("attention_masks") would otherwise be a silent default.
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() != "input_ids" && it.key() != "labels" && it.key() != "attention_mask" &&

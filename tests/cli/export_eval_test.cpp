@@ -315,6 +315,8 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
       {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_masks": [[1,1]]})",
        "bad.json: unknown key \"attention_masks\"; expected input_ids, labels, attention_mask or token_type_ids"},
       {R"({"input_ids": [[1,2],[3]], "labels": [[1,2],[3,4]]})", "bad.json: input_ids[1] has 1 values, input_ids[0] has 2"},
+      {R"({"input_ids": [[1,2]], "labels": [[1,1]], "labels": [[-100,-100]]})",
+       "bad.json: key \"labels\" appears twice; expected each key once"},
       {R"({"input_ids": [[1,2.5]], "labels": [[1,2]]})", "bad.json: input_ids[0][1] = 2.5 is not an integer"},
       {R"({"input_ids": [[1,64]], "labels": [[1,2]]})", "input_ids[0][1] = 64 is outside the vocabulary [0, 64)"},
       {R"({"input_ids": [[1,2]], "labels": [[-100,-100]]})", "no labelled position (every label is -100)"},
