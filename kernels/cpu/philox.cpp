@@ -21,23 +21,22 @@ PhiloxStream::PhiloxStream(const RngKey& key) {
 
 // See Note [Many Philox blocks at once]; the rounds are Random123's _philox4x32round and
 // _philox4x32bumpkey (Salmon et al. 2011, section 4.2) with its multipliers and Weyl constants.
-void PhiloxStream::blocks(std::uint64_t sample, std::uint64_t first_block, Words& out) const {
-  std::uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-  for (int j = 0; j < kLanes; ++j) {
-    const std::uint64_t b = first_block + static_cast<std::uint64_t>(j);
-    c0[j] = static_cast<std::uint32_t>(b);
-    c1[j] = static_cast<std::uint32_t>(b >> 32);
-    c2[j] = static_cast<std::uint32_t>(sample);
-    c3[j] = static_cast<std::uint32_t>(sample >> 32);
+void philox4x32_10_lanes(PhiloxLaneWords& words, const std::array<std::uint32_t, 2>& key) {
+  std::uint32_t c0[kPhiloxLanes], c1[kPhiloxLanes], c2[kPhiloxLanes], c3[kPhiloxLanes];
+  for (int j = 0; j < kPhiloxLanes; ++j) {
+    c0[j] = words[0][j];
+    c1[j] = words[1][j];
+    c2[j] = words[2][j];
+    c3[j] = words[3][j];
   }
-  std::uint32_t k0 = key_[0], k1 = key_[1];
+  std::uint32_t k0 = key[0], k1 = key[1];
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
       k0 += PHILOX_W32_0;
       k1 += PHILOX_W32_1;
     }
 #pragma omp simd
-    for (int j = 0; j < kLanes; ++j) {
+    for (int j = 0; j < kPhiloxLanes; ++j) {
       const std::uint64_t p0 = static_cast<std::uint64_t>(PHILOX_M4x32_0) * c0[j];
       const std::uint64_t p1 = static_cast<std::uint64_t>(PHILOX_M4x32_1) * c2[j];
       const auto n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1[j] ^ k0;
@@ -48,12 +47,23 @@ void PhiloxStream::blocks(std::uint64_t sample, std::uint64_t first_block, Words
       c3[j] = static_cast<std::uint32_t>(p0);
     }
   }
-  for (int j = 0; j < kLanes; ++j) {
-    out[0][j] = c0[j];
-    out[1][j] = c1[j];
-    out[2][j] = c2[j];
-    out[3][j] = c3[j];
+  for (int j = 0; j < kPhiloxLanes; ++j) {
+    words[0][j] = c0[j];
+    words[1][j] = c1[j];
+    words[2][j] = c2[j];
+    words[3][j] = c3[j];
   }
+}
+
+void PhiloxStream::blocks(std::uint64_t sample, std::uint64_t first_block, Words& out) const {
+  for (int j = 0; j < kLanes; ++j) {
+    const std::uint64_t b = first_block + static_cast<std::uint64_t>(j);
+    out[0][j] = static_cast<std::uint32_t>(b);
+    out[1][j] = static_cast<std::uint32_t>(b >> 32);
+    out[2][j] = static_cast<std::uint32_t>(sample);
+    out[3][j] = static_cast<std::uint32_t>(sample >> 32);
+  }
+  philox4x32_10_lanes(out, {key_[0], key_[1]});
 }
 
 float philox_uniform(const RngKey& key, std::uint64_t sample, std::uint64_t element) {

@@ -29,6 +29,22 @@ float philox_uniform(const RngKey& key, std::uint64_t sample, std::uint64_t elem
 std::array<std::uint32_t, 4> philox4x32_10(const std::array<std::uint32_t, 4>& ctr,
                                            const std::array<std::uint32_t, 2>& key);
 
+// Note [Many Philox blocks at once]
+// r123::Philox4x32 computes one block with scalar 32 x 32 -> 64-bit multiplies, and dropout
+// spent more time drawing its words than moving its data (3.5 GB/s, issue 15). The same ten
+// rounds over many independent counters, written lane-major with the key shared, compile to
+// vector multiplies (vpmuludq): the words are bitwise those of philox4x32_10. How many at once
+// is set by latency, not width: each round waits on the last one's multiply, so 8 lanes (one or
+// two vector registers) left the multiplier idle between rounds at 1.3 ns an element
+// (2026-12-05, AVX-512 EPYC), while 64 lanes keep eight registers' chains in flight: 0.4 ns an
+// element. The data pipeline's mock tokens and MLM masks use the same routine.
+inline constexpr int kPhiloxLanes = 64;
+using PhiloxLaneWords = std::uint32_t[4][kPhiloxLanes];
+
+// In place: on return words[w][j] = philox4x32_10({words[0][j], .., words[3][j]}, key)[w] for
+// every lane j in [0, kPhiloxLanes).
+void philox4x32_10_lanes(PhiloxLaneWords& words, const std::array<std::uint32_t, 2>& key);
+
 // Note [Philox key derivation]
 // An RngKey holds 224 bits (seed, step, layer, site, tp_rank) but a Philox key has 64. Rather
 // than packing fields into shared bits (where site 65536 would collide with tp_rank 1), the
@@ -55,16 +71,9 @@ class PhiloxStream {
     return r123::Philox4x32()(ctr, key_);
   }
 
-  // Note [Many Philox blocks at once]
-  // r123::Philox4x32 computes one block with scalar 32 x 32 -> 64-bit multiplies, and dropout
-  // spent more time drawing its words than moving its data (3.5 GB/s, issue 15). The same ten
-  // rounds over many independent counters, written lane-major with the key shared, compile to
-  // vector multiplies (vpmuludq): the words are bitwise those of block(). How many at once is
-  // set by latency, not width: each round waits on the last one's multiply, so 8 lanes (one or
-  // two vector registers) left the multiplier idle between rounds at 1.3 ns an element (2026-12-05,
-  // AVX-512 EPYC), while 64 lanes keep eight registers' chains in flight: 0.4 ns an element.
-  static constexpr int kLanes = 64;
-  using Words = std::uint32_t[4][kLanes];
+  // See Note [Many Philox blocks at once].
+  static constexpr int kLanes = kPhiloxLanes;
+  using Words = PhiloxLaneWords;
   // out[w][j] = block(sample, first_block + j)[w] for j in [0, kLanes).
   void blocks(std::uint64_t sample, std::uint64_t first_block, Words& out) const;
 

@@ -92,9 +92,13 @@ void MlmDataset::append_row(std::uint64_t sample, std::vector<std::int32_t>& row
       length = 1 + static_cast<int>((draw * static_cast<std::uint64_t>(seq_length_ - 2)) >> 32);
     }
     const auto num_ordinary = static_cast<std::uint64_t>(vocab_size_ - kFirstOrdinaryId);
-    for (int t = 0; t < length; ++t) {
-      const std::uint64_t draw = philox_word(seed_, j, static_cast<std::uint32_t>(t), kMockStream, 0);
-      row.push_back(kFirstOrdinaryId + static_cast<std::int32_t>((draw * num_ordinary) >> 32));
+    kernels::PhiloxLaneWords words;  // [4, kPhiloxLanes]: blocks of tokens t0 .. t0 + 63
+    for (int t0 = 0; t0 < length; t0 += kernels::kPhiloxLanes) {
+      philox_words(seed_, j, static_cast<std::uint32_t>(t0), kMockStream, words);
+      for (int t = t0; t < std::min(length, t0 + kernels::kPhiloxLanes); ++t) {
+        const std::uint64_t draw = words[0][t - t0];
+        row.push_back(kFirstOrdinaryId + static_cast<std::int32_t>((draw * num_ordinary) >> 32));
+      }
     }
   } else {
     const std::uint64_t k = sample % pieces_.size();

@@ -222,6 +222,19 @@ TEST(MlmDataset, MockGivesUniformIdsAndFixedOrDynamicShapes) {
   EXPECT_EQ(fixed.batch(3, 2).input_ids,
             std::vector<std::int32_t>(batch.input_ids.begin() + 3 * 16,
                                       batch.input_ids.begin() + 5 * 16));
+  // Token t of mock row j is the multiply-shift of philox_word(seed, j, t, kMockStream, 0), on a
+  // row longer than one batch of Philox lanes (64).
+  config.seq_length = 150;
+  const auto wide = MlmDataset::mock(config, 30522, 5).batch(7, 1);
+  const auto wide_row = restored_row(wide, 0);
+  ASSERT_EQ(wide_row.size(), 150u);
+  for (std::uint32_t t = 0; t < 148; ++t) {
+    const std::uint64_t draw = philox_word(5, 7, t, kMockStream, 0);
+    EXPECT_EQ(wide_row[t + 1],
+              kFirstOrdinaryId + static_cast<std::int32_t>((draw * (30522 - kFirstOrdinaryId)) >> 32))
+        << "position " << t + 1;
+  }
+  config.seq_length = 16;
   config.dynamic_seq_length = true;
   const MlmDataset dynamic = MlmDataset::mock(config, 30522, 5);
   std::map<int, int> widths;

@@ -2,6 +2,7 @@
 // 10% unchanged) checked with binomial bounds: each count must lie within 4.5 standard
 // deviations of n * p (a false failure has probability below 1e-5 per check; a wrong rate of,
 // say, 0.14 instead of 0.15 over 125,000 candidates is 9 standard deviations off and fails).
+#include <Random123/philox.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -141,6 +142,63 @@ TEST(MlmMasking, DependsOnlyOnSeedAndSample) {
   EXPECT_EQ(row_a, row_b);
   EXPECT_EQ(pa, pb);
   EXPECT_NE(pa, po);
+}
+
+// Note [Counter-based masking] recomputed position by position with Random123's scalar block
+// (counter (sample, t, stream), key = seed): rows longer than one batch of Philox lanes (64), so
+// the blocks drawn many at once are checked across their seams, and a sample above 2^32.
+TEST(MlmMasking, FollowsDocumentedPhiloxWordsAtEveryPosition) {
+  const std::uint64_t seed = 0x0123456789abcdefULL;
+  const int vocab_size = 1000;
+  const MlmMasking masking(0.25f, vocab_size, seed);
+  const auto word = [&](std::uint64_t sample, std::uint32_t t, int w) {
+    const r123::Philox4x32::ctr_type ctr = {{static_cast<std::uint32_t>(sample),
+                                             static_cast<std::uint32_t>(sample >> 32), t,
+                                             kMaskingStream}};
+    const r123::Philox4x32::key_type key = {
+        {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+    return r123::Philox4x32()(ctr, key)[w];
+  };
+  for (const std::uint64_t sample : {std::uint64_t{0}, std::uint64_t{77}, std::uint64_t{0x500000003}}) {
+    std::vector<std::int32_t> original{kSpecialTokens.cls};
+    for (int t = 0; t < 200; ++t) original.push_back(kFirstOrdinaryId + (t * 37) % 900);
+    original.push_back(kSpecialTokens.sep);
+    auto row = original;
+    std::vector<std::int32_t> positions, labels;
+    masking.mask(sample, row, 0, positions, labels);
+    std::vector<std::int32_t> expected_positions;
+    for (std::uint32_t t = 0; t < original.size(); ++t) {
+      auto expected = original[t];
+      if (original[t] >= kFirstOrdinaryId && word(sample, t, 0) < 1073741824u) {  // 0.25 * 2^32
+        expected_positions.push_back(static_cast<std::int32_t>(t));
+        const std::uint32_t action = word(sample, t, 1);
+        if (action < 3435973837u) {
+          expected = kSpecialTokens.mask;
+        } else if (action < 3865470566u) {
+          expected = kFirstOrdinaryId +
+                     static_cast<std::int32_t>((std::uint64_t{word(sample, t, 2)} *
+                                                (vocab_size - kFirstOrdinaryId)) >> 32);
+        }
+      }
+      EXPECT_EQ(row[t], expected) << "sample " << sample << " position " << t;
+    }
+    EXPECT_EQ(positions, expected_positions) << "sample " << sample;
+  }
+}
+
+// The many-at-once form is philox_word lane by lane, including b wrapping past 2^32 - 1.
+TEST(PhiloxWords, AreThePhiloxWordsOfConsecutiveBlocks) {
+  for (const std::uint32_t first_b : {0u, 5u, 0xffffffe0u}) {
+    kernels::PhiloxLaneWords words;
+    philox_words(99, 0x100000007ULL, first_b, kMockStream, words);
+    for (int j = 0; j < kernels::kPhiloxLanes; ++j) {
+      for (int w = 0; w < 4; ++w) {
+        EXPECT_EQ(words[w][j], philox_word(99, 0x100000007ULL,
+                                           first_b + static_cast<std::uint32_t>(j), kMockStream, w))
+            << "b " << first_b + static_cast<std::uint32_t>(j) << " word " << w;
+      }
+    }
+  }
 }
 
 TEST(MlmMasking, RejectsBadSettings) {
