@@ -103,7 +103,7 @@ TEST(AsyncCheckpoint, AKillDuringABackgroundWriteResumesFromTheLastWholeCheckpoi
                 .exit_code,
             137);
   const bool committed = fs::exists(s.path("killed/checkpoints/latest"));
-  if (committed) EXPECT_EQ(slurp(s.path("killed/checkpoints/latest")), "step-00000002\n");
+  if (committed) { EXPECT_EQ(slurp(s.path("killed/checkpoints/latest")), "step-00000002\n"); }
   auto r = s.memtrain("train --config " + cfg + " --run-dir killed" + kAsync);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(contains(r.out, "memtrain: resumed from checkpoint killed/checkpoints/step-00000002 (step 2)"), committed)

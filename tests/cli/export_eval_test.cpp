@@ -354,7 +354,7 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
   f.seekp(-3, std::ios::end);
   f.put('\x7f');
   f.close();
-  for (const std::string command : {"eval --checkpoint " + ckpt + " --input in.json", "export-hf " + ckpt + " out"}) {
+  for (const std::string& command : {"eval --checkpoint " + ckpt + " --input in.json", "export-hf " + ckpt + " out"}) {
     const auto c = s.memtrain(command);
     EXPECT_EQ(c.exit_code, 1) << command;
     EXPECT_TRUE(contains(c.err, "does not verify:\n  model-tp00.safetensors: XXH64 ")) << command << c.err;

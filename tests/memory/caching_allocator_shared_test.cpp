@@ -104,10 +104,10 @@ void expect_consistent(const Harness &h, const Ledger &ledger) {
 // After everything is freed and the cache emptied, the upstream holds nothing
 // either.
 void expect_upstream_empty(const Harness &h) {
-  if (h.upstream_used() >= 0) EXPECT_EQ(h.upstream_used(), 0);
-  if (h.upstream_mapped() >= 0) EXPECT_EQ(h.upstream_mapped(), 0);
-  if (h.upstream_live_chunks() >= 0) EXPECT_EQ(h.upstream_live_chunks(), 0);
-  if (h.upstream_live_reservations() >= 0) EXPECT_EQ(h.upstream_live_reservations(), 0);
+  if (h.upstream_used() >= 0) { EXPECT_EQ(h.upstream_used(), 0); }
+  if (h.upstream_mapped() >= 0) { EXPECT_EQ(h.upstream_mapped(), 0); }
+  if (h.upstream_live_chunks() >= 0) { EXPECT_EQ(h.upstream_live_chunks(), 0); }
+  if (h.upstream_live_reservations() >= 0) { EXPECT_EQ(h.upstream_live_reservations(), 0); }
 }
 
 class EveryAllocator : public ::testing::TestWithParam<AllocatorCase> {};
@@ -241,7 +241,7 @@ TEST_P(EveryAllocator, FreedOnOtherStreamIsReusedAfterCompletion) {
   const MemoryStats s = h.allocator->stats();
   EXPECT_EQ(s.num_alloc_retries, 1);
   EXPECT_EQ(s.num_ooms, 0);
-  if (GetParam().policy != "no_cache") EXPECT_EQ(y.ptr, x.ptr) << "the cached block is reused";
+  if (GetParam().policy != "no_cache") { EXPECT_EQ(y.ptr, x.ptr) << "the cached block is reused"; }
   h.allocator->deallocate(y);
   h.allocator->deallocate(filler);
 }
@@ -305,7 +305,7 @@ TEST_P(EveryAllocator, TraceEventsPairAllocationsAndAddUpToReserved) {
   EXPECT_EQ(allocs, 8u);
   EXPECT_EQ(frees, 4u);
   // Expandable segments grow by mapping (segment_map), not by new segments.
-  if (!GetParam().expandable) EXPECT_EQ(reserved, h.allocator->stats().reserved_bytes.current);
+  if (!GetParam().expandable) { EXPECT_EQ(reserved, h.allocator->stats().reserved_bytes.current); }
   for (std::size_t i = 1; i < blocks.size(); i += 2) h.allocator->deallocate(blocks[i]);
 }
 
@@ -453,7 +453,7 @@ TEST_P(EveryAllocatorOnRealMemory, EveryBlockKeepsItsBytesThroughChurn) {
   EXPECT_EQ(h.allocator->stats().reserved_bytes.current, 0);
   expect_upstream_empty(h);
   EXPECT_GT(ooms, 0u) << "the device never filled up";
-  if (GetParam().policy == "vmm_stitch") EXPECT_GT(stitched_seen, 0u) << "nothing was stitched";
+  if (GetParam().policy == "vmm_stitch") { EXPECT_GT(stitched_seen, 0u) << "nothing was stitched"; }
   if (GetParam().expandable) {
     EXPECT_GT(unmaps, 0u) << "no page was unmapped";
     EXPECT_GT(maps_after_unmap, 0u) << "no page was mapped after an unmap";

@@ -79,8 +79,8 @@ TEST_P(SharedAllocator, ThreadsNeverSeeEachOthersBytes) {
   EXPECT_EQ(s.allocated_bytes.allocated, s.allocated_bytes.freed);
   for (const auto &[tag, t] : s.per_tag) EXPECT_EQ(t.allocated_bytes.current, 0) << tag;
   h.allocator->empty_cache();
-  if (h.upstream_used() >= 0) EXPECT_EQ(h.upstream_used(), 0);
-  if (h.upstream_mapped() >= 0) EXPECT_EQ(h.upstream_mapped(), 0);
+  if (h.upstream_used() >= 0) { EXPECT_EQ(h.upstream_used(), 0); }
+  if (h.upstream_mapped() >= 0) { EXPECT_EQ(h.upstream_mapped(), 0); }
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, SharedAllocator,

@@ -62,7 +62,7 @@ TEST(ChromeTrace, CountersFollowAllocatedAndReservedBytesPerTag) {
   EXPECT_EQ(ev[6]["name"], "reserved_bytes");
   EXPECT_EQ(ev[6]["args"]["total"], 0);
   for (const auto& e : ev) {
-    if (e["ph"] == "C") EXPECT_GE(e["args"]["total"].get<std::int64_t>(), 0);
+    if (e["ph"] == "C") { EXPECT_GE(e["args"]["total"].get<std::int64_t>(), 0); }
   }
 }
 

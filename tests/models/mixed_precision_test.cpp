@@ -148,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(
 // micro-batch's gradients equal to the first's.
 // With bf16 GEMMs the first backward asks oneDNN to write the weight gradients, the next to add.
 TEST(SixteenBitGradients, TheFirstBackwardAfterZeroGradWritesAndTheNextOneAdds) {
-  for (const auto [d, native] : {std::pair{DType::bf16, false}, std::pair{DType::f16, false},
+  for (const auto& [d, native] : {std::pair{DType::bf16, false}, std::pair{DType::f16, false},
                                  std::pair{DType::bf16, true}}) {
     if (native && !kernels::bf16_gemm_native()) continue;
     SCOPED_TRACE(native ? "bf16 GEMMs" : "GEMMs on float views");

@@ -21,7 +21,7 @@ struct Fixture {
     models::Parameter p{name,
                         core::Tensor::empty(ctx, {n}, core::DType::f32, core::tags().parameter),
                         core::Tensor::zeros(ctx, {n}, core::DType::f32, core::tags().gradient),
-                        weight_decay};
+                        weight_decay, core::Tensor(), models::ShardSpec{}};
     std::copy(value.begin(), value.end(), p.value.data<float>());
     params.push_back(std::move(p));
   }

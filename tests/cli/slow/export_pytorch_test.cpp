@@ -48,7 +48,7 @@ TEST(ExportPyTorch, AnIndependentReaderOfTheExportGivesMemtrainsEvalLoss) {
     // (unit roundoff 2^-11 = 4.9e-4), so its loss is held to that instead.
     const double tolerance = dtype == "fp32" ? 1e-5 : 1e-3;
     EXPECT_NEAR(a["loss"].get<double>(), b["loss"].get<double>(), tolerance * b["loss"].get<double>()) << run;
-    if (dtype == "fp32") EXPECT_EQ(a["argmax"], b["argmax"]) << run;
+    if (dtype == "fp32") { EXPECT_EQ(a["argmax"], b["argmax"]) << run; }
   }
 }
 

@@ -116,7 +116,7 @@ TEST(DataParallel, TwoRanksTrainTheSameFp16RunAsOne) {
   const auto r = train_one_and_two(tmp, "precision:\n  dtype: fp16\n  loss_scale: {initial_scale: 1024}\n");
   expect_same_run(r, 1e-4);
   for (const auto& line : r.two) {
-    if (line.contains("loss_scale")) EXPECT_EQ(line["skipped_steps"], 0);
+    if (line.contains("loss_scale")) { EXPECT_EQ(line["skipped_steps"], 0); }
   }
 }
 
