@@ -1,6 +1,7 @@
 #include "runtime/config/config_schema.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -42,7 +43,17 @@ template <class T>
 KeySpec real(std::string name, Range r, Field<T> f) {
   return {std::move(name), r.text,
           [=](Config& c, std::string_view t) {
-            f(c) = static_cast<T>(parse_real(t, r.lo, r.lo_open, r.hi, r.hi_open));
+            const double v = parse_real(t, r.lo, r.lo_open, r.hi, r.hi_open);
+            const T stored = static_cast<T>(v);
+            // A float field holds what the text rounds to: 1e-50 would become 0 and 1e39 inf,
+            // and 0.99999999 would reach an open bound of 1. The rounded value must keep the range.
+            const auto held = static_cast<double>(stored);
+            if (!std::isfinite(held) || (v != 0.0 && held == 0.0) || (r.lo_open ? held <= r.lo : held < r.lo) ||
+                (r.hi_open ? held >= r.hi : held > r.hi)) {
+              throw ValueError("out of range in single precision (it would be stored as " + format_real(stored) +
+                               ")");
+            }
+            f(c) = stored;
           },
           [=](const Config& c) { return format_real(field_of(f, c)); }};
 }
@@ -87,6 +98,10 @@ KeySpec size_or_zero(std::string name, std::string expected, Field<std::size_t> 
 const Range kProbability{0.0, false, 1.0, true, "a number in [0, 1)"};
 const Range kPositive{0.0, true, 1e300, false, "a number > 0"};
 const Range kNonNegative{0.0, false, 1e300, false, "a number >= 0"};
+// A loss scale multiplies fp32 gradients and its reciprocal unscales them: both must be normal
+// floats (below FLT_MIN, 1 / scale overflows to inf and the weights become NaN).
+const Range kLossScale{1.1754943508222875e-38, false, 3.4028234663852886e+38, false,
+                       "a number in [1.18e-38, 3.40e38] (a normal float)"};
 const Range kBeta{0.0, false, 1.0, true, "a number in [0, 1)"};
 
 constexpr long long kMaxDim = 1 << 20;
@@ -172,7 +187,7 @@ std::vector<KeySpec> make_keys() {
   k.push_back(choice("precision.bf16_gemm", {"auto", "native", "fp32"}, {},
                      [](Config& c) -> std::string& { return c.precision.bf16_gemm; }));
   k.push_back(boolean("precision.allow_tf32", [](Config& c) -> bool& { return c.precision.allow_tf32; }));
-  k.push_back(real<double>("precision.loss_scale.initial_scale", kPositive,
+  k.push_back(real<double>("precision.loss_scale.initial_scale", kLossScale,
                            [](Config& c) -> double& { return c.precision.loss_scale.initial_scale; }));
   k.push_back(real<double>("precision.loss_scale.growth_factor", {1.0, true, 1e300, false, "a number > 1"},
                            [](Config& c) -> double& { return c.precision.loss_scale.growth_factor; }));
@@ -182,7 +197,7 @@ std::vector<KeySpec> make_keys() {
                       [](Config& c) -> int& { return c.precision.loss_scale.growth_interval; }));
   k.push_back(integer("precision.loss_scale.hysteresis", 1, kMaxSteps,
                       [](Config& c) -> int& { return c.precision.loss_scale.hysteresis; }));
-  k.push_back(real<double>("precision.loss_scale.min_loss_scale", kPositive,
+  k.push_back(real<double>("precision.loss_scale.min_loss_scale", kLossScale,
                            [](Config& c) -> double& { return c.precision.loss_scale.min_loss_scale; }));
   k.push_back(integer("precision.loss_scale.max_skipped_steps_at_min", 1, kMaxSteps,
                       [](Config& c) -> int& { return c.precision.loss_scale.max_skipped_steps_at_min; }));

@@ -42,16 +42,21 @@ bool finite_as_float(double x) { return x <= std::numeric_limits<float>::max(); 
 }  // namespace
 
 void LossScaler::validate(const LossScaleConfig& c) {
-  require(std::isfinite(c.initial_scale) && c.initial_scale > 0 &&
-              finite_as_float(c.initial_scale),
-          "initial_scale", "finite (in float) and > 0", str(c.initial_scale));
+  // Both scales must be normal floats: below FLT_MIN, 1 / scale overflows to inf when the
+  // gradients are unscaled (the config's schema refuses such values first, with their location).
+  const auto normal_float = [](double x) {
+    return std::isfinite(x) && x >= std::numeric_limits<float>::min() && finite_as_float(x);
+  };
+  require(normal_float(c.initial_scale), "initial_scale", "a normal float (in [1.18e-38, 3.40e38])",
+          str(c.initial_scale));
   require(std::isfinite(c.growth_factor) && c.growth_factor > 1, "growth_factor", "> 1",
           str(c.growth_factor));
   require(c.backoff_factor > 0 && c.backoff_factor < 1, "backoff_factor", "in (0, 1)",
           str(c.backoff_factor));
   require(c.growth_interval >= 1, "growth_interval", ">= 1", str(c.growth_interval));
   require(c.hysteresis >= 1, "hysteresis", ">= 1", str(c.hysteresis));
-  require(c.min_loss_scale > 0, "min_loss_scale", "> 0", str(c.min_loss_scale));
+  require(normal_float(c.min_loss_scale), "min_loss_scale", "a normal float (in [1.18e-38, 3.40e38])",
+          str(c.min_loss_scale));
   require(c.min_loss_scale <= c.initial_scale, "min_loss_scale",
           ("<= precision.loss_scale.initial_scale = " + str(c.initial_scale)).c_str(),
           str(c.min_loss_scale));

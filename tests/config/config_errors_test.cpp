@@ -119,6 +119,19 @@ TEST(ConfigErrors, ProbabilityOutOfRange) {
               path + ":2: model.hidden_dropout_prob = 1.5: out of range; expected a number in [0, 1)"));
 }
 
+// A float key holds what its text rounds to in single precision; a value that would round out
+// of the key's range (to 0, to inf, onto an open bound) is refused with the value as written.
+TEST(ConfigErrors, FloatKeysRefuseValuesThatRoundOutOfRange) {
+  ConfigFiles files;
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", "model:\n  layer_norm_eps: 1e-50\ndata:\n  mock: true\n")),
+                       "model.layer_norm_eps = 1e-50: out of range in single precision (it would be stored as 0); "
+                       "expected a number in (0, 1)"));
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", "data:\n  mock: true\n  mlm_probability: 1e-50\n")),
+                       "data.mlm_probability = 1e-50: out of range in single precision (it would be stored as 0)"));
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", "model:\n  layer_norm_eps: 0.999999999\ndata:\n  mock: true\n")),
+                       "model.layer_norm_eps = 0.999999999: out of range in single precision (it would be stored as 1)"));
+}
+
 TEST(ConfigErrors, NegativeLearningRate) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr: -1e-3\n"))),

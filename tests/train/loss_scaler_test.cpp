@@ -252,9 +252,12 @@ INSTANTIATE_TEST_SUITE_P(
     EveryKey, LossScalerConfig,
     ::testing::Values(
         BadKey{"initial_scale", [](LossScaleConfig& c) { c.initial_scale = 0; },
-               "precision.loss_scale.initial_scale must be finite (in float) and > 0, got 0"},
+               "precision.loss_scale.initial_scale must be a normal float (in [1.18e-38, 3.40e38]), got 0"},
         BadKey{"initial_scale_inf", [](LossScaleConfig& c) { c.initial_scale = INFINITY; },
-               "precision.loss_scale.initial_scale must be finite (in float) and > 0, got inf"},
+               "precision.loss_scale.initial_scale must be a normal float (in [1.18e-38, 3.40e38]), got inf"},
+        // 1 / 1e-40 is inf in float: the unscaled gradients would be NaN.
+        BadKey{"initial_scale_subnormal", [](LossScaleConfig& c) { c.initial_scale = 1e-40; c.min_loss_scale = 1e-40; },
+               "precision.loss_scale.initial_scale must be a normal float (in [1.18e-38, 3.40e38]), got 1e-40"},
         BadKey{"growth_factor", [](LossScaleConfig& c) { c.growth_factor = 0.5; },
                "precision.loss_scale.growth_factor must be > 1, got 0.5"},
         BadKey{"backoff_factor", [](LossScaleConfig& c) { c.backoff_factor = 1; },
@@ -266,7 +269,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadKey{"hysteresis", [](LossScaleConfig& c) { c.hysteresis = 0; },
                "precision.loss_scale.hysteresis must be >= 1, got 0"},
         BadKey{"min_loss_scale", [](LossScaleConfig& c) { c.min_loss_scale = -1; },
-               "precision.loss_scale.min_loss_scale must be > 0, got -1"},
+               "precision.loss_scale.min_loss_scale must be a normal float (in [1.18e-38, 3.40e38]), got -1"},
         BadKey{"min_above_initial", [](LossScaleConfig& c) { c.min_loss_scale = 1e6; },
                "precision.loss_scale.min_loss_scale must be <= precision.loss_scale.initial_scale"
                " = 65536, got 1e+06"},
