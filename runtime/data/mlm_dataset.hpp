@@ -54,8 +54,15 @@ class MlmDataset {
   };
 
   MlmDataset(const DataConfig& config, int vocab_size, std::uint64_t seed);
-  // Appends sample i's unmasked row [CLS] ... [SEP] to `row`.
-  void append_row(std::uint64_t sample, std::vector<std::int32_t>& row) const;
+  // Index into pieces_ of sample i (training rows in the shuffled order).
+  std::size_t piece_index(std::uint64_t sample) const {
+    const std::uint64_t k = sample % pieces_.size();
+    return order_.empty() ? k : order_[k];
+  }
+  // Tokens of sample i's row, [CLS] and [SEP] included: at most seq_length_.
+  int row_length(std::uint64_t sample) const;
+  // Writes sample i's unmasked row [CLS] ... [SEP] ([length] ids, length = row_length(i)) to out.
+  void write_row(std::uint64_t sample, int length, std::int32_t* out) const;
 
   int seq_length_;
   bool dynamic_;
