@@ -1,6 +1,7 @@
 // MlmDataset: packing against the token files, shuffling as a permutation, determinism from
 // (seed, sample index), independence of the batch split, dynamic padding, mock data.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <map>
@@ -128,6 +129,25 @@ TEST(MlmDataset, SameSeedAndIndexGiveSameBatchAcrossInstances) {
   EXPECT_EQ(x.masked_labels, y.masked_labels);
   const MlmDataset other(s.prepared, false, s.config, 78);
   EXPECT_NE(other.batch(40, 4).input_ids, x.input_ids);
+}
+
+// From 256 rows a batch is built on the thread team (Note [Rows of a batch on the thread team]):
+// the same rows and masks, in the same order, as batches of 64 built on one thread, and the same
+// batch on 1 and 3 threads.
+TEST(MlmDataset, LargeBatchesOnTheThreadTeamMatchSmallOnes) {
+  const auto& s = small_prepared();
+  const MlmDataset dataset(s.prepared, false, s.config, 99);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  const auto whole = dataset.batch(7, 512);
+  omp_set_num_threads(1);
+  const auto serial = dataset.batch(7, 512);
+  omp_set_num_threads(before);
+  EXPECT_EQ(whole.input_ids, serial.input_ids);
+  EXPECT_EQ(whole.masked_positions, serial.masked_positions);
+  EXPECT_EQ(whole.masked_labels, serial.masked_labels);
+  EXPECT_TRUE(std::is_sorted(whole.masked_positions.begin(), whole.masked_positions.end()));
+  for (int k = 0; k < 8; ++k) expect_same_rows(whole, 64 * k, dataset.batch(7 + 64 * k, 64));
 }
 
 TEST(MlmDataset, DynamicSeqLengthPadsEachBatchToItsLongestRow) {
