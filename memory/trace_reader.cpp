@@ -207,6 +207,12 @@ std::vector<TraceOp> read_trace_file(const std::string& path) {
     throw TraceFormatError(path + ": is a directory; expected a trace file (" + std::string(kTraceHeader) +
                            ", or RMM's log)");
   }
+  // A FIFO without a writer would block the open forever, and a device (/dev/zero) never ends:
+  // only a regular file (or a link to one) is read.
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw TraceFormatError(path + ": is not a regular file (a pipe, device or special file); expected a trace file (" +
+                           std::string(kTraceHeader) + ", or RMM's log)");
+  }
   std::ifstream in(path);
   if (!in) throw TraceFormatError(path + ": cannot open trace file (missing or unreadable)");
   // The first record picks the parser; comments and blank lines may precede it.

@@ -25,6 +25,13 @@
 namespace memtrain::train {
 namespace {
 
+// A JSON value as an error message shows it: at most 40 characters of its text.
+std::string shortened(const nlohmann::json& v) {
+  std::string text = v.dump();
+  if (text.size() > 40) text = text.substr(0, 40) + "... (" + std::to_string(text.size()) + " characters)";
+  return text;
+}
+
 // [B, T] integers of `key`; empty when absent and not required.
 std::vector<std::vector<std::int64_t>> rows_of(const nlohmann::json& j, const char* key, bool required,
                                                const std::string& file) {
@@ -40,12 +47,14 @@ std::vector<std::vector<std::int64_t>> rows_of(const nlohmann::json& j, const ch
     std::vector<std::int64_t> row;
     for (std::size_t t = 0; t < a[r].size(); ++t) {
       const auto& v = a[r][t];
-      const std::string at = file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) + "] = " + v.dump();
-      if (!v.is_number_integer()) throw ConfigError(at + " is not an integer");
+      const auto at = [&] {
+        return file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) + "] = " + shortened(v);
+      };
+      if (!v.is_number_integer()) throw ConfigError(at() + " is not an integer");
       // Ids are 32-bit: a larger value is refused as written, never wrapped (to -100 or else).
       const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t{INT32_MAX}
                                                : v.get<std::int64_t>() >= INT32_MIN && v.get<std::int64_t>() <= INT32_MAX;
-      if (!fits) throw ConfigError(at + " is outside the 32-bit integer range");
+      if (!fits) throw ConfigError(at() + " is outside the 32-bit integer range");
       row.push_back(v.get<std::int64_t>());
     }
     rows.push_back(std::move(row));
@@ -88,6 +97,11 @@ EvalInput parse_eval_input(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     throw ConfigError(path + ": is a directory; expected a JSON file of token ids");
   }
+  // A FIFO without a writer would block the open forever, and a device (/dev/zero) never ends.
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw ConfigError(path + ": is not a regular file (a pipe, device or special file); expected a JSON file of "
+                      "token ids");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot be read; expected a JSON file of token ids");
   std::stringstream text;
@@ -98,6 +112,12 @@ EvalInput parse_eval_input(const std::string& path) {
   std::string duplicate;
   const nlohmann::json::parser_callback_t note_keys = [&](int depth, nlohmann::json::parse_event_t event,
                                                           nlohmann::json& parsed) {
+    // The file is {"key": [[id, ...], ...]}: values sit at depth 3 at most. Deeper nesting is
+    // refused as it is read (100,000 nested lists once overflowed the stack).
+    if (depth > 3) {
+      throw ConfigError(path + ": lists nested deeper than rows of ids; expected {\"input_ids\": [[...]], "
+                        "\"labels\": [[...]]}");
+    }
     if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
         !top_keys.insert(parsed.get<std::string>()).second && duplicate.empty()) {
       duplicate = parsed.get<std::string>();

@@ -4,6 +4,7 @@
 // vocabulary padding removed, fp16 widened exactly, and every bad input named. The comparison
 // with an independent PyTorch reader is tests/cli/slow/export_pytorch_test.cpp.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdint>
@@ -324,13 +325,28 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
       {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_mask": [[1,2]]})", "attention_mask[0][1] = 2; expected 0 or 1"},
       {R"({"input_ids": [[1,2]], "labels": [[1,1]], "token_type_ids": [[0,2]]})", "token_type_ids[0][1] = 2 is outside [0, 2)"},
       {R"({"input_ids": [[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]], "labels": [[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]]})",
-       "rows of 17 tokens exceed model.max_position_embeddings = 16"}};
+       "rows of 17 tokens exceed model.max_position_embeddings = 16"},
+      // 100,000 nested lists overflowed the stack (SIGSEGV); refused as they are read.
+      {"{\"input_ids\": " + std::string(100000, '[') + std::string(100000, ']') + ", \"labels\": [[1]]}",
+       "bad.json: lists nested deeper than rows of ids; expected {\"input_ids\": [[...]], \"labels\": [[...]]}"},
+      // A long value is shown shortened, not echoed whole.
+      {R"({"input_ids": [[1,2]], "labels": [[")" + std::string(100000, 'x') + R"(",1]]})",
+       "bad.json: labels[0][0] = \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (100002 characters) is not an integer"}};
   for (const auto& c : cases) {
     s.write("bad.json", c.json);
     const auto b = s.memtrain("eval --checkpoint " + ckpt + " --input bad.json");
     EXPECT_EQ(b.exit_code, 2) << c.json;
     EXPECT_TRUE(contains(b.err, c.message)) << c.json << "\n" << b.err;
     EXPECT_TRUE(b.out.empty()) << c.json;
+    EXPECT_LT(b.err.size(), 400u) << "one short message, not the value echoed: " << c.json.substr(0, 80);
+  }
+  // Not a regular file: a FIFO with no writer would block the read forever, /dev/zero never ends.
+  ASSERT_EQ(::mkfifo(s.path("fifo.json").c_str(), 0600), 0);
+  for (const std::string input : {std::string("fifo.json"), std::string("/dev/zero")}) {
+    const auto special = s.memtrain("eval --checkpoint " + ckpt + " --input " + input);
+    EXPECT_EQ(special.exit_code, 2) << input;
+    EXPECT_TRUE(contains(special.err, input + ": is not a regular file (a pipe, device or special file)")) << special.err;
+    EXPECT_LT(special.err.size(), 300u) << input;
   }
   std::filesystem::create_directories(s.path("dir.json"));
   const auto dir = s.memtrain("eval --checkpoint " + ckpt + " --input dir.json");

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -119,6 +121,21 @@ TEST(ReadTraceFile, PicksTheParserFromTheHeaderAndReportsMissingFiles) {
   } catch (const TraceFormatError& e) {
     EXPECT_NE(std::string(e.what()).find(path + ": cannot open"), std::string::npos);
   }
+}
+
+// A FIFO with no writer would block the read forever and /dev/zero never ends: both refused.
+TEST(ReadTraceFile, RefusesFilesThatAreNotRegular) {
+  const std::string fifo = ::testing::TempDir() + "/trace_fifo_" + std::to_string(::getpid()) + ".csv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero")}) {
+    try {
+      read_trace_file(path);
+      FAIL() << "read " << path;
+    } catch (const TraceFormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": is not a regular file"), std::string::npos) << e.what();
+    }
+  }
+  std::remove(fifo.c_str());
 }
 
 }  // namespace
