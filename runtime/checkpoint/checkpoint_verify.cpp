@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/checkpoint/manifest.hpp"
+#include "runtime/core/safetensors.hpp"
 #include "runtime/data/file_hash.hpp"
 
 namespace memtrain::checkpoint {
@@ -66,6 +67,19 @@ VerifyReport verify_checkpoint(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(d, ec)) {
     const std::string name = e.path().filename().string();
     if (name != "manifest.json" && !listed.count(name)) r.problems.push_back(name + ": not in the manifest");
+  }
+  // Checksums prove the bytes are the ones written, not that they can be read: a header damaged
+  // before the manifest was computed (or a manifest recomputed over damaged files) would pass
+  // and then fail every load. Each tensor file's header is parsed and checked against the file.
+  if (r.problems.empty()) {
+    for (const auto& name : listed) {
+      if (!name.ends_with(".safetensors")) continue;
+      try {
+        core::read_safetensors_header((d / name).string());
+      } catch (const std::exception& e) {
+        r.problems.push_back(name + ": unreadable: " + e.what());
+      }
+    }
   }
   // The manifest itself has no checksum: a file taken out of the checkpoint together with its
   // manifest entry is caught by meta.json (checksummed above), which lists every file.

@@ -68,8 +68,19 @@ std::size_t safetensors_dtype_size(const std::string& dtype) {
                      "or BOOL");
 }
 
-std::map<std::string, HostArray> read_safetensors(const std::string& path,
-                                                  std::map<std::string, std::string>* metadata) {
+namespace {
+
+// nlohmann's what() starts with its own tag ("[json.exception.parse_error.101] "): the message
+// keeps what follows it.
+std::string without_json_tag(const std::string& what) {
+  if (what.starts_with("[json.exception.")) {
+    if (const auto end = what.find("] "); end != std::string::npos) return what.substr(end + 2);
+  }
+  return what;
+}
+
+std::map<std::string, HostArray> read_file(const std::string& path, std::map<std::string, std::string>* metadata,
+                                           bool with_data) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open for reading");
   in.seekg(0, std::ios::end);
@@ -94,7 +105,7 @@ std::map<std::string, HostArray> read_safetensors(const std::string& path,
   try {
     j = nlohmann::json::parse(header);
   } catch (const nlohmann::json::exception& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what());
+    fail(path, "header is not valid JSON: " + without_json_tag(e.what()));
   }
   if (!j.is_object()) fail(path, "header is not a JSON object");
 
@@ -149,6 +160,10 @@ std::map<std::string, HostArray> read_safetensors(const std::string& path,
                      "-byte data section or not the " + std::to_string(expected) +
                      " bytes its dtype and shape need");
     }
+    if (!with_data) {
+      out.emplace(name, std::move(a));
+      continue;
+    }
     a.data.resize(expected);
     in.seekg(static_cast<std::streamoff>(8 + header_len + begin), std::ios::beg);
     if (expected > 0 &&
@@ -158,6 +173,17 @@ std::map<std::string, HostArray> read_safetensors(const std::string& path,
     out.emplace(name, std::move(a));
   }
   return out;
+}
+
+}  // namespace
+
+std::map<std::string, HostArray> read_safetensors(const std::string& path,
+                                                  std::map<std::string, std::string>* metadata) {
+  return read_file(path, metadata, true);
+}
+
+std::map<std::string, HostArray> read_safetensors_header(const std::string& path) {
+  return read_file(path, nullptr, false);
 }
 
 std::vector<std::byte> safetensors_header(const std::map<std::string, TensorView>& tensors,

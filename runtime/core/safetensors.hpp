@@ -32,6 +32,11 @@ std::size_t safetensors_dtype_size(const std::string& dtype);
 std::map<std::string, HostArray> read_safetensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
+// The header of the file at `path`, checked as read_safetensors checks it (every entry's dtype,
+// shape and byte range against the file), without reading the tensors: each array has its
+// dtype and shape and no data. Throws memtrain::RuntimeError as read_safetensors does.
+std::map<std::string, HostArray> read_safetensors_header(const std::string& path);
+
 // Writes `tensors` (sorted by name, contiguous, header padded with spaces to a multiple of 8
 // bytes as the reference implementation does). Throws memtrain::RuntimeError when the file
 // cannot be written or an array's byte count disagrees with its dtype and shape.

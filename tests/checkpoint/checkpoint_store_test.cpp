@@ -21,6 +21,7 @@
 #include "runtime/checkpoint/durable_file.hpp"
 #include "runtime/checkpoint/fault_injection.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/safetensors.hpp"
 
 namespace memtrain::checkpoint {
 namespace {
@@ -193,6 +194,27 @@ TEST(CheckpointVerify, AFileRemovedWithItsManifestEntryIsReported) {
   std::ofstream(path + "/manifest.json") << manifest.dump();
   EXPECT_EQ(verify_checkpoint(path).problems,
             std::vector<std::string>{"b.bin: listed in meta.json, not in the manifest (removed?)"});
+}
+
+// Checksums prove the bytes are the ones committed, not that they load: a tensor file whose
+// header was damaged before the manifest was computed passed verification and then failed every
+// load (found by a bad-input trial). Each .safetensors header is parsed; a sound one passes.
+TEST(CheckpointVerify, ATensorFileWhoseHeaderCannotBeReadIsReported) {
+  Dir d;
+  const std::string root = d.sub("c");
+  const std::string tmp = begin_checkpoint(root, 1);
+  const float values[3] = {1.0f, 2.0f, 3.0f};
+  core::write_safetensors(tmp + "/good.safetensors", {{"w", core::host_array_f32(values, {3})}});
+  std::vector<std::byte> bad(64, std::byte{0});
+  bad[7] = std::byte{0x80};  // header length 2^63, little-endian
+  write_file_durably(tmp + "/bad.safetensors", bad);
+  nlohmann::ordered_json meta;
+  meta["step"] = 1;
+  const std::string path = commit_checkpoint(root, 1, meta, 2);
+  const auto r = verify_checkpoint(path);
+  ASSERT_EQ(r.problems.size(), 1u) << (r.problems.empty() ? "" : r.problems[0]);
+  EXPECT_EQ(r.problems[0].rfind("bad.safetensors: unreadable: ", 0), 0u) << r.problems[0];
+  EXPECT_NE(r.problems[0].find("header length 9223372036854775808"), std::string::npos) << r.problems[0];
 }
 
 // A manifest naming a file outside its directory, or of a later format, is not trusted.
