@@ -25,8 +25,12 @@ void add_export_command(CLI::App& app, int& exit_code) {
       "export-hf", "Write a checkpoint as a Hugging Face BertForMaskedLM directory (config.json, model.safetensors)");
   cmd->add_option("checkpoint", args->checkpoint, "Checkpoint directory, e.g. runs/x/checkpoints/step-00000100")
       ->required();
+  // An empty OUT (an unset shell variable) is a usage error, not a failed mkdir.
   cmd->add_option("out", args->out, "Output directory (created; refused when it holds a file the export writes)")
-      ->required();
+      ->required()
+      ->check(CLI::Validator(
+          [](const std::string& out) { return out.empty() ? std::string("empty; expected an output directory") : ""; },
+          ""));
   cmd->add_flag("--fp32", args->fp32, "Write 16-bit weights as fp32 (default: as stored)");
   cmd->add_flag("--force", args->force,
                 "Replace config.json, model.safetensors, TOKENIZER.md and tokenizer.model already in OUT");

@@ -8,6 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/half_convert.hpp"
+#include "models/bert_for_masked_lm.hpp"
+#include "runtime/config/model_options_from_config.hpp"
+#include "runtime/core/context.hpp"
+#include "runtime/train/model_memory.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
@@ -48,6 +52,19 @@ Config checkpoint_model_config(const std::string& dir) {
 void export_hf(const std::string& dir, const std::string& out, bool fp32) {
   const Config c = checkpoint_model_config(dir);
   auto tensors = merged_model_tensors(dir);
+  // The tensors must be the ones config.json will describe: every parameter of the model that
+  // config builds, by name, dtype and shape, and nothing else (as eval and --resume require;
+  // an export of a damaged checkpoint is refused rather than written inconsistent).
+  {
+    core::Context ctx(make_model_allocator(MemoryConfig{}));
+    models::BertForMaskedLM model(c.model, ctx, model_options(c), tensor_parallel(c, nullptr));
+    const std::string what = "checkpoint " + dir + " (merged model)";
+    for (auto& p : model.parameters()) copy_array_into(p.value, tensors, p.name, what);
+    if (tensors.size() != model.parameters().size()) {
+      throw RuntimeError(what + ": " + std::to_string(tensors.size()) + " tensors, the model of its config.yaml has " +
+                         std::to_string(model.parameters().size()) + " parameters");
+    }
+  }
   if (fp32) {
     for (auto& [name, a] : tensors) {
       if (a.dtype != "F16" && a.dtype != "BF16") continue;

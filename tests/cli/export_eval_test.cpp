@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "kernels/cpu/matmul_bf16.hpp"
+#include "runtime/checkpoint/manifest.hpp"
+#include "runtime/core/safetensors.hpp"
 #include "tests/cli/run_memtrain.hpp"
 
 namespace memtrain::cli {
@@ -178,6 +180,40 @@ TEST(ExportHf, RefusesToReplaceFilesInOutUnlessForced) {
   const auto forced = s.memtrain("export-hf " + ckpt + " hf --force");
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(s.path("hf/config.json")))["model_type"], "bert");
+}
+
+// A checkpoint whose tensors disagree with its config.yaml (here a word-embedding table of
+// half the vocabulary, the manifest recomputed so that the checksums pass) was exported as a
+// config.json of 64 ids beside a 32-row table (found by a bad-input trial); eval refused it.
+// The export checks every parameter as eval does and writes nothing.
+TEST(ExportHf, RefusesTensorsThatDisagreeWithTheConfig) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2) + " --run-dir run").exit_code, 0);
+  const std::string ckpt = "run/checkpoints/step-00000002";
+  const std::string file = s.path(ckpt + "/model-tp00.safetensors");
+  std::map<std::string, std::string> metadata;
+  auto tensors = core::read_safetensors(file, &metadata);
+  std::string damaged;
+  for (auto& [name, a] : tensors) {
+    if (name.find("word_embeddings") == std::string::npos) continue;
+    damaged = name;
+    a.shape[0] /= 2;
+    a.data.resize(a.data.size() / 2);
+  }
+  ASSERT_FALSE(damaged.empty());
+  core::write_safetensors(file, tensors, metadata);
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(s.path(ckpt))) {
+    if (e.path().filename() != "manifest.json") files.push_back(e.path().filename().string());
+  }
+  std::ofstream(s.path(ckpt + "/manifest.json"))
+      << checkpoint::manifest_json(checkpoint::compute_manifest(s.path(ckpt), files));
+  ASSERT_EQ(s.memtrain("checkpoint verify " + ckpt).exit_code, 0);  // the bytes are the ones listed
+  const auto r = s.memtrain("export-hf " + ckpt + " hf");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "tensor " + damaged + " is F32 [32, 32], the model's is F32 [64, 32]")) << r.err;
+  EXPECT_FALSE(fs::exists(s.path("hf/config.json")));
+  EXPECT_FALSE(fs::exists(s.path("hf/model.safetensors")));
 }
 
 // Two tensor-parallel ranks: the vocabulary (64, padded to 256 over the ranks) and the column-
