@@ -13,6 +13,8 @@
 namespace memtrain::data {
 namespace {
 
+constexpr std::size_t kMaxSentenceBytes = 65536;  // SentencePiece's max_sentence_length here
+
 // Feeds the segments to the trainer from memory (no temporary text file).
 class SegmentIterator final : public sentencepiece::SentenceIterator {
  public:
@@ -40,6 +42,15 @@ int train_tokenizer(const std::vector<std::string>& sentences, const TokenizerSe
                       " leaves no room for text pieces after the 5 special tokens; expected >= " +
                       std::to_string(minimum));
   }
+  // SentencePiece skips lines above max_sentence_length and then fails with its own internal
+  // check when none is left: say so in the corpus's terms instead.
+  if (!sentences.empty() && std::none_of(sentences.begin(), sentences.end(), [](const std::string& s) {
+        return s.size() <= kMaxSentenceBytes;
+      })) {
+    throw ConfigError("data.corpus: every one of its " + std::to_string(sentences.size()) +
+                      " training lines is longer than SentencePiece's " + std::to_string(kMaxSentenceBytes) +
+                      "-byte sentence limit; expected text broken into lines (verses, paragraphs)");
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = settings.num_threads > 0 ? settings.num_threads : static_cast<int>(cores);
 
@@ -66,7 +77,7 @@ int train_tokenizer(const std::vector<std::string>& sentences, const TokenizerSe
       {"character_coverage", "1.0"},
       {"num_threads", std::to_string(threads)},
       // A verse is a few hundred bytes, but a text file's paragraph can be long.
-      {"max_sentence_length", "65536"},
+      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},
       {"minloglevel", "2"},
   };
   SegmentIterator iterator(sentences);

@@ -234,6 +234,12 @@ TEST(PrepareData, BadSettingsAreConfigErrors) {
   write_file(cache.dir.file("one.txt"), "a single line.\n");
   cache.config.corpus = cache.dir.file("one.txt");
   expect_config_error([&] { cache.prepare(120); }, {"at least 2"});
+  // Lines all longer than SentencePiece's 65536-byte sentence limit left it nothing to train
+  // on, and its internal check came out as a runtime error (exit 1).
+  write_file(cache.dir.file("long.txt"), std::string(70000, 'a') + "\n" + std::string(70000, 'b') + "\n" +
+                                             std::string(70000, 'c') + "\n");
+  cache.config.corpus = cache.dir.file("long.txt");
+  expect_config_error([&] { cache.prepare(120); }, {"data.corpus", "longer than SentencePiece's 65536-byte"});
   // Nothing half-built was left behind by the failures.
   EXPECT_FALSE(fs::exists(cache.dir.path() / "cache") &&
                !fs::is_empty(cache.dir.path() / "cache"));
