@@ -113,6 +113,13 @@ DeviceTarget parse_device_target(const std::string& text, int world_size,
   if (target.capacity_bytes == 0) {
     throw ConfigError(option + " " + text + ": zero bytes; expected " + device_target_names());
   }
+  // Plans simulate at most 1 PiB (plan_step's unlimited device), and byte counts from 2^63 up
+  // wrapped negative in the report ("needs 2.00 MiB of 0 B").
+  constexpr std::size_t kMaxTargetBytes = std::size_t{1} << 50;
+  if (target.capacity_bytes > kMaxTargetBytes) {
+    throw ConfigError(option + " " + text + ": above 1 PiB, the largest device a plan simulates; expected " +
+                      device_target_names());
+  }
   return target;
 }
 

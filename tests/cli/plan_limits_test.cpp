@@ -116,6 +116,19 @@ TEST(PlanLimits, OversizedTargetSaysTheSizeDoesNotFitNotUnknownTarget) {
   }
 }
 
+// 2^63 bytes parsed but wrapped negative in the report ("needs 2.00 MiB of 0 B", fits); a plan
+// simulates at most 1 PiB.
+TEST(PlanLimits, TargetsAbove1PiBAreRefused) {
+  Scratch s;
+  s.write("exp.yaml", kYaml);
+  for (const std::string target : {"9223372036854775808", "1025TiB"}) {
+    const auto r = s.memtrain("plan --config exp.yaml --target " + target);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(contains(r.err, "--target " + target + ": above 1 PiB, the largest device a plan simulates")) << r.err;
+  }
+  EXPECT_EQ(s.memtrain("plan --config exp.yaml --target 1024TiB").exit_code, 0);
+}
+
 // QA: "1411.8 % of the device" when the config does not fit: the unlimited replay's peak is
 // not on this device.
 TEST(PlanLimits, DeviceUtilizationIsNotAvailableWhenItDoesNotFit) {
