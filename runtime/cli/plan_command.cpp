@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comms/process_grid.hpp"
+#include "memory/out_of_memory.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/device_target.hpp"
@@ -78,8 +79,22 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     std::vector<std::string> policies = args->policies;
     if (policies.empty()) policies.push_back(config.memory.policy);
     // The recompute: auto choice is logged to stderr so that --json keeps stdout one document.
-    const auto reports = train::make_plan(config, target, policies, world_size,
-                                          args->json ? std::cerr : std::cout);
+    std::vector<train::PlanReport> reports;
+    try {
+      reports = train::make_plan(config, target, policies, world_size, args->json ? std::cerr : std::cout);
+    } catch (const OutOfMemory& e) {
+      // A dry run simulates a 1 PiB device; a config that asks for more does not fit any target,
+      // which is the plan's answer (exit 3), not a failure of the plan.
+      const std::string reason = std::string("needs more than the 1 PiB a plan simulates: ") + e.what();
+      if (args->json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& p : policies) out.push_back({{"policy", p}, {"fits", false}, {"does_not_fit", reason}});
+        std::cout << (policies.size() == 1 ? out[0] : out).dump(2) << "\n";
+      }
+      std::cerr << "memtrain: plan: does not fit: " << reason << "\n";
+      exit_code = kExitDoesNotFit;
+      return;
+    }
     bool all_fit = true;
     if (args->json) {
       nlohmann::json out = nlohmann::json::array();

@@ -129,6 +129,23 @@ TEST(PlanLimits, TargetsAbove1PiBAreRefused) {
   EXPECT_EQ(s.memtrain("plan --config exp.yaml --target 1024TiB").exit_code, 0);
 }
 
+// A dry run that asks for more than the simulated 1 PiB device (a 1M-token sequence with 1024
+// heads: 8192 TiB of attention scores) is the plan's answer "does not fit" (exit 3), not an
+// out-of-memory failure (exit 1).
+TEST(PlanLimits, AStepBeyondTheSimulatedDeviceDoesNotFit) {
+  Scratch s;
+  s.write("exp.yaml", kYaml);
+  const std::string huge =
+      " --set model.max_position_embeddings=1048576 --set data.seq_length=1048576 --set model.num_attention_heads=1024"
+      " --set model.hidden_size=1024";
+  const auto r = s.memtrain("plan --config exp.yaml --target 40GiB" + huge);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: plan: does not fit: needs more than the 1 PiB a plan simulates")) << r.err;
+  const auto j = s.memtrain("plan --config exp.yaml --target 40GiB --json" + huge);
+  EXPECT_EQ(j.exit_code, 3) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(j.out)["fits"], false);
+}
+
 // QA: "1411.8 % of the device" when the config does not fit: the unlimited replay's peak is
 // not on this device.
 TEST(PlanLimits, DeviceUtilizationIsNotAvailableWhenItDoesNotFit) {
