@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "runtime/core/errors.hpp"
 #include "runtime/core/op_profile.hpp"
@@ -40,6 +42,21 @@ nlohmann::json read_json(const std::string& file) {
 template <class T>
 T field(const nlohmann::json& j, const char* key, const std::string& file) {
   if (!j.is_object() || !j.contains(key)) throw RuntimeError(file + ": no field \"" + key + "\"");
+  // nlohmann converts a float to an integer type without a word (1e300 became INT64_MIN).
+  if constexpr (std::is_integral_v<T>) {
+    const auto& v = j.at(key);
+    const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                      : v.is_number_integer()
+                          ? v.get<std::int64_t>() >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+                                static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.get<std::int64_t>())) <=
+                                    static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                          : false;
+    if (!fits) {
+      throw RuntimeError(file + ": field \"" + key + "\" = " + v.dump() + "; expected an integer in [" +
+                         std::to_string(std::numeric_limits<T>::min()) + ", " +
+                         std::to_string(std::numeric_limits<T>::max()) + "]");
+    }
+  }
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {

@@ -164,6 +164,20 @@ TEST(CheckpointMeta, FieldsOutOfRangeAreNamed) {
   std::ofstream(tmp.sub("meta.json")) << R"({"step": -1, "tensor_model_parallel_size": 1, "data_parallel_size": 1,
     "lr_decay_steps": 6, "dtype": "fp32"})";
   EXPECT_THROW(read_checkpoint_meta(tmp.str()), RuntimeError);
+  // A float where an integer belongs was converted without a word (1e300 reported as INT64_MIN).
+  for (const std::string step : {"1e300", "4.5", "18446744073709551615"}) {
+    std::ofstream(tmp.sub("meta.json")) << R"({"step": )" + step + R"(, "tensor_model_parallel_size": 1,
+      "data_parallel_size": 1, "lr_decay_steps": 6, "dtype": "fp32"})";
+    try {
+      read_checkpoint_meta(tmp.str());
+      FAIL() << "accepted step " << step;
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("field \"step\" = "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("; expected an integer in [-9223372036854775808, 9223372036854775807]"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Resume, NeverRefusesCheckpointsAndRequiredRefusesTheirAbsence) {
