@@ -1,6 +1,7 @@
 // The two trace formats replay reads (declared in replay.hpp). Both are one record per line
 // with no quoting, so a line reader and a split on ',' are the whole parser.
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -35,6 +36,27 @@ std::vector<std::string_view> split_commas(std::string_view line) {
   return fields;
 }
 
+// A field as a message quotes it: bytes outside printable ASCII as \xNN (a binary file's
+// "header" once went to the terminal raw), at most 60 characters.
+std::string shown(std::string_view field) {
+  std::string out;
+  for (const char c : field.substr(0, 60)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", u);
+      out += hex;
+    }
+  }
+  if (field.size() > 60) out += "... (" + std::to_string(field.size()) + " bytes)";
+  return out;
+}
+
+// One allocation of more than 1 PiB is no device's: sums of such sizes also wrapped 64 bits.
+constexpr std::size_t kMaxTraceBytes = std::size_t{1} << 50;
+
 [[noreturn]] void fail(const std::string& source, std::size_t line, const std::string& what) {
   throw TraceFormatError(source + ":" + std::to_string(line) + ": " + what);
 }
@@ -46,7 +68,7 @@ Int parse_uint(std::string_view field, const char* name, const std::string& sour
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (field.empty() || ec != std::errc() || end != field.data() + field.size()) {
     fail(source, line,
-         std::string(name) + " '" + std::string(field) + "' is not a non-negative integer" +
+         std::string(name) + " '" + shown(field) + "' is not a non-negative integer" +
              (ec == std::errc::result_out_of_range ? " in range" : "") + "; expected " +
              std::string(expected_header));
   }
@@ -76,7 +98,7 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
   for_each_record(in, [&](std::string_view line, std::size_t line_no) {
     if (!header_seen) {
       if (line != kTraceHeader) {
-        fail(source, line_no, "header is '" + std::string(line) + "'; expected '" +
+        fail(source, line_no, "header is '" + shown(line) + "'; expected '" +
                                   std::string(kTraceHeader) + "'");
       }
       header_seen = true;
@@ -95,13 +117,16 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
     } else if (f[0] == "free") {
       op.kind = TraceOp::Kind::free;
     } else {
-      fail(source, line_no, "op '" + std::string(f[0]) + "' is not alloc or free");
+      fail(source, line_no, "op '" + shown(f[0]) + "' is not alloc or free");
     }
     if (field(1).empty()) fail(source, line_no, "id is empty; every row names an allocation");
     op.id = std::string(field(1));
     if (op.kind == TraceOp::Kind::alloc || !field(2).empty()) {
       if (field(2).empty()) fail(source, line_no, "alloc row has no bytes");
       op.bytes = parse_uint<std::size_t>(field(2), "bytes", source, line_no, kTraceHeader);
+      if (op.bytes > kMaxTraceBytes) {
+        fail(source, line_no, "bytes " + std::to_string(op.bytes) + " exceeds 1 PiB; expected one allocation's size");
+      }
     }
     if (!field(3).empty()) {
       op.stream = parse_uint<StreamId>(field(3), "stream", source, line_no, kTraceHeader);
@@ -120,7 +145,7 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
   for_each_record(in, [&](std::string_view line, std::size_t line_no) {
     if (!header_seen) {
       if (line != kRmmHeader) {
-        fail(source, line_no, "header is '" + std::string(line) + "'; expected '" +
+        fail(source, line_no, "header is '" + shown(line) + "'; expected '" +
                                   std::string(kRmmHeader) + "'");
       }
       header_seen = true;
@@ -141,12 +166,15 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
     } else if (action == "allocate failure") {
       return;  // the request never held memory
     } else {
-      fail(source, line_no, "Action '" + std::string(action) +
+      fail(source, line_no, "Action '" + shown(action) +
                                 "' is not allocate, free, deallocate or 'allocate failure'");
     }
     if (f[3].empty()) fail(source, line_no, "Pointer is empty");
     op.id = std::string(f[3]);
     op.bytes = parse_uint<std::size_t>(f[4], "Size", source, line_no, kRmmHeader);
+    if (op.bytes > kMaxTraceBytes) {
+      fail(source, line_no, "Size " + std::to_string(op.bytes) + " exceeds 1 PiB; expected one allocation's size");
+    }
     if (f[5].empty()) fail(source, line_no, "Stream is empty");
     auto it = streams.find(f[5]);
     if (it == streams.end()) {
