@@ -257,9 +257,13 @@ void apply_override(Config& c, const std::string& arg) {
   }
   const std::string key = trimmed(std::string_view(arg).substr(0, eq));
   std::string value = trimmed(std::string_view(arg).substr(eq + 1));
-  // Quotes a shell passed through, as YAML would read them.
+  // Quotes a shell passed through, as YAML would read them; unquoted, a '#' after a space starts
+  // a comment, as it does in the file.
   if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
     value = value.substr(1, value.size() - 2);
+  } else if (const auto hash = value.find_first_of('#'); hash != std::string::npos &&
+                                                         (hash == 0 || value[hash - 1] == ' ' || value[hash - 1] == '\t')) {
+    value = trimmed(std::string_view(value).substr(0, hash));
   }
   if (key.empty()) {
     throw ConfigError(printable(where) + ": empty key; expected section.key=value, e.g. training.max_steps=100");

@@ -227,6 +227,13 @@ TEST(SetOverride, TopLevelDeviceAndQuotedValues) {
   const Config c = load_config(files.write("c.yaml", kMinimalYaml), {"device=cpu", "data.cache_dir='/tmp/x y'"});
   EXPECT_EQ(c.device, "cpu");
   EXPECT_EQ(c.data.cache_dir, "/tmp/x y");
+  // As in the file: an unquoted '#' after a space starts a comment; inside a word or quotes it
+  // is text.
+  const Config d = load_config(files.write("c.yaml", kMinimalYaml),
+                               {"training.lr=1e-3 # c", "data.cache_dir=/tmp/a#b", "data.corpus='x # y'"});
+  EXPECT_DOUBLE_EQ(d.training.lr, 1e-3);
+  EXPECT_EQ(d.data.cache_dir, "/tmp/a#b");
+  EXPECT_EQ(d.data.corpus, "x # y");
 }
 
 // A CUDA device loads as a name; whether it exists is checked by `memtrain train` (issue 14).
