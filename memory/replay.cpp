@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -38,7 +39,9 @@ std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& sourc
   }
   std::vector<std::size_t> bytes_of(trace.ids.size());
   std::vector<bool> live(trace.ids.size());
-  std::size_t current = 0, peak = 0;
+  // Wider than size_t: a trace may request any 64-bit size (an out-of-memory event), and two
+  // requests of 2^63 bytes wrapped the sum. The peak saturates at SIZE_MAX.
+  unsigned __int128 current = 0, peak = 0;
   for (std::size_t i = 0; i < trace.ops.size(); ++i) {
     const InternedTrace::Op& op = trace.ops[i];
     if (op.id >= trace.ids.size() || op.tag >= trace.tags.size()) {
@@ -63,7 +66,8 @@ std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& sourc
       live[op.id] = false;
     }
   }
-  return peak;
+  return peak > std::numeric_limits<std::size_t>::max() ? std::numeric_limits<std::size_t>::max()
+                                                         : static_cast<std::size_t>(peak);
 }
 
 ReplayReport replay_on_allocator(const InternedTrace& trace, const std::string& policy,

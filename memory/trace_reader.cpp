@@ -54,9 +54,6 @@ std::string shown(std::string_view field) {
   return out;
 }
 
-// One allocation of more than 1 PiB is no device's: sums of such sizes also wrapped 64 bits.
-constexpr std::size_t kMaxTraceBytes = std::size_t{1} << 50;
-
 [[noreturn]] void fail(const std::string& source, std::size_t line, const std::string& what) {
   throw TraceFormatError(source + ":" + std::to_string(line) + ": " + what);
 }
@@ -124,9 +121,6 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
     if (op.kind == TraceOp::Kind::alloc || !field(2).empty()) {
       if (field(2).empty()) fail(source, line_no, "alloc row has no bytes");
       op.bytes = parse_uint<std::size_t>(field(2), "bytes", source, line_no, kTraceHeader);
-      if (op.bytes > kMaxTraceBytes) {
-        fail(source, line_no, "bytes " + std::to_string(op.bytes) + " exceeds 1 PiB; expected one allocation's size");
-      }
     }
     if (!field(3).empty()) {
       op.stream = parse_uint<StreamId>(field(3), "stream", source, line_no, kTraceHeader);
@@ -172,9 +166,6 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
     if (f[3].empty()) fail(source, line_no, "Pointer is empty");
     op.id = std::string(f[3]);
     op.bytes = parse_uint<std::size_t>(f[4], "Size", source, line_no, kRmmHeader);
-    if (op.bytes > kMaxTraceBytes) {
-      fail(source, line_no, "Size " + std::to_string(op.bytes) + " exceeds 1 PiB; expected one allocation's size");
-    }
     if (f[5].empty()) fail(source, line_no, "Stream is empty");
     auto it = streams.find(f[5]);
     if (it == streams.end()) {

@@ -84,7 +84,14 @@ TEST(Replay, ARequestLargerThanTheDeviceIsAnOutOfMemoryEventUnderEveryPolicy) {
     EXPECT_EQ(j.at("num_ooms"), 1) << policy;
     EXPECT_EQ(j.at("first_oom_line"), 2) << policy;
     EXPECT_EQ(j.at("num_allocs"), 2) << policy;
+    // The requested bytes live at once (the lower bound) saturate instead of wrapping 64 bits.
+    EXPECT_EQ(j.at("peak_live_bytes").get<std::uint64_t>(), 18446744073709551615ull) << policy;
   }
+  // Two requests of 2^63 bytes summed to 0 (wrapped): the lower bound is at least each of them.
+  s.write("two.csv", "op,id,bytes,stream,tag\nalloc,1,9223372036854775808,0,x\nalloc,2,9223372036854775808,0,x\n");
+  const auto two = s.memtrain("replay --trace two.csv --policy best_fit --capacity 1GiB --json");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(nlohmann::json::parse(two.out).at("peak_live_bytes").get<std::uint64_t>(), 18446744073709551615ull);
 }
 
 TEST(Replay, BadCapacityExitsTwo) {
