@@ -13,7 +13,13 @@
 namespace memtrain::data {
 namespace {
 
-constexpr std::size_t kMaxSentenceBytes = 65536;  // SentencePiece's max_sentence_length here
+// Note [Longest training line]
+// SentencePiece's max_sentence_length: longer lines are left out of the tokenizer's training
+// sample (they are still tokenized). A verse is a few hundred bytes and a text file's paragraph
+// a few thousand. It was 65536, but SentencePiece 0.1.97's BPE trainer crashes (SIGSEGV in
+// bpe::Trainer::ComputeFreq) on a line of about 35,000 bytes of one repeated character or
+// pair; 16384 trained on such lines without trouble (found by a bad-input trial).
+constexpr std::size_t kMaxSentenceBytes = 16384;
 
 // Feeds the segments to the trainer from memory (no temporary text file).
 class SegmentIterator final : public sentencepiece::SentenceIterator {
@@ -76,8 +82,7 @@ int train_tokenizer(const std::vector<std::string>& sentences, const TokenizerSe
       // only characters absent from the training split map to [UNK].
       {"character_coverage", "1.0"},
       {"num_threads", std::to_string(threads)},
-      // A verse is a few hundred bytes, but a text file's paragraph can be long.
-      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},
+      {"max_sentence_length", std::to_string(kMaxSentenceBytes)},  // Note [Longest training line]
       {"minloglevel", "2"},
   };
   SegmentIterator iterator(sentences);

@@ -213,6 +213,18 @@ TEST(PrepareData, RareCharactersAreNotUnknown) {
   EXPECT_EQ(tokenizer.decode(ids), rare);
 }
 
+// Lines of one repeated character up to the sentence limit train, and longer ones are left out
+// of the tokenizer's sample but still tokenized (Note [Longest training line]).
+TEST(PrepareData, LongRepetitiveLinesTrainOrAreLeftOutOfTheSample) {
+  OwnCache cache;
+  const std::string text = std::string(16384, 'x') + "\n" + std::string(40000, 'x') + "\n" + std::string(8192 * 2, 'a').replace(1, 1, "b") +
+                           "\n" + testing::generated_corpus_text(8, 40, 5);
+  write_file(cache.config.corpus, text);
+  const PreparedData data = cache.prepare(200);
+  EXPECT_GT(read_token_file(data.train_tokens).tokens.size() + read_token_file(data.valid_tokens).tokens.size(),
+            40000u / 16);  // the 40,000-byte line is in the token files
+}
+
 TEST(PrepareData, BadSettingsAreConfigErrors) {
   OwnCache cache;
   using testing::expect_config_error;
@@ -234,12 +246,13 @@ TEST(PrepareData, BadSettingsAreConfigErrors) {
   write_file(cache.dir.file("one.txt"), "a single line.\n");
   cache.config.corpus = cache.dir.file("one.txt");
   expect_config_error([&] { cache.prepare(120); }, {"at least 2"});
-  // Lines all longer than SentencePiece's 65536-byte sentence limit left it nothing to train
-  // on, and its internal check came out as a runtime error (exit 1).
-  write_file(cache.dir.file("long.txt"), std::string(70000, 'a') + "\n" + std::string(70000, 'b') + "\n" +
+  // Lines all longer than SentencePiece's sentence limit (Note [Longest training line]) left it
+  // nothing to train on, and its internal check came out as a runtime error (exit 1); at 40,000
+  // bytes of one character its BPE trainer crashed.
+  write_file(cache.dir.file("long.txt"), std::string(40000, 'x') + "\n" + std::string(40000, 'x') + "\n" +
                                              std::string(70000, 'c') + "\n");
   cache.config.corpus = cache.dir.file("long.txt");
-  expect_config_error([&] { cache.prepare(120); }, {"data.corpus", "longer than SentencePiece's 65536-byte"});
+  expect_config_error([&] { cache.prepare(120); }, {"data.corpus", "longer than SentencePiece's 16384-byte"});
   // Nothing half-built was left behind by the failures.
   EXPECT_FALSE(fs::exists(cache.dir.path() / "cache") &&
                !fs::is_empty(cache.dir.path() / "cache"));
