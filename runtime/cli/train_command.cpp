@@ -77,6 +77,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
       throw ConfigError(std::string(args->target.empty() ? "--non-allocator" : "--target") +
                         " needs --dry-run (a compute run uses the real device)");
     }
+    if (args->dry_run && args->resume == "required") {
+      throw ConfigError("--resume required loads a checkpoint, and --dry-run loads none: use one or the other");
+    }
     if (args->dry_run && args->profile_ops) {
       throw ConfigError("--profile-ops times the ops' math, and --dry-run does none: use one or the other");
     }

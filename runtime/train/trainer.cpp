@@ -317,6 +317,12 @@ int train(const Config& config, const RunOptions& options) {
     // Before the run directory is opened: a refused resume names the keys that differ, which
     // says more than the run directory's hash mismatch would.
     if (!dry) resume = find_resume_point(run_path, options.resume, config, std::cerr);
+    // A dry run logs null losses and its own snapshot: into a directory that holds a run it
+    // doubled every logged step and replaced the real memory snapshot.
+    if (dry && std::filesystem::exists(std::filesystem::path(run_path) / "run.json")) {
+      throw ConfigError("--dry-run: run directory " + run_path +
+                        " already holds a run (run.json); expected a new directory, or no --run-dir");
+    }
     if (resume.resume) check_checkpoint_layout(resume.checkpoint, config, grid.tp_size(), grid.dp_size());
     // Note [What a resume may change]: the directory belongs to a trajectory.
     run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config),

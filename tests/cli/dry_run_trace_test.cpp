@@ -22,6 +22,7 @@ namespace {
 
 using testing::contains;
 using testing::Scratch;
+using testing::slurp;
 
 // Two accumulation steps, dropout on, an eval every step: every allocation path of the loop.
 const char* kTraceYaml =
@@ -177,6 +178,26 @@ TEST(DryRun, MetricsCarryNoLossAndTheRunSaysItIsDry) {
     }
   }
   EXPECT_EQ(training_lines, 3);
+}
+
+// A dry run into a directory that holds a run logged every step a second time (with null
+// losses) and replaced its memory snapshot; --resume required with --dry-run was ignored.
+// Both are refused (exit 2) and the directory is left as it was.
+TEST(DryRun, RefusesADirectoryHoldingARunAndARequiredResume) {
+  Scratch s;
+  s.write("exp.yaml", kTraceYaml);
+  ASSERT_EQ(s.memtrain("train --config exp.yaml --run-dir real").exit_code, 0);
+  const std::string metrics = slurp(s.path("real/metrics.jsonl"));
+  const std::string snapshot = slurp(s.path("real/memory_snapshot.json"));
+  const auto into = s.memtrain("train --config exp.yaml --run-dir real --dry-run");
+  EXPECT_EQ(into.exit_code, 2) << into.err;
+  EXPECT_TRUE(contains(into.err, "--dry-run: run directory real already holds a run (run.json)")) << into.err;
+  EXPECT_EQ(slurp(s.path("real/metrics.jsonl")), metrics);
+  EXPECT_EQ(slurp(s.path("real/memory_snapshot.json")), snapshot);
+  const auto resume = s.memtrain("train --config exp.yaml --run-dir fresh --dry-run --resume required");
+  EXPECT_EQ(resume.exit_code, 2) << resume.err;
+  EXPECT_TRUE(contains(resume.err, "--resume required loads a checkpoint, and --dry-run loads none")) << resume.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("fresh")));
 }
 
 TEST(DryRun, UnknownTargetIsAUsageErrorNamingTheTargets) {
