@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 
 namespace memtrain::train {
 
@@ -20,12 +21,12 @@ std::string trimmed(std::string_view s) {
 }  // namespace
 
 void apply_alloc_conf(Config& c, const std::string& conf) {
-  const std::string where = "MEMTRAIN_ALLOC_CONF=" + conf;
+  const std::string where = "MEMTRAIN_ALLOC_CONF=" + printable(conf);
   memory::AllocatorOptions parsed;
   try {
     parsed = memory::parse_alloc_conf(conf);
   } catch (const std::invalid_argument& e) {
-    throw ConfigError(where + ": " + e.what());
+    throw ConfigError(where + ": " + printable(e.what()));
   }
   // parse_alloc_conf fills every field; only the keys the variable names may replace the
   // config's values, so find them (the syntax is already checked).

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 #include "runtime/config/config_alloc_conf.hpp"
 #include "runtime/config/config_schema.hpp"
 #include "runtime/config/config_validate.hpp"
@@ -22,7 +23,6 @@ namespace memtrain::train {
 
 namespace {
 
-std::string printable(std::string_view s);
 
 [[noreturn]] void fail(const std::string& where, const std::string& key, const std::string& value,
                        const std::string& what, const std::string& expected) {
@@ -45,23 +45,6 @@ std::string shown(const YAML::Node& node) {
   std::string s = out.c_str();
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
-}
-
-// yaml-cpp quotes the offending character, which may be a control byte or NUL (a binary file
-// given as a config); a message must stay one printable line.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (const char ch : s) {
-    const auto byte = static_cast<unsigned char>(ch);
-    if (byte >= 0x20 && byte < 0x7f) {
-      out += ch;
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
-      out += hex;
-    }
-  }
-  return out;
 }
 
 bool is_section(const std::string& name) {

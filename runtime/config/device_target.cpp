@@ -7,6 +7,7 @@
 
 #include "memory/byte_size.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -106,18 +107,18 @@ DeviceTarget parse_device_target(const std::string& text, int world_size,
     // A leading digit means a size was meant: its own reason ("does not fit in 64 bits") says
     // more than "unknown target".
     if (!text.empty() && text.front() >= '0' && text.front() <= '9') {
-      throw ConfigError(option + " " + text + ": not a usable size: " + e.what());
+      throw ConfigError(option + " " + printable(text) + ": not a usable size: " + printable(e.what()));
     }
-    throw ConfigError(option + " " + text + ": unknown target; expected " + device_target_names());
+    throw ConfigError(option + " " + printable(text) + ": unknown target; expected " + device_target_names());
   }
   if (target.capacity_bytes == 0) {
-    throw ConfigError(option + " " + text + ": zero bytes; expected " + device_target_names());
+    throw ConfigError(option + " " + printable(text) + ": zero bytes; expected " + device_target_names());
   }
   // Plans simulate at most 1 PiB (plan_step's unlimited device), and byte counts from 2^63 up
   // wrapped negative in the report ("needs 2.00 MiB of 0 B").
   constexpr std::size_t kMaxTargetBytes = std::size_t{1} << 50;
   if (target.capacity_bytes > kMaxTargetBytes) {
-    throw ConfigError(option + " " + text + ": above 1 PiB, the largest device a plan simulates; expected " +
+    throw ConfigError(option + " " + printable(text) + ": above 1 PiB, the largest device a plan simulates; expected " +
                       device_target_names());
   }
   return target;

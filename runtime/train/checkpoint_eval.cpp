@@ -17,6 +17,7 @@
 #include "runtime/config/model_options_from_config.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 #include "runtime/train/checkpoint_export.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/model_memory.hpp"
@@ -24,13 +25,6 @@
 
 namespace memtrain::train {
 namespace {
-
-// A JSON value as an error message shows it: at most 40 characters of its text.
-std::string shortened(const nlohmann::json& v) {
-  std::string text = v.dump();
-  if (text.size() > 40) text = text.substr(0, 40) + "... (" + std::to_string(text.size()) + " characters)";
-  return text;
-}
 
 // [B, T] integers of `key`; empty when absent and not required.
 std::vector<std::vector<std::int64_t>> rows_of(const nlohmann::json& j, const char* key, bool required,
@@ -48,7 +42,7 @@ std::vector<std::vector<std::int64_t>> rows_of(const nlohmann::json& j, const ch
     for (std::size_t t = 0; t < a[r].size(); ++t) {
       const auto& v = a[r][t];
       const auto at = [&] {
-        return file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) + "] = " + shortened(v);
+        return file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) + "] = " + printable(v.dump(), 40);
       };
       if (!v.is_number_integer()) throw ConfigError(at() + " is not an integer");
       // Ids are 32-bit: a larger value is refused as written, never wrapped (to -100 or else).

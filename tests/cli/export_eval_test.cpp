@@ -367,7 +367,7 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
        "bad.json: lists nested deeper than rows of ids; expected {\"input_ids\": [[...]], \"labels\": [[...]]}"},
       // A long value is shown shortened, not echoed whole.
       {R"({"input_ids": [[1,2]], "labels": [[")" + std::string(100000, 'x') + R"(",1]]})",
-       "bad.json: labels[0][0] = \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (100002 characters) is not an integer"}};
+       "bad.json: labels[0][0] = \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (100002 bytes) is not an integer"}};
   for (const auto& c : cases) {
     s.write("bad.json", c.json);
     const auto b = s.memtrain("eval --checkpoint " + ckpt + " --input bad.json");

@@ -129,6 +129,19 @@ TEST(PlanLimits, TargetsAbove1PiBAreRefused) {
   EXPECT_EQ(s.memtrain("plan --config exp.yaml --target 1024TiB").exit_code, 0);
 }
 
+// A target's bytes are quoted escaped in plan and in a dry run (raw 0xff and ESC went to the
+// terminal).
+TEST(PlanLimits, ATargetOfBinaryBytesIsShownEscaped) {
+  Scratch s;
+  s.write("exp.yaml", kYaml);
+  for (const std::string verb : {"plan --config exp.yaml", "train --config exp.yaml --dry-run"}) {
+    const auto r = s.memtrain(verb + " --target \"$(printf '\\377\\033[2J')\"");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(contains(r.err, "--target \\xff\\x1b[2J: unknown target")) << r.err;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << verb;
+  }
+}
+
 // A dry run that asks for more than the simulated 1 PiB device (a 1M-token sequence with 1024
 // heads: 8192 TiB of attention scores) is the plan's answer "does not fit" (exit 3), not an
 // out-of-memory failure (exit 1).

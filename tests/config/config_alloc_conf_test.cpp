@@ -57,6 +57,16 @@ TEST(AllocConf, UnknownOptionIsAConfigErrorNamingTheVariable) {
   EXPECT_TRUE(contains(msg, "max_split_size"));
 }
 
+// The variable's bytes are quoted escaped: raw 0xff and an escape sequence went to the terminal.
+TEST(AllocConf, BinaryBytesAreShownEscaped) {
+  ConfigFiles files;
+  ScopedAllocConf env("policy:\xff\xfe\x1b[2J");
+  const std::string msg = load_error(files.write("c.yaml", yaml_with_memory()));
+  EXPECT_TRUE(contains(msg, "MEMTRAIN_ALLOC_CONF=policy:\\xff\\xfe\\x1b[2J: ")) << msg;
+  EXPECT_EQ(msg.find('\x1b'), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\xff'), std::string::npos) << msg;
+}
+
 TEST(AllocConf, OptionThatDoesNothingInTheResultingConfigIsRejected) {
   // The variable is valid alone, but the file chose no_cache, under which it cannot act.
   ConfigFiles files;
