@@ -12,4 +12,8 @@ namespace memtrain {
 // std::bad_alloc.
 std::string printable(std::string_view text, std::size_t max_chars = 200);
 
+// An nlohmann::json exception's what() without the library's tag ("[json.exception.parse_error.101]
+// parse error at line 2, column 1: ..." -> "parse error at line 2, column 1: ..."), printable.
+std::string json_error_text(const char* what);
+
 }  // namespace memtrain

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 
 namespace memtrain::core {
 
@@ -70,15 +71,6 @@ std::size_t safetensors_dtype_size(const std::string& dtype) {
 
 namespace {
 
-// nlohmann's what() starts with its own tag ("[json.exception.parse_error.101] "): the message
-// keeps what follows it.
-std::string without_json_tag(const std::string& what) {
-  if (what.starts_with("[json.exception.")) {
-    if (const auto end = what.find("] "); end != std::string::npos) return what.substr(end + 2);
-  }
-  return what;
-}
-
 std::map<std::string, HostArray> read_file(const std::string& path, std::map<std::string, std::string>* metadata,
                                            bool with_data) {
   std::ifstream in(path, std::ios::binary);
@@ -105,7 +97,7 @@ std::map<std::string, HostArray> read_file(const std::string& path, std::map<std
   try {
     j = nlohmann::json::parse(header);
   } catch (const nlohmann::json::exception& e) {
-    fail(path, "header is not valid JSON: " + without_json_tag(e.what()));
+    fail(path, "header is not valid JSON: " + json_error_text(e.what()));
   }
   if (!j.is_object()) fail(path, "header is not a JSON object");
 

@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 #include "runtime/data/corpus.hpp"
 #include "runtime/data/corpus_split.hpp"
 #include "runtime/data/file_hash.hpp"
@@ -105,7 +106,7 @@ std::string why_stale(const fs::path& dir, const json& settings, json* manifest_
     }
     manifest.at("vocab_size").get<int>();
   } catch (const json::exception& e) {
-    return std::string("unreadable manifest (") + e.what() + ")";
+    return "unreadable manifest (" + json_error_text(e.what()) + ")";
   } catch (const RuntimeError& e) {
     return e.what();
   }

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 #include "runtime/core/op_profile.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
@@ -35,7 +36,7 @@ nlohmann::json read_json(const std::string& file) {
   try {
     return nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::exception& e) {
-    throw RuntimeError(file + ": not JSON (" + e.what() + ")");
+    throw RuntimeError(file + ": not JSON (" + json_error_text(e.what()) + ")");
   }
 }
 

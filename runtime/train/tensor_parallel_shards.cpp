@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 #include "runtime/core/op_profile.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 
@@ -41,7 +42,7 @@ std::map<std::string, Layout> layouts_of(const std::map<std::string, std::string
       out[name] = layout;
     }
   } catch (const nlohmann::json::exception& e) {
-    throw RuntimeError(file + ": metadata memtrain_shards is not a shard layout (" + e.what() + ")");
+    throw RuntimeError(file + ": metadata memtrain_shards is not a shard layout (" + json_error_text(e.what()) + ")");
   }
   return out;
 }
