@@ -170,6 +170,14 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
                       std::to_string(static_cast<int>(kMaxBackoffSeconds)) + "]");
   }
   relaunch_command(options.command, "required", options.min_ranks);  // refuse a bad --min-ranks now
+  // --min-ranks moves a relaunch onto fewer ranks; more than launched would only show after
+  // the first failure, as a relaunch that cannot start.
+  if (const int launched = ranks_of(options.command); options.min_ranks > 0 && launched > 0 &&
+                                                      options.min_ranks > launched) {
+    throw ConfigError("memtrain supervise --min-ranks " + std::to_string(options.min_ranks) + ": more than the " +
+                      std::to_string(launched) + " ranks the command launches (-np " + std::to_string(launched) +
+                      "); expected at most " + std::to_string(launched));
+  }
   // Relaunches start from `base` with `ranks` processes (0: as launched).
   std::vector<std::string> base = options.command;
   int ranks = options.min_ranks;

@@ -201,6 +201,12 @@ TEST(Supervise, UsageErrorsExit2) {
     EXPECT_TRUE(contains(r.err, ": expected a number of seconds in [0, 3600]\n")) << backoff << r.err;
     EXPECT_FALSE(contains(r.err, "restart 1")) << backoff << r.err;
   }
+  // More ranks than launched would only fail at the first relaunch, after a crash.
+  const auto more = s.memtrain("supervise --min-ranks 3 -- sh -c 'exit 1' sh -np 2 --run-dir x");
+  EXPECT_EQ(more.exit_code, 2);
+  EXPECT_TRUE(contains(more.err, "--min-ranks 3: more than the 2 ranks the command launches (-np 2); expected at most 2"))
+      << more.err;
+  EXPECT_FALSE(contains(more.err, "restart 1")) << more.err;
   const auto zero = s.memtrain("supervise --min-ranks 0 -- sh -c 'exit 1' sh --run-dir x");
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_TRUE(contains(zero.err, "--min-ranks")) << zero.err;
