@@ -33,6 +33,23 @@ std::string recorded_hash(const fs::path& dir) {
   return j["config_hash"].get<std::string>();
 }
 
+// config.yaml and run.json of a start; created_at kept from the first start when given.
+void write_description(const fs::path& dir, const std::string& config_hash, const std::string& config_yaml,
+                       const std::string& config_name, const std::string& config_path, int world_size,
+                       const std::string& created_at) {
+  // Temporary name and rename: a crash never leaves a half-written config.yaml or run.json.
+  core::write_file_atomically((dir / "config.yaml").string(), [&](std::ostream& out) { out << config_yaml; });
+  const std::string now = iso_time(std::chrono::system_clock::now());
+  nlohmann::ordered_json run;
+  run["config_hash"] = config_hash;
+  run["config_name"] = config_name;
+  run["config_path"] = config_path;
+  run["created_at"] = created_at.empty() ? now : created_at;
+  if (!created_at.empty()) run["last_started_at"] = now;
+  run["world_size"] = world_size;
+  core::write_file_atomically((dir / "run.json").string(), [&](std::ostream& out) { out << run.dump(2) << '\n'; });
+}
+
 }  // namespace
 
 std::string RunDirectory::default_path(const std::string& config_name,
@@ -74,23 +91,21 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& conf
                           "(config_hash " + previous + ", this config " + config_hash +
                           "); refusing to overwrite it: choose another --run-dir");
       }
+      // The same trajectory may continue with other settings (Note [What a resume may change]:
+      // max_steps, the rank count, ...): config.yaml and run.json describe the latest start, and
+      // a hand-edited config.yaml is replaced by the config this start validated.
+      std::ifstream in(dir / "run.json");
+      const auto recorded = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+      const std::string created_at = recorded.contains("created_at") && recorded["created_at"].is_string()
+                                         ? recorded["created_at"].get<std::string>()
+                                         : std::string();
+      write_description(dir, config_hash, config_yaml, config_name, config_path, world_size, created_at);
       return RunDirectory(path, /*reused=*/true);
     }
   }
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create run directory " + path + ": " + ec.message());
-
-  // Temporary name and rename: a crash never leaves a half-written config.yaml or run.json.
-  core::write_file_atomically((dir / "config.yaml").string(),
-                              [&](std::ostream& out) { out << config_yaml; });
-  nlohmann::ordered_json run;
-  run["config_hash"] = config_hash;
-  run["config_name"] = config_name;
-  run["config_path"] = config_path;
-  run["created_at"] = iso_time(std::chrono::system_clock::now());
-  run["world_size"] = world_size;
-  core::write_file_atomically((dir / "run.json").string(),
-                              [&](std::ostream& out) { out << run.dump(2) << '\n'; });
+  write_description(dir, config_hash, config_yaml, config_name, config_path, world_size, "");
   return RunDirectory(path, /*reused=*/false);
 }
 

@@ -22,7 +22,8 @@ class RunDirectory {
 
   // Creates `path` (with parents) and writes config.yaml (`config_yaml`) and run.json
   // ({config_hash, config_name, config_path, created_at, world_size}), or reuses it when it
-  // was created with the same `config_hash`.
+  // was created with the same `config_hash`, rewriting both for this start (created_at kept,
+  // last_started_at added: a resume may change max_steps or the rank count).
   // Throws ConfigError: `path` is a file; its run.json names another config_hash (both hashes
   // in the message); it is non-empty without a readable run.json. Throws RuntimeError when a
   // file cannot be written.

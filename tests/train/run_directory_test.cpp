@@ -39,6 +39,23 @@ TEST(RunDirectory, SameConfigReusesTheDirectoryAndKeepsItsFiles) {
   EXPECT_EQ(slurp(path + "/metrics.jsonl"), "{\"step\":1}\n");
 }
 
+// A resume may change max_steps or the rank count (same config_hash): config.yaml and run.json
+// describe the latest start, a hand edit is replaced, and created_at stays the first start's.
+TEST(RunDirectory, AReuseRewritesConfigAndRunJsonKeepingTheCreationTime) {
+  testing::TempDir tmp;
+  const auto path = tmp.sub("run");
+  RunDirectory::open(path, "h1", "max_steps: 2\n", "t", "t.yaml", 1);
+  const auto first = nlohmann::json::parse(slurp(path + "/run.json"));
+  std::ofstream(path + "/config.yaml") << "hidden_size: 64 # edited by hand\n";
+  RunDirectory::open(path, "h1", "max_steps: 4\n", "t", "t.yaml", 2);
+  EXPECT_EQ(slurp(path + "/config.yaml"), "max_steps: 4\n");
+  const auto run = nlohmann::json::parse(slurp(path + "/run.json"));
+  EXPECT_EQ(run["world_size"], 2);
+  EXPECT_EQ(run["created_at"], first["created_at"]);
+  EXPECT_TRUE(run.contains("last_started_at"));
+  EXPECT_EQ(run["config_hash"], "h1");
+}
+
 TEST(RunDirectory, DifferentConfigIsRefusedAndNothingIsOverwritten) {
   testing::TempDir tmp;
   const auto path = tmp.sub("run");
