@@ -12,6 +12,7 @@
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/device_target.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/printable.hpp"
 #include "runtime/plan/plan_report.hpp"
 
 namespace memtrain::cli {
@@ -33,8 +34,10 @@ int parse_world_size(const std::string& text) {
   int value = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end || value < 1) {
-    throw ConfigError("--world-size " + text + ": expected a positive integer (ranks of the job)");
+  constexpr int kMaxWorldSize = 1 << 20;
+  if (text.empty() || ec != std::errc() || ptr != end || value < 1 || value > kMaxWorldSize) {
+    throw ConfigError("--world-size " + printable(text) + ": expected an integer in [1, " +
+                      std::to_string(kMaxWorldSize) + "] (ranks of the job)");
   }
   return value;
 }

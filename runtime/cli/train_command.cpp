@@ -58,7 +58,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
           ""));
   cmd->add_flag("--dry-run", args->dry_run,
                 "Allocate exactly what training would on a simulated device, without any math");
-  cmd->add_option("--target", args->target,
+  CLI::Option* target_option = cmd->add_option("--target", args->target,
                   "Simulated device of --dry-run: " + train::device_target_names() + " (default " +
                       kDefaultTarget + ")");
   cmd->add_option("--non-allocator", args->non_allocator,
@@ -72,10 +72,14 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--profile-ops", args->profile_ops,
                 "Time every op of the training steps after the first; print the step breakdown and write "
                 "op_profile.json to the run directory");
-  cmd->callback([args, &exit_code] {
+  cmd->callback([args, target_option, &exit_code] {
     if (!args->dry_run && (!args->target.empty() || !args->non_allocator.empty())) {
       throw ConfigError(std::string(args->target.empty() ? "--non-allocator" : "--target") +
                         " needs --dry-run (a compute run uses the real device)");
+    }
+    // An empty --target (an unset shell variable) would silently simulate the default device.
+    if (args->dry_run && target_option->count() > 0 && args->target.empty()) {
+      throw ConfigError("--target is empty; expected " + train::device_target_names());
     }
     if (args->dry_run && args->resume == "required") {
       throw ConfigError("--resume required loads a checkpoint, and --dry-run loads none: use one or the other");

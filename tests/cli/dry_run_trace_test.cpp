@@ -208,6 +208,16 @@ TEST(DryRun, UnknownTargetIsAUsageErrorNamingTheTargets) {
   EXPECT_TRUE(contains(r.err, "--target a100-41gb: unknown target; expected a100-40gb, a100-80gb"));
 }
 
+// An empty --target (an unset shell variable) silently simulated the default a100-40gb.
+TEST(DryRun, AnEmptyTargetIsAUsageError) {
+  Scratch s;
+  s.write("exp.yaml", kTraceYaml);
+  const auto r = s.memtrain("train --config exp.yaml --dry-run --target '' --run-dir d");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--target is empty; expected a100-40gb")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("d")));
+}
+
 TEST(DryRun, TargetWithoutDryRunIsAUsageError) {
   Scratch s;
   s.write("exp.yaml", kTraceYaml);

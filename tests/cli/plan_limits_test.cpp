@@ -234,12 +234,12 @@ TEST(PlanLimits, TextReportExplainsFragmentationAndListsTagsWithoutATrailingSepa
 TEST(PlanLimits, WorldSizeThatIsNotAPositiveIntegerSaysWhatWasExpected) {
   Scratch s;
   s.write("exp.yaml", kYaml);
-  for (const char* bad : {"two", "0", "-1", "2x"}) {
+  for (const char* bad : {"two", "0", "-1", "2x", "99999999999", "1048577"}) {
     const auto r =
         s.memtrain(std::string("plan --config exp.yaml --target 1GiB --world-size ") + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;
     EXPECT_TRUE(
-        contains(r.err, std::string("--world-size ") + bad + ": expected a positive integer"))
+        contains(r.err, std::string("--world-size ") + bad + ": expected an integer in [1, 1048576]"))
         << bad;
   }
 }
