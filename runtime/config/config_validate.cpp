@@ -325,7 +325,12 @@ void check_corpus(const Config& c) {
   std::error_code ec;
   const auto status = fs::status(corpus, ec);
   if (!fs::exists(status)) {
-    fail(c, "data.corpus", "no such file or directory (relative paths are from the working directory)",
+    // A dangling link or a loop of links exists as a name but not as a file: say which.
+    const std::error_code why = ec;
+    const bool link = fs::is_symlink(fs::symlink_status(corpus, ec));
+    fail(c, "data.corpus",
+         link ? "a symbolic link that leads to no file (" + (why ? why.message() : std::string("dangling")) + ")"
+              : std::string("no such file or directory (relative paths are from the working directory)"),
          "kjv, a UTF-8 text file or a directory of .txt files");
   }
   if (fs::is_regular_file(status) && !std::ifstream(corpus)) {

@@ -354,6 +354,19 @@ TEST(ConfigErrors, MissingCorpusFile) {
   EXPECT_TRUE(contains(load_error(path), path + ":2: data.corpus = " + missing + ": no such file or directory"));
 }
 
+// A loop of links was reported as "no such file or directory", sending the user to a name that
+// is there.
+TEST(ConfigErrors, CorpusThatIsALoopOfLinksIsNamedAsSuch) {
+  ConfigFiles files;
+  const std::string a = files.dir() + "/loop-a", b = files.dir() + "/loop-b";
+  std::filesystem::create_symlink(b, a);
+  std::filesystem::create_symlink(a, b);
+  const std::string path = files.write("c.yaml", "data:\n  corpus: " + a + "\n");
+  EXPECT_TRUE(contains(load_error(path), path + ":2: data.corpus = " + a +
+                                             ": a symbolic link that leads to no file (Too many levels of symbolic links)"))
+      << load_error(path);
+}
+
 TEST(ConfigErrors, CorpusFileAndDirectoryAreAccepted) {
   ConfigFiles files;
   const std::string text = files.write("corpus.txt", "In the beginning.\n");
