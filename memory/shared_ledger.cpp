@@ -282,6 +282,9 @@ JobId SharedLedger::join(const JobShare& share) {
       msg += " '" + std::string(s.name) + "' (pid " + std::to_string(s.pid) + ") reserves " + format_byte_size(s.reservation) +
              ", uses " + format_byte_size(s.in_use) + ";";
     }
+    // Every rank of a job is a job of its own here: ranks on one device each reserve.
+    msg += " expected a reservation of at most " + format_byte_size(capacity - std::min(committed, capacity)) +
+           " (the capacity less what the others reserve or use; each rank of a job reserves its own)";
     throw std::runtime_error(msg);
   }
   if (!free_slot) {

@@ -28,6 +28,8 @@ TEST(SharedLedger, ReservationBeyondWhatOthersHoldIsRefusedWithTheirNames) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot reserve"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("job-a"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("; expected a reservation of at most 400.00 MiB"), std::string::npos)
+        << e.what();
   }
   ledger.join({"job-b", 400 * MiB, kNoLimit});
   auto snap = ledger.snapshot();
