@@ -193,6 +193,16 @@ SharedLedger::SharedLedger(std::string_view device, std::size_t capacity_bytes)
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    if (layout_->version == kVersion && layout_->capacity != capacity_bytes) {
+      // The ledger outlives its jobs (/dev/shm): with none left (the dead reclaimed), the
+      // capacity is the next job's to set, not the last one's to keep.
+      LockGuard guard(*this);
+      reclaim_dead_locked();
+      const bool empty = std::none_of(std::begin(layout_->slots), std::end(layout_->slots), [](const Slot& s) {
+        return s.state.load(std::memory_order_relaxed) == kActive;
+      });
+      if (empty) layout_->capacity = capacity_bytes;
+    }
     if (layout_->version != kVersion || layout_->capacity != capacity_bytes) {
       std::string msg = "shared ledger for device '" + device_ + "' exists with capacity " +
                         std::to_string(layout_->capacity) + " bytes (version " +

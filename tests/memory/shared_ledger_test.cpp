@@ -95,14 +95,31 @@ TEST(SharedLedger, LimitBelowReservationIsRejected) {
   EXPECT_THROW(ledger.join({"a", 200 * MiB, 100 * MiB}), std::invalid_argument);
 }
 
-TEST(SharedLedger, OpeningWithAnotherCapacityIsRejected) {
+TEST(SharedLedger, OpeningWithAnotherCapacityIsRejectedWhileAJobIsIn) {
   ScopedDevice dev;
   SharedLedger first(dev.name, 1000 * MiB);
+  const auto member = first.join({"member", 0, kNoLimit});
   EXPECT_THROW(SharedLedger(dev.name, 2000 * MiB), std::invalid_argument);
   EXPECT_THROW(SharedLedger(dev.name, 0), std::invalid_argument);
   SharedLedger second(dev.name, 1000 * MiB);  // same capacity: the same ledger
   auto a = second.join({"a", 10 * MiB, kNoLimit});
   EXPECT_EQ(first.entry(a).reservation, 10 * MiB);
+  first.leave(member);
+  second.leave(a);
+}
+
+// The ledger outlives its jobs in /dev/shm: once the last one has left, the next job may give
+// another capacity (a finished run's capacity refused every later one).
+TEST(SharedLedger, ALedgerWithNoJobsTakesTheNextJobsCapacity) {
+  ScopedDevice dev;
+  {
+    SharedLedger first(dev.name, 1000 * MiB);
+    first.leave(first.join({"done", 0, kNoLimit}));
+  }
+  SharedLedger next(dev.name, 2000 * MiB);
+  EXPECT_EQ(next.capacity_bytes(), 2000 * MiB);
+  next.join({"b", 1500 * MiB, kNoLimit});
+  EXPECT_THROW(SharedLedger(dev.name, 1000 * MiB), std::invalid_argument);
 }
 
 TEST(SharedLedger, ReleasingMoreThanChargedOrAfterLeavingThrows) {
