@@ -164,6 +164,11 @@ class TemporaryDirectory {
   TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
   const fs::path& path() const { return path_; }
   void release() { path_.clear(); }
+  void remove() {
+    std::error_code ignored;
+    if (!path_.empty()) fs::remove_all(path_, ignored);
+    path_.clear();
+  }
 
  private:
   fs::path path_;
@@ -259,13 +264,22 @@ PreparedData prepare_data(const DataConfig& config, int vocab_size, std::ostream
   log << "data: preparing " << dir.string() << "\n";
 
   std::error_code ec;
+  const bool cache_dir_existed = fs::exists(cache_dir, ec);
   fs::create_directories(cache_dir, ec);
   if (ec) {
     throw RuntimeError("data.cache_dir: cannot create " + cache_dir.string() + ": " +
                        ec.message());
   }
   TemporaryDirectory temporary(unique_sibling(cache_dir, ".tmp-" + dir.filename().string() + "-"));
-  manifest = build(config, vocab_size, corpus, settings, temporary.path(), log);
+  try {
+    manifest = build(config, vocab_size, corpus, settings, temporary.path(), log);
+  } catch (const ConfigError&) {
+    // A corpus the tokenizer refuses leaves nothing behind: not its temporary directory (its
+    // destructor), nor a cache directory this call created for it.
+    temporary.remove();
+    if (!cache_dir_existed) fs::remove(cache_dir, ec);  // only when empty
+    throw;
+  }
 
   // Another process may have finished the same key meanwhile: use its complete copy.
   json theirs;

@@ -253,6 +253,10 @@ TEST(PrepareData, BadSettingsAreConfigErrors) {
                                              std::string(70000, 'c') + "\n");
   cache.config.corpus = cache.dir.file("long.txt");
   expect_config_error([&] { cache.prepare(120); }, {"data.corpus", "longer than SentencePiece's 16384-byte"});
+  // A cache directory created for a corpus that is then refused is removed again.
+  cache.config.cache_dir = cache.dir.file("fresh-cache");
+  expect_config_error([&] { cache.prepare(120); }, {"data.corpus", "longer than SentencePiece's"});
+  EXPECT_FALSE(fs::exists(cache.dir.file("fresh-cache")));
   // Nothing half-built was left behind by the failures.
   EXPECT_FALSE(fs::exists(cache.dir.path() / "cache") &&
                !fs::is_empty(cache.dir.path() / "cache"));
