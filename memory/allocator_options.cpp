@@ -108,7 +108,7 @@ AllocatorOptions parse_alloc_conf(std::string_view conf, AllocatorOptions base) 
       } catch (const std::invalid_argument&) {
         fail(key, value, "a byte size such as 40GiB, 512MiB or 1073741824");
       }
-      if (options.capacity == 0) fail(key, value, "a byte size greater than 0");
+      // 0 = the device's capacity, as memory.capacity: 0 means in the config.
     } else {
       throw std::invalid_argument(
           "MEMTRAIN_ALLOC_CONF: unknown key '" + std::string(key) +

@@ -46,6 +46,12 @@ TEST(AllocConf, ParsesEveryKey) {
   EXPECT_EQ(o.capacity, std::size_t{40} << 30);
 }
 
+// capacity:0 means what memory.capacity: 0 means in a config: the device's capacity.
+TEST(AllocConf, CapacityZeroIsTheDevicesCapacity) {
+  EXPECT_EQ(parse_alloc_conf("capacity:0").capacity, 0u);
+  EXPECT_EQ(parse_alloc_conf("capacity:0").capacity, AllocatorOptions{}.capacity);
+}
+
 TEST(AllocConf, RoundTripsThroughText) {
   AllocatorOptions o;
   o.policy = "pytorch";
@@ -105,7 +111,6 @@ INSTANTIATE_TEST_SUITE_P(
                       BadConf{"garbage_collection_threshold:half", "garbage_collection_threshold"},
                       BadConf{"expandable_segments:yes", "True or False"},
                       BadConf{"capacity:lots", "capacity = 'lots'"},
-                      BadConf{"capacity:0", "greater than 0"},
                       BadConf{"policy:no_cache,max_split_size_mb:64", "never splits"},
                       BadConf{"policy:no_cache,garbage_collection_threshold:0.5", "caches nothing"},
                       BadConf{"policy:no_cache,expandable_segments:True", "expandable_segments"}),
