@@ -41,24 +41,24 @@ TEST(RunFailure, LimitBelowWhatTheModelNeedsExitsOneNamingTheLimit) {
   EXPECT_TRUE(contains(r.err, "memory.limit is 1048576 bytes (1.00 MiB)")) << r.err;
 }
 
-// A ledger left behind by a crashed job with another capacity is that ledger's problem only: a job
-// naming its own ledger never reads it.
-TEST(RunFailure, StaleLedgerOfAnotherCapacityDoesNotAffectAJobWithItsOwnLedger) {
+// A ledger whose job is still in it with another capacity refuses a job of another capacity
+// (a config error naming the key), and is that ledger's problem only: a job naming its own ledger
+// never reads it. Once its last job has left, the next job's capacity becomes the ledger's.
+TEST(RunFailure, ALedgerOfAnotherCapacityRefusesOnlyWhileAJobIsInIt) {
   Scratch s;
-  const memory::testing::ScopedDevice stale, own;
-  memory::SharedLedger left_behind(stale.name, std::size_t{3} << 20);  // 3 MiB: fits nothing
+  const memory::testing::ScopedDevice busy, own;
+  memory::SharedLedger other(busy.name, std::size_t{3} << 20);  // 3 MiB: fits nothing
+  const auto member = other.join({"other job", 0, memory::kNoLimit});
   s.write("exp.yaml", kTinyMockYaml);
-  const auto clash = s.memtrain(
-      "train --config exp.yaml --run-dir clash --set memory.limit=64MiB "
-      "--set memory.capacity=1GiB --set memory.ledger=" +
-      stale.name);
+  const std::string job = "train --config exp.yaml --set memory.limit=64MiB --set memory.capacity=1GiB ";
+  const auto clash = s.memtrain(job + "--run-dir clash --set memory.ledger=" + busy.name);
   EXPECT_EQ(clash.exit_code, 2) << clash.err;  // another capacity: a config error naming the key
   EXPECT_TRUE(contains(clash.err, "memory.capacity")) << clash.err;
-  const auto r = s.memtrain(
-      "train --config exp.yaml --run-dir run --set memory.limit=64MiB "
-      "--set memory.capacity=1GiB --set memory.ledger=" +
-      own.name);
+  const auto r = s.memtrain(job + "--run-dir run --set memory.ledger=" + own.name);
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  other.leave(member);
+  const auto after = s.memtrain(job + "--run-dir after --set memory.ledger=" + busy.name);
+  EXPECT_EQ(after.exit_code, 0) << after.err;
 }
 
 TEST(RunFailure, LedgerNameOutsideItsAlphabetExitsTwoNamingTheKey) {
