@@ -1,7 +1,6 @@
 // The two trace formats replay reads (declared in replay.hpp). Both are one record per line
 // with no quoting, so a line reader and a split on ',' are the whole parser.
 #include <charconv>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -10,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "memory/printable.hpp"
 #include "memory/replay.hpp"
 
 namespace memtrain::memory {
@@ -36,24 +36,6 @@ std::vector<std::string_view> split_commas(std::string_view line) {
   return fields;
 }
 
-// A field as a message quotes it: bytes outside printable ASCII as \xNN (a binary file's
-// "header" once went to the terminal raw), at most 60 characters.
-std::string shown(std::string_view field) {
-  std::string out;
-  for (const char c : field.substr(0, 60)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", u);
-      out += hex;
-    }
-  }
-  if (field.size() > 60) out += "... (" + std::to_string(field.size()) + " bytes)";
-  return out;
-}
-
 [[noreturn]] void fail(const std::string& source, std::size_t line, const std::string& what) {
   throw TraceFormatError(source + ":" + std::to_string(line) + ": " + what);
 }
@@ -65,7 +47,7 @@ Int parse_uint(std::string_view field, const char* name, const std::string& sour
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (field.empty() || ec != std::errc() || end != field.data() + field.size()) {
     fail(source, line,
-         std::string(name) + " '" + shown(field) + "' is not a non-negative integer" +
+         std::string(name) + " '" + printable(field, 60) + "' is not a non-negative integer" +
              (ec == std::errc::result_out_of_range ? " in range" : "") + "; expected " +
              std::string(expected_header));
   }
@@ -95,7 +77,7 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
   for_each_record(in, [&](std::string_view line, std::size_t line_no) {
     if (!header_seen) {
       if (line != kTraceHeader) {
-        fail(source, line_no, "header is '" + shown(line) + "'; expected '" +
+        fail(source, line_no, "header is '" + printable(line, 60) + "'; expected '" +
                                   std::string(kTraceHeader) + "'");
       }
       header_seen = true;
@@ -114,7 +96,7 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
     } else if (f[0] == "free") {
       op.kind = TraceOp::Kind::free;
     } else {
-      fail(source, line_no, "op '" + shown(f[0]) + "' is not alloc or free");
+      fail(source, line_no, "op '" + printable(f[0], 60) + "' is not alloc or free");
     }
     if (field(1).empty()) fail(source, line_no, "id is empty; every row names an allocation");
     op.id = std::string(field(1));
@@ -139,7 +121,7 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
   for_each_record(in, [&](std::string_view line, std::size_t line_no) {
     if (!header_seen) {
       if (line != kRmmHeader) {
-        fail(source, line_no, "header is '" + shown(line) + "'; expected '" +
+        fail(source, line_no, "header is '" + printable(line, 60) + "'; expected '" +
                                   std::string(kRmmHeader) + "'");
       }
       header_seen = true;
@@ -160,7 +142,7 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
     } else if (action == "allocate failure") {
       return;  // the request never held memory
     } else {
-      fail(source, line_no, "Action '" + shown(action) +
+      fail(source, line_no, "Action '" + printable(action, 60) +
                                 "' is not allocate, free, deallocate or 'allocate failure'");
     }
     if (f[3].empty()) fail(source, line_no, "Pointer is empty");
