@@ -25,6 +25,7 @@ struct TrainArgs {
   std::string non_allocator;
   std::string resume = "auto";
   bool profile_ops = false;
+  std::string progress = "auto";
 };
 
 constexpr const char* kDefaultTarget = "a100-40gb";
@@ -72,6 +73,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--profile-ops", args->profile_ops,
                 "Time every op of the training steps after the first; print the step breakdown and write "
                 "op_profile.json to the run directory");
+  cmd->add_option("--progress", args->progress,
+                  "auto (default): the progress line is rewritten in place on a terminal, and printed "
+                  "as plain lines in a file, a pipe or under mpirun (whose ranks always see a "
+                  "terminal); live: always in place; lines: always plain lines")
+      ->type_name("auto|live|lines");
   cmd->callback([args, target_option, &exit_code] {
     if (!args->dry_run && (!args->target.empty() || !args->non_allocator.empty())) {
       throw ConfigError(std::string(args->target.empty() ? "--non-allocator" : "--target") +
@@ -88,7 +94,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
       throw ConfigError("--profile-ops times the ops' math, and --dry-run does none: use one or the other");
     }
     train::RunOptions options{args->run_dir, std::nullopt, train::resolve_recompute,
-                              train::parse_resume_mode(args->resume), args->profile_ops};
+                              train::parse_resume_mode(args->resume), args->profile_ops,
+                              train::parse_progress_mode(args->progress)};
     if (args->dry_run) {
       options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);
       if (!args->non_allocator.empty()) {

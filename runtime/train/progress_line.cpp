@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "memory/byte_size.hpp"
+#include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
 
@@ -54,5 +56,38 @@ void ProgressLine::break_line() {
 }
 
 bool stdout_is_terminal() { return isatty(STDOUT_FILENO) == 1; }
+
+ProgressMode parse_progress_mode(const std::string& text) {
+  if (text == "auto") return ProgressMode::automatic;
+  if (text == "live") return ProgressMode::live;
+  if (text == "lines") return ProgressMode::lines;
+  throw ConfigError("--progress " + text + ": expected auto, live or lines");
+}
+
+bool launched_by_mpi_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+// Note [Progress under mpirun]
+// Open MPI's mpirun hands every rank a pseudo-terminal as its stdout, whether mpirun's own
+// output goes to a terminal or to a file, so isatty() says "terminal" in both cases and
+// `mpirun ... > train.log` filled the log with '\r' and ESC[K rewrites. A rank cannot see
+// where mpirun writes, so under a launcher the automatic mode prints plain lines, as
+// Megatron-LM and DeepSpeed logs do; `--progress live` keeps the in-place line for an
+// interactive mpirun.
+bool progress_is_live(ProgressMode mode, bool is_terminal, bool under_mpi_launcher) {
+  switch (mode) {
+    case ProgressMode::live:
+      return true;
+    case ProgressMode::lines:
+      return false;
+    case ProgressMode::automatic:
+      break;
+  }
+  return is_terminal && !under_mpi_launcher;
+}
 
 }  // namespace memtrain::train

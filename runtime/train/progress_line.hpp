@@ -43,4 +43,22 @@ class ProgressLine {
 // True when stdout is a terminal (isatty).
 bool stdout_is_terminal();
 
+// `train --progress`: how the progress line is written.
+//   automatic: in place on a terminal, unless an MPI launcher started the process
+//              (Note [Progress under mpirun]); plain lines otherwise.
+//   live:      always in place ('\r' and ESC[K), e.g. for an interactive mpirun.
+//   lines:     always one plain line per update, as in a log file.
+enum class ProgressMode { automatic, live, lines };
+
+// "auto", "live", "lines"; throws ConfigError "--progress X: expected auto, live or lines".
+ProgressMode parse_progress_mode(const std::string& text);
+
+// True when an MPI launcher (Open MPI's mpirun, or any PMIx/PMI launcher) started this process:
+// OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK is set in the environment.
+bool launched_by_mpi_launcher();
+
+// Whether the progress line is rewritten in place, for `mode`, whether stdout is a terminal,
+// and whether an MPI launcher started the process.
+bool progress_is_live(ProgressMode mode, bool is_terminal, bool under_mpi_launcher);
+
 }  // namespace memtrain::train

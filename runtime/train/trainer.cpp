@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -98,8 +99,9 @@ StepReference measure_step_reference(const Config& config, int tp_size, double m
   const int k = config.model.hidden_size;
   const int n = config.model.intermediate_size / std::max(1, tp_size);
   StepReference r;
-  r.sgemm_shape = "[" + std::to_string(m);
-  r.sgemm_shape += ", " + std::to_string(k) + "] x [" + std::to_string(k) + ", " + std::to_string(n) + "]";
+  char shape[96];
+  std::snprintf(shape, sizeof shape, "[%d, %d] x [%d, %d]", m, k, k, n);
+  r.sgemm_shape = shape;
   core::Context probe(make_model_allocator(MemoryConfig{}));
   r.sgemm_flops = measure_sgemm_flops(probe, m, n, k, true, /*repeats=*/10);
   r.memcpy_bytes_per_s = measure_memcpy_bandwidth();
@@ -450,7 +452,8 @@ int train(const Config& config, const RunOptions& options) {
     }
 #endif
 
-    ProgressLine progress(out, root && stdout_is_terminal());
+    ProgressLine progress(out, root && progress_is_live(options.progress, stdout_is_terminal(),
+                                                         launched_by_mpi_launcher()));
 
     // `write`: false for the evaluation at a resumed step that metrics.jsonl already has.
     auto evaluate_and_log = [&](std::int64_t step, bool write = true) {

@@ -7,6 +7,7 @@
 
 #include "runtime/config/config.hpp"
 #include "runtime/config/device_target.hpp"
+#include "runtime/train/progress_line.hpp"
 #include "runtime/train/resume.hpp"
 
 namespace memtrain::train {
@@ -31,6 +32,8 @@ struct RunOptions {
   // prints the step breakdown and writes run_dir/op_profile.json with its own ops. A run of
   // one step profiles that step.
   bool profile_ops = false;
+  // `train --progress`: whether rank 0's progress line is rewritten in place (progress_line.hpp).
+  ProgressMode progress = ProgressMode::automatic;
 };
 
 // Trains config.model on config.data for training.max_steps steps on every rank of the world

@@ -3,7 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <string>
+
+#include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -44,6 +49,55 @@ TEST(ProgressLine, DurationsUseHoursMinutesSeconds) {
   EXPECT_EQ(format_duration(45.2), "45s");
   EXPECT_EQ(format_duration(192), "3m12s");
   EXPECT_EQ(format_duration(3723), "1h02m03s");
+}
+
+// Note [Progress under mpirun]: the automatic mode rewrites in place only on a terminal that no
+// MPI launcher handed out; live and lines are what they say whatever stdout is.
+TEST(ProgressMode, AutomaticIsLiveOnlyOnATerminalOutsideMpirun) {
+  EXPECT_TRUE(progress_is_live(ProgressMode::automatic, true, false));
+  EXPECT_FALSE(progress_is_live(ProgressMode::automatic, true, true));
+  EXPECT_FALSE(progress_is_live(ProgressMode::automatic, false, false));
+  EXPECT_FALSE(progress_is_live(ProgressMode::automatic, false, true));
+  for (const bool tty : {false, true}) {
+    for (const bool mpi : {false, true}) {
+      EXPECT_TRUE(progress_is_live(ProgressMode::live, tty, mpi));
+      EXPECT_FALSE(progress_is_live(ProgressMode::lines, tty, mpi));
+    }
+  }
+}
+
+TEST(ProgressMode, ParsesTheThreeNamesAndRefusesOthers) {
+  EXPECT_EQ(parse_progress_mode("auto"), ProgressMode::automatic);
+  EXPECT_EQ(parse_progress_mode("live"), ProgressMode::live);
+  EXPECT_EQ(parse_progress_mode("lines"), ProgressMode::lines);
+  for (const char* bad : {"", "Live", "line", "tty"}) {
+    try {
+      parse_progress_mode(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("expected auto, live or lines"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Each launcher variable alone marks the process as launched; the test restores the
+// environment it found (this process's own, not the host's).
+TEST(ProgressMode, AnyLauncherVariableMarksAnMpiLaunch) {
+  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"};
+  std::optional<std::string> saved[3];
+  for (int i = 0; i < 3; ++i) {
+    if (const char* v = std::getenv(names[i])) saved[i] = v;
+    ::unsetenv(names[i]);
+  }
+  EXPECT_FALSE(launched_by_mpi_launcher());
+  for (const char* name : names) {
+    ::setenv(name, "0", 1);
+    EXPECT_TRUE(launched_by_mpi_launcher()) << name;
+    ::unsetenv(name);
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (saved[i]) ::setenv(names[i], saved[i]->c_str(), 1);
+  }
 }
 
 }  // namespace
