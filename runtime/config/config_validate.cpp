@@ -74,7 +74,7 @@ void check_parallel(const Config& c) {
                " (parallel.sequence_parallel splits every sample's tokens evenly)");
     }
     if (c.data.dynamic_seq_length) {
-      fail(c, "data.dynamic_seq_length", "is set with parallel.sequence_parallel = true",
+      fail(c, "data.dynamic_seq_length", "is set with " + other(c, "parallel.sequence_parallel"),
            "false (sequence parallelism needs every micro-batch's length to split evenly)");
     }
   }
@@ -223,7 +223,7 @@ void check_quota(const Config& c) {
 void check_memory(const Config& c) {
   const auto& m = c.memory;
   if (m.policy == "no_cache") {
-    const char* why = "has no effect with memory.policy = no_cache (nothing is cached, split or grown)";
+    const std::string why = "has no effect with " + other(c, "memory.policy") + " (nothing is cached, split or grown)";
     if (m.max_split_size != memory::kMaxSplitSizeUnset) {
       fail(c, "memory.max_split_size", why, "unset, or a caching memory.policy");
     }
@@ -281,7 +281,7 @@ void check_recompute(const Config& c) {
          "at least " + std::to_string(m.recompute_num_layers));
   }
   if (m.recompute_num_layers > 0 && m.recompute == "none") {
-    fail(c, "memory.recompute_num_layers", "has no effect with memory.recompute = none",
+    fail(c, "memory.recompute_num_layers", "has no effect with " + other(c, "memory.recompute"),
          "0, or memory.recompute selective or full");
   }
   if (m.recompute_method == "block" && m.recompute == "none") {

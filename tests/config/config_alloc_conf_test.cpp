@@ -71,10 +71,23 @@ TEST(AllocConf, OptionThatDoesNothingInTheResultingConfigIsRejected) {
   // The variable is valid alone, but the file chose no_cache, under which it cannot act.
   ConfigFiles files;
   ScopedAllocConf env("expandable_segments:true");
-  const std::string msg =
-      load_error(files.write("c.yaml", std::string(kMinimalYaml) + "memory:\n  policy: no_cache\n"));
+  const std::string path = files.write("c.yaml", std::string(kMinimalYaml) + "memory:\n  policy: no_cache\n");
+  const std::string msg = load_error(path);
   EXPECT_TRUE(contains(msg, "MEMTRAIN_ALLOC_CONF=expandable_segments:true: memory.expandable_segments = true: has no "
-                            "effect with memory.policy = no_cache"));
+                            "effect with memory.policy = no_cache (" + path + ":"))
+      << msg;
+}
+
+TEST(AllocConf, RuleAcrossSourcesNamesWhereEachKeyWasSet) {
+  // The option comes from the variable and the policy from --set: the message names both.
+  ConfigFiles files;
+  ScopedAllocConf env("garbage_collection_threshold:0.5,capacity:1GiB");
+  const std::string msg =
+      load_error(files.write("c.yaml", kMinimalYaml), {"memory.policy=no_cache"});
+  EXPECT_TRUE(contains(msg, "MEMTRAIN_ALLOC_CONF=garbage_collection_threshold:0.5,capacity:1GiB: "
+                            "memory.garbage_collection_threshold = 0.5: has no effect with memory.policy = no_cache "
+                            "(--set memory.policy=no_cache)"))
+      << msg;
 }
 
 TEST(AllocConf, ConfigMapsOntoAllocatorOptions) {

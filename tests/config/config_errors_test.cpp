@@ -202,7 +202,7 @@ TEST(ConfigErrors, SequenceParallelWithoutTensorParallelOrEvenLengths) {
       "parallel:\n  tensor_model_parallel_size: 2\n  sequence_parallel: true\ndata:\n"
       "  mock: true\n  dynamic_seq_length: true\n");
   EXPECT_TRUE(contains(load_error(d), d + ":6: data.dynamic_seq_length = true: is set with "
-                                          "parallel.sequence_parallel = true"))
+                                          "parallel.sequence_parallel = true (" + d + ":3)"))
       << load_error(d);
 }
 

@@ -143,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "10: memory.recompute_num_layers = 13: exceeds model.num_hidden_layers = 12 (default); "
                  "expected an integer in [0, 12]"},
         BadValue{"memory:\n  recompute_num_layers: 2\n",
-                 "9: memory.recompute_num_layers = 2: has no effect with memory.recompute = none; expected 0, "
+                 "9: memory.recompute_num_layers = 2: has no effect with memory.recompute = none (default); expected 0, "
                  "or memory.recompute selective or full"},
         BadValue{"memory:\n  recompute: auto\n",
                  "9: memory.recompute = auto: needs memory.budget"},
