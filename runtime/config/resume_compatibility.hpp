@@ -29,7 +29,7 @@ namespace memtrain::train {
 // optimizer, precision, recomputation, ZeRO stage) is part of the trajectory and a change is
 // refused, naming every key that differs.
 //
-// A run directory belongs to a trajectory, not to a config text: run.json's config_hash is
+// A run directory belongs to a trajectory, not to a config text: run.json records
 // trajectory_hash, so a resume that lengthens a run or logs more often opens the same run
 // directory (Note [A run directory belongs to one config]).
 

@@ -24,24 +24,28 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
   return os.str();
 }
 
-// The config_hash recorded in dir/run.json; empty when there is no readable run.json.
+// The trajectory_hash recorded in dir/run.json; empty when there is no readable run.json. Run
+// directories written before 2026-12-05 hold the same hash under the key config_hash.
 std::string recorded_hash(const fs::path& dir) {
   std::ifstream in(dir / "run.json");
   if (!in) return {};
   const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("config_hash") || !j["config_hash"].is_string()) return {};
-  return j["config_hash"].get<std::string>();
+  if (!j.is_object()) return {};
+  for (const char* key : {"trajectory_hash", "config_hash"}) {
+    if (j.contains(key)) return j[key].is_string() ? j[key].get<std::string>() : std::string();
+  }
+  return {};
 }
 
 // config.yaml and run.json of a start; created_at kept from the first start when given.
-void write_description(const fs::path& dir, const std::string& config_hash, const std::string& config_yaml,
+void write_description(const fs::path& dir, const std::string& trajectory_hash, const std::string& config_yaml,
                        const std::string& config_name, const std::string& config_path, int world_size,
                        const std::string& created_at) {
   // Temporary name and rename: a crash never leaves a half-written config.yaml or run.json.
   core::write_file_atomically((dir / "config.yaml").string(), [&](std::ostream& out) { out << config_yaml; });
   const std::string now = iso_time(std::chrono::system_clock::now());
   nlohmann::ordered_json run;
-  run["config_hash"] = config_hash;
+  run["trajectory_hash"] = trajectory_hash;
   run["config_name"] = config_name;
   run["config_path"] = config_path;
   run["created_at"] = created_at.empty() ? now : created_at;
@@ -62,7 +66,7 @@ std::string RunDirectory::default_path(const std::string& config_name,
   return os.str();
 }
 
-RunDirectory RunDirectory::open(const std::string& path, const std::string& config_hash,
+RunDirectory RunDirectory::open(const std::string& path, const std::string& trajectory_hash,
                                 const std::string& config_yaml, const std::string& config_name,
                                 const std::string& config_path, int world_size) {
   const fs::path dir(path);
@@ -78,7 +82,7 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& conf
         // Damaged or hand-edited: the directory is a run, and "has no run.json" would send the
         // user looking for a file that is there.
         throw ConfigError("run directory " + path + ": run.json is unreadable or not a JSON object with a "
-                          "config_hash string; refusing to write into it: expected the run.json memtrain "
+                          "trajectory_hash string; refusing to write into it: expected the run.json memtrain "
                           "wrote, or another --run-dir");
       }
       if (previous.empty()) {
@@ -86,9 +90,9 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& conf
                           "refusing to write into it: expected a new directory or one written "
                           "by the same config (--run-dir)");
       }
-      if (previous != config_hash) {
+      if (previous != trajectory_hash) {
         throw ConfigError("run directory " + path + " was written by a different config "
-                          "(config_hash " + previous + ", this config " + config_hash +
+                          "(trajectory_hash " + previous + ", this config's " + trajectory_hash +
                           "); refusing to overwrite it: choose another --run-dir");
       }
       // The same trajectory may continue with other settings (Note [What a resume may change]:
@@ -99,13 +103,13 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& conf
       const std::string created_at = recorded.contains("created_at") && recorded["created_at"].is_string()
                                          ? recorded["created_at"].get<std::string>()
                                          : std::string();
-      write_description(dir, config_hash, config_yaml, config_name, config_path, world_size, created_at);
+      write_description(dir, trajectory_hash, config_yaml, config_name, config_path, world_size, created_at);
       return RunDirectory(path, /*reused=*/true);
     }
   }
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create run directory " + path + ": " + ec.message());
-  write_description(dir, config_hash, config_yaml, config_name, config_path, world_size, "");
+  write_description(dir, trajectory_hash, config_yaml, config_name, config_path, world_size, "");
   return RunDirectory(path, /*reused=*/false);
 }
 

@@ -10,8 +10,10 @@ namespace memtrain::train {
 // Note [A run directory belongs to one config]
 // metrics.jsonl of two different experiments interleaved in one file cannot be told apart, and
 // a later run must never silently replace the results of an earlier one. A run directory
-// records the hash of the config that created it (run.json: config_hash); opening it again is
-// allowed only with the same config (its metrics.jsonl is then appended to, never truncated).
+// records the hash of the trajectory of the config that created it (run.json: trajectory_hash,
+// runtime/config/resume_compatibility.hpp: the keys a resume may not change); opening it again
+// is allowed only with the same trajectory (its metrics.jsonl is then appended to, never
+// truncated).
 // A directory with another config's hash, or a non-empty directory that is not a run directory
 // at all, is refused with a ConfigError before anything is written.
 class RunDirectory {
@@ -21,13 +23,14 @@ class RunDirectory {
                                   std::chrono::system_clock::time_point now);
 
   // Creates `path` (with parents) and writes config.yaml (`config_yaml`) and run.json
-  // ({config_hash, config_name, config_path, created_at, world_size}), or reuses it when it
-  // was created with the same `config_hash`, rewriting both for this start (created_at kept,
+  // ({trajectory_hash, config_name, config_path, created_at, world_size}), or reuses it when it
+  // was created with the same `trajectory_hash` (read from the key config_hash in run
+  // directories written before 2026-12-05), rewriting both for this start (created_at kept,
   // last_started_at added: a resume may change max_steps or the rank count).
-  // Throws ConfigError: `path` is a file; its run.json names another config_hash (both hashes
-  // in the message); it is non-empty without a readable run.json. Throws RuntimeError when a
-  // file cannot be written.
-  static RunDirectory open(const std::string& path, const std::string& config_hash,
+  // Throws ConfigError: `path` is a file; its run.json names another trajectory_hash (both
+  // hashes in the message); it is non-empty without a readable run.json. Throws RuntimeError
+  // when a file cannot be written.
+  static RunDirectory open(const std::string& path, const std::string& trajectory_hash,
                            const std::string& config_yaml, const std::string& config_name,
                            const std::string& config_path, int world_size);
 

@@ -49,11 +49,11 @@ TEST(TrainRun, RunDirectoryWithAnInvalidRunJsonIsNamedAsSuch) {
   s.write("exp.yaml", kTinyMockYaml);
   ASSERT_EQ(s.memtrain("train --config exp.yaml --run-dir run").exit_code, 0);
   const std::string metrics = read(s.path("run/metrics.jsonl"));
-  s.write("run/run.json", "{\"config_hash\": ");
+  s.write("run/run.json", "{\"trajectory_hash\": ");
   const auto r = s.memtrain("train --config exp.yaml --run-dir run");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(r.err, "memtrain: config error: run directory run: run.json is unreadable or not a JSON object with a "
-                   "config_hash string; refusing to write into it: expected the run.json memtrain wrote, or "
+                   "trajectory_hash string; refusing to write into it: expected the run.json memtrain wrote, or "
                    "another --run-dir\n");
   EXPECT_EQ(read(s.path("run/metrics.jsonl")), metrics);
 }

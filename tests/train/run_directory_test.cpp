@@ -25,7 +25,7 @@ TEST(RunDirectory, NewDirectoryGetsConfigAndRunJsonWithTheHash) {
   EXPECT_FALSE(dir.reused());
   EXPECT_EQ(slurp(dir.file("config.yaml")), "model:\n  hidden_size: 64\n");
   const auto run = nlohmann::json::parse(slurp(dir.file("run.json")));
-  EXPECT_EQ(run["config_hash"], "abc123");
+  EXPECT_EQ(run["trajectory_hash"], "abc123");
   EXPECT_EQ(run["config_name"], "tiny");
 }
 
@@ -39,7 +39,7 @@ TEST(RunDirectory, SameConfigReusesTheDirectoryAndKeepsItsFiles) {
   EXPECT_EQ(slurp(path + "/metrics.jsonl"), "{\"step\":1}\n");
 }
 
-// A resume may change max_steps or the rank count (same config_hash): config.yaml and run.json
+// A resume may change max_steps or the rank count (same trajectory_hash): config.yaml and run.json
 // describe the latest start, a hand edit is replaced, and created_at stays the first start's.
 TEST(RunDirectory, AReuseRewritesConfigAndRunJsonKeepingTheCreationTime) {
   testing::TempDir tmp;
@@ -53,7 +53,7 @@ TEST(RunDirectory, AReuseRewritesConfigAndRunJsonKeepingTheCreationTime) {
   EXPECT_EQ(run["world_size"], 2);
   EXPECT_EQ(run["created_at"], first["created_at"]);
   EXPECT_TRUE(run.contains("last_started_at"));
-  EXPECT_EQ(run["config_hash"], "h1");
+  EXPECT_EQ(run["trajectory_hash"], "h1");
 }
 
 TEST(RunDirectory, DifferentConfigIsRefusedAndNothingIsOverwritten) {
@@ -69,7 +69,7 @@ TEST(RunDirectory, DifferentConfigIsRefusedAndNothingIsOverwritten) {
     EXPECT_NE(std::string(e.what()).find("h1"), std::string::npos) << e.what();
   }
   EXPECT_EQ(slurp(path + "/config.yaml"), "a: 1\n");
-  EXPECT_EQ(nlohmann::json::parse(slurp(path + "/run.json"))["config_hash"], "h1");
+  EXPECT_EQ(nlohmann::json::parse(slurp(path + "/run.json"))["trajectory_hash"], "h1");
   EXPECT_EQ(slurp(path + "/metrics.jsonl"), "{\"step\":1}\n");
 }
 
@@ -104,6 +104,26 @@ TEST(RunDirectory, DefaultPathIsRunsConfigNameTimestamp) {
   tm.tm_isdst = -1;
   const auto t = std::chrono::system_clock::from_time_t(std::mktime(&tm));
   EXPECT_EQ(RunDirectory::default_path("tiny", t), "runs/tiny-20260102-030405");
+}
+
+// A run directory written before run.json's key was renamed holds the trajectory hash as
+// config_hash: the same trajectory reuses it (and the rewrite uses the new key), another is
+// refused.
+TEST(RunDirectory, AnOlderRunJsonWithConfigHashIsStillRead) {
+  testing::TempDir tmp;
+  const auto path = tmp.sub("run");
+  fs::create_directories(path);
+  std::ofstream(path + "/run.json") << "{\"config_hash\": \"h1\", \"created_at\": \"then\"}\n";
+  try {
+    RunDirectory::open(path, "h2", "a: 2\n", "t", "t.yaml", 1);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("trajectory_hash h1"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(RunDirectory::open(path, "h1", "a: 1\n", "t", "t.yaml", 1).reused());
+  const auto run = nlohmann::json::parse(slurp(path + "/run.json"));
+  EXPECT_EQ(run["trajectory_hash"], "h1");
+  EXPECT_EQ(run["created_at"], "then");
 }
 
 }  // namespace
