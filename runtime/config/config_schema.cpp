@@ -342,6 +342,10 @@ std::optional<std::string> not_built_key(std::string_view name) {
   }
   static const std::vector<std::pair<std::string, std::string>> keys = {
       {"parallel.pipeline_model_parallel_size", "pipeline parallelism is not built"},
+      // Issue 14's deterministic mode: memtrain's CPU and CUDA kernels already reduce in a
+      // fixed order, so there is nothing yet for the mode to switch (docs/cuda-backend.md).
+      {"training.deterministic",
+       "a deterministic mode is not built; memtrain's kernels already reduce in a fixed order"},
   };
   for (const auto& [key, why] : keys) {
     if (key == name) return why;

@@ -534,7 +534,10 @@ INSTANTIATE_TEST_SUITE_P(
     ConfigErrors, NotSupportedYet,
     ::testing::Values(NotBuilt{"compression:\n  method: topk\n", "compression.method = topk"},
                       NotBuilt{"health:\n  stall_timeout: 60\n", "health.stall_timeout = 60"},
-                      NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"}),
+                      NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"},
+                      NotBuilt{"training:\n  deterministic: true\n", "training.deterministic = true"},
+                      NotBuilt{"parallel:\n  pipeline_model_parallel_size: 2\n",
+                               "parallel.pipeline_model_parallel_size = 2"}),
     [](const ::testing::TestParamInfo<NotBuilt>& info) {
       return memtrain::testing::case_name(info.param.message, info.index);
     });
