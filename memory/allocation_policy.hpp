@@ -13,6 +13,11 @@ namespace memtrain::memory {
 // Requests are served from one of two pools so small tensors never pin large segments.
 enum class Pool : unsigned char { small = 0, large = 1 };
 
+// The decisions that distinguish one caching policy from another (PyTorch's
+// CUDACachingAllocator rules, best fit, virtual-memory stitching, no cache): how a request is
+// rounded, which pool serves it, how large a new segment is, whether a cached block may serve a
+// request and be split. The CachingAllocator asks; the policy holds no state beyond its options,
+// so one policy object serves every stream. Sizes are bytes.
 class AllocationPolicy {
  public:
   virtual ~AllocationPolicy() = default;
@@ -44,6 +49,8 @@ class AllocationPolicy {
 std::unique_ptr<AllocationPolicy> make_policy(const AllocatorOptions& options,
                                               std::size_t granularity);
 
+// Each policy alone (make_policy picks one by name); the Note in each .cpp file gives its rules.
+// `granularity`: vmm_stitch's page size, the unit it maps and stitches.
 std::unique_ptr<AllocationPolicy> make_no_cache_policy(const AllocatorOptions& options);
 std::unique_ptr<AllocationPolicy> make_pytorch_policy(const AllocatorOptions& options);
 std::unique_ptr<AllocationPolicy> make_best_fit_policy(const AllocatorOptions& options);

@@ -15,6 +15,8 @@ struct StatCounter {
   std::int64_t freed = 0;
 };
 
+// One tag's share of the allocator's counters (bytes): what the blocks of that tag (parameter,
+// gradient, activation, ...) hold, so a snapshot can say which kind of tensor filled the memory.
 struct TagStats {
   StatCounter allocated_bytes;
   StatCounter active_bytes;

@@ -6,6 +6,10 @@
 
 namespace memtrain::kernels {
 
+// Throws std::invalid_argument naming `fn` if dropout_p is outside [0, 1) or NH does not divide
+// C: the checks every attention kernel (CPU and CUDA) makes first.
+void check_attention_arguments(const char* fn, int C, int NH, float dropout_p);
+
 // Multi-head scaled dot-product attention (Vaswani et al. 2017, eq. 1), BERT style:
 // probs = softmax(Q K^T / sqrt(HS) + mask), dropped = dropout(probs), out = dropped V.
 // Heads live inside C: head h uses columns [h*HS, (h+1)*HS), HS = C / NH.
@@ -13,15 +17,12 @@ namespace memtrain::kernels {
 // probs [B, NH, T, T] saved for backward (softmax output before dropout).
 // The dropout mask is rebuilt from `key` in the backward pass (sample = first_sample + b,
 // element = ((first_head + h) * T + i) * T + j). first_head: the global index of head 0 when the
-// heads are a tensor-parallel shard, so a shard draws the unsharded layer's masks. Each (b, h) is one task of an OpenMP loop whose GEMMs address
-// the heads in place through leading dimensions (no copies). Never allocates: the dropped
-// probabilities go through a fixed 64 KiB-per-thread stack buffer, T <= 16384.
-// Throws std::invalid_argument if NH does not divide C, T > 16384, or dropout_p is outside
-// [0, 1).
-// Throws std::invalid_argument naming `fn` if dropout_p is outside [0, 1) or NH does not divide
-// C: the checks every attention kernel (CPU and CUDA) makes first.
-void check_attention_arguments(const char* fn, int C, int NH, float dropout_p);
-
+// heads are a tensor-parallel shard, so a shard draws the unsharded layer's masks. Each (b, h)
+// is one task of an OpenMP loop whose GEMMs address the heads in place through leading
+// dimensions (no copies). Never allocates: the dropped probabilities go through a fixed
+// 64 KiB-per-thread stack buffer, T <= 16384.
+// Throws std::invalid_argument (check_attention_arguments) if NH does not divide C or dropout_p
+// is outside [0, 1), and if T > 16384.
 template <class Scalar>
 void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
                        const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,

@@ -6,20 +6,21 @@
 
 namespace memtrain::kernels {
 
-// Inverted dropout (Srivastava et al. 2014, scaled at training time as torch.nn.Dropout):
-// out = inp * keep / (1 - p), keep = philox_uniform(key, sample, e) >= p,
-// where the tensor is [rows, per_sample] and row r belongs to global sample first_sample + r.
-// No mask is stored: the backward pass rebuilds it from the same key. p == 0 copies; p >= 1
-// zeroes. out may alias inp. Throws std::invalid_argument for p < 0 or NaN.
-// first_element: the index of each row's first element within its sample, when the rows are a
-// slice of the samples (a sequence-parallel shard of tokens [t0, t1) has t0 * C): the slice
-// then draws the unsliced tensor's mask.
 // The keep rule's threshold: element e is kept iff its Philox word w has (w >> 8) * 2^-24 >= p,
 // i.e. (w & 0xffffff00) >= dropout_keep_threshold(p) = ceil(p 2^24) << 8, compared as integers
 // with no float conversion per element. Every dropout of memtrain, CPU and CUDA, uses this rule
 // (the GPU draws the CPU's masks). Requires 0 <= p < 1.
 std::uint32_t dropout_keep_threshold(float p);
 
+// Inverted dropout (Srivastava et al. 2014, scaled at training time as torch.nn.Dropout):
+// out = inp * keep / (1 - p), keep = philox_uniform(key, sample, e) >= p,
+// where the tensor is [rows, per_sample] and row r belongs to global sample first_sample + r.
+// No mask is stored: the backward pass rebuilds it from the same key. p == 0 copies; p >= 1
+// zeroes. out may alias inp. Shapes: out, inp [rows, per_sample]. Throws std::invalid_argument
+// for p < 0 or NaN.
+// first_element: the index of each row's first element within its sample, when the rows are a
+// slice of the samples (a sequence-parallel shard of tokens [t0, t1) has t0 * C): the slice
+// then draws the unsliced tensor's mask.
 template <class T>
 void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p,
                      const RngKey& key, std::uint64_t first_sample,

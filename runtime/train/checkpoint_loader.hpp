@@ -36,6 +36,13 @@ void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArra
 // not JSON, or a field is absent or of the wrong type.
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
+// The checks of load_checkpoint that need no tensors, run before the run directory is touched:
+// the tensor-parallel size must be the checkpoint's with ZeRO-1 or compression, and so must the
+// data-parallel size when `config` compresses (compression.method, or training.optimizer
+// onebit_adam). A change of tensor-parallel size it accepts is said on stderr. Throws ConfigError
+// naming both sizes, RuntimeError for an unreadable meta.json.
+void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size);
+
 // Overwrites this rank's parameter values and fp32 masters, the optimizer's moments and step
 // count, and the loss scaler's state with those of the checkpoint in `dir` (a complete,
 // verified step-NNNNNNNN directory): model-tpXX.safetensors, the optimizer files of this
@@ -44,20 +51,14 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 // every shard file that overlaps them; Note [ZeRO-1 shards the buckets]). Another
 // tensor-parallel size merges the checkpoint's shards and cuts this rank's out (Note
 // [Resharding onto another tensor-parallel size]), except for ZeRO-1 and compression state
-// (ConfigError naming both sizes). Throws RuntimeError naming the file and the tensor when a tensor is missing, its dtype
-// or shape differs from the model's (a checkpoint of another model), or the shards do not
-// cover a piece; and for an optimizer other than AdamW, ZeroAdamW and OneBitAdam. The
+// (ConfigError naming both sizes). Throws RuntimeError naming the file and the tensor when a
+// tensor is missing, its dtype or shape differs from the model's (a checkpoint of another
+// model), or the shards do not cover a piece; and for an optimizer other than AdamW, ZeroAdamW
+// and OneBitAdam. The
 // compressors' state (`gradient_compressor`'s and 1-bit Adam's) comes from this rank's
 // compression-tpXX-dpYY file, so such a checkpoint loads only on its data-parallel size (the
 // error feedback is per rank; ConfigError naming both sizes). Not collective: the caller
 // reports a failure on one rank to the others (run_where).
-// The checks of load_checkpoint that need no tensors, run before the run directory is touched:
-// the tensor-parallel size must be the checkpoint's with ZeRO-1 or compression, and so must the
-// data-parallel size when `config` compresses (compression.method, or training.optimizer
-// onebit_adam). A change of tensor-parallel size it accepts is said on stderr. Throws ConfigError
-// naming both sizes, RuntimeError for an unreadable meta.json.
-void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size);
-
 void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
                      std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler,
                      comms::GradientCompressor* gradient_compressor = nullptr);
