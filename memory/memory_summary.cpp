@@ -11,7 +11,8 @@ namespace {
 
 std::string bytes(std::int64_t v) {
   // Counters are never negative; a negative value is a bug that the summary must show as is.
-  if (v < 0) return "-" + format_byte_size(static_cast<std::size_t>(-v));
+  // (insert, not "-" + string: GCC 12 reports a false -Wrestrict overlap for the latter.)
+  if (v < 0) return format_byte_size(static_cast<std::size_t>(-v)).insert(0, 1, '-');
   return format_byte_size(static_cast<std::size_t>(v));
 }
 

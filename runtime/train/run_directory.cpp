@@ -54,6 +54,16 @@ void write_description(const fs::path& dir, const std::string& trajectory_hash, 
   core::write_file_atomically((dir / "run.json").string(), [&](std::ostream& out) { out << run.dump(2) << '\n'; });
 }
 
+// True for an empty directory or one holding only the lock file (Note [One job per run
+// directory]): a new run directory, or one whose first start stopped before run.json.
+bool holds_only_the_lock(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename() != kRunDirectoryLockFile) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string RunDirectory::default_path(const std::string& config_name,
@@ -68,7 +78,8 @@ std::string RunDirectory::default_path(const std::string& config_name,
 
 RunDirectory RunDirectory::open(const std::string& path, const std::string& trajectory_hash,
                                 const std::string& config_yaml, const std::string& config_name,
-                                const std::string& config_path, int world_size) {
+                                const std::string& config_path, int world_size,
+                                std::optional<RunDirectoryLock> held) {
   const fs::path dir(path);
   std::error_code ec;
   if (fs::exists(dir, ec)) {
@@ -76,7 +87,15 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
       throw ConfigError("run directory " + path + " exists and is not a directory; expected a "
                         "new or existing run directory (--run-dir)");
     }
-    if (!fs::is_empty(dir, ec)) {
+    const auto refuse_foreign = [&] {
+      throw ConfigError("run directory " + path + " is not empty and has no run.json; "
+                        "refusing to write into it: expected a new directory or one written "
+                        "by the same config (--run-dir)");
+    };
+    // A directory that is not a run is refused before a lock file is put into it.
+    if (!held && !holds_only_the_lock(dir) && !fs::exists(dir / "run.json", ec)) refuse_foreign();
+    if (!held) held = RunDirectoryLock::acquire(path);
+    if (!holds_only_the_lock(dir)) {
       const std::string previous = recorded_hash(dir);
       if (previous.empty() && fs::exists(dir / "run.json", ec)) {
         // Damaged or hand-edited: the directory is a run, and "has no run.json" would send the
@@ -85,11 +104,7 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
                           "trajectory_hash string; refusing to write into it: expected the run.json memtrain "
                           "wrote, or another --run-dir");
       }
-      if (previous.empty()) {
-        throw ConfigError("run directory " + path + " is not empty and has no run.json; "
-                          "refusing to write into it: expected a new directory or one written "
-                          "by the same config (--run-dir)");
-      }
+      if (previous.empty()) refuse_foreign();
       if (previous != trajectory_hash) {
         throw ConfigError("run directory " + path + " was written by a different config "
                           "(trajectory_hash " + previous + ", this config's " + trajectory_hash +
@@ -104,13 +119,20 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
                                          ? recorded["created_at"].get<std::string>()
                                          : std::string();
       write_description(dir, trajectory_hash, config_yaml, config_name, config_path, world_size, created_at);
-      return RunDirectory(path, /*reused=*/true);
+      return RunDirectory(path, /*reused=*/true, std::move(*held));
     }
   }
   fs::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create run directory " + path + ": " + ec.message());
+  if (!held) held = RunDirectoryLock::acquire(path);
   write_description(dir, trajectory_hash, config_yaml, config_name, config_path, world_size, "");
-  return RunDirectory(path, /*reused=*/false);
+  return RunDirectory(path, /*reused=*/false, std::move(*held));
+}
+
+bool RunDirectory::is_lockable(const std::string& path) {
+  const fs::path dir(path);
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && (holds_only_the_lock(dir) || fs::exists(dir / "run.json", ec));
 }
 
 std::string RunDirectory::file(const std::string& name) const {

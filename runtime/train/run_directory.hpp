@@ -2,8 +2,11 @@
 // The directory one training run writes into: config.yaml, run.json, metrics.jsonl,
 // memory_snapshot.json (design.md, "Outputs of a run").
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
+
+#include "runtime/train/run_directory_lock.hpp"
 
 namespace memtrain::train {
 
@@ -27,12 +30,23 @@ class RunDirectory {
   // was created with the same `trajectory_hash` (read from the key config_hash in run
   // directories written before 2026-12-05), rewriting both for this start (created_at kept,
   // last_started_at added: a resume may change max_steps or the rank count).
+  // The directory is locked for as long as the RunDirectory lives (Note [One job per run
+  // directory]): `held` is the lock a caller took before reading the directory (its
+  // checkpoints); without one, open() takes it right after creating or finding the directory,
+  // before anything is read or written. A directory holding only the lock file counts as empty.
   // Throws ConfigError: `path` is a file; its run.json names another trajectory_hash (both
-  // hashes in the message); it is non-empty without a readable run.json. Throws RuntimeError
-  // when a file cannot be written.
+  // hashes in the message); it is non-empty without a readable run.json; another job holds its
+  // lock (RunDirectoryLock::acquire). Throws RuntimeError when a file cannot be written.
   static RunDirectory open(const std::string& path, const std::string& trajectory_hash,
                            const std::string& config_yaml, const std::string& config_name,
-                           const std::string& config_path, int world_size);
+                           const std::string& config_path, int world_size,
+                           std::optional<RunDirectoryLock> held = std::nullopt);
+
+  // True when `path` is a directory that open() would lock rather than refuse: empty, holding
+  // only the lock file, or holding a run.json. A caller locks such a directory
+  // (RunDirectoryLock::acquire) before it reads the directory's checkpoints, and hands the lock
+  // to open().
+  static bool is_lockable(const std::string& path);
 
   const std::string& path() const { return path_; }
   // path()/name
@@ -41,9 +55,11 @@ class RunDirectory {
   bool reused() const { return reused_; }
 
  private:
-  RunDirectory(std::string path, bool reused) : path_(std::move(path)), reused_(reused) {}
+  RunDirectory(std::string path, bool reused, RunDirectoryLock lock)
+      : path_(std::move(path)), reused_(reused), lock_(std::move(lock)) {}
   std::string path_;
   bool reused_ = false;
+  RunDirectoryLock lock_;
 };
 
 }  // namespace memtrain::train

@@ -316,6 +316,10 @@ int train(const Config& config, const RunOptions& options) {
   ResumePoint resume;
   MetricsTruncation truncation;
   run_on_root(world, "creating the run directory", [&] {
+    // Note [One job per run directory]: an existing run directory is locked before its
+    // checkpoints are read; a new one when RunDirectory::open creates it.
+    std::optional<RunDirectoryLock> lock;
+    if (RunDirectory::is_lockable(run_path)) lock = RunDirectoryLock::acquire(run_path);
     // Before the run directory is opened: a refused resume names the keys that differ, which
     // says more than the run directory's hash mismatch would.
     if (!dry) resume = find_resume_point(run_path, options.resume, config, std::cerr);
@@ -328,7 +332,7 @@ int train(const Config& config, const RunOptions& options) {
     if (resume.resume) check_checkpoint_layout(resume.checkpoint, config, grid.tp_size(), grid.dp_size());
     // Note [What a resume may change]: the directory belongs to a trajectory.
     run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config),
-                                 config.name, config.path, world.size());
+                                 config.name, config.path, world.size(), std::move(lock));
     // A resume drops the logged steps after its checkpoint; starting over in a directory that
     // has logged steps (no checkpoint, none valid, a supervisor's relaunch before the first
     // one) drops them all: the run logs them again, and no step may appear twice. A compute

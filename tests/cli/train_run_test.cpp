@@ -59,6 +59,28 @@ TEST(TrainRun, RunDirectoryWithAnInvalidRunJsonIsNamedAsSuch) {
 }
 
 // An empty --run-dir (an unset shell variable) is a usage error, not the default directory.
+// Note [One job per run directory]: while another process holds run/.lock (here util-linux's
+// flock, as a job's rank 0 would), a second job waits, then stops with exit 2 naming the lock,
+// having read nothing and written nothing into the directory.
+TEST(TrainRun, ARunDirectoryInUseByAnotherJobIsRefused) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  ASSERT_EQ(s.memtrain("train --config exp.yaml --run-dir run").exit_code, 0);
+  const std::string metrics = read(s.path("run/metrics.jsonl"));
+  const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
+  // flock -o: flock itself holds the lock (not the sleep), so killing it releases the lock.
+  const auto r = s.shell("true; { flock -o run/.lock sleep 60 & holder=$!; sleep 0.5; '" + binary +
+                         "' train --config exp.yaml --run-dir run; rc=$?; kill $holder; wait $holder; exit $rc; }");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: run directory run is in use by another job (a process holds "
+                              "run/.lock); expected a run directory that no running job writes to"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "is locked by another process; waiting up to 10 s")) << r.err;
+  EXPECT_EQ(read(s.path("run/metrics.jsonl")), metrics);
+  // The lock ends with its holder: the same command then resumes the directory.
+  EXPECT_EQ(s.memtrain("train --config exp.yaml --run-dir run").exit_code, 0);
+}
+
 TEST(TrainRun, AnEmptyRunDirIsAUsageError) {
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
