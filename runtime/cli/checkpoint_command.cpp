@@ -51,8 +51,11 @@ int inspect(const std::string& dir, std::ostream& out) {
   out << "checkpoint " << dir << ": " << (report.ok() ? "valid" : "CORRUPT") << "\n";
   if (meta.is_object()) {
     for (const char* key : {"step", "consumed_samples", "dtype", "tensor_model_parallel_size",
-                            "data_parallel_size", "zero_stage", "config_hash", "memtrain_version"}) {
-      if (meta.contains(key)) out << "  " << key << ": " << meta[key].dump() << "\n";
+                            "data_parallel_size", "zero_stage", "config_hash", "data_key", "memtrain_version"}) {
+      // A hand-edited meta.json may hold bytes that are not UTF-8: shown replaced, not thrown on.
+      if (meta.contains(key)) {
+        out << "  " << key << ": " << meta[key].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      }
     }
   }
   std::vector<std::string> files;

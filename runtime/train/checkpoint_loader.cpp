@@ -197,6 +197,7 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   require(m.data_parallel_size >= 1, "data_parallel_size", m.data_parallel_size, ">= 1");
   require(m.lr_decay_steps >= 0, "lr_decay_steps", m.lr_decay_steps, ">= 0");
   if (j.contains("zero_stage")) m.zero_stage = field<int>(j, "zero_stage", file);
+  if (j.contains("data_key")) m.data_key = field<std::string>(j, "data_key", file);
   require(m.zero_stage == 0 || m.zero_stage == 1, "zero_stage", m.zero_stage, "0 or 1");
   return m;
 }
@@ -228,8 +229,14 @@ void check_tensor_parallel_size(const std::string& dir, const CheckpointMeta& me
 
 }  // namespace
 
-void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size) {
+void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size,
+                             const std::string& data_key) {
   const CheckpointMeta meta = read_checkpoint_meta(dir);
+  if (!meta.data_key.empty() && !data_key.empty() && meta.data_key != data_key) {
+    throw ConfigError("checkpoint " + dir + " was trained on data " + meta.data_key + ", and this run's data is " +
+                      data_key + " (data.corpus's contents, data.mock or the tokenizer settings differ: other token "
+                      "ids); expected the data the checkpoint was trained on, or another --run-dir");
+  }
   const bool compressed = config.compression.method != "none" || config.training.optimizer == "onebit_adam";
   check_tensor_parallel_size(dir, meta, tp_size, config.parallel.zero_stage != 0, compressed);
   if (compressed && meta.data_parallel_size != dp_size) {

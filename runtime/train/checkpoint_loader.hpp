@@ -24,6 +24,7 @@ struct CheckpointMeta {
   int lr_decay_steps = 0;
   std::string dtype;
   int zero_stage = 0;  // absent in checkpoints from before ZeRO-1 was saved: 0
+  std::string data_key;  // TrainingData::data_key; empty in checkpoints from before 2026-12-05
 };
 
 // Copies arrays[name] into `t` after checking that its dtype and shape are t's. Throws
@@ -39,9 +40,12 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir);
 // The checks of load_checkpoint that need no tensors, run before the run directory is touched:
 // the tensor-parallel size must be the checkpoint's with ZeRO-1 or compression, and so must the
 // data-parallel size when `config` compresses (compression.method, or training.optimizer
-// onebit_adam). A change of tensor-parallel size it accepts is said on stderr. Throws ConfigError
-// naming both sizes, RuntimeError for an unreadable meta.json.
-void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size);
+// onebit_adam). A change of tensor-parallel size it accepts is said on stderr. The checkpoint's
+// data_key, when it has one, must be `data_key` (TrainingData::data_key): token ids of another
+// corpus or tokenizer would be trained on as if they were the same. Throws ConfigError naming
+// both sizes or both data keys, RuntimeError for an unreadable meta.json.
+void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size,
+                             const std::string& data_key);
 
 // Overwrites this rank's parameter values and fp32 masters, the optimizer's moments and step
 // count, and the loss scaler's state with those of the checkpoint in `dir` (a complete,

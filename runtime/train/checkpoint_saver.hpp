@@ -49,6 +49,8 @@ struct CheckpointSource {
   std::string config_hash;
   // The gradient synchroniser's compressor (compression.method), null without one.
   const comms::GradientCompressor* gradient_compressor = nullptr;
+  // TrainingData::data_key, recorded in meta.json (empty: not recorded).
+  std::string data_key;
 };
 
 // The safetensors files one rank writes, as views of the bytes they are written from (the live

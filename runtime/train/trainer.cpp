@@ -329,7 +329,9 @@ int train(const Config& config, const RunOptions& options) {
       throw ConfigError("--dry-run: run directory " + run_path +
                         " already holds a run (run.json); expected a new directory, or no --run-dir");
     }
-    if (resume.resume) check_checkpoint_layout(resume.checkpoint, config, grid.tp_size(), grid.dp_size());
+    if (resume.resume) {
+      check_checkpoint_layout(resume.checkpoint, config, grid.tp_size(), grid.dp_size(), data.data_key);
+    }
     // Note [What a resume may change]: the directory belongs to a trajectory.
     run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config),
                                  config.name, config.path, world.size(), std::move(lock));
@@ -507,8 +509,8 @@ int train(const Config& config, const RunOptions& options) {
     }
     // `final`: the run stops after it, so an asynchronous one is waited for.
     auto save = [&](std::int64_t at, bool final) {
-      const CheckpointSource source{config, model.parameters(), *optimizer, scaler, canonical, hash,
-                                    gradient_sync.compressor()};
+      const CheckpointSource source{config,    model.parameters(),         *optimizer,   scaler,
+                                    canonical, hash, gradient_sync.compressor(), data.data_key};
       if (async_checkpoints) {
         async_checkpoints->start(source, at);
         if (final) async_checkpoints->wait();

@@ -1,5 +1,7 @@
 #include "runtime/train/training_data.hpp"
 
+#include <filesystem>
+
 #include <sstream>
 
 #include "runtime/data/prepare_data.hpp"
@@ -23,6 +25,7 @@ TrainingData load_training_data(const Config& config, comms::Communicator& comm,
         data::MlmDataset::mock(config.data, config.model.vocab_size, seed));
     out.validation = std::make_unique<data::MlmDataset>(
         data::MlmDataset::mock(config.data, config.model.vocab_size, validation_seed(seed)));
+    out.data_key = "mock";
     return out;
   }
   data::PreparedData prepared;
@@ -36,6 +39,9 @@ TrainingData load_training_data(const Config& config, comms::Communicator& comm,
   out.validation = std::make_unique<data::MlmDataset>(prepared, /*validation=*/true, config.data,
                                                       validation_seed(seed));
   out.tokenizer.emplace(prepared.tokenizer_model);
+  std::filesystem::path key = std::filesystem::path(prepared.dir).lexically_normal();  // <cache_dir>/<key>
+  if (key.filename().empty()) key = key.parent_path();  // a trailing '/'
+  out.data_key = key.filename().string();
   return out;
 }
 

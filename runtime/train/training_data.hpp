@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <string>
 
 #include "comms/communicator.hpp"
 #include "runtime/config/config.hpp"
@@ -17,6 +18,10 @@ struct TrainingData {
   std::unique_ptr<data::MlmDataset> train;
   std::unique_ptr<data::MlmDataset> validation;
   std::optional<data::Tokenizer> tokenizer;  // none with data.mock
+  // What the token ids mean: "mock", or the data cache's key (Note [Data cache]: the corpus
+  // bytes' xxh64 and the tokenizer settings). Checkpoints record it, so that a resume after the
+  // corpus changed (a new tokenizer, other ids) is refused rather than silently trained on.
+  std::string data_key;
 };
 
 // data.mock: two independent uniform streams (seeds differ), no tokenizer. Otherwise rank 0

@@ -1,0 +1,68 @@
+// A checkpoint records what its token ids mean (meta.json's data_key: the data cache's key, the
+// corpus bytes' XXH64 with the tokenizer settings): a resume after the corpus changed, which
+// trains a new tokenizer with other ids, is refused before the run directory is touched.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "tests/cli/run_memtrain.hpp"
+
+namespace memtrain::cli {
+namespace {
+
+using testing::contains;
+using testing::kTinyMockYaml;
+using testing::Scratch;
+using testing::slurp;
+
+// 400 lines of words drawn from a small list: enough for a 256-piece BPE tokenizer.
+std::string corpus(const char* name_of_the_prophet) {
+  const std::string words[] = {"and", "the", "lord", "said", "unto", name_of_the_prophet, "land", "of", "egypt",
+                               "people", "went", "out", "into", "city", "house", "king", "water", "light"};
+  std::mt19937 rng(7);
+  std::ostringstream out;
+  for (int line = 0; line < 400; ++line) {
+    const int n = 4 + static_cast<int>(rng() % 12);
+    for (int w = 0; w < n; ++w) out << (w ? " " : "") << words[rng() % std::size(words)];
+    out << ".\n";
+  }
+  return out.str();
+}
+
+TEST(ResumeData, ACheckpointOfAnotherCorpusIsRefused) {
+  Scratch s;
+  std::string yaml = kTinyMockYaml;
+  yaml.replace(yaml.find("  vocab_size: 64\n"), 17, "  vocab_size: 256\n");
+  yaml.replace(yaml.find("  mock: true\n"), 13, "  corpus: corpus.txt\n  cache_dir: cache\n");
+  yaml += "checkpoint:\n  interval: 2\n";
+  s.write("c.yaml", yaml);
+  s.write("corpus.txt", corpus("moses"));
+  const std::string first = "train --config c.yaml --run-dir run --set training.lr_decay_steps=4";
+  ASSERT_EQ(s.memtrain(first).exit_code, 0);
+  const auto meta = nlohmann::json::parse(slurp(s.path("run/checkpoints/step-00000002/meta.json")));
+  const std::string key = meta.at("data_key");
+  EXPECT_TRUE(key.starts_with("corpus_txt-bpe-256-")) << key;
+  const std::string metrics = slurp(s.path("run/metrics.jsonl"));
+
+  s.write("corpus.txt", corpus("aaron"));
+  const auto r = s.memtrain(first + " --set training.max_steps=4");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: checkpoint run/checkpoints/step-00000002 was trained on data " +
+                                  key + ", and this run's data is corpus_txt-bpe-256-"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "expected the data the checkpoint was trained on, or another --run-dir")) << r.err;
+  EXPECT_EQ(slurp(s.path("run/metrics.jsonl")), metrics);
+
+  // The corpus the checkpoint was trained on resumes.
+  s.write("corpus.txt", corpus("moses"));
+  const auto back = s.memtrain(first + " --set training.max_steps=4");
+  EXPECT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_TRUE(contains(back.out + back.err, "resumed")) << back.out << back.err;
+}
+
+}  // namespace
+}  // namespace memtrain::cli
