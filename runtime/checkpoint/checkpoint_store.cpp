@@ -7,6 +7,7 @@
 #include "runtime/checkpoint/manifest.hpp"
 #include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::checkpoint {
 namespace fs = std::filesystem;
@@ -90,7 +91,7 @@ std::string commit_checkpoint(const std::string& root, std::int64_t step, nlohma
   nlohmann::ordered_json sizes = nlohmann::ordered_json::object();
   for (const auto& f : files) sizes[f] = fs::file_size(tmp / f);
   meta["files"] = sizes;
-  write_text_durably(tmp / "meta.json", meta.dump(2) + "\n", budget);
+  write_text_durably(tmp / "meta.json", core::json_text(meta, 2) + "\n", budget);
   files.push_back("meta.json");
   std::sort(files.begin(), files.end());
   write_text_durably(tmp / "manifest.json", manifest_json(compute_manifest(tmp.string(), files)), budget);

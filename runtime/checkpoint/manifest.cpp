@@ -5,6 +5,7 @@
 
 #include "runtime/core/errors.hpp"
 #include "runtime/data/file_hash.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::checkpoint {
 
@@ -26,7 +27,7 @@ std::string manifest_json(const Manifest& manifest) {
   j["version"] = 1;
   j["files"] = nlohmann::ordered_json::object();
   for (const auto& [name, d] : manifest) j["files"][name] = {{"bytes", d.bytes}, {"xxh64", d.xxh64}};
-  return j.dump(2) + "\n";
+  return core::json_text(j, 2) + "\n";
 }
 
 Manifest parse_manifest(const std::string& text) {

@@ -9,6 +9,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/train/checkpoint_eval.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::cli {
 
@@ -49,7 +50,7 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       j["accuracy"] = e.accuracy;
       j["perplexity"] = e.perplexity;
     }
-    std::cout << j.dump() << "\n" << std::flush;
+    std::cout << core::json_text(j) << "\n" << std::flush;
     exit_code = 0;
   });
 }

@@ -14,6 +14,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/printable.hpp"
 #include "runtime/plan/plan_report.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::cli {
 
@@ -92,7 +93,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
       if (args->json) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& p : policies) out.push_back({{"policy", p}, {"fits", false}, {"does_not_fit", reason}});
-        std::cout << (policies.size() == 1 ? out[0] : out).dump(2) << "\n";
+        std::cout << core::json_text(policies.size() == 1 ? out[0] : out, 2) << "\n";
       }
       std::cerr << "memtrain: plan: does not fit: " << reason << "\n";
       exit_code = kExitDoesNotFit;
@@ -102,7 +103,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     if (args->json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& r : reports) out.push_back(r.to_json());
-      std::cout << (reports.size() == 1 ? out[0] : out).dump(2) << "\n";
+      std::cout << core::json_text(reports.size() == 1 ? out[0] : out, 2) << "\n";
     } else {
       for (const auto& r : reports) std::cout << r.to_text();
     }

@@ -20,6 +20,7 @@
 #include "runtime/data/token_file.hpp"
 #include "runtime/data/tokenizer.hpp"
 #include "runtime/data/tokenizer_trainer.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::data {
 namespace fs = std::filesystem;
@@ -65,7 +66,7 @@ std::string corpus_label(const std::string& source) {
 }
 
 std::string key_name(const DataConfig& config, int vocab_size, const Corpus& corpus) {
-  const std::string settings = settings_json(config, vocab_size, corpus).dump();
+  const std::string settings = core::json_text(settings_json(config, vocab_size, corpus));
   return corpus_label(corpus.source) + "-" + config.tokenizer_type + "-" +
          std::to_string(vocab_size) + "-" +
          hex64(XXH64(settings.data(), settings.size(), 0));
@@ -231,7 +232,7 @@ json build(const DataConfig& config, int vocab_size, const Corpus& corpus, const
   }
   manifest["files"] = std::move(files);
   // The manifest is written last: its presence marks the directory complete.
-  write_file_synced(dir / kManifest, manifest.dump(2) + "\n");
+  write_file_synced(dir / kManifest, core::json_text(manifest, 2) + "\n");
   fsync_directory(dir);
   return manifest;
 }

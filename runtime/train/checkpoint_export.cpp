@@ -19,6 +19,7 @@
 #include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/tensor_parallel_shards.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -101,7 +102,7 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
   j["tie_word_embeddings"] = true;
   j["torch_dtype"] = dtype;
   core::write_file_atomically((fs::path(out) / "config.json").string(),
-                              [&](std::ostream& o) { o << j.dump(2) << "\n"; });
+                              [&](std::ostream& o) { o << core::json_text(j, 2) << "\n"; });
   const auto bytes = core::encode_safetensors(tensors, {{"format", "pt"}});
   core::write_file_atomically((fs::path(out) / "model.safetensors").string(), [&](std::ostream& o) {
     o.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));

@@ -13,6 +13,7 @@
 #include "runtime/train/root_only.hpp"
 #include "runtime/train/onebit_adam.hpp"
 #include "runtime/train/zero_adamw.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -205,7 +206,7 @@ RootFiles root_files(const CheckpointSource& src, const comms::ProcessGrid& grid
                             {"consecutive_overflows", s.consecutive_overflows},
                             {"skipped_steps", s.skipped_steps},
                             {"consecutive_overflows_at_min", s.consecutive_overflows_at_min}};
-  r.trainer_state_json = trainer.dump(2) + "\n";
+  r.trainer_state_json = core::json_text(trainer, 2) + "\n";
   r.config_yaml = src.canonical_config_yaml;
   auto& meta = r.meta;
   meta["format"] = "memtrain-checkpoint";

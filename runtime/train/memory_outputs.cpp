@@ -8,12 +8,13 @@
 #include "memory/trace_csv_writer.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/atomic_file.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::train {
 namespace {
 
 void write_json(const std::string& path, const nlohmann::json& j) {
-  core::write_file_atomically(path, [&](std::ostream& out) { out << j.dump() << '\n'; });
+  core::write_file_atomically(path, [&](std::ostream& out) { out << core::json_text(j) << '\n'; });
 }
 
 void write_trace_csv_file(const std::string& path, const std::vector<memory::TraceEvent>& events) {

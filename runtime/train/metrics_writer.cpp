@@ -7,6 +7,7 @@
 
 #include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::train {
 
@@ -41,7 +42,7 @@ void MetricsWriter::write(const TrainMetrics& m) {
   j["peak_allocated_bytes"] = m.peak_allocated_bytes;
   j["loss_scale"] = m.loss_scale;
   j["skipped_steps"] = m.skipped_steps;
-  write_line(j.dump());
+  write_line(core::json_text(j));
 }
 
 void MetricsWriter::write(const EvalMetrics& m) {
@@ -50,7 +51,7 @@ void MetricsWriter::write(const EvalMetrics& m) {
   j["eval_loss"] = m.eval_loss;
   j["eval_accuracy"] = m.eval_accuracy;
   j["eval_perplexity"] = m.eval_perplexity;
-  write_line(j.dump());
+  write_line(core::json_text(j));
 }
 
 void MetricsWriter::write_resumed(std::int64_t step, const std::string& checkpoint, int checkpoint_dp,
@@ -60,7 +61,7 @@ void MetricsWriter::write_resumed(std::int64_t step, const std::string& checkpoi
   j["checkpoint"] = checkpoint;
   j["checkpoint_data_parallel_size"] = checkpoint_dp;
   j["data_parallel_size"] = dp;
-  write_line(j.dump());
+  write_line(core::json_text(j));
 }
 
 void MetricsWriter::write_rolled_back(std::int64_t step, const std::string& checkpoint,
@@ -69,7 +70,7 @@ void MetricsWriter::write_rolled_back(std::int64_t step, const std::string& chec
   j["rolled_back_to"] = step;
   j["checkpoint"] = checkpoint;
   j["reason"] = reason;
-  write_line(j.dump());
+  write_line(core::json_text(j));
 }
 
 void MetricsWriter::reopen() {

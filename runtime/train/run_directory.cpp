@@ -9,6 +9,7 @@
 
 #include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::train {
 namespace fs = std::filesystem;
@@ -51,7 +52,7 @@ void write_description(const fs::path& dir, const std::string& trajectory_hash, 
   run["created_at"] = created_at.empty() ? now : created_at;
   if (!created_at.empty()) run["last_started_at"] = now;
   run["world_size"] = world_size;
-  core::write_file_atomically((dir / "run.json").string(), [&](std::ostream& out) { out << run.dump(2) << '\n'; });
+  core::write_file_atomically((dir / "run.json").string(), [&](std::ostream& out) { out << core::json_text(run, 2) << '\n'; });
 }
 
 // True for an empty directory or one holding only the lock file (Note [One job per run

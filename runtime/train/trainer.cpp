@@ -62,6 +62,7 @@
 #include "runtime/train/train_step.hpp"
 #include "runtime/train/training_data.hpp"
 #include "runtime/train/training_log.hpp"
+#include "runtime/core/json_text.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -727,7 +728,7 @@ int train(const Config& config, const RunOptions& options) {
       const StepReference* ref = options.profile_ops && !dry ? &reference : nullptr;
       if (options.profile_ops) {
         core::write_file_atomically(run_dir->file("op_profile.json"), [&](std::ostream& f) {
-          f << op_profile_json(op_profile, profiled_steps, profiled_s, ref).dump(1) << '\n';
+          f << core::json_text(op_profile_json(op_profile, profiled_steps, profiled_s, ref), 1) << '\n';
         });
       }
       out << format_summary(summary) << allocator->memory_summary() << std::flush;
