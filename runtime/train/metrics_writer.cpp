@@ -1,5 +1,7 @@
 #include "runtime/train/metrics_writer.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,7 +15,9 @@ namespace memtrain::train {
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   out_.open(path, std::ios::out | std::ios::app);
-  if (!out_) throw RuntimeError("cannot open " + path + " for writing");
+  if (!out_) {
+    throw RuntimeError("cannot open " + path + " for writing: " + (errno != 0 ? std::strerror(errno) : "I/O error"));
+  }
 }
 
 void MetricsWriter::write(const TrainMetrics& m) {
@@ -77,13 +81,17 @@ void MetricsWriter::reopen() {
   out_.close();
   out_.clear();
   out_.open(path_, std::ios::out | std::ios::app);
-  if (!out_) throw RuntimeError("cannot open " + path_ + " for writing");
+  if (!out_) {
+    throw RuntimeError("cannot open " + path_ + " for writing: " + (errno != 0 ? std::strerror(errno) : "I/O error"));
+  }
 }
 
 void MetricsWriter::write_line(const std::string& line) {
+  errno = 0;
   out_ << line << '\n';
   out_.flush();
-  if (!out_) throw RuntimeError("cannot write to " + path_);
+  // The stream keeps no reason; errno after the failed write does (ENOSPC: a full disk).
+  if (!out_) throw RuntimeError("cannot write to " + path_ + ": " + (errno != 0 ? std::strerror(errno) : "I/O error"));
 }
 
 MetricsTruncation truncate_metrics_after(const std::string& path, std::int64_t step) {

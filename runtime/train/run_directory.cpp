@@ -124,6 +124,11 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
     }
   }
   fs::create_directories(dir, ec);
+  if (ec == std::errc::not_a_directory || ec == std::errc::file_exists) {
+    // A file where a parent directory belongs: the path is wrong, not the machine.
+    throw ConfigError("cannot create run directory " + path + ": " + ec.message() +
+                      " (a part of the path is a file); expected a directory path (--run-dir)");
+  }
   if (ec) throw RuntimeError("cannot create run directory " + path + ": " + ec.message());
   if (!held) held = RunDirectoryLock::acquire(path);
   write_description(dir, trajectory_hash, config_yaml, config_name, config_path, world_size, "");

@@ -370,6 +370,11 @@ int train(const Config& config, const RunOptions& options) {
     std::snprintf(line, sizeof line, " in %.2f s\n", seconds_since(t0));
     out << "memtrain: resumed from checkpoint " << resume.checkpoint << " (step " << resume.step
         << ")" << line << std::flush;
+    if (resume.step >= config.training.max_steps) {
+      out << "memtrain: the checkpoint's step " << resume.step << " is at or past training.max_steps = "
+          << config.training.max_steps << ": no steps to train (raise training.max_steps to continue)\n"
+          << std::flush;
+    }
   }
 
   // Note [Memory record of an out-of-memory run]

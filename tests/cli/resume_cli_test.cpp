@@ -39,6 +39,20 @@ TEST(ResumeCli, AfterSigkillTheRunContinuesOntoTheUninterruptedTrajectory) {
   expect_same_state(s, "straight", "killed", 5);
 }
 
+// A checkpoint at or past max_steps leaves nothing to train: the run says so and changes
+// nothing in metrics.jsonl.
+TEST(ResumeCli, ACheckpointPastMaxStepsSaysThereIsNothingToTrain) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + checkpoint_config(s, "c.yaml", 4, 2) + " --run-dir run").exit_code, 0);
+  const auto before = losses(s, "run");
+  const auto r = s.memtrain("train --config " + checkpoint_config(s, "d.yaml", 3, 2) + " --run-dir run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "memtrain: the checkpoint's step 4 is at or past training.max_steps = 3: no steps to "
+                              "train (raise training.max_steps to continue)"))
+      << r.out;
+  EXPECT_EQ(losses(s, "run"), before);
+}
+
 // Note [A checkpoint appears whole or not at all], then the resume: a kill halfway into the
 // second checkpoint's bytes leaves the first, and the run continues from it.
 TEST(ResumeCli, AfterAKillInsideACheckpointWriteThePreviousCheckpointIsResumed) {

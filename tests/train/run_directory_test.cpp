@@ -93,6 +93,21 @@ TEST(RunDirectory, PathThatIsAFileIsRefused) {
   EXPECT_THROW(RunDirectory::open(tmp.sub("file"), "h", "", "t", "t.yaml", 1), ConfigError);
 }
 
+// A file where a parent directory belongs is a wrong --run-dir (exit 2), as the path being a
+// file itself is.
+TEST(RunDirectory, PathBelowAFileIsRefusedAsAConfigError) {
+  testing::TempDir tmp;
+  std::ofstream(tmp.sub("file")) << "x";
+  try {
+    RunDirectory::open(tmp.sub("file/run"), "h", "", "t", "t.yaml", 1);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("(a part of the path is a file); expected a directory path (--run-dir)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(RunDirectory, DefaultPathIsRunsConfigNameTimestamp) {
   std::tm tm{};
   tm.tm_year = 2026 - 1900;
