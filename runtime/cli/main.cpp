@@ -10,6 +10,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/error_report.hpp"
 #include "runtime/cli/process_environment.hpp"
+#include "runtime/core/printable.hpp"
 
 #ifndef MEMTRAIN_VERSION
 #define MEMTRAIN_VERSION "unknown"
@@ -50,6 +51,37 @@ int main(int argc, char** argv) {
       std::cerr << "memtrain: usage error: unknown " << argv[1] << " subcommand '" << argv[2] << "'; expected "
                 << expected << " (see memtrain " << argv[1] << " --help)\n";
       return memtrain::cli::kExitUsage;
+    }
+  }
+  // An unknown long option of a verb whose last argument is a command (supervise's `-- mpirun
+  // ...`) made CLI11 list the command's words, reversed, as "not expected" without naming the
+  // option; a value-taking option right before `--` swallowed it. Both are named here, for every
+  // verb without sub-verbs, before CLI11 parses.
+  if (argc > 1 && argv[1][0] != '-') {
+    CLI::App* verb = app.get_subcommand(argv[1]);
+    if (verb->get_subcommands([](CLI::App*) { return true; }).empty()) {
+      for (int i = 2; i < argc && std::string(argv[i]) != "--"; ++i) {
+        const std::string arg = argv[i];
+        if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+        const std::string name = arg.substr(0, arg.find('='));
+        const CLI::Option* option = verb->get_option_no_throw(name);
+        if (option == nullptr && name != "--help") {
+          std::string expected;
+          for (const CLI::Option* o : verb->get_options()) {
+            const auto& longs = o->get_lnames();
+            if (!longs.empty()) expected += (expected.empty() ? "--" : ", --") + longs.front();
+          }
+          std::cerr << "memtrain: usage error: unknown option " << memtrain::printable(name, 80) << " of memtrain "
+                    << argv[1] << "; expected " << expected << " (see memtrain " << argv[1] << " --help)\n";
+          return memtrain::cli::kExitUsage;
+        }
+        if (option != nullptr && option->get_type_size() > 0 && arg.find('=') == std::string::npos &&
+            i + 1 < argc && std::string(argv[i + 1]) == "--") {
+          std::cerr << "memtrain: usage error: " << name << " needs a value before --; expected " << name
+                    << " " << option->get_type_name() << "\n";
+          return memtrain::cli::kExitUsage;
+        }
+      }
     }
   }
   try {

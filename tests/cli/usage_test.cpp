@@ -68,6 +68,24 @@ TEST(Usage, UnknownOptionIsAUsageError) {
   EXPECT_TRUE(contains(r.err, "--learning-rate"));
 }
 
+// supervise takes a command after --: an unknown option before it is named (CLI11 had listed
+// the command's words, reversed, as unexpected), as is an option whose value is missing.
+TEST(Usage, UnknownSuperviseOptionIsNamedNotTheCommand) {
+  Scratch s;
+  auto r = s.memtrain("supervise --bogus 1 -- mpirun -np 1 memtrain train --config c.yaml --run-dir d");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: unknown option --bogus of memtrain supervise; expected --help, "
+                              "--max-restarts, --backoff, --min-ranks, --exclude-host"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, "mpirun")) << r.err;
+  r = s.memtrain("supervise --exclude-host -- mpirun -np 1 memtrain train --config c.yaml --run-dir d");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: --exclude-host needs a value before --")) << r.err;
+  r = s.memtrain("train --config x.yaml --frob=2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: unknown option --frob of memtrain train; expected ")) << r.err;
+}
+
 TEST(Usage, DataWithoutPrepareIsAUsageError) {
   Scratch s;
   const auto r = s.memtrain("data --config x.yaml");
