@@ -17,6 +17,7 @@
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/cli/mpirun_hosts.hpp"
+#include "runtime/config/config_loader.hpp"
 #include "runtime/core/errors.hpp"
 
 extern char** environ;
@@ -153,6 +154,44 @@ std::vector<std::string> relaunch_command(const std::vector<std::string>& comman
   return out;
 }
 
+// Note [A relaunch onto fewer ranks must be able to start]
+// --min-ranks relaunches onto fewer ranks, and a config whose world rules that rank count
+// breaks (the tensor-parallel size does not divide it, the global batch does not split over
+// its data-parallel ranks, or per-rank compression state that resumes only on the checkpoint's
+// data-parallel size) would show it only after the first failure, as a relaunch that exits 2,
+// ending a job the supervisor was there to keep going. The command's config (its --config and
+// --set arguments, read as `train` reads them) is therefore checked against min_ranks at start.
+void check_relaunch_world(const std::vector<std::string>& command, int min_ranks) {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  for (std::size_t i = 0; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    if ((a == "--config" || a == "--set") && i + 1 < command.size()) {
+      (a == "--config" ? config_path : overrides.emplace_back()) = command[++i];
+    } else if (a.rfind("--config=", 0) == 0) {
+      config_path = a.substr(9);
+    } else if (a.rfind("--set=", 0) == 0) {
+      overrides.push_back(a.substr(6));
+    }
+  }
+  if (config_path.empty()) return;  // not a train command that can be read: it fails its own way
+  const train::Config config = train::load_config(config_path, overrides);
+  const std::string prefix = "memtrain supervise --min-ranks " + std::to_string(min_ranks) + ": a relaunch onto " +
+                             std::to_string(min_ranks) + (min_ranks == 1 ? " rank" : " ranks") + " could not start: ";
+  try {
+    train::check_tensor_parallel_world(config, min_ranks);
+    train::check_data_parallel_size(config, min_ranks / config.parallel.tensor_model_parallel_size);
+  } catch (const ConfigError& e) {
+    throw ConfigError(prefix + e.what());
+  }
+  if (config.compression.method != "none" || config.training.optimizer == "onebit_adam") {
+    throw ConfigError(prefix + "the job's gradient compression (compression.method = " + config.compression.method +
+                      ", training.optimizer = " + config.training.optimizer +
+                      ") keeps per-rank state that resumes only on the checkpoint's data-parallel size; "
+                      "expected no --min-ranks for such a job");
+  }
+}
+
 int supervise(const SupervisorOptions& options, std::ostream& log) {
   if (options.command.empty()) {
     throw ConfigError("memtrain supervise: no command; expected `memtrain supervise [options] -- COMMAND...`");
@@ -177,6 +216,9 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
     throw ConfigError("memtrain supervise --min-ranks " + std::to_string(options.min_ranks) + ": more than the " +
                       std::to_string(launched) + " ranks the command launches (-np " + std::to_string(launched) +
                       "); expected at most " + std::to_string(launched));
+  }
+  if (const int launched = ranks_of(options.command); options.min_ranks > 0 && options.min_ranks < launched) {
+    check_relaunch_world(options.command, options.min_ranks);
   }
   // Relaunches start from `base` with `ranks` processes (0: as launched).
   std::vector<std::string> base = options.command;

@@ -40,7 +40,8 @@ struct SupervisorOptions {
 // Runs options.command, relaunching it after abnormal exits (above) up to max_restarts times,
 // logging each exit and relaunch on `log`. Returns the last attempt's exit code (128 + signal
 // for a job killed by a signal). Throws ConfigError when the command is empty, names no
-// --run-dir, min_ranks is set and the command has no -np/-n, or exclude_hosts names a host the
+// --run-dir, min_ranks is set and the command has no -np/-n or a relaunch onto min_ranks ranks
+// could not start (check_relaunch_world), or exclude_hosts names a host the
 // command does not have (Note [Leaving a host out of a relaunch]); RuntimeError when it cannot
 // be started (not found, not executable).
 int supervise(const SupervisorOptions& options, std::ostream& log);
@@ -49,6 +50,14 @@ int supervise(const SupervisorOptions& options, std::ostream& log);
 // -np/-n/--np replaced. Throws ConfigError as supervise.
 std::vector<std::string> relaunch_command(const std::vector<std::string>& command, const std::string& resume_mode,
                                           int ranks);
+
+// Reads the config of `command` (its --config and --set arguments, as `train` does) and checks
+// that a relaunch onto `min_ranks` ranks could start (Note [A relaunch onto fewer ranks must be
+// able to start]): the tensor-parallel size divides it, the global batch splits over its
+// data-parallel ranks, and no compressor keeps per-rank state. Does nothing for a command
+// without --config. Throws ConfigError naming --min-ranks and the rule, or the config's own
+// error.
+void check_relaunch_world(const std::vector<std::string>& command, int min_ranks);
 
 // The value of the first -np/-n/--np in `command`; 0 when absent.
 int ranks_of(const std::vector<std::string>& command);

@@ -53,6 +53,33 @@ TEST(Supervise, AJobWhoseRankWasKilledIsRelaunchedAndEndsOnTheUninterruptedState
   expect_same_state(s, "straight", "run", 4);
 }
 
+// Note [A relaunch onto fewer ranks must be able to start]: what a relaunch onto --min-ranks
+// ranks would refuse is refused at start (exit 2, nothing run), not after the first failure.
+TEST(Supervise, MinRanksThatTheConfigCannotRunOnAreRefusedAtStart) {
+  Scratch s;
+  const std::string cfg = dp_config(s);
+  const auto refused = [&](const std::string& sets, int min_ranks, int ranks = 2) {
+    const auto r = s.shell("timeout 120 '" + binary() + "' supervise --backoff 0 --min-ranks " +
+                           std::to_string(min_ranks) + " -- " + mpirun(ranks) + " train --config " + cfg + sets +
+                           " --run-dir run");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(s.path("run"))) << "the job ran";
+    return r.err;
+  };
+  EXPECT_TRUE(contains(refused(" --set parallel.tensor_model_parallel_size=2", 1),
+                       "memtrain supervise --min-ranks 1: a relaunch onto 1 rank could not start: --set "
+                       "parallel.tensor_model_parallel_size=2: parallel.tensor_model_parallel_size = 2: does not "
+                       "divide the world of 1 rank"));
+  // Global batch 8 splits over 4 ranks of micro-batch 2, not over 3.
+  EXPECT_TRUE(contains(refused(" --set training.global_batch_size=8", 3, 4),
+                       "memtrain supervise --min-ranks 3: a relaunch onto 3 ranks could not start: --set "
+                       "training.global_batch_size=8: training.global_batch_size = 8: not a multiple of "
+                       "training.micro_batch_size x data-parallel size = 2 x 3 = 6"));
+  EXPECT_TRUE(contains(refused(" --set compression.method=powersgd", 1),
+                       "keeps per-rank state that resumes only on the checkpoint's data-parallel size; expected no "
+                       "--min-ranks for such a job"));
+}
+
 // Migration onto fewer ranks: the relaunch runs one process, on the same trajectory within
 // float rounding (the global batch split differently).
 TEST(Supervise, MinRanksRelaunchesOntoFewerRanks) {
