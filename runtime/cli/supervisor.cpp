@@ -28,10 +28,21 @@ namespace {
 std::atomic<pid_t> g_child{0};
 std::atomic<int> g_forwarded{0};
 
+// Note [SIGTERM reaches the job as SIGUSR1]
+// A scheduler ends a job with SIGTERM. Sent on to mpirun, SIGTERM is Open MPI's teardown: the
+// ranks get SIGTERM, their output stops being forwarded, they are killed a second later whatever
+// they are doing (a checkpoint half-written), and mpirun exits 1 while they may still be
+// running. SIGUSR1 is the signal mpirun forwards to the ranks and then waits for: memtrain
+// stops after the step in progress, writes its checkpoint (checkpoint.interval > 0) and exits
+// 138 (README, "Exit codes"). So the supervisor forwards SIGTERM as SIGUSR1, waits for the job,
+// and exits 143 as a process ended by SIGTERM after a clean stop would. SIGINT and SIGUSR1 are
+// forwarded as they are.
+int forwarded_as(int sig) { return sig == SIGTERM ? SIGUSR1 : sig; }
+
 void forward(int sig) {
   g_forwarded.store(sig);
   const pid_t child = g_child.load();
-  if (child > 0) ::kill(child, sig);  // mpirun forwards it to every rank
+  if (child > 0) ::kill(child, forwarded_as(sig));  // mpirun forwards it to every rank
 }
 
 // Installs `forward` for the stop signals while alive, restoring the previous handlers after.
@@ -82,7 +93,7 @@ int run_once(const std::vector<std::string>& argv) {
   if (rc != 0) throw RuntimeError("memtrain supervise: cannot start " + argv[0] + ": " + std::strerror(rc));
   g_child.store(pid);
   // A signal that arrived before the child existed is forwarded now.
-  if (const int sig = g_forwarded.load()) ::kill(pid, sig);
+  if (const int sig = g_forwarded.load()) ::kill(pid, forwarded_as(sig));
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) throw RuntimeError(std::string("memtrain supervise: waitpid: ") + std::strerror(errno));
@@ -241,9 +252,12 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
   for (int attempt = 0;; ++attempt) {
     const int code = run_once(command);
     if (const int sig = g_forwarded.load()) {
-      log << "memtrain supervise: stopped by " << ::strsignal(sig) << " (forwarded to the job): "
+      log << "memtrain supervise: stopped by " << ::strsignal(sig)
+          << (sig == SIGTERM ? " (forwarded to the job as SIGUSR1: Note [SIGTERM reaches the job as SIGUSR1]): "
+                             : " (forwarded to the job): ")
           << describe_exit(code) << ", not restarted\n";
-      return code;
+      // The job's clean stop on the forwarded SIGUSR1 is the clean stop SIGTERM asked for.
+      return sig == SIGTERM && code == 128 + SIGUSR1 ? 128 + SIGTERM : code;
     }
     if (!restartable(code)) {
       if (code != 0) log << "memtrain supervise: " << describe_exit(code) << " is not restarted (Note [Which exits the supervisor restarts])\n";

@@ -53,6 +53,27 @@ TEST(Supervise, AJobWhoseRankWasKilledIsRelaunchedAndEndsOnTheUninterruptedState
   expect_same_state(s, "straight", "run", 4);
 }
 
+// Note [SIGTERM reaches the job as SIGUSR1]: a SIGTERM to the supervisor stops the job after a
+// step with its checkpoint written, the supervisor returns only once the ranks are gone, and
+// it exits 143.
+TEST(Supervise, SigtermStopsTheJobCleanlyAndWaitsForItsRanks) {
+  Scratch s;
+  const std::string cfg = s.write("c.yaml", std::string(testing::kTinyMockYaml) + "checkpoint:\n  interval: 1000000\n");
+  const std::string run = "run-term-" + std::to_string(::getpid());
+  const auto r = s.shell("true; { '" + binary() + "' supervise --backoff 0 -- " + mpirun(2) + " train --config " + cfg +
+                         " --set training.max_steps=1000000 --set training.lr_decay_steps=1000000"
+                         " --set training.global_batch_size=4 --set training.log_interval=1 --run-dir " + run +
+                         " & sup=$!; for i in $(seq 1200); do [ -s " + run +
+                         "/metrics.jsonl ] && break; sleep 0.1; done; kill -TERM $sup; wait $sup; rc=$?;"
+                         " left=$(ps -eo args | grep -c '^" + binary() + " train .*run-te[r]m-" + std::to_string(::getpid()) +
+                         "'); echo \"left $left\"; exit $rc; }");  // ranks' command lines only, not this shell's
+  EXPECT_EQ(r.exit_code, 143) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain supervise: stopped by Terminated (forwarded to the job as SIGUSR1")) << r.err;
+  EXPECT_TRUE(contains(r.err, "exit 138 (User defined signal 1), not restarted")) << r.err;
+  EXPECT_TRUE(contains(r.out, "left 0")) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(s.path(run + "/checkpoints/latest"))) << "no checkpoint of the stop";
+}
+
 // Note [A relaunch onto fewer ranks must be able to start]: what a relaunch onto --min-ranks
 // ranks would refuse is refused at start (exit 2, nothing run), not after the first failure.
 TEST(Supervise, MinRanksThatTheConfigCannotRunOnAreRefusedAtStart) {
