@@ -277,10 +277,19 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
     log << "memtrain supervise: " << describe_exit(code) << "; restart " << attempt + 1 << " of "
         << options.max_restarts << " in " << backoff << " s: " << join(command) << "\n"
         << std::flush;
-    std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    // The backoff is cut short by a stop signal: nothing runs, so the supervisor ends as that
+    // signal asks (128 + signal), without a relaunch.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(backoff);
+    while (g_forwarded.load() == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (const int sig = g_forwarded.load()) {
+      log << "memtrain supervise: stopped by " << ::strsignal(sig) << " during the backoff after "
+          << describe_exit(code) << ", not restarted\n";
+      return 128 + sig;
+    }
     backoff = std::min(backoff * 2, kMaxBackoffSeconds);
     ::setenv("MEMTRAIN_FAULT", "", 1);
-    if (g_forwarded.load()) return code;  // told to stop while waiting
   }
 }
 

@@ -80,9 +80,18 @@ std::string RunDirectory::default_path(const std::string& config_name,
 RunDirectory RunDirectory::open(const std::string& path, const std::string& trajectory_hash,
                                 const std::string& config_yaml, const std::string& config_name,
                                 const std::string& config_path, int world_size,
-                                std::optional<RunDirectoryLock> held) {
+                                std::optional<RunDirectoryLock> held, bool seen_new) {
   const fs::path dir(path);
   std::error_code ec;
+  // Another job created and wrote the directory between this one's first look (its resume
+  // point, taken without a lock because there was nothing to lock) and now: reusing it would
+  // log every step a second time into that job's metrics.jsonl (Note [One job per run
+  // directory]).
+  const auto refuse_raced = [&] {
+    throw ConfigError("run directory " + path + " was created by another job while this one was starting; "
+                      "expected one job per run directory: start this one again to resume that run, or choose "
+                      "another --run-dir");
+  };
   if (fs::exists(dir, ec)) {
     if (!fs::is_directory(dir, ec)) {
       throw ConfigError("run directory " + path + " exists and is not a directory; expected a "
@@ -97,6 +106,7 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
     if (!held && !holds_only_the_lock(dir) && !fs::exists(dir / "run.json", ec)) refuse_foreign();
     if (!held) held = RunDirectoryLock::acquire(path);
     if (!holds_only_the_lock(dir)) {
+      if (seen_new) refuse_raced();
       const std::string previous = recorded_hash(dir);
       if (previous.empty() && fs::exists(dir / "run.json", ec)) {
         // Damaged or hand-edited: the directory is a run, and "has no run.json" would send the
@@ -131,6 +141,7 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
   }
   if (ec) throw RuntimeError("cannot create run directory " + path + ": " + ec.message());
   if (!held) held = RunDirectoryLock::acquire(path);
+  if (!holds_only_the_lock(dir)) refuse_raced();
   write_description(dir, trajectory_hash, config_yaml, config_name, config_path, world_size, "");
   return RunDirectory(path, /*reused=*/false, std::move(*held));
 }

@@ -34,13 +34,15 @@ class RunDirectory {
   // directory]): `held` is the lock a caller took before reading the directory (its
   // checkpoints); without one, open() takes it right after creating or finding the directory,
   // before anything is read or written. A directory holding only the lock file counts as empty.
+  // `seen_new`: the caller found no directory at `path` when it looked for checkpoints, so a
+  // directory another job has written since is refused rather than reused (ConfigError).
   // Throws ConfigError: `path` is a file; its run.json names another trajectory_hash (both
   // hashes in the message); it is non-empty without a readable run.json; another job holds its
   // lock (RunDirectoryLock::acquire). Throws RuntimeError when a file cannot be written.
   static RunDirectory open(const std::string& path, const std::string& trajectory_hash,
                            const std::string& config_yaml, const std::string& config_name,
                            const std::string& config_path, int world_size,
-                           std::optional<RunDirectoryLock> held = std::nullopt);
+                           std::optional<RunDirectoryLock> held = std::nullopt, bool seen_new = false);
 
   // True when `path` is a directory that open() would lock rather than refuse: empty, holding
   // only the lock file, or holding a run.json. A caller locks such a directory

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,8 +45,23 @@ void record_holder(int fd) {
 
 RunDirectoryLock RunDirectoryLock::acquire(const std::string& dir, double wait_seconds) {
   const std::string path = (std::filesystem::path(dir) / kRunDirectoryLockFile).string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw RuntimeError("cannot open " + path + ": " + std::strerror(errno));
+  // O_NOFOLLOW: the file is emptied and written, and a symbolic link planted as .lock would
+  // have that done to whatever it names (a root job truncating another file).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP || err == EISDIR || err == ENXIO) {
+      throw ConfigError("run directory " + dir + ": " + path + " is not a regular file (" + std::strerror(err) +
+                        "); expected the lock file memtrain creates there: remove it");
+    }
+    throw RuntimeError("cannot open " + path + ": " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw ConfigError("run directory " + dir + ": " + path +
+                      " is not a regular file; expected the lock file memtrain creates there: remove it");
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds);
   bool said = false;
   for (;;) {

@@ -26,7 +26,8 @@ class RunDirectoryLock {
   // process's pid and host name in it. While another process holds the lock, retries every
   // 0.1 s for up to `wait_seconds` (saying once on stderr that it waits). Throws ConfigError
   // "run directory D is in use by another job (pid P on host H holds D/.lock); expected ..."
-  // when the wait ends with the lock still held, RuntimeError when .lock cannot be opened.
+  // when the wait ends with the lock still held, and when .lock is not a regular file (a
+  // symbolic link is never followed); RuntimeError when .lock cannot be opened.
   static RunDirectoryLock acquire(const std::string& dir, double wait_seconds = kRunDirectoryLockWaitSeconds);
 
   RunDirectoryLock(RunDirectoryLock&& other) noexcept;

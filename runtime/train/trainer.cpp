@@ -320,6 +320,8 @@ int train(const Config& config, const RunOptions& options) {
     // Note [One job per run directory]: an existing run directory is locked before its
     // checkpoints are read; a new one when RunDirectory::open creates it.
     std::optional<RunDirectoryLock> lock;
+    std::error_code ec;
+    const bool seen_new = !std::filesystem::exists(run_path, ec);
     if (RunDirectory::is_lockable(run_path)) lock = RunDirectoryLock::acquire(run_path);
     // Before the run directory is opened: a refused resume names the keys that differ, which
     // says more than the run directory's hash mismatch would.
@@ -335,7 +337,7 @@ int train(const Config& config, const RunOptions& options) {
     }
     // Note [What a resume may change]: the directory belongs to a trajectory.
     run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config),
-                                 config.name, config.path, world.size(), std::move(lock));
+                                 config.name, config.path, world.size(), std::move(lock), seen_new);
     // A resume drops the logged steps after its checkpoint; starting over in a directory that
     // has logged steps (no checkpoint, none valid, a supervisor's relaunch before the first
     // one) drops them all: the run logs them again, and no step may appear twice. A compute

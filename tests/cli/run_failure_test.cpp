@@ -13,6 +13,7 @@ namespace {
 using testing::contains;
 using testing::kTinyMockYaml;
 using testing::Scratch;
+using testing::slurp;
 
 TEST(RunFailure, OutOfMemoryExitsOneWithTheAllocatorsMessage) {
   // 64 KiB cannot hold even the first 2 MiB segment of the allocator.
@@ -71,14 +72,17 @@ TEST(RunFailure, LedgerNameOutsideItsAlphabetExitsTwoNamingTheKey) {
   EXPECT_FALSE(std::filesystem::exists(s.path("run")));
 }
 
-TEST(RunFailure, UncreatableRunDirectoryExitsOne) {
+// A file where a parent directory of --run-dir belongs is a wrong path, as --run-dir naming a
+// file is: exit 2, nothing created.
+TEST(RunFailure, ARunDirectoryBelowAFileIsAUsageError) {
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
   s.write("a-file", "");
   const auto r = s.memtrain("train --config exp.yaml --run-dir a-file/run");
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_TRUE(contains(r.err, "memtrain: error: "));
-  EXPECT_TRUE(contains(r.err, "a-file/run"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: cannot create run directory a-file/run: ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "(a part of the path is a file); expected a directory path (--run-dir)")) << r.err;
+  EXPECT_EQ(slurp(s.path("a-file")), "");
 }
 
 }  // namespace

@@ -74,6 +74,23 @@ TEST(Supervise, SigtermStopsTheJobCleanlyAndWaitsForItsRanks) {
   EXPECT_TRUE(std::filesystem::exists(s.path(run + "/checkpoints/latest"))) << "no checkpoint of the stop";
 }
 
+// A stop signal during the backoff ends it at once: no relaunch, and the supervisor exits as
+// the signal asks (143 for SIGTERM).
+TEST(Supervise, ASignalDuringTheBackoffStopsWithoutARelaunch) {
+  Scratch s;
+  const std::string cfg = checkpoint_config(s, "c.yaml", 4, 2);
+  // The supervisor's stderr goes to .err, watched for its first restart line, then shown.
+  const auto r = s.shell("true; { { MEMTRAIN_FAULT=kill_at_step=3 '" + binary() + "' supervise --backoff 600 -- '" +
+                         binary() + "' train --config " + cfg + " --run-dir run & sup=$!;"
+                         " for i in $(seq 1200); do grep -q 'restart 1 of' .err 2>/dev/null && break; sleep 0.1; done;"
+                         " kill -TERM $sup; wait $sup; } 2>.err; rc=$?; cat .err >&2; exit $rc; }");
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain supervise: exit 137 (Killed); restart 1 of 3 in 600 s")) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain supervise: stopped by Terminated during the backoff after exit 137 (Killed), "
+                              "not restarted"))
+      << r.err;
+}
+
 // Note [A relaunch onto fewer ranks must be able to start]: what a relaunch onto --min-ranks
 // ranks would refuse is refused at start (exit 2, nothing run), not after the first failure.
 TEST(Supervise, MinRanksThatTheConfigCannotRunOnAreRefusedAtStart) {

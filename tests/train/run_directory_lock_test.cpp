@@ -101,5 +101,44 @@ TEST(RunDirectoryLock, OnlyTheLockFileCountsAsEmptyAndAForeignDirectoryGetsNone)
   EXPECT_FALSE(fs::exists(foreign + "/.lock"));
 }
 
+// A .lock planted as a symbolic link is never followed (the lock file is emptied and written:
+// through a link that would truncate whatever it names); one that is a directory is refused too.
+TEST(RunDirectoryLock, ALockFileThatIsALinkOrADirectoryIsRefusedAndItsTargetUntouched) {
+  testing::TempDir tmp;
+  std::ofstream(tmp.sub("victim")) << "precious\n";
+  fs::create_directories(tmp.sub("linked"));
+  fs::create_symlink(tmp.sub("victim"), tmp.sub("linked/.lock"));
+  try {
+    RunDirectoryLock::acquire(tmp.sub("linked"), 0);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(tmp.sub("linked/.lock") + " is not a regular file"), std::string::npos)
+        << e.what();
+  }
+  std::ifstream in(tmp.sub("victim"));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "precious");
+  fs::create_directories(tmp.sub("dir/.lock"));
+  EXPECT_THROW(RunDirectoryLock::acquire(tmp.sub("dir"), 0), ConfigError);
+}
+
+// Two jobs started together on a new directory: the one that looked for checkpoints before the
+// other created the directory must not reuse it (it would log every step a second time).
+TEST(RunDirectoryLock, ADirectoryAnotherJobCreatedMeanwhileIsRefused) {
+  testing::TempDir tmp;
+  const auto path = tmp.sub("run");
+  RunDirectory::open(path, "h1", "a: 1\n", "t", "t.yaml", 1);  // the other job, done before this one opens
+  try {
+    RunDirectory::open(path, "h1", "a: 1\n", "t", "t.yaml", 1, std::nullopt, /*seen_new=*/true);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("was created by another job while this one was starting"), std::string::npos)
+        << e.what();
+  }
+  // Seen new and still new (or holding only a lock file): an ordinary first start.
+  EXPECT_FALSE(RunDirectory::open(tmp.sub("fresh"), "h1", "a: 1\n", "t", "t.yaml", 1, std::nullopt, true).reused());
+}
+
 }  // namespace
 }  // namespace memtrain::train
