@@ -6,10 +6,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "runtime/cli/checkpoint_directory.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/core/errors.hpp"
-#include "runtime/train/checkpoint_eval.hpp"
 #include "runtime/core/json_text.hpp"
+#include "runtime/train/checkpoint_eval.hpp"
 
 namespace memtrain::cli {
 
@@ -32,6 +33,7 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       throw ConfigError("eval --checkpoint " + args->checkpoint + ": not a directory; expected a checkpoint "
                         "directory such as runs/<name>/checkpoints/step-00000100");
     }
+    require_checkpoint_directory(args->checkpoint);  // a run directory given for a checkpoint: exit 2
     nlohmann::ordered_json j;
     if (!args->input.empty()) {
       const train::EvalInput input = train::parse_eval_input(args->input);

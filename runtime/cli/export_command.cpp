@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "runtime/checkpoint/checkpoint_verify.hpp"
+#include "runtime/cli/checkpoint_directory.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/train/checkpoint_export.hpp"
@@ -64,6 +65,7 @@ void add_export_command(CLI::App& app, int& exit_code) {
       throw ConfigError("export-hf: OUT " + args->out + " already holds " + present +
                         "; expected a new or empty directory, or --force to replace them");
     }
+    require_checkpoint_directory(args->checkpoint);  // a run directory given for a checkpoint: exit 2
     const auto report = checkpoint::verify_checkpoint(args->checkpoint);
     if (!report.ok()) {
       std::string m = "export-hf: checkpoint " + args->checkpoint + " does not verify:";

@@ -249,6 +249,8 @@ EvalResult evaluate_checkpoint(const std::string& dir, std::int64_t* step, std::
   if (step) *step = l.step;
   auto world = comms::make_world_communicator();
   TrainingData data = load_training_data(l.config, *world, log);
+  // The validation split of another corpus would be scored with this checkpoint's token ids.
+  check_checkpoint_data(dir, read_checkpoint_meta(dir), data.data_key, "`eval --input` with token ids");
   return evaluate_model(*l.model, *data.validation, *world, l.config.training.micro_batch_size,
                         l.config.training.eval_steps);
 }

@@ -112,12 +112,23 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
     note += "This model was trained on data.mock: uniform random token ids in [0, vocab_size), with no "
             "tokenizer. Feed it ids directly.\n";
   } else {
-    // The SentencePiece model of the run's data cache, when this machine has it.
+    // The SentencePiece model of the run's data cache, when this machine has it: the cache the
+    // checkpoint was trained on (meta.json's data_key), not the one the corpus as it is now
+    // would key, whose tokenizer may give other ids. A data_key that is not a plain directory
+    // name (hand-edited) is not followed.
     std::string model;
-    try {
-      model = (fs::path(data::cache_key_dir(c.data, c.model.vocab_size)) / "tokenizer.model").string();
-    } catch (const std::exception&) {
-      model.clear();  // the corpus is not here: the note says where the model lives
+    const std::string key = read_checkpoint_meta(dir).data_key;
+    const bool plain_key = !key.empty() && key != "." && key != ".." &&
+                           key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                               std::string::npos;
+    if (plain_key) {
+      model = (fs::path(c.data.cache_dir) / key / "tokenizer.model").string();
+    } else if (key.empty()) {  // a checkpoint from before data_key: the corpus's current key
+      try {
+        model = (fs::path(data::cache_key_dir(c.data, c.model.vocab_size)) / "tokenizer.model").string();
+      } catch (const std::exception&) {
+        model.clear();  // the corpus is not here: the note says where the model lives
+      }
     }
     const bool copied = !model.empty() && fs::is_regular_file(model, ec) &&
                         fs::copy_file(model, fs::path(out) / "tokenizer.model",

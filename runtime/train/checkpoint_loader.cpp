@@ -229,14 +229,19 @@ void check_tensor_parallel_size(const std::string& dir, const CheckpointMeta& me
 
 }  // namespace
 
+void check_checkpoint_data(const std::string& dir, const CheckpointMeta& meta, const std::string& data_key,
+                           const std::string& otherwise) {
+  if (meta.data_key.empty() || data_key.empty() || meta.data_key == data_key) return;
+  throw ConfigError("checkpoint " + dir + " was trained on data " + printable(meta.data_key, 80) +
+                    ", and this run's data is " + printable(data_key, 80) +
+                    " (data.corpus's contents, data.mock or the tokenizer settings differ: other token ids); "
+                    "expected the data the checkpoint was trained on, or " + otherwise);
+}
+
 void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size,
                              const std::string& data_key) {
   const CheckpointMeta meta = read_checkpoint_meta(dir);
-  if (!meta.data_key.empty() && !data_key.empty() && meta.data_key != data_key) {
-    throw ConfigError("checkpoint " + dir + " was trained on data " + meta.data_key + ", and this run's data is " +
-                      data_key + " (data.corpus's contents, data.mock or the tokenizer settings differ: other token "
-                      "ids); expected the data the checkpoint was trained on, or another --run-dir");
-  }
+  check_checkpoint_data(dir, meta, data_key, "another --run-dir");
   const bool compressed = config.compression.method != "none" || config.training.optimizer == "onebit_adam";
   check_tensor_parallel_size(dir, meta, tp_size, config.parallel.zero_stage != 0, compressed);
   if (compressed && meta.data_parallel_size != dp_size) {

@@ -37,6 +37,13 @@ void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArra
 // not JSON, or a field is absent or of the wrong type.
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
+// Throws ConfigError naming both keys when the checkpoint records a data_key and `data_key`
+// (TrainingData::data_key of the data about to be used) is another one: its token ids mean
+// other pieces. `otherwise` ends the message's "expected the data the checkpoint was trained
+// on, or ...".
+void check_checkpoint_data(const std::string& dir, const CheckpointMeta& meta, const std::string& data_key,
+                           const std::string& otherwise);
+
 // The checks of load_checkpoint that need no tensors, run before the run directory is touched:
 // the tensor-parallel size must be the checkpoint's with ZeRO-1 or compression, and so must the
 // data-parallel size when `config` compresses (compression.method, or training.optimizer

@@ -64,5 +64,47 @@ TEST(ResumeData, ACheckpointOfAnotherCorpusIsRefused) {
   EXPECT_TRUE(contains(back.out + back.err, "resumed")) << back.out << back.err;
 }
 
+// After the corpus changed, export-hf copies the tokenizer of the checkpoint's own data (still
+// in the cache), and eval on the validation split, which would be the new corpus's, is refused.
+TEST(ResumeData, ExportAndEvalKeepToTheCheckpointsData) {
+  Scratch s;
+  std::string yaml = kTinyMockYaml;
+  yaml.replace(yaml.find("  vocab_size: 64\n"), 17, "  vocab_size: 256\n");
+  yaml.replace(yaml.find("  mock: true\n"), 13, "  corpus: corpus.txt\n  cache_dir: cache\n");
+  yaml += "checkpoint:\n  interval: 2\n";
+  s.write("c.yaml", yaml);
+  s.write("corpus.txt", corpus("moses"));
+  ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
+  const std::string ck = "run/checkpoints/step-00000002";
+  const std::string key = nlohmann::json::parse(slurp(s.path(ck + "/meta.json"))).at("data_key");
+  s.write("corpus.txt", corpus("aaron"));
+  ASSERT_EQ(s.memtrain("data prepare --config c.yaml").exit_code, 0);  // the new corpus's cache beside the old
+
+  const auto exported = s.memtrain("export-hf " + ck + " hf");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(slurp(s.path("hf/tokenizer.model")), slurp(s.path("cache/" + key + "/tokenizer.model")));
+
+  const auto eval = s.memtrain("eval --checkpoint " + ck);
+  EXPECT_EQ(eval.exit_code, 2) << eval.err;
+  EXPECT_TRUE(contains(eval.err, "was trained on data " + key + ", and this run's data is corpus_txt-bpe-256-"))
+      << eval.err;
+  EXPECT_TRUE(contains(eval.err, "or `eval --input` with token ids")) << eval.err;
+}
+
+// A run directory given where a checkpoint belongs is a usage error naming a checkpoint in it,
+// for eval and export-hf as for checkpoint verify.
+TEST(ResumeData, ARunDirectoryForACheckpointIsAUsageError) {
+  Scratch s;
+  s.write("c.yaml", std::string(kTinyMockYaml) + "checkpoint:\n  interval: 2\n");
+  ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run").exit_code, 0);
+  for (const std::string command : {"eval --checkpoint run", "export-hf run hf", "checkpoint verify run"}) {
+    const auto r = s.memtrain(command);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "checkpoint run: not a checkpoint directory (no manifest.json or meta.json); expected "
+                                "one of its checkpoints, such as run/checkpoints/step-0000000"))
+        << command << ": " << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace memtrain::cli
