@@ -9,6 +9,7 @@
 #include "runtime/checkpoint/manifest.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/data/file_hash.hpp"
+#include "runtime/core/printable.hpp"
 
 namespace memtrain::checkpoint {
 namespace fs = std::filesystem;
@@ -32,7 +33,7 @@ VerifyReport verify_checkpoint(const std::string& dir) {
   try {
     m = parse_manifest(text.str());
   } catch (const std::exception& e) {
-    r.problems.push_back(std::string("manifest.json: ") + e.what());
+    r.problems.push_back(std::string("manifest.json: ") + json_error_text(e.what()));
     return r;
   }
   if (!m.count("meta.json")) r.problems.push_back("meta.json: not in the manifest");
@@ -93,7 +94,7 @@ VerifyReport verify_checkpoint(const std::string& dir) {
         }
       }
     } catch (const std::exception& e) {
-      r.problems.push_back(std::string("meta.json: ") + e.what());
+      r.problems.push_back(std::string("meta.json: ") + json_error_text(e.what()));
     }
   }
   return r;

@@ -61,7 +61,9 @@ T field(const nlohmann::json& j, const char* key, const std::string& file) {
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw RuntimeError(file + ": field \"" + key + "\" has the wrong type: " + j.at(key).dump());
+    const char* expected = std::is_same_v<T, std::string> ? "a string" : std::is_integral_v<T> ? "an integer" : "a number";
+    throw RuntimeError(file + ": field \"" + key + "\" has the wrong type: " + printable(j.at(key).dump(), 80) +
+                       "; expected " + expected);
   }
 }
 

@@ -217,6 +217,24 @@ TEST(CheckpointVerify, ATensorFileWhoseHeaderCannotBeReadIsReported) {
   EXPECT_NE(r.problems[0].find("header length 9223372036854775808"), std::string::npos) << r.problems[0];
 }
 
+// A meta.json that is not valid JSON (here a string with bytes that are not UTF-8) under a
+// manifest recomputed over it: the problem is the parser's, without the library's tag, and the
+// bytes are shown escaped.
+TEST(CheckpointVerify, AMetaJsonThatDoesNotParseIsReportedWithoutRawBytes) {
+  Dir d;
+  const std::string path = write_checkpoint(d.sub("c"), 1);
+  const std::string meta = "{\"step\": 1, \"data_key\": \"\xff\xfe\"}\n";
+  std::ofstream(path + "/meta.json", std::ios::binary | std::ios::trunc) << meta;
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(path + "/manifest.json"));
+  manifest["files"]["meta.json"] = {{"bytes", meta.size()}, {"xxh64", hex(XXH64(meta.data(), meta.size(), 0))}};
+  std::ofstream(path + "/manifest.json", std::ios::trunc) << manifest.dump();
+  const auto r = verify_checkpoint(path);
+  ASSERT_EQ(r.problems.size(), 1u) << (r.problems.empty() ? "" : r.problems[0]);
+  EXPECT_EQ(r.problems[0].rfind("meta.json: parse error", 0), 0u) << r.problems[0];
+  EXPECT_EQ(r.problems[0].find("[json.exception"), std::string::npos) << r.problems[0];
+  EXPECT_EQ(r.problems[0].find('\xff'), std::string::npos) << r.problems[0];
+}
+
 // A manifest naming a file outside its directory, or of a later format, is not trusted.
 TEST(CheckpointVerify, AManifestNamingFilesOutsideItsDirectoryIsRefused) {
   Dir d;
