@@ -9,6 +9,7 @@
 #include "comms/communicator.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/error_report.hpp"
+#include "runtime/cli/usage_error_text.hpp"
 #include "runtime/cli/process_environment.hpp"
 #include "runtime/core/printable.hpp"
 
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "memtrain: usage error: " << e.what() << "\nRun `memtrain --help` (or `memtrain <verb> --help`) for usage.\n";
+    std::cerr << "memtrain: usage error: " << memtrain::cli::usage_error_text(e.what(), argc > 1 ? argv[1] : "")
+              << "\nRun `memtrain --help` (or `memtrain <verb> --help`) for usage.\n";
     return memtrain::cli::kExitUsage;
   } catch (...) {
     // The message first, then the job ends (Note [One rank's failure ends the job]).

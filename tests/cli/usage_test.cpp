@@ -36,7 +36,9 @@ TEST(Usage, NoVerbIsAUsageError) {
   Scratch s;
   const auto r = s.memtrain("");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "memtrain: usage error: A subcommand is required"));
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: no verb; expected train, plan, data, replay, checkpoint, "
+                              "eval, export-hf or supervise"))
+      << r.err;
 }
 
 TEST(Usage, UnknownVerbIsNamed) {
@@ -98,6 +100,30 @@ TEST(Usage, SetWithoutValueIsAUsageError) {
   const auto r = s.memtrain("train --config x.yaml --set");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "memtrain: usage error: "));
+}
+
+// CLI11's counting words ("At Most 1 required but received 2", "Could not convert") are said as
+// what was wrong and what was expected (runtime/cli/usage_error_text).
+TEST(Usage, ParseErrorsSayWhatWasWrongAndWhatWasExpected) {
+  Scratch s;
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"train --config x.yaml --progress=lines --progress=live", "--progress is given 2 times; expected it once"},
+      {"train --config x.yaml --progress", "--progress needs a value; expected --progress auto|live|lines"},
+      {"supervise --max-restarts abc -- true --run-dir x",
+       "--max-restarts = abc: not a number of the option's type, or out of its range; expected a value as "
+       "`memtrain supervise --help` describes"},
+      {"supervise --min-ranks 0 -- true --run-dir x", "--min-ranks = 0: out of range; expected an integer in [1, 1048576]"},
+      {"supervise", "memtrain supervise needs the job to run after --; expected `memtrain supervise [options] -- "},
+      {"data", "memtrain data needs a sub-verb (see memtrain data --help)"},
+  };
+  for (const auto& c : cases) {
+    const auto r = s.memtrain(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_TRUE(contains(r.err, std::string("memtrain: usage error: ") + c.message)) << c.args << ": " << r.err;
+  }
 }
 
 }  // namespace
