@@ -267,6 +267,11 @@ PreparedData prepare_data(const DataConfig& config, int vocab_size, std::ostream
   std::error_code ec;
   const bool cache_dir_existed = fs::exists(cache_dir, ec);
   fs::create_directories(cache_dir, ec);
+  if (ec == std::errc::not_a_directory || ec == std::errc::file_exists) {
+    // A file where the directory (or a parent of it) belongs: the setting is wrong, not the machine.
+    throw ConfigError("data.cache_dir = " + printable(cache_dir.string(), 200) + ": cannot create it: " + ec.message() +
+                      " (a part of the path is a file); expected a directory path");
+  }
   if (ec) {
     throw RuntimeError("data.cache_dir: cannot create " + cache_dir.string() + ": " +
                        ec.message());

@@ -130,6 +130,18 @@ TEST(BadConfig, EmptyCorpusAndDirectoryWithoutTextNameTheLine) {
   EXPECT_FALSE(std::filesystem::exists(s.path("run")));
 }
 
+// A data.cache_dir below a file is a wrong setting (exit 2), not a failing machine.
+TEST(BadConfig, ACacheDirBelowAFileIsAConfigError) {
+  Scratch s;
+  s.write("a-file", "");
+  s.write("corpus.txt", "in the beginning god created the heaven and the earth.\n");
+  s.write("exp.yaml", "data:\n  corpus: corpus.txt\n  cache_dir: a-file/cache\n");
+  const auto r = s.memtrain("data prepare --config exp.yaml");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: data.cache_dir = a-file/cache: cannot create it: ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "(a part of the path is a file); expected a directory path")) << r.err;
+}
+
 // A list, mapping or empty string as a key names no key: said so, with no suggestion.
 TEST(BadConfig, AKeyThatIsNotANonEmptyStringIsNamed) {
   expect_config_error("[a]: 1\n", "exp.yaml:1: key [a] is a list; expected a non-empty string (a section or key name)\n");
