@@ -181,11 +181,12 @@ TEST(PrepareData, ManifestRecordsHashesAndCounts) {
   EXPECT_EQ(manifest.at("splits").at("valid").at("segments").get<int>(), 80);
 }
 
-TEST(PrepareData, UnusableCacheDirIsRuntimeError) {
+// A cache directory below a file, and an empty one, are wrong settings (ConfigError, exit 2).
+TEST(PrepareData, ACacheDirBelowAFileOrEmptyIsAConfigError) {
   OwnCache cache;
   write_file(cache.dir.file("a-file"), "not a directory");
   cache.config.cache_dir = cache.dir.file("a-file") + "/cache";
-  EXPECT_THROW(cache.prepare(120), RuntimeError);
+  EXPECT_THROW(cache.prepare(120), ConfigError);
   cache.config.cache_dir = "";
   EXPECT_THROW(cache.prepare(120), ConfigError);
 }
