@@ -33,14 +33,20 @@ std::string corpus(const char* name_of_the_prophet) {
   return out.str();
 }
 
-TEST(ResumeData, ACheckpointOfAnotherCorpusIsRefused) {
-  Scratch s;
+// c.yaml: the tiny model on corpus.txt (the "moses" corpus), 256 pieces, cache in the scratch
+// directory, a checkpoint every two steps.
+void write_corpus_config(const Scratch& s) {
   std::string yaml = kTinyMockYaml;
   yaml.replace(yaml.find("  vocab_size: 64\n"), 17, "  vocab_size: 256\n");
   yaml.replace(yaml.find("  mock: true\n"), 13, "  corpus: corpus.txt\n  cache_dir: cache\n");
   yaml += "checkpoint:\n  interval: 2\n";
   s.write("c.yaml", yaml);
   s.write("corpus.txt", corpus("moses"));
+}
+
+TEST(ResumeData, ACheckpointOfAnotherCorpusIsRefused) {
+  Scratch s;
+  write_corpus_config(s);
   const std::string first = "train --config c.yaml --run-dir run --set training.lr_decay_steps=4";
   ASSERT_EQ(s.memtrain(first).exit_code, 0);
   const auto meta = nlohmann::json::parse(slurp(s.path("run/checkpoints/step-00000002/meta.json")));
@@ -68,12 +74,7 @@ TEST(ResumeData, ACheckpointOfAnotherCorpusIsRefused) {
 // in the cache), and eval on the validation split, which would be the new corpus's, is refused.
 TEST(ResumeData, ExportAndEvalKeepToTheCheckpointsData) {
   Scratch s;
-  std::string yaml = kTinyMockYaml;
-  yaml.replace(yaml.find("  vocab_size: 64\n"), 17, "  vocab_size: 256\n");
-  yaml.replace(yaml.find("  mock: true\n"), 13, "  corpus: corpus.txt\n  cache_dir: cache\n");
-  yaml += "checkpoint:\n  interval: 2\n";
-  s.write("c.yaml", yaml);
-  s.write("corpus.txt", corpus("moses"));
+  write_corpus_config(s);
   ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
   const std::string ck = "run/checkpoints/step-00000002";
   const std::string key = nlohmann::json::parse(slurp(s.path(ck + "/meta.json"))).at("data_key");
