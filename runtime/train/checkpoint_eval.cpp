@@ -60,7 +60,7 @@ struct LoadedModel {
   Config config;
   std::unique_ptr<core::Context> ctx;
   std::unique_ptr<models::BertForMaskedLM> model;
-  std::int64_t step = 0;
+  CheckpointMeta meta;  // meta.json, read once: its step and data_key
 };
 
 LoadedModel load_model(const std::string& dir, std::ostream& log) {
@@ -74,13 +74,13 @@ LoadedModel load_model(const std::string& dir, std::ostream& log) {
   l.config = checkpoint_model_config(dir);
   l.config.model.hidden_dropout_prob = 0.0f;  // evaluation: no dropout (evaluate() runs none either)
   l.config.model.attention_probs_dropout_prob = 0.0f;
-  l.step = read_checkpoint_meta(dir).step;
+  l.meta = read_checkpoint_meta(dir);
   l.ctx = std::make_unique<core::Context>(make_model_allocator(MemoryConfig{}));
   l.model = std::make_unique<models::BertForMaskedLM>(l.config.model, *l.ctx, model_options(l.config),
                                                       tensor_parallel(l.config, nullptr));
   const auto tensors = merged_model_tensors(dir);
   for (auto& p : l.model->parameters()) copy_array_into(p.value, tensors, p.name, dir + " (merged model)");
-  log << "memtrain: evaluating checkpoint " << dir << " (step " << l.step << ")\n";
+  log << "memtrain: evaluating checkpoint " << dir << " (step " << l.meta.step << ")\n";
   return l;
 }
 
@@ -214,7 +214,7 @@ TokenEval evaluate_tokens(const std::string& dir, const EvalInput& in, std::ostr
   const int rows_per_batch = std::max(1, l.config.training.micro_batch_size);
   const std::size_t T = static_cast<std::size_t>(in.seq_length), V = static_cast<std::size_t>(m.vocab_size);
   TokenEval out;
-  out.step = l.step;
+  out.step = l.meta.step;
   double sum = 0;
   std::size_t scored = 0;
   for (int r0 = 0; r0 < in.batch_size; r0 += rows_per_batch) {
@@ -246,11 +246,11 @@ TokenEval evaluate_tokens(const std::string& dir, const EvalInput& in, std::ostr
 
 EvalResult evaluate_checkpoint(const std::string& dir, std::int64_t* step, std::ostream& log) {
   LoadedModel l = load_model(dir, log);
-  if (step) *step = l.step;
+  if (step) *step = l.meta.step;
   auto world = comms::make_world_communicator();
   TrainingData data = load_training_data(l.config, *world, log);
   // The validation split of another corpus would be scored with this checkpoint's token ids.
-  check_checkpoint_data(dir, read_checkpoint_meta(dir), data.data_key, "`eval --input` with token ids");
+  check_checkpoint_data(dir, l.meta, data.data_key, "`eval --input` with token ids");
   return evaluate_model(*l.model, *data.validation, *world, l.config.training.micro_batch_size,
                         l.config.training.eval_steps);
 }

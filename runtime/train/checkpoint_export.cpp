@@ -15,11 +15,11 @@
 #include "runtime/config/config_loader.hpp"
 #include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/json_text.hpp"
 #include "runtime/data/prepare_data.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/tensor_parallel_shards.hpp"
-#include "runtime/core/json_text.hpp"
 
 namespace memtrain::train {
 namespace {
