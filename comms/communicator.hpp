@@ -82,7 +82,8 @@ class Communicator {
 // MPI_THREAD_SERIALIZED (Note [MPI thread level]).
 std::unique_ptr<Communicator> make_world_communicator();
 
-// True when this process was started by an MPI launcher (see make_world_communicator).
+// True when this process was started by an MPI launcher (see make_world_communicator):
+// comms/launcher_environment.hpp's launched_by_mpi_launcher on this process's environment.
 bool launched_by_mpi();
 
 // This process's rank in the launcher's world, read from the launcher's environment

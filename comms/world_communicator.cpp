@@ -5,24 +5,15 @@
 #include <iostream>
 
 #include "comms/communicator.hpp"
+#include "comms/launcher_environment.hpp"
 #include "comms/mpi_communicator.hpp"
 #include "comms/single_rank_communicator.hpp"
 
 namespace memtrain::comms {
 
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
+bool launched_by_mpi() { return launched_by_mpi_launcher(process_environment); }
 
-int launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return 0;
-}
+int launcher_rank() { return launcher_rank(process_environment); }
 
 std::unique_ptr<Communicator> make_world_communicator() {
   // Note [No MPI without mpirun]

@@ -11,6 +11,7 @@
 #include "runtime/cli/error_report.hpp"
 #include "runtime/cli/usage_error_text.hpp"
 #include "runtime/cli/process_environment.hpp"
+#include "runtime/cli/single_process_verbs.hpp"
 #include "runtime/core/printable.hpp"
 
 #ifndef MEMTRAIN_VERSION
@@ -51,6 +52,15 @@ int main(int argc, char** argv) {
       for (const CLI::App* sub : subs) expected += (expected.empty() ? "" : ", ") + sub->get_name();
       std::cerr << "memtrain: usage error: unknown " << argv[1] << " subcommand '" << argv[2] << "'; expected "
                 << expected << " (see memtrain " << argv[1] << " --help)\n";
+      return memtrain::cli::kExitUsage;
+    }
+  }
+  // Note [Verbs that run as one process] (single_process_verbs.hpp).
+  if (argc > 1 && argv[1][0] != '-') {
+    if (const auto refusal = memtrain::cli::multi_rank_refusal(argv[1], memtrain::comms::process_environment)) {
+      if (memtrain::comms::first_rank_of_its_program(memtrain::comms::process_environment)) {
+        std::cerr << "memtrain: usage error: " << *refusal << "\n";
+      }
       return memtrain::cli::kExitUsage;
     }
   }

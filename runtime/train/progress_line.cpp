@@ -64,13 +64,6 @@ ProgressMode parse_progress_mode(const std::string& text) {
   throw ConfigError("--progress " + text + ": expected auto, live or lines");
 }
 
-bool launched_by_mpi_launcher() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
-    if (std::getenv(name) != nullptr) return true;
-  }
-  return false;
-}
-
 // Note [Progress under mpirun]
 // Open MPI's mpirun hands every rank a pseudo-terminal as its stdout, whether mpirun's own
 // output goes to a terminal or to a file, so isatty() says "terminal" in both cases and

@@ -53,10 +53,6 @@ enum class ProgressMode { automatic, live, lines };
 // "auto", "live", "lines"; throws ConfigError "--progress X: expected auto, live or lines".
 ProgressMode parse_progress_mode(const std::string& text);
 
-// True when an MPI launcher (Open MPI's mpirun, or any PMIx/PMI launcher) started this process:
-// OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK is set in the environment.
-bool launched_by_mpi_launcher();
-
 // Whether the progress line is rewritten in place, for `mode`, whether stdout is a terminal,
 // and whether an MPI launcher started the process.
 bool progress_is_live(ProgressMode mode, bool is_terminal, bool under_mpi_launcher);

@@ -467,7 +467,7 @@ int train(const Config& config, const RunOptions& options) {
 #endif
 
     ProgressLine progress(out, root && progress_is_live(options.progress, stdout_is_terminal(),
-                                                         launched_by_mpi_launcher()));
+                                                         comms::launched_by_mpi()));
 
     // `write`: false for the evaluation at a resumed step that metrics.jsonl already has.
     auto evaluate_and_log = [&](std::int64_t step, bool write = true) {
