@@ -82,7 +82,7 @@ std::size_t parse_byte_size(std::string_view text) {
 }
 
 std::string format_byte_size(std::size_t bytes) {
-  static constexpr std::array<const char*, 5> kUnits{"B", "KiB", "MiB", "GiB", "TiB"};
+  static constexpr std::array<const char*, 7> kUnits{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = static_cast<double>(bytes);
   std::size_t u = 0;
   while (v >= 1024.0 && u + 1 < kUnits.size()) {

@@ -81,9 +81,10 @@ Block CachingAllocator::allocate(std::size_t bytes, StreamId stream, TagId tag) 
   const std::size_t rounded = policy_->round_size(bytes);
   std::string cause;
   BlockNode* block = nullptr;
-  if (rounded != 0) block = try_allocate(rounded, policy_->pool_for(rounded), stream, &cause);
+  const bool too_large = rounded == 0 || rounded > kLargestAllocatorBytes;
+  if (!too_large) block = try_allocate(rounded, policy_->pool_for(rounded), stream, &cause);
   if (block == nullptr) {
-    if (rounded == 0) cause = "the size cannot be rounded up without overflow";
+    if (too_large) cause = "the request is larger than 4 EiB, the most any allocator here counts";
     throw_oom(bytes, rounded, stream, tag, cause);
   }
   block->state = BlockState::allocated;

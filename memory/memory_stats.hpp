@@ -1,11 +1,17 @@
 #pragma once
 // Allocator statistics, named as PyTorch's torch.cuda.memory_stats() names them.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 
 #include "memory/types.hpp"
 
 namespace memtrain::memory {
+
+// The largest request and device size the allocators take, 4 EiB: the counters below are
+// signed 64-bit (as PyTorch's memory_stats are), and a request near 2^64 bytes used to wrap
+// them (a replay reported it as served with 0 B allocated). More than any device holds.
+inline constexpr std::size_t kLargestAllocatorBytes = std::size_t{1} << 62;
 
 // current / peak / cumulative allocated / cumulative freed, in bytes (or counts).
 struct StatCounter {

@@ -86,7 +86,16 @@ int main(int argc, char** argv) {
                     << argv[1] << "; expected " << expected << " (see memtrain " << argv[1] << " --help)\n";
           return memtrain::cli::kExitUsage;
         }
-        if (option != nullptr && option->get_type_size() > 0 && arg.find('=') == std::string::npos &&
+        // An empty value (`--input ""`, `--backoff=`) used to read as "not given" for some
+        // options: `eval --input ""` scored the validation split and exited 0.
+        const bool inline_value = arg.find('=') != std::string::npos;
+        if (option != nullptr && option->get_type_size() > 0 &&
+            (inline_value ? arg.size() == arg.find('=') + 1 : i + 1 < argc && argv[i + 1][0] == '\0')) {
+          std::cerr << "memtrain: usage error: " << name << ": empty; expected a value, as `memtrain " << argv[1]
+                    << " --help` says: " << option->get_description() << "\n";
+          return memtrain::cli::kExitUsage;
+        }
+        if (option != nullptr && option->get_type_size() > 0 && !inline_value &&
             i + 1 < argc && std::string(argv[i + 1]) == "--") {
           std::cerr << "memtrain: usage error: " << name << " needs a value before --; expected " << name
                     << " " << option->get_type_name() << "\n";

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "memory/byte_size.hpp"
+#include "memory/memory_stats.hpp"
 #include "memory/replay.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/core/errors.hpp"
@@ -26,7 +27,15 @@ std::size_t capacity_bytes(const std::string& text) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError("--capacity " + text + ": " + e.what());
   }
-  if (bytes == 0) throw ConfigError("--capacity " + text + ": zero; expected a positive size such as 40GiB");
+  if (bytes == 0) {
+    throw ConfigError("--capacity " + text + ": " + (text.find_first_of("123456789") == std::string::npos ? "zero" : "under one byte") +
+                      "; expected a positive size such as 40GiB");
+  }
+  // The allocator's statistics are signed 64-bit counters (PyTorch's memory_stats are too).
+  if (bytes > memory::kLargestAllocatorBytes) {
+    throw ConfigError("--capacity " + text + ": larger than " + memory::format_byte_size(memory::kLargestAllocatorBytes) +
+                      ", the most the allocator's statistics count; expected a device size such as 40GiB");
+  }
   return bytes;
 }
 

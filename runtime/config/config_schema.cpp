@@ -39,12 +39,15 @@ struct Range {
   std::string text;  // "a number in (0, 1)"
 };
 
-template <class T>
+// T: the field's type. Held: the precision the value is used in, when narrower than the field
+// (AdamW's kernels take lr, betas, eps and weight decay as float: a beta1 of 0.99999999 kept
+// as a double would still reach them as 1 and train to NaN).
+template <class T, class Held = T>
 KeySpec real(std::string name, Range r, Field<T> f) {
   return {std::move(name), r.text,
           [=](Config& c, std::string_view t) {
             const double v = parse_real(t, r.lo, r.lo_open, r.hi, r.hi_open);
-            const T stored = static_cast<T>(v);
+            const Held stored = static_cast<Held>(v);
             // A float field holds what the text rounds to: 1e-50 would become 0 and 1e39 inf,
             // and 0.99999999 would reach an open bound of 1. The rounded value must keep the range.
             const auto held = static_cast<double>(stored);
@@ -53,7 +56,7 @@ KeySpec real(std::string name, Range r, Field<T> f) {
               throw ValueError("out of range in single precision (it would be stored as " + format_real(stored) +
                                ")");
             }
-            f(c) = stored;
+            f(c) = static_cast<T>(v);
           },
           [=](const Config& c) { return format_real(field_of(f, c)); }};
 }
@@ -158,15 +161,15 @@ std::vector<KeySpec> make_keys() {
   k.push_back(integer("training.global_batch_size", 1, 1 << 30, [](Config& c) -> int& { return c.training.global_batch_size; }));
   k.push_back(integer("training.max_steps", 1, kMaxSteps, [](Config& c) -> int& { return c.training.max_steps; }));
   k.push_back(integer("training.lr_decay_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.lr_decay_steps; }));
-  k.push_back(real<double>("training.lr", kPositive, [](Config& c) -> double& { return c.training.lr; }));
+  k.push_back(real<double, float>("training.lr", kPositive, [](Config& c) -> double& { return c.training.lr; }));
   k.push_back(real<double>("training.min_lr", kNonNegative, [](Config& c) -> double& { return c.training.min_lr; }));
   k.push_back(integer("training.warmup_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.warmup_steps; }));
   k.push_back(choice("training.lr_schedule", {"cosine", "linear", "constant"}, {},
                      [](Config& c) -> std::string& { return c.training.lr_schedule; }));
-  k.push_back(real<double>("training.weight_decay", kNonNegative, [](Config& c) -> double& { return c.training.weight_decay; }));
-  k.push_back(real<double>("training.adam_beta1", kBeta, [](Config& c) -> double& { return c.training.adam_beta1; }));
-  k.push_back(real<double>("training.adam_beta2", kBeta, [](Config& c) -> double& { return c.training.adam_beta2; }));
-  k.push_back(real<double>("training.adam_eps", kPositive, [](Config& c) -> double& { return c.training.adam_eps; }));
+  k.push_back(real<double, float>("training.weight_decay", kNonNegative, [](Config& c) -> double& { return c.training.weight_decay; }));
+  k.push_back(real<double, float>("training.adam_beta1", kBeta, [](Config& c) -> double& { return c.training.adam_beta1; }));
+  k.push_back(real<double, float>("training.adam_beta2", kBeta, [](Config& c) -> double& { return c.training.adam_beta2; }));
+  k.push_back(real<double, float>("training.adam_eps", kPositive, [](Config& c) -> double& { return c.training.adam_eps; }));
   k.push_back(real<double>("training.grad_clip", {0.0, false, 1e300, false, "a number >= 0 (0 disables clipping)"},
                            [](Config& c) -> double& { return c.training.grad_clip; }));
   k.push_back({"training.seed", "an integer in [0, 2^64)",

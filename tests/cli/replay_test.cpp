@@ -103,6 +103,14 @@ TEST(Replay, BadCapacityExitsTwo) {
   r = s.memtrain("replay --trace t.csv --policy best_fit --capacity 0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "--capacity 0: zero; expected a positive size"));
+  r = s.memtrain("replay --trace t.csv --policy best_fit --capacity 0.1");  // rounds down to 0 bytes
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--capacity 0.1: under one byte; expected a positive size"));
+  // The allocators' statistics are signed 64-bit: 4 EiB is the largest device they take.
+  r = s.memtrain("replay --trace t.csv --policy no_cache --capacity 18446744073709551615");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--capacity 18446744073709551615: larger than 4.00 EiB"));
+  EXPECT_EQ(s.memtrain("replay --trace t.csv --policy no_cache --capacity 4096TiB").exit_code, 0);
 }
 
 TEST(Replay, UnknownPolicyListsThePolicies) {

@@ -86,7 +86,7 @@ TEST(TrainRun, AnEmptyRunDirIsAUsageError) {
   s.write("exp.yaml", kTinyMockYaml);
   const auto r = s.memtrain("train --config exp.yaml --run-dir ''");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(contains(r.err, "memtrain: usage error: --run-dir: empty; expected a directory path")) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: --run-dir: empty; expected a value, as `memtrain train --help` says: Run directory")) << r.err;
   EXPECT_FALSE(std::filesystem::exists(s.path("runs")));
 }
 

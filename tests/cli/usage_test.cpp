@@ -102,6 +102,31 @@ TEST(Usage, SetWithoutValueIsAUsageError) {
   EXPECT_TRUE(contains(r.err, "memtrain: usage error: "));
 }
 
+// An empty option value is refused by name, whatever the option: `eval --input ""` used to
+// score the validation split and exit 0, `--non-allocator ""` to plan with the default, and
+// supervise's `--max-restarts ""` / `--backoff=` to run with theirs.
+TEST(Usage, AnEmptyOptionValueIsAUsageError) {
+  Scratch s;
+  const std::string config = s.write("tiny.yaml", testing::kTinyMockYaml);
+  const struct {
+    std::string args, option;
+  } cases[] = {
+      {"eval --checkpoint ckpt --input ''", "--input"},
+      {"eval --checkpoint= --input x.json", "--checkpoint"},
+      {"plan --config " + config + " --target a100-40gb --non-allocator ''", "--non-allocator"},
+      {"train --config " + config + " --dry-run --non-allocator=", "--non-allocator"},
+      {"supervise --max-restarts '' -- true", "--max-restarts"},
+      {"supervise --backoff= -- true", "--backoff"},
+      {"replay --trace t.csv --policy best_fit --capacity ''", "--capacity"},
+  };
+  for (const auto& c : cases) {
+    const auto r = s.memtrain(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, "memtrain: usage error: " + c.option + ": empty; expected a value")) << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
+}
+
 // CLI11's counting words ("At Most 1 required but received 2", "Could not convert") are said as
 // what was wrong and what was expected (runtime/cli/usage_error_text).
 TEST(Usage, ParseErrorsSayWhatWasWrongAndWhatWasExpected) {

@@ -132,6 +132,29 @@ TEST(ConfigErrors, FloatKeysRefuseValuesThatRoundOutOfRange) {
                        "model.layer_norm_eps = 0.999999999: out of range in single precision (it would be stored as 1)"));
 }
 
+// AdamW's kernels take lr, the betas, eps and weight decay as float (kernels/cpu/adamw.hpp):
+// a beta of 0.99999999 reached them as 1 and the run trained to NaN with exit 0; the value the
+// kernel would see must keep the key's range, while the config keeps the double.
+TEST(ConfigErrors, OptimizerKeysRefuseValuesTheKernelWouldSeeOutOfRange) {
+  ConfigFiles files;
+  for (const char* key : {"adam_beta1", "adam_beta2"}) {
+    EXPECT_TRUE(contains(load_error(files.write("c.yaml", with(std::string("training:\n  ") + key + ": 0.99999999\n"))),
+                         std::string("training.") + key +
+                             " = 0.99999999: out of range in single precision (it would be stored as 1); "
+                             "expected a number in [0, 1)"));
+  }
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  adam_eps: 1e-46\n"))),
+                       "training.adam_eps = 1e-46: out of range in single precision (it would be stored as 0)"));
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr: 1e-50\n"))),
+                       "training.lr = 1e-50: out of range in single precision"));
+  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  weight_decay: 1e-50\n"))),
+                       "training.weight_decay = 1e-50: out of range in single precision"));
+  // Values a float holds within range load, as doubles.
+  const Config c = load_config(files.write("c.yaml", with("training:\n  adam_beta2: 0.9999999\n  adam_eps: 1e-44\n")), {});
+  EXPECT_EQ(c.training.adam_beta2, 0.9999999);
+  EXPECT_EQ(c.training.adam_eps, 1e-44);
+}
+
 TEST(ConfigErrors, NegativeLearningRate) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr: -1e-3\n"))),

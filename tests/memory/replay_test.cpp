@@ -62,6 +62,20 @@ TEST_P(EveryReplayPolicy, AFailedAllocIsCountedAndReplayContinues) {
   EXPECT_LE(r.peak_reserved_bytes, 64 * kMiB);
 }
 
+// A request near 2^64 bytes on the largest device the allocators take (4 EiB): out of memory on
+// every policy. It used to wrap no_cache's signed counters (reported as served, 0 B allocated)
+// and be placed by planned; the requests after it are served as usual.
+TEST_P(EveryReplayPolicy, ARequestNearTwoToThe64IsOutOfMemory) {
+  const auto ops = ops_of("alloc,huge,18446744073709551100,0,\nalloc,a,1048576,0,\nfree,a\nfree,huge\n");
+  const ReplayReport r = replay_trace(ops, GetParam(), kLargestAllocatorBytes);
+  EXPECT_EQ(r.num_ooms, 1u);
+  ASSERT_TRUE(r.first_oom_event.has_value());
+  EXPECT_EQ(*r.first_oom_event, 0u);
+  EXPECT_GE(r.peak_allocated_bytes, kMiB);
+  EXPECT_LE(r.peak_allocated_bytes, 2 * kMiB);
+  EXPECT_LE(r.peak_reserved_bytes, 64 * kMiB);
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, EveryReplayPolicy, ::testing::ValuesIn(replay_policies()),
                          [](const auto &info) { return std::string(info.param); });
 
