@@ -155,6 +155,9 @@ inline int effective_lr_decay_steps(const TrainingConfig& t) {
   return t.lr_decay_steps > 0 ? t.lr_decay_steps : t.max_steps;
 }
 
+// Whether loading a config looks at its corpus (load_config, validate_config).
+enum class CorpusCheck { required, skipped };
+
 struct Config {
   std::string path;  // the YAML file it was loaded from
   std::string name;  // file stem, e.g. "tiny"

@@ -263,7 +263,7 @@ void apply_override(Config& c, const std::string& arg) {
 
 }  // namespace
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, CorpusCheck corpus) {
   Config c;
   c.path = path;
   c.name = std::filesystem::path(path).stem().string();
@@ -272,7 +272,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     apply_alloc_conf(c, conf);
   }
   for (const auto& arg : overrides) apply_override(c, arg);
-  validate_config(c);
+  validate_config(c, corpus);
   return c;
 }
 

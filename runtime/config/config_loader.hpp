@@ -18,8 +18,11 @@ namespace memtrain::train {
 //   "<where>: <section.key> = <value>: <what>; expected <...>"
 // where <where> is "<file>:<line>", "--set <argument>" or "MEMTRAIN_ALLOC_CONF=<value>". Also
 // for a missing, unreadable or non-YAML file, an unknown key (naming the closest known key) and
-// a key that names a feature not built yet ("not supported yet").
-Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// a key that names a feature not built yet ("not supported yet"). With `corpus`
+// CorpusCheck::skipped the corpus is not looked at (a checkpoint's config.yaml, read for its
+// model by eval --input and export-hf on a machine that may not have the corpus).
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   CorpusCheck corpus = CorpusCheck::required);
 
 // The data-parallel rule that needs the world size, known only once ranks exist: throws
 // ConfigError unless training.global_batch_size is a multiple of

@@ -311,7 +311,9 @@ void check_recompute(const Config& c) {
   }
 }
 
-void check_corpus(const Config& c) {
+}  // namespace
+
+void validate_corpus(const Config& c) {
   if (c.data.mock) return;  // mock data reads no corpus
   const std::string& corpus = c.data.corpus;
   if (corpus == "kjv") {
@@ -355,8 +357,6 @@ void check_corpus(const Config& c) {
   }
   if (!any_text) fail(c, "data.corpus", "is empty (no non-blank line)", "UTF-8 text to train on");
 }
-
-}  // namespace
 
 std::string where_set(const Config& c, const std::string& key) {
   const auto it = c.origin.find(key);
@@ -445,7 +445,7 @@ void validate_cuda_support(const Config& c) {
   }
 }
 
-void validate_config(const Config& c) {
+void validate_config(const Config& c, CorpusCheck corpus) {
   check_model(c);
   check_parallel(c);
   check_training(c);
@@ -453,7 +453,7 @@ void validate_config(const Config& c) {
   check_precision(c);
   check_memory(c);
   check_recompute(c);
-  check_corpus(c);
+  if (corpus == CorpusCheck::required) validate_corpus(c);
 }
 
 }  // namespace memtrain::train

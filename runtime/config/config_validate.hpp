@@ -8,8 +8,13 @@ namespace memtrain::train {
 
 // Throws memtrain::ConfigError ("<where>: <key> = <value>: <what>; expected <...>") for the first
 // rule `config` breaks. <where> comes from config.origin, or "<file> (default)" for a key left
-// at its default.
-void validate_config(const Config& config);
+// at its default. The corpus rules (validate_corpus) only with `corpus` CorpusCheck::required.
+void validate_config(const Config& config, CorpusCheck corpus = CorpusCheck::required);
+
+// The corpus is there to read: data.corpus exists, is readable, is a UTF-8 text file or a
+// directory with .txt files and has a non-blank line; "kjv" needs the `bible` program. Nothing
+// for data.mock. Throws memtrain::ConfigError as validate_config.
+void validate_corpus(const Config& config);
 
 // Rules about the machine a compute run trains on, checked by `train` without --dry-run only
 // (a dry run, `plan`, `eval` and `export-hf` do not need them): precision.bf16_gemm native with

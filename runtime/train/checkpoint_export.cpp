@@ -44,7 +44,9 @@ std::map<std::string, core::HostArray> merged_model_tensors(const std::string& d
 }
 
 Config checkpoint_model_config(const std::string& dir) {
-  Config c = load_config((fs::path(dir) / "config.yaml").string(), {});
+  // The model needs no corpus: export-hf and eval --input work where the corpus is not (another
+  // machine, a relative data.corpus read from another directory, `bible` not installed).
+  Config c = load_config((fs::path(dir) / "config.yaml").string(), {}, CorpusCheck::skipped);
   c.parallel.tensor_model_parallel_size = 1;
   c.parallel.sequence_parallel = false;
   return c;

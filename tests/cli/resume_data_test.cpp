@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/cli/run_memtrain.hpp"
 
@@ -90,6 +92,44 @@ TEST(ResumeData, ExportAndEvalKeepToTheCheckpointsData) {
   EXPECT_TRUE(contains(eval.err, "was trained on data " + key + ", and this run's data is corpus_txt-bpe-256-"))
       << eval.err;
   EXPECT_TRUE(contains(eval.err, "or `eval --input` with token ids")) << eval.err;
+}
+
+// eval on the validation split compares the corpus's key before preparing anything: refused,
+// it leaves no new data cache (it used to train the new corpus's tokenizer first).
+TEST(ResumeData, ARefusedEvalPreparesNoData) {
+  Scratch s;
+  write_corpus_config(s);
+  ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
+  const std::string ck = "run/checkpoints/step-00000002";
+  const std::string key = nlohmann::json::parse(slurp(s.path(ck + "/meta.json"))).at("data_key");
+  s.write("corpus.txt", corpus("aaron"));
+  const auto eval = s.memtrain("eval --checkpoint " + ck);
+  EXPECT_EQ(eval.exit_code, 2) << eval.err;
+  EXPECT_TRUE(contains(eval.err, "was trained on data " + key)) << eval.err;
+  std::vector<std::string> caches;
+  for (const auto& e : std::filesystem::directory_iterator(s.path("cache"))) caches.push_back(e.path().filename());
+  EXPECT_EQ(caches, std::vector<std::string>{key});
+}
+
+// The model needs no corpus: with the corpus gone (another machine, another working directory
+// for a relative data.corpus), export-hf and eval --input work; eval on the validation split,
+// which reads the corpus, says it is missing (exit 2).
+TEST(ResumeData, ExportAndEvalInputNeedNoCorpus) {
+  Scratch s;
+  write_corpus_config(s);
+  ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
+  const std::string ck = "run/checkpoints/step-00000002";
+  std::filesystem::remove(s.path("corpus.txt"));
+  const auto exported = s.memtrain("export-hf " + ck + " hf");
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_TRUE(std::filesystem::exists(s.path("hf/model.safetensors")));
+  s.write("in.json", R"({"input_ids": [[5, 6, 7, 8]], "labels": [[-100, 6, -100, -100]]})");
+  const auto scored = s.memtrain("eval --checkpoint " + ck + " --input in.json");
+  EXPECT_EQ(scored.exit_code, 0) << scored.err;
+  EXPECT_TRUE(contains(scored.out, "\"loss\"")) << scored.out;
+  const auto split = s.memtrain("eval --checkpoint " + ck);
+  EXPECT_EQ(split.exit_code, 2) << split.err;
+  EXPECT_TRUE(contains(split.err, "data.corpus = corpus.txt: no such file or directory")) << split.err;
 }
 
 // A run directory given where a checkpoint belongs is a usage error naming a checkpoint in it,
