@@ -27,6 +27,11 @@ std::string usage_error_text(const std::string& what, const std::string& verb) {
     return m[1].str() + " = " + printable(m[2].str(), 80) + ": out of range; expected an integer in [" + m[3].str() +
            ", " + m[4].str() + "]";
   }
+  static const std::regex extra("^The following arguments? (?:was|were) not expected: (.*)$");
+  if (std::regex_match(what, m, extra)) {
+    return "unexpected argument " + printable(m[1].str(), 80) + "; expected only the arguments `memtrain " + verb +
+           " --help` lists";
+  }
   if (what == "A subcommand is required") {
     return verb.empty() ? "no verb; expected train, plan, data, replay, checkpoint, eval, export-hf or supervise"
                         : "memtrain " + verb + " needs a sub-verb (see memtrain " + verb + " --help)";

@@ -120,8 +120,20 @@ EvalInput parse_eval_input(const std::string& path) {
     }
     return true;
   };
-  const auto j = nlohmann::json::parse(text.str(), note_keys, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw ConfigError(path + ": not valid JSON; expected a JSON object of token ids");
+  const std::string bytes = text.str();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(bytes, note_keys);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte: the 1-based index of the byte where parsing stopped (nlohmann's documented field).
+    const std::size_t at = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, bytes.size());
+    const auto line = 1 + std::count(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+    const std::size_t line_start = bytes.rfind('\n', at == 0 ? 0 : at - 1);
+    const std::size_t column = line_start == std::string::npos || at == 0 ? at + 1 : at - line_start;
+    std::ostringstream where;  // (not a chain of string +: GCC 12 warns falsely on it, -Wrestrict)
+    where << path << ':' << line << ':' << column << ": not valid JSON here; expected a JSON object of token ids";
+    throw ConfigError(where.str());
+  }
   if (!j.is_object()) throw ConfigError(path + ": not a JSON object");
   if (!duplicate.empty()) throw ConfigError(path + ": key \"" + duplicate + "\" appears twice; expected each key once");
   // A misspelt key ("attention_masks") would otherwise be a silent default.
@@ -137,6 +149,7 @@ EvalInput parse_eval_input(const std::string& path) {
   const auto mask = rows_of(j, "attention_mask", false, path);
   const auto types = rows_of(j, "token_type_ids", false, path);
   EvalInput e;
+  e.source = path;
   e.batch_size = static_cast<int>(ids.size());
   e.seq_length = static_cast<int>(ids[0].size());
   if (e.seq_length == 0) throw ConfigError(path + ": input_ids[0] is empty");
@@ -184,30 +197,31 @@ TokenEval evaluate_tokens(const std::string& dir, const EvalInput& in, std::ostr
   LoadedModel l = load_model(dir, log);
   const auto& m = l.config.model;
   if (in.seq_length > m.max_position_embeddings) {
-    throw ConfigError("eval --input: rows of " + std::to_string(in.seq_length) + " tokens exceed model.max_position_embeddings = " +
+    throw ConfigError(in.source + ": rows of " + std::to_string(in.seq_length) + " tokens exceed model.max_position_embeddings = " +
                       std::to_string(m.max_position_embeddings));
   }
-  const auto where = [&](std::size_t i) {
-    return "[" + std::to_string(i / static_cast<std::size_t>(in.seq_length)) + "][" +
-           std::to_string(i % static_cast<std::size_t>(in.seq_length)) + "]";
+  const auto where = [&](std::size_t i) {  // "[row][t]" (a stream: GCC 12 warns falsely on a + chain here)
+    std::ostringstream o;
+    o << '[' << i / static_cast<std::size_t>(in.seq_length) << "][" << i % static_cast<std::size_t>(in.seq_length) << ']';
+    return o.str();
   };
   for (std::size_t i = 0; i < in.input_ids.size(); ++i) {
     if (in.input_ids[i] < 0 || in.input_ids[i] >= m.vocab_size) {
-      throw ConfigError("eval --input: input_ids" + where(i) + " = " + std::to_string(in.input_ids[i]) +
+      throw ConfigError(in.source + ": input_ids" + where(i) + " = " + std::to_string(in.input_ids[i]) +
                         " is outside the vocabulary [0, " + std::to_string(m.vocab_size) + ")");
     }
     if (in.token_type_ids[i] < 0 || in.token_type_ids[i] >= m.type_vocab_size) {
-      throw ConfigError("eval --input: token_type_ids" + where(i) + " = " + std::to_string(in.token_type_ids[i]) +
+      throw ConfigError(in.source + ": token_type_ids" + where(i) + " = " + std::to_string(in.token_type_ids[i]) +
                         " is outside [0, " + std::to_string(m.type_vocab_size) + ")");
     }
     if (in.labels[i] == -100) continue;
     if (in.labels[i] < 0 || in.labels[i] >= m.vocab_size) {
-      throw ConfigError("eval --input: labels" + where(i) + " = " + std::to_string(in.labels[i]) +
+      throw ConfigError(in.source + ": labels" + where(i) + " = " + std::to_string(in.labels[i]) +
                         "; expected -100 or an id in [0, " + std::to_string(m.vocab_size) + ")");
     }
   }
   if (std::all_of(in.labels.begin(), in.labels.end(), [](std::int32_t y) { return y == -100; })) {
-    throw ConfigError("eval --input: no labelled position (every label is -100)");
+    throw ConfigError(in.source + ": no labelled position (every label is -100)");
   }
   // The rows go through the model a micro-batch at a time (the checkpoint's
   // training.micro_batch_size), so a file of any length needs the memory of one training

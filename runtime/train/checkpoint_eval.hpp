@@ -21,10 +21,11 @@ struct EvalInput {
   std::vector<std::int32_t> token_type_ids;  // [B, T]
   std::vector<float> attention_mask;         // [B, T], 0 or 1
   std::vector<std::int32_t> labels;          // [B, T], -100 = not scored
+  std::string source = "eval --input";       // the file's path, for messages
 };
 
 // Reads FILE.json. Throws ConfigError (exit 2) naming the file, the key and the row or element
-// when it cannot be read, is not JSON, lacks input_ids or labels, has ragged or mismatched
+// when it cannot be read, is not JSON (with the line and column where parsing stopped), lacks input_ids or labels, has ragged or mismatched
 // rows, or a value that is not an integer (0 or 1 for attention_mask). Ranges are checked
 // against the model by evaluate_tokens.
 EvalInput parse_eval_input(const std::string& path);

@@ -348,7 +348,9 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
   const std::vector<Case> cases = {
       {"{\"labels\": [[1]]}", "bad.json: no \"input_ids\""},
       {"[1, 2]", "bad.json: not a JSON object"},
-      {"{\"input_ids\": [[1", "bad.json: not valid JSON"},
+      {"{\"input_ids\": [[1", "bad.json:1:18: not valid JSON here"},  // the input ends at byte 17
+      {"{\"input_ids\": [[1, 2]],\n \"labels\": [[1, 2]],\n ,, \"x\": 1}", "bad.json:3:2: not valid JSON here"},
+      {R"({"input_ids": [[1,64]], "labels": [[1,2]]})", "bad.json: input_ids[0][1] = 64 is outside"},  // names the file
       {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_masks": [[1,1]]})",
        "bad.json: unknown key \"attention_masks\"; expected input_ids, labels, attention_mask or token_type_ids"},
       {R"({"input_ids": [[1,2],[3]], "labels": [[1,2],[3,4]]})", "bad.json: input_ids[1] has 1 values, input_ids[0] has 2"},

@@ -143,6 +143,9 @@ TEST(Usage, ParseErrorsSayWhatWasWrongAndWhatWasExpected) {
       {"supervise --min-ranks 0 -- true --run-dir x", "--min-ranks = 0: out of range; expected an integer in [1, 1048576]"},
       {"supervise", "memtrain supervise needs the job to run after --; expected `memtrain supervise [options] -- "},
       {"data", "memtrain data needs a sub-verb (see memtrain data --help)"},
+      {"checkpoint verify a b", "unexpected argument b; expected only the arguments `memtrain checkpoint --help` lists"},
+      {"replay --trace t.csv --policy best_fit --capacity 1GiB extra",
+       "unexpected argument extra; expected only the arguments `memtrain replay --help` lists"},
   };
   for (const auto& c : cases) {
     const auto r = s.memtrain(c.args);
