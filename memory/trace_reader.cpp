@@ -62,6 +62,8 @@ void for_each_record(std::istream& in, Fn&& fn) {
   while (std::getline(in, raw)) {
     ++line_no;
     std::string_view line = raw;
+    // A spreadsheet's "CSV UTF-8" starts with a byte-order mark: not part of the header.
+    if (line_no == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);
     if (const auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     line = trim(line);
     if (line.empty()) continue;

@@ -35,8 +35,10 @@ void check_utf8(std::string_view text, const std::string& name) {
   if (const auto bad = first_invalid_utf8(text)) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(text[*bad]));
-    throw ConfigError(name + ": invalid UTF-8 at byte offset " + std::to_string(*bad) + " (byte " +
-                      hex + "); expected UTF-8 text");
+    // The line as an editor counts it, the offset for tools such as `cmp` and `xxd -s`.
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(*bad), '\n');
+    throw ConfigError("data.corpus: " + name + ":" + std::to_string(line) + ": invalid UTF-8 at byte offset " +
+                      std::to_string(*bad) + " (byte " + hex + "); expected UTF-8 text");
   }
 }
 

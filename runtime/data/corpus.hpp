@@ -29,7 +29,7 @@ struct Corpus {
 // - a directory: its *.txt files (recursively, in path order), each read as above and
 //   starting a new document.
 // Throws ConfigError: corpus not found, `bible` missing, a directory without .txt files,
-// non-UTF-8 bytes ("<file>: invalid UTF-8 at byte offset N"), no non-blank line at all.
+// non-UTF-8 bytes ("data.corpus: <file>:<line>: invalid UTF-8 at byte offset N"), no non-blank line at all.
 // Throws RuntimeError when `bible` fails or prints a line without a verse reference.
 Corpus read_corpus(const std::string& corpus);
 

@@ -4,6 +4,8 @@
 #include <sentencepiece_trainer.h>
 
 #include <algorithm>
+#include <regex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -90,6 +92,16 @@ int train_tokenizer(const std::vector<std::string>& sentences, const TokenizerSe
   if (!status.ok()) {
     std::string message = status.error_message();
     const auto reason = message.find("Vocabulary size");
+    // "Vocabulary size is smaller than required_chars. 8 vs 23. Increase vocab_size or decrease
+    // character_coverage with --character_coverage option.": memtrain has no such option (it
+    // trains with character_coverage 1.0), so the numbers are said as memtrain's settings.
+    static const std::regex required_chars("Vocabulary size is smaller than required_chars\\. ([0-9]+) vs ([0-9]+)\\.");
+    std::smatch m;
+    if (std::regex_search(message, m, required_chars)) {
+      throw ConfigError("model.vocab_size = " + std::to_string(settings.vocab_size) + " is too small for this corpus: " +
+                        "its training text has " + m[2].str() + " distinct characters, and each gets a piece of its own; "
+                        "expected model.vocab_size well above " + m[2].str() + " (the special tokens and merges need pieces too)");
+    }
     if (reason != std::string::npos) {
       message.erase(0, reason);  // drop SentencePiece's source location and check expression
       throw ConfigError("model.vocab_size = " + std::to_string(settings.vocab_size) +

@@ -82,7 +82,7 @@ TEST(ReadCorpus, NonUtf8ByteReportsFileAndOffset) {
   TempDir dir;
   write_file(dir.file("bad.txt"), "first line.\nsec\xFFond line.\n");  // 0xFF at offset 15
   expect_config_error([&] { read_corpus(dir.file("bad.txt")); },
-                      {dir.file("bad.txt"), "invalid UTF-8 at byte offset 15", "0xff"});
+                      {"data.corpus: " + dir.file("bad.txt") + ":2: invalid UTF-8 at byte offset 15", "0xff"});
 }
 
 TEST(ReadCorpus, NonUtf8ByteInDirectoryNamesTheFile) {

@@ -54,6 +54,15 @@ TEST(TraceCsv, WindowsLineEndingsAreAccepted) {
   EXPECT_EQ(parse("op,id,bytes,stream,tag\r\nalloc,a,1,0,x\r\n").size(), 1u);
 }
 
+// Spreadsheets save "CSV UTF-8" with a byte-order mark before the header; elsewhere the three
+// bytes are still an error.
+TEST(TraceCsv, AByteOrderMarkBeforeTheHeaderIsSkipped) {
+  EXPECT_EQ(parse("\xEF\xBB\xBFop,id,bytes,stream,tag\nalloc,a,1,0,x\n").size(), 1u);
+  EXPECT_NE(error_of("op,id,bytes,stream,tag\n\xEF\xBB\xBF" "alloc,a,1,0,x\n"), "");
+  std::istringstream rmm("\xEF\xBB\xBFThread,Time,Action,Pointer,Size,Stream\n");
+  EXPECT_TRUE(parse_rmm_log_csv(rmm, "rmm.csv").empty());
+}
+
 TEST(TraceCsv, MalformedRowsNameFileLineAndProblem) {
   const std::string h = "op,id,bytes,stream,tag\n";
   EXPECT_NE(error_of("id,op,bytes\n").find("t.csv:1: header is 'id,op,bytes'"), std::string::npos);
