@@ -73,8 +73,9 @@ void add_export_command(CLI::App& app, int& exit_code) {
       throw RuntimeError(m);
     }
     train::export_hf(args->checkpoint, args->out, args->fp32);
+    const bool tokenizer = std::filesystem::is_regular_file(std::filesystem::path(args->out) / "tokenizer.model", ec);
     std::cout << "memtrain: exported " << args->checkpoint << " to " << args->out
-              << " (config.json, model.safetensors, TOKENIZER.md)\n";
+              << " (config.json, model.safetensors, TOKENIZER.md" << (tokenizer ? ", tokenizer.model" : "") << ")\n";
     exit_code = 0;
   });
 }

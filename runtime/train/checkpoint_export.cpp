@@ -111,6 +111,7 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
   });
   std::string note = "# Tokenizer\n\n";
   if (c.data.mock) {
+    fs::remove(fs::path(out) / "tokenizer.model", ec);  // an earlier export's, under --force
     note += "This model was trained on data.mock: uniform random token ids in [0, vocab_size), with no "
             "tokenizer. Feed it ids directly.\n";
   } else {
@@ -135,6 +136,8 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
     const bool copied = !model.empty() && fs::is_regular_file(model, ec) &&
                         fs::copy_file(model, fs::path(out) / "tokenizer.model",
                                       fs::copy_options::overwrite_existing, ec);
+    // `--force` over an earlier export: its tokenizer.model belongs to another model's ids.
+    if (!copied) fs::remove(fs::path(out) / "tokenizer.model", ec);
     note += "The ids come from memtrain's SentencePiece model (data.tokenizer_type: " + c.data.tokenizer_type +
             ", vocab_size " + std::to_string(c.model.vocab_size) + "), " +
             (copied ? std::string("copied here as tokenizer.model")

@@ -132,6 +132,27 @@ TEST(ResumeData, ExportAndEvalInputNeedNoCorpus) {
   EXPECT_TRUE(contains(split.err, "data.corpus = corpus.txt: no such file or directory")) << split.err;
 }
 
+// The success line names tokenizer.model when it was written; `--force` over an export of
+// real data with one of mock data removes the earlier tokenizer.model, whose ids are another
+// model's (it used to stay beside the new model).
+TEST(ResumeData, ForcedExportLeavesNoOtherModelsTokenizer) {
+  Scratch s;
+  write_corpus_config(s);
+  ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
+  const auto first = s.memtrain("export-hf run/checkpoints/step-00000002 hf");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_TRUE(contains(first.out, "(config.json, model.safetensors, TOKENIZER.md, tokenizer.model)")) << first.out;
+  ASSERT_TRUE(std::filesystem::exists(s.path("hf/tokenizer.model")));
+
+  s.write("mock.yaml", std::string(kTinyMockYaml) + "checkpoint:\n  interval: 2\n");
+  ASSERT_EQ(s.memtrain("train --config mock.yaml --run-dir mock").exit_code, 0);
+  const auto forced = s.memtrain("export-hf mock/checkpoints/step-00000002 hf --force");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_TRUE(contains(forced.out, "(config.json, model.safetensors, TOKENIZER.md)\n")) << forced.out;
+  EXPECT_FALSE(std::filesystem::exists(s.path("hf/tokenizer.model")));
+  EXPECT_TRUE(contains(slurp(s.path("hf/TOKENIZER.md")), "data.mock"));
+}
+
 // A run directory given where a checkpoint belongs is a usage error naming a checkpoint in it,
 // for eval and export-hf as for checkpoint verify.
 TEST(ResumeData, ARunDirectoryForACheckpointIsAUsageError) {
