@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <memory>
@@ -82,6 +83,12 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     }
     std::vector<std::string> policies = args->policies;
     if (policies.empty()) policies.push_back(config.memory.policy);
+    for (std::size_t i = 0; i < policies.size(); ++i) {  // the same report twice says nothing more
+      if (std::find(policies.begin(), policies.begin() + static_cast<std::ptrdiff_t>(i), policies[i]) !=
+          policies.begin() + static_cast<std::ptrdiff_t>(i)) {
+        throw ConfigError("--policy " + printable(policies[i], 80) + " is given twice; expected each policy once");
+      }
+    }
     // The recompute: auto choice is logged to stderr so that --json keeps stdout one document.
     std::vector<train::PlanReport> reports;
     try {

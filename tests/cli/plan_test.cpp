@@ -179,6 +179,16 @@ TEST(Plan, UnknownPolicyIsExitTwoWithTheNames) {
   EXPECT_TRUE(contains(r.err, "vmm_stitch"));
 }
 
+// A policy named twice printed the same report twice; it is refused as a duplicate --config is.
+TEST(Plan, APolicyGivenTwiceIsExitTwo) {
+  Scratch s;
+  s.write("exp.yaml", kPlanYaml);
+  const auto r = s.memtrain("plan --config exp.yaml --target a100-40gb --policy pytorch --policy best_fit --policy pytorch");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain: config error: --policy pytorch is given twice; expected each policy once"));
+  EXPECT_EQ(r.out, "");
+}
+
 // Too small for the model states alone: an answer, not an error.
 TEST(Plan, TinyCapacityIsExitThreeNeedsXHasY) {
   Scratch s;
