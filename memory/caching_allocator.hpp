@@ -128,6 +128,8 @@ class CachingAllocator final : public Allocator {
   std::vector<std::unique_ptr<BlockNode>> nodes_;
   std::vector<BlockNode*> spare_nodes_;
   std::vector<std::unique_ptr<Segment>> segments_;
+  // Note [Scanning for releasable segments]: false only while no segment can be released.
+  bool may_release_segments_ = false;
   struct Pending {
     StreamEvent event;
     BlockNode* block;

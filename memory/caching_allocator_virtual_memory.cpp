@@ -44,6 +44,7 @@ CachingAllocator::BlockNode* CachingAllocator::grow_expandable(std::size_t round
       return nullptr;
     }
     s->kind = SegmentKind::expandable;
+    may_release_segments_ = true;  // Note [Scanning for releasable segments]
     s->stream = stream;
     s->pool = pool;
     s->id = next_segment_id_++;

@@ -214,7 +214,8 @@ TEST(DryRun, AnEmptyTargetIsAUsageError) {
   s.write("exp.yaml", kTraceYaml);
   const auto r = s.memtrain("train --config exp.yaml --dry-run --target '' --run-dir d");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "--target is empty; expected a100-40gb")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--target: empty; expected a value, as `memtrain train --help` says: Simulated device "
+                              "of --dry-run: a100-40gb")) << r.err;
   EXPECT_FALSE(std::filesystem::exists(s.path("d")));
 }
 

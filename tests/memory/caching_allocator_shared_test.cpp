@@ -167,6 +167,27 @@ TEST_P(EveryAllocator, ZeroBytesGivesNullBlockAndNullIsIgnoredOnFree) {
   EXPECT_EQ(h.allocator->stats().allocated_bytes.allocated, 0);
 }
 
+// Note [Scanning for releasable segments]: a release that finds nothing to release (every
+// segment in use) must not stop later ones from releasing what is freed afterwards, whether a
+// whole segment is freed at once or becomes whole as its last block is freed.
+TEST_P(EveryAllocator, SegmentsFreedAfterAFruitlessReleaseAreReleased) {
+  Harness h = make_harness(GetParam(), 64 * MiB);
+  Block whole = h.allocator->allocate(4 * MiB);
+  Block a = h.allocator->allocate(3 * MiB);
+  Block b = h.allocator->allocate(5 * MiB);
+  h.allocator->empty_cache();  // everything in use: nothing released
+  EXPECT_GT(h.allocator->stats().reserved_bytes.current, 0);
+  h.allocator->deallocate(whole);
+  h.allocator->deallocate(a);
+  h.allocator->empty_cache();
+  h.allocator->deallocate(b);
+  h.allocator->empty_cache();
+  const MemoryStats s = h.allocator->stats();
+  EXPECT_EQ(s.allocated_bytes.current, 0);
+  EXPECT_EQ(s.reserved_bytes.current, 0);
+  expect_upstream_empty(h);
+}
+
 // Sizes whose rounding would wrap around std::size_t must fail as out of
 // memory, not succeed with a tiny block; the allocator is usable afterwards.
 TEST_P(EveryAllocator, RequestsNearSizeMaxFailWithoutWrapping) {
