@@ -13,6 +13,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
+#include "runtime/train/checkpoint_loader.hpp"
 
 namespace memtrain::cli {
 namespace {
@@ -25,8 +26,26 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
+// verify_checkpoint (every file against manifest.json), and when the files are intact,
+// meta.json's fields as a resume reads them (train::read_checkpoint_meta): a hand-edited
+// meta.json with its checksum recomputed, a data_key that is a number say, used to verify as
+// valid and then stop the resume with exit 1.
+checkpoint::VerifyReport verified_with_meta(const std::string& dir) {
+  checkpoint::VerifyReport report = checkpoint::verify_checkpoint(dir);
+  if (!report.ok()) return report;
+  try {
+    train::read_checkpoint_meta(dir);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    const std::string prefix = (fs::path(dir) / "meta.json").string() + ": ";
+    if (what.starts_with(prefix)) what.erase(0, prefix.size());
+    report.problems.push_back("meta.json: " + what);
+  }
+  return report;
+}
+
 int inspect(const std::string& dir, std::ostream& out) {
-  const checkpoint::VerifyReport report = checkpoint::verify_checkpoint(dir);
+  const checkpoint::VerifyReport report = verified_with_meta(dir);
   std::ifstream meta_in(fs::path(dir) / "meta.json");
   const auto meta = nlohmann::json::parse(meta_in, nullptr, /*allow_exceptions=*/false);
   out << "checkpoint " << dir << ": " << (report.ok() ? "valid" : "CORRUPT") << "\n";
@@ -75,7 +94,7 @@ void add_checkpoint_command(CLI::App& app, int& exit_code) {
   verify->add_option("dir", *dir, "Checkpoint directory (run_dir/checkpoints/step-NNNNNNNN)")->required();
   verify->callback([dir, &exit_code] {
     require_checkpoint_directory(*dir);
-    const checkpoint::VerifyReport report = checkpoint::verify_checkpoint(*dir);
+    const checkpoint::VerifyReport report = verified_with_meta(*dir);
     if (report.ok()) {
       std::cout << "checkpoint " << *dir << ": valid\n";
       exit_code = 0;

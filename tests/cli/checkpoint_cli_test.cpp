@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/manifest.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "tests/cli/checkpoint_config.hpp"
 #include "tests/cli/run_memtrain.hpp"
@@ -95,6 +96,29 @@ TEST(CheckpointCli, VerifyReportsAFlippedByteWithTheFile) {
   const auto missing = s.memtrain("checkpoint verify run/checkpoints/step-00000009");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_TRUE(contains(missing.err, "checkpoint run/checkpoints/step-00000009: not a directory"));
+}
+
+// A hand-edited meta.json whose checksum was recomputed passes the manifest; its fields are
+// then checked as a resume reads them, so verify no longer calls valid what resume refuses.
+TEST(CheckpointCli, VerifyReadsMetaFieldsAsAResumeDoes) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2, 2) + " --run-dir run").exit_code, 0);
+  const std::string dir = s.path("run/checkpoints/step-00000002");
+  auto meta = nlohmann::json::parse(testing::slurp(dir + "/meta.json"));
+  meta["data_key"] = 5;
+  std::ofstream(dir + "/meta.json") << meta.dump();
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename() != "manifest.json") files.push_back(e.path().filename().string());
+  }
+  std::ofstream(dir + "/manifest.json") << checkpoint::manifest_json(checkpoint::compute_manifest(dir, files));
+  const auto v = s.memtrain("checkpoint verify run/checkpoints/step-00000002");
+  EXPECT_EQ(v.exit_code, 1) << v.out << v.err;
+  EXPECT_TRUE(contains(v.out, "run/checkpoints/step-00000002/meta.json: field \"data_key\"")) << v.out;
+  EXPECT_TRUE(contains(v.out, "expected a string")) << v.out;
+  const auto i = s.memtrain("checkpoint inspect run/checkpoints/step-00000002");
+  EXPECT_EQ(i.exit_code, 1);
+  EXPECT_TRUE(contains(i.out, "  problem: meta.json: field \"data_key\"")) << i.out;
 }
 
 // A run directory or its checkpoints folder given for a checkpoint is a usage mistake (exit 2),
