@@ -61,6 +61,13 @@ void add_export_command(CLI::App& app, int& exit_code) {
         present += (present.empty() ? "" : ", ") + std::string(name);
       }
     }
+    // A directory where an earlier export's tokenizer.model would be replaced: not deleted, even
+    // with --force (remove_earlier_tokenizer in checkpoint_export.cpp refuses it too).
+    if (std::filesystem::symlink_status(std::filesystem::path(args->out) / "tokenizer.model", ec).type() ==
+        std::filesystem::file_type::directory) {
+      throw ConfigError("export-hf: " + (std::filesystem::path(args->out) / "tokenizer.model").string() +
+                        " is a directory; expected the file of an earlier export, or another OUT");
+    }
     if (!present.empty()) {
       throw ConfigError("export-hf: OUT " + args->out + " already holds " + present +
                         "; expected a new or empty directory, or --force to replace them");

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <string>
 
@@ -55,23 +56,33 @@ int main(int argc, char** argv) {
       return memtrain::cli::kExitUsage;
     }
   }
-  // Note [Verbs that run as one process] (single_process_verbs.hpp).
-  if (argc > 1 && argv[1][0] != '-') {
-    if (const auto refusal = memtrain::cli::multi_rank_refusal(argv[1], memtrain::comms::process_environment)) {
-      if (memtrain::comms::first_rank_of_its_program(memtrain::comms::process_environment)) {
-        std::cerr << "memtrain: usage error: " << *refusal << "\n";
-      }
-      return memtrain::cli::kExitUsage;
+  // Note [Verbs that run as one process] (single_process_verbs.hpp). One write of the whole line,
+  // so that the messages of two programs of an MPMD launch do not interleave.
+  if (const auto refusal =
+          memtrain::cli::multi_rank_refusal(argc > 1 ? argv[1] : "", memtrain::comms::process_environment)) {
+    if (memtrain::comms::first_rank_of_its_program(memtrain::comms::process_environment)) {
+      const std::string line = "memtrain: usage error: " + *refusal + "\n";
+      std::fwrite(line.data(), 1, line.size(), stderr);
+      std::fflush(stderr);
     }
+    return memtrain::cli::kExitUsage;
   }
   // An unknown long option of a verb whose last argument is a command (supervise's `-- mpirun
   // ...`) made CLI11 list the command's words, reversed, as "not expected" without naming the
   // option; a value-taking option right before `--` swallowed it. Both are named here, for every
-  // verb without sub-verbs, before CLI11 parses.
+  // verb and sub-verb (`data prepare`, `checkpoint verify`), before CLI11 parses.
   if (argc > 1 && argv[1][0] != '-') {
     CLI::App* verb = app.get_subcommand(argv[1]);
-    if (verb->get_subcommands([](CLI::App*) { return true; }).empty()) {
-      for (int i = 2; i < argc && std::string(argv[i]) != "--"; ++i) {
+    std::string verb_name = argv[1];
+    int first = 2;
+    if (!verb->get_subcommands([](CLI::App*) { return true; }).empty()) {
+      // A known sub-verb was checked above; without one, CLI11 says what is missing.
+      verb = argc > 2 && argv[2][0] != '-' ? verb->get_subcommand(argv[2]) : nullptr;
+      if (verb != nullptr) verb_name += std::string(" ") + argv[2];
+      first = 3;
+    }
+    if (verb != nullptr) {
+      for (int i = first; i < argc && std::string(argv[i]) != "--"; ++i) {
         const std::string arg = argv[i];
         if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
         const std::string name = arg.substr(0, arg.find('='));
@@ -83,7 +94,7 @@ int main(int argc, char** argv) {
             if (!longs.empty()) expected += (expected.empty() ? "--" : ", --") + longs.front();
           }
           std::cerr << "memtrain: usage error: unknown option " << memtrain::printable(name, 80) << " of memtrain "
-                    << argv[1] << "; expected " << expected << " (see memtrain " << argv[1] << " --help)\n";
+                    << verb_name << "; expected " << expected << " (see memtrain " << verb_name << " --help)\n";
           return memtrain::cli::kExitUsage;
         }
         // An empty value (`--input ""`, `--backoff=`) used to read as "not given" for some
@@ -91,7 +102,7 @@ int main(int argc, char** argv) {
         const bool inline_value = arg.find('=') != std::string::npos;
         if (option != nullptr && option->get_type_size() > 0 &&
             (inline_value ? arg.size() == arg.find('=') + 1 : i + 1 < argc && argv[i + 1][0] == '\0')) {
-          std::cerr << "memtrain: usage error: " << name << ": empty; expected a value, as `memtrain " << argv[1]
+          std::cerr << "memtrain: usage error: " << name << ": empty; expected a value, as `memtrain " << verb_name
                     << " --help` says: " << option->get_description() << "\n";
           return memtrain::cli::kExitUsage;
         }

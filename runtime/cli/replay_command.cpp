@@ -33,8 +33,8 @@ std::size_t capacity_bytes(const std::string& text) {
   }
   // The allocator's statistics are signed 64-bit counters (PyTorch's memory_stats are too).
   if (bytes > memory::kLargestAllocatorBytes) {
-    throw ConfigError("--capacity " + text + ": larger than " + memory::format_byte_size(memory::kLargestAllocatorBytes) +
-                      ", the most the allocator's statistics count; expected a device size such as 40GiB");
+    throw ConfigError("--capacity " + text + ": larger than " + std::to_string(memory::kLargestAllocatorBytes) +
+                      " bytes (4 EiB), the most the allocator's statistics count; expected a device size such as 40GiB");
   }
   return bytes;
 }

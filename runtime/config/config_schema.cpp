@@ -51,7 +51,10 @@ KeySpec real(std::string name, Range r, Field<T> f) {
             // A float field holds what the text rounds to: 1e-50 would become 0 and 1e39 inf,
             // and 0.99999999 would reach an open bound of 1. The rounded value must keep the range.
             const auto held = static_cast<double>(stored);
-            if (!std::isfinite(held) || (v != 0.0 && held == 0.0) || (r.lo_open ? held <= r.lo : held < r.lo) ||
+            if (v != 0.0 && held == 0.0) {  // "stored as 0" where 0 is allowed would read as no error
+              throw ValueError("too small for single precision (it would be stored as 0, not as the value written)");
+            }
+            if (!std::isfinite(held) || (r.lo_open ? held <= r.lo : held < r.lo) ||
                 (r.hi_open ? held >= r.hi : held > r.hi)) {
               throw ValueError("out of range in single precision (it would be stored as " + format_real(stored) +
                                ")");

@@ -133,6 +133,9 @@ EvalInput parse_eval_input(const std::string& path) {
     std::ostringstream where;  // (not a chain of string +: GCC 12 warns falsely on it, -Wrestrict)
     where << path << ':' << line << ':' << column << ": not valid JSON here; expected a JSON object of token ids";
     throw ConfigError(where.str());
+  } catch (const nlohmann::json::out_of_range&) {  // 406: a number such as 3e400 overflows a double
+    throw ConfigError(path + ": a number too large to read (beyond a double's range); expected token ids, integers "
+                      "of the vocabulary");
   }
   if (!j.is_object()) throw ConfigError(path + ": not a JSON object");
   if (!duplicate.empty()) throw ConfigError(path + ": key \"" + duplicate + "\" appears twice; expected each key once");

@@ -52,6 +52,26 @@ Config checkpoint_model_config(const std::string& dir) {
   return c;
 }
 
+namespace {
+
+// An earlier export's OUT/tokenizer.model (export-hf --force): removed as a name, so a symbolic
+// link goes and its target stays. A directory there is refused rather than deleted.
+void remove_earlier_tokenizer(const std::string& out) {
+  const fs::path p = fs::path(out) / "tokenizer.model";
+  std::error_code ec;
+  const auto status = fs::symlink_status(p, ec);
+  if (ec || status.type() == fs::file_type::not_found) return;
+  if (status.type() == fs::file_type::directory) {
+    throw ConfigError("export-hf: " + p.string() + " is a directory; expected the file of an earlier export, or "
+                      "another OUT");
+  }
+  if (!fs::remove(p, ec) || ec) {
+    throw RuntimeError("export-hf: cannot replace " + p.string() + ": " + ec.message());
+  }
+}
+
+}  // namespace
+
 void export_hf(const std::string& dir, const std::string& out, bool fp32) {
   const Config c = checkpoint_model_config(dir);
   auto tensors = merged_model_tensors(dir);
@@ -111,7 +131,7 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
   });
   std::string note = "# Tokenizer\n\n";
   if (c.data.mock) {
-    fs::remove(fs::path(out) / "tokenizer.model", ec);  // an earlier export's, under --force
+    remove_earlier_tokenizer(out);
     note += "This model was trained on data.mock: uniform random token ids in [0, vocab_size), with no "
             "tokenizer. Feed it ids directly.\n";
   } else {
@@ -133,11 +153,11 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
         model.clear();  // the corpus is not here: the note says where the model lives
       }
     }
+    // `--force` over an earlier export: its tokenizer.model belongs to another model's ids, and
+    // a symbolic link there must be replaced, not written through (copy_file follows it).
+    remove_earlier_tokenizer(out);
     const bool copied = !model.empty() && fs::is_regular_file(model, ec) &&
-                        fs::copy_file(model, fs::path(out) / "tokenizer.model",
-                                      fs::copy_options::overwrite_existing, ec);
-    // `--force` over an earlier export: its tokenizer.model belongs to another model's ids.
-    if (!copied) fs::remove(fs::path(out) / "tokenizer.model", ec);
+                        fs::copy_file(model, fs::path(out) / "tokenizer.model", ec);
     note += "The ids come from memtrain's SentencePiece model (data.tokenizer_type: " + c.data.tokenizer_type +
             ", vocab_size " + std::to_string(c.model.vocab_size) + "), " +
             (copied ? std::string("copied here as tokenizer.model")

@@ -350,6 +350,7 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
       {"[1, 2]", "bad.json: not a JSON object"},
       {"{\"input_ids\": [[1", "bad.json:1:18: not valid JSON here"},  // the input ends at byte 17
       {"{\"input_ids\": [[1, 2]],\n \"labels\": [[1, 2]],\n ,, \"x\": 1}", "bad.json:3:2: not valid JSON here"},
+      {R"({"input_ids": [[1,2,3]], "labels": [[1,2,3e400]]})", "bad.json: a number too large to read"},
       {R"({"input_ids": [[1,64]], "labels": [[1,2]]})", "bad.json: input_ids[0][1] = 64 is outside"},  // names the file
       {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_masks": [[1,1]]})",
        "bad.json: unknown key \"attention_masks\"; expected input_ids, labels, attention_mask or token_type_ids"},
@@ -380,7 +381,7 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
   }
   // Not a regular file: a FIFO with no writer would block the read forever, /dev/zero never ends.
   ASSERT_EQ(::mkfifo(s.path("fifo.json").c_str(), 0600), 0);
-  for (const std::string input : {std::string("fifo.json"), std::string("/dev/zero")}) {
+  for (const std::string& input : {std::string("fifo.json"), std::string("/dev/zero")}) {
     const auto special = s.memtrain("eval --checkpoint " + ckpt + " --input " + input);
     EXPECT_EQ(special.exit_code, 2) << input;
     EXPECT_TRUE(contains(special.err, input + ": is not a regular file (a pipe, device or special file)")) << special.err;

@@ -109,7 +109,7 @@ TEST(Replay, BadCapacityExitsTwo) {
   // The allocators' statistics are signed 64-bit: 4 EiB is the largest device they take.
   r = s.memtrain("replay --trace t.csv --policy no_cache --capacity 18446744073709551615");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "--capacity 18446744073709551615: larger than 4.00 EiB"));
+  EXPECT_TRUE(contains(r.err, "--capacity 18446744073709551615: larger than 4611686018427387904 bytes (4 EiB)"));
   EXPECT_EQ(s.memtrain("replay --trace t.csv --policy no_cache --capacity 4096TiB").exit_code, 0);
 }
 

@@ -143,6 +143,7 @@ TEST(ResumeData, ForcedExportLeavesNoOtherModelsTokenizer) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_TRUE(contains(first.out, "(config.json, model.safetensors, TOKENIZER.md, tokenizer.model)")) << first.out;
   ASSERT_TRUE(std::filesystem::exists(s.path("hf/tokenizer.model")));
+  const std::string first_tokenizer = slurp(s.path("hf/tokenizer.model"));
 
   s.write("mock.yaml", std::string(kTinyMockYaml) + "checkpoint:\n  interval: 2\n");
   ASSERT_EQ(s.memtrain("train --config mock.yaml --run-dir mock").exit_code, 0);
@@ -151,6 +152,23 @@ TEST(ResumeData, ForcedExportLeavesNoOtherModelsTokenizer) {
   EXPECT_TRUE(contains(forced.out, "(config.json, model.safetensors, TOKENIZER.md)\n")) << forced.out;
   EXPECT_FALSE(std::filesystem::exists(s.path("hf/tokenizer.model")));
   EXPECT_TRUE(contains(slurp(s.path("hf/TOKENIZER.md")), "data.mock"));
+
+  // A symbolic link named tokenizer.model is replaced, never written through: the file it points
+  // at keeps its bytes.
+  s.write("precious.txt", "precious\n");
+  std::filesystem::create_symlink(s.path("precious.txt"), s.path("hf/tokenizer.model"));
+  const auto linked = s.memtrain("export-hf run/checkpoints/step-00000002 hf --force");
+  ASSERT_EQ(linked.exit_code, 0) << linked.err;
+  EXPECT_EQ(slurp(s.path("precious.txt")), "precious\n");
+  EXPECT_FALSE(std::filesystem::is_symlink(s.path("hf/tokenizer.model")));
+  EXPECT_EQ(slurp(s.path("hf/tokenizer.model")), first_tokenizer);
+  // A directory there is not deleted, even with --force.
+  std::filesystem::remove(s.path("hf/tokenizer.model"));
+  std::filesystem::create_directories(s.path("hf/tokenizer.model/keep"));
+  const auto dir = s.memtrain("export-hf run/checkpoints/step-00000002 hf --force");
+  EXPECT_EQ(dir.exit_code, 2) << dir.err;
+  EXPECT_TRUE(contains(dir.err, "tokenizer.model is a directory; expected the file of an earlier export")) << dir.err;
+  EXPECT_TRUE(std::filesystem::is_directory(s.path("hf/tokenizer.model/keep")));
 }
 
 // A run directory given where a checkpoint belongs is a usage error naming a checkpoint in it,

@@ -23,7 +23,7 @@ comms::EnvLookup lookup(const std::map<std::string, std::string>& environment) {
   };
 }
 
-const char* kSingleProcessVerbs[] = {"plan", "data", "replay", "checkpoint", "export-hf", "supervise"};
+const char* kSingleProcessVerbs[] = {"eval", "plan", "data", "replay", "checkpoint", "export-hf", "supervise", "--version", "--help"};
 
 TEST(SingleProcessVerbs, EveryOtherVerbRefusesSeveralRanks) {
   const auto two = lookup({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}});
@@ -36,10 +36,11 @@ TEST(SingleProcessVerbs, EveryOtherVerbRefusesSeveralRanks) {
   EXPECT_TRUE(multi_rank_refusal("export-hf", lookup({{"PMI_SIZE", "4"}})).has_value());
 }
 
-TEST(SingleProcessVerbs, TrainAndEvalRunAsManyRanks) {
+TEST(SingleProcessVerbs, TrainRunsAsManyRanks) {
   const auto four = lookup({{"OMPI_COMM_WORLD_SIZE", "4"}});
   EXPECT_FALSE(multi_rank_refusal("train", four).has_value());
-  EXPECT_FALSE(multi_rank_refusal("eval", four).has_value());
+  EXPECT_EQ(*multi_rank_refusal("", four), "memtrain runs as one process, and this is one of the 4 ranks of an MPI launch; "
+                                           "expected it without mpirun (only train runs as several ranks)");
 }
 
 TEST(SingleProcessVerbs, OneRankOrNoLauncherRunsAsBefore) {
@@ -93,6 +94,24 @@ TEST(SingleProcessVerbs, AnMpmdLaunchBesideTrainingRanksEnds) {
   EXPECT_NE(r.exit_code, 124) << "the job hung:\n" << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain checkpoint runs as one process, and this is one of the 3 ranks"));
   EXPECT_EQ(testing::slurp(s.path("run/metrics.jsonl")).find("tokens_per_s"), std::string::npos);
+}
+
+// `mpirun -n 1 memtrain train ... : -n 1 memtrain eval ...` ended in MPI_ERR_TRUNCATE (the two
+// verbs' collectives differ), and `... : -n 1 memtrain --version` hung after printing the version:
+// both now end the job at once.
+TEST(SingleProcessVerbs, EvalAndVersionBesideTrainingRanksEndTheJob) {
+  ASSERT_TRUE(have_mpirun()) << "mpirun not found (openmpi-bin, scripts/install_deps.sh)";
+  Scratch s;
+  const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
+  const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
+  const std::string config = s.write("tiny.yaml", testing::kTinyMockYaml);
+  for (const std::string other : {"eval --checkpoint nowhere", "--version"}) {
+    const auto r = s.shell("timeout -k 10 120 mpirun --oversubscribe" + root + " -n 1 '" + binary + "' train --config '" +
+                           config + "' --run-dir run : -n 1 '" + binary + "' " + other);
+    EXPECT_NE(r.exit_code, 0) << other << ": " << r.err;
+    EXPECT_NE(r.exit_code, 124) << other << ": the job hung";
+    EXPECT_TRUE(contains(r.err, "runs as one process, and this is one of the 2 ranks")) << other << ": " << r.err;
+  }
 }
 
 }  // namespace

@@ -118,6 +118,8 @@ TEST(Usage, AnEmptyOptionValueIsAUsageError) {
       {"supervise --max-restarts '' -- true", "--max-restarts"},
       {"supervise --backoff= -- true", "--backoff"},
       {"replay --trace t.csv --policy best_fit --capacity ''", "--capacity"},
+      {"data prepare --config ''", "--config"},  // a sub-verb's options too
+      {"data prepare --config " + config + " --set=", "--set"},
   };
   for (const auto& c : cases) {
     const auto r = s.memtrain(c.args);
@@ -125,6 +127,15 @@ TEST(Usage, AnEmptyOptionValueIsAUsageError) {
     EXPECT_TRUE(contains(r.err, "memtrain: usage error: " + c.option + ": empty; expected a value")) << c.args;
     EXPECT_EQ(r.out, "") << c.args;
   }
+}
+
+// A sub-verb's unknown option is named with the sub-verb's options, as a verb's is.
+TEST(Usage, UnknownSubVerbOptionIsNamed) {
+  Scratch s;
+  const auto r = s.memtrain("data prepare --config x.yaml --cache-dir c");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "memtrain: usage error: unknown option --cache-dir of memtrain data prepare; expected "
+                              "--help, --config, --set (see memtrain data prepare --help)")) << r.err;
 }
 
 // CLI11's counting words ("At Most 1 required but received 2", "Could not convert") are said as

@@ -124,10 +124,10 @@ TEST(ConfigErrors, ProbabilityOutOfRange) {
 TEST(ConfigErrors, FloatKeysRefuseValuesThatRoundOutOfRange) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", "model:\n  layer_norm_eps: 1e-50\ndata:\n  mock: true\n")),
-                       "model.layer_norm_eps = 1e-50: out of range in single precision (it would be stored as 0); "
-                       "expected a number in (0, 1)"));
+                       "model.layer_norm_eps = 1e-50: too small for single precision (it would be stored as 0, not as "
+                       "the value written); expected a number in (0, 1)"));
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", "data:\n  mock: true\n  mlm_probability: 1e-50\n")),
-                       "data.mlm_probability = 1e-50: out of range in single precision (it would be stored as 0)"));
+                       "data.mlm_probability = 1e-50: too small for single precision (it would be stored as 0"));
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", "model:\n  layer_norm_eps: 0.999999999\ndata:\n  mock: true\n")),
                        "model.layer_norm_eps = 0.999999999: out of range in single precision (it would be stored as 1)"));
 }
@@ -144,11 +144,12 @@ TEST(ConfigErrors, OptimizerKeysRefuseValuesTheKernelWouldSeeOutOfRange) {
                              "expected a number in [0, 1)"));
   }
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  adam_eps: 1e-46\n"))),
-                       "training.adam_eps = 1e-46: out of range in single precision (it would be stored as 0)"));
+                       "training.adam_eps = 1e-46: too small for single precision (it would be stored as 0"));
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr: 1e-50\n"))),
-                       "training.lr = 1e-50: out of range in single precision"));
+                       "training.lr = 1e-50: too small for single precision"));
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  weight_decay: 1e-50\n"))),
-                       "training.weight_decay = 1e-50: out of range in single precision"));
+                       "training.weight_decay = 1e-50: too small for single precision (it would be stored as 0, not as "
+                       "the value written); expected a number >= 0"));
   // Values a float holds within range load, as doubles.
   const Config c = load_config(files.write("c.yaml", with("training:\n  adam_beta2: 0.9999999\n  adam_eps: 1e-44\n")), {});
   EXPECT_EQ(c.training.adam_beta2, 0.9999999);
