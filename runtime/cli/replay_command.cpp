@@ -62,6 +62,14 @@ void add_replay_command(CLI::App& app, int& exit_code) {
       throw ConfigError("--policy " + args->policy + ": unknown policy; expected one of " + policy_list());
     }
     const std::size_t capacity = capacity_bytes(args->capacity);
+    // vmm_stitch maps 2 MiB pages and keeps a record of each: an allocation of 16 TiB took 1.4 GB
+    // of host memory to simulate, and one of 2^61 bytes ran the host out of memory (exit 1).
+    // The largest GPUs hold well under 1 TiB.
+    constexpr std::size_t kLargestStitchCapacity = std::size_t{1} << 40;
+    if (args->policy == "vmm_stitch" && capacity > kLargestStitchCapacity) {
+      throw ConfigError("--capacity " + args->capacity + " with --policy vmm_stitch: larger than 1 TiB, the most its "
+                        "simulation keeps a record of each 2 MiB page for; expected a device size such as 80GiB");
+    }
     const memory::ReplayReport report = memory::replay_trace_file(args->trace, args->policy, capacity);
     std::cout << (args->json ? report.to_json() : report.to_text()) << "\n";
     exit_code = 0;

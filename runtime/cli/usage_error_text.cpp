@@ -1,6 +1,10 @@
 #include "runtime/cli/usage_error_text.hpp"
 
+#include <iterator>
 #include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "runtime/core/printable.hpp"
 
@@ -29,8 +33,13 @@ std::string usage_error_text(const std::string& what, const std::string& verb) {
   }
   static const std::regex extra("^The following arguments? (?:was|were) not expected: (.*)$");
   if (std::regex_match(what, m, extra)) {
-    return "unexpected argument " + printable(m[1].str(), 80) + "; expected only the arguments `memtrain " + verb +
-           " --help` lists";
+    // CLI11 lists the left-over words last first ("c b" for `verify a b c`): said in the order typed.
+    std::istringstream words(m[1].str());
+    std::vector<std::string> typed{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+    std::string in_order;
+    for (auto it = typed.rbegin(); it != typed.rend(); ++it) in_order += (in_order.empty() ? "" : " ") + *it;
+    return (typed.size() > 1 ? "unexpected arguments " : "unexpected argument ") + printable(in_order, 80) +
+           "; expected only the arguments `memtrain " + verb + " --help` lists";
   }
   if (what == "A subcommand is required") {
     return verb.empty() ? "no verb; expected train, plan, data, replay, checkpoint, eval, export-hf or supervise"

@@ -111,6 +111,12 @@ TEST(Replay, BadCapacityExitsTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "--capacity 18446744073709551615: larger than 4611686018427387904 bytes (4 EiB)"));
   EXPECT_EQ(s.memtrain("replay --trace t.csv --policy no_cache --capacity 4096TiB").exit_code, 0);
+  // vmm_stitch keeps a record per 2 MiB page: a device above 1 TiB is refused before it runs the
+  // host out of memory.
+  r = s.memtrain("replay --trace t.csv --policy vmm_stitch --capacity 4096TiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--capacity 4096TiB with --policy vmm_stitch: larger than 1 TiB"));
+  EXPECT_EQ(s.memtrain("replay --trace t.csv --policy vmm_stitch --capacity 1TiB").exit_code, 0);
 }
 
 TEST(Replay, UnknownPolicyListsThePolicies) {

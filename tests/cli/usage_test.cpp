@@ -155,6 +155,7 @@ TEST(Usage, ParseErrorsSayWhatWasWrongAndWhatWasExpected) {
       {"supervise", "memtrain supervise needs the job to run after --; expected `memtrain supervise [options] -- "},
       {"data", "memtrain data needs a sub-verb (see memtrain data --help)"},
       {"checkpoint verify a b", "unexpected argument b; expected only the arguments `memtrain checkpoint --help` lists"},
+      {"checkpoint verify a b c", "unexpected arguments b c; expected only the arguments"},  // CLI11 lists "c b"
       {"replay --trace t.csv --policy best_fit --capacity 1GiB extra",
        "unexpected argument extra; expected only the arguments `memtrain replay --help` lists"},
   };
