@@ -19,7 +19,6 @@
 #include "runtime/core/context.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/printable.hpp"
-#include "runtime/data/prepare_data.hpp"
 #include "runtime/train/checkpoint_export.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/model_memory.hpp"
@@ -271,11 +270,7 @@ EvalResult evaluate_checkpoint(const std::string& dir, std::int64_t* step, std::
   // Its key (the corpus's XXH64 and the tokenizer settings) is compared before anything is
   // prepared: a refused eval used to train a tokenizer and leave a new data cache first.
   validate_corpus(l.config);
-  const std::string key =
-      l.config.data.mock
-          ? std::string("mock")
-          : std::filesystem::path(data::cache_key_dir(l.config.data, l.config.model.vocab_size)).lexically_normal().filename().string();
-  check_checkpoint_data(dir, l.meta, key, "`eval --input` with token ids");
+  check_checkpoint_data(dir, l.meta, data_key_of(l.config), "`eval --input` with token ids");
   TrainingData data = load_training_data(l.config, *world, log);
   return evaluate_model(*l.model, *data.validation, *world, l.config.training.micro_batch_size,
                         l.config.training.eval_steps);

@@ -31,6 +31,11 @@ struct TrainingData {
 TrainingData load_training_data(const Config& config, comms::Communicator& comm,
                                 std::ostream& log);
 
+// TrainingData::data_key of `config`'s data without preparing it: "mock", or the name of the
+// cache directory prepare_data would use (it reads the corpus to hash it; prepare_data's
+// errors). eval compares it with a checkpoint's before anything is prepared.
+std::string data_key_of(const Config& config);
+
 // The masking key of the validation stream of a run keyed by training.seed `seed`: it differs
 // from the training stream's, so validation never repeats the training masking. `memtrain plan`
 // uses it to evaluate on the same mock batches as the trainer.

@@ -46,6 +46,15 @@ void write_corpus_config(const Scratch& s) {
   s.write("corpus.txt", corpus("moses"));
 }
 
+// Trains c.yaml (write_corpus_config) into run/ and returns the data_key its checkpoint
+// kCheckpoint records.
+const std::string kCheckpoint = "run/checkpoints/step-00000002";
+std::string train_on_corpus(const Scratch& s) {
+  write_corpus_config(s);
+  EXPECT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
+  return nlohmann::json::parse(slurp(s.path(kCheckpoint + "/meta.json"))).at("data_key");
+}
+
 TEST(ResumeData, ACheckpointOfAnotherCorpusIsRefused) {
   Scratch s;
   write_corpus_config(s);
@@ -76,10 +85,8 @@ TEST(ResumeData, ACheckpointOfAnotherCorpusIsRefused) {
 // in the cache), and eval on the validation split, which would be the new corpus's, is refused.
 TEST(ResumeData, ExportAndEvalKeepToTheCheckpointsData) {
   Scratch s;
-  write_corpus_config(s);
-  ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
-  const std::string ck = "run/checkpoints/step-00000002";
-  const std::string key = nlohmann::json::parse(slurp(s.path(ck + "/meta.json"))).at("data_key");
+  const std::string key = train_on_corpus(s);
+  const std::string ck = kCheckpoint;
   s.write("corpus.txt", corpus("aaron"));
   ASSERT_EQ(s.memtrain("data prepare --config c.yaml").exit_code, 0);  // the new corpus's cache beside the old
 
@@ -98,10 +105,8 @@ TEST(ResumeData, ExportAndEvalKeepToTheCheckpointsData) {
 // it leaves no new data cache (it used to train the new corpus's tokenizer first).
 TEST(ResumeData, ARefusedEvalPreparesNoData) {
   Scratch s;
-  write_corpus_config(s);
-  ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
-  const std::string ck = "run/checkpoints/step-00000002";
-  const std::string key = nlohmann::json::parse(slurp(s.path(ck + "/meta.json"))).at("data_key");
+  const std::string key = train_on_corpus(s);
+  const std::string ck = kCheckpoint;
   s.write("corpus.txt", corpus("aaron"));
   const auto eval = s.memtrain("eval --checkpoint " + ck);
   EXPECT_EQ(eval.exit_code, 2) << eval.err;
@@ -116,9 +121,8 @@ TEST(ResumeData, ARefusedEvalPreparesNoData) {
 // which reads the corpus, says it is missing (exit 2).
 TEST(ResumeData, ExportAndEvalInputNeedNoCorpus) {
   Scratch s;
-  write_corpus_config(s);
-  ASSERT_EQ(s.memtrain("train --config c.yaml --run-dir run --set training.lr_decay_steps=4").exit_code, 0);
-  const std::string ck = "run/checkpoints/step-00000002";
+  train_on_corpus(s);
+  const std::string ck = kCheckpoint;
   std::filesystem::remove(s.path("corpus.txt"));
   const auto exported = s.memtrain("export-hf " + ck + " hf");
   EXPECT_EQ(exported.exit_code, 0) << exported.err;
