@@ -195,8 +195,11 @@ BENCHMARK(BM_MallocFree)->Arg(4096)->Arg(1 << 20)->ArgNames({"bytes"});
 BENCHMARK(BM_ReplayDirect)->DenseRange(0, 3)->ArgNames({"policy"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReplayInterned)->DenseRange(0, 3)->ArgNames({"policy"})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReplayTrace)->DenseRange(0, 3)->ArgNames({"policy"})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_TransformerUtilization)->ArgsProduct({{1, 2, 3}, {0, 1, 2}, {80, 16}})
-    ->ArgNames({"policy", "seq", "capacity_GiB"})->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_TransformerUtilization)
+    ->ArgsProduct({{1, 2, 3}, {0, 1, 2}, {80, 16}})
+    ->ArgNames({"policy", "seq", "capacity_GiB"})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace
 }  // namespace memtrain::bench

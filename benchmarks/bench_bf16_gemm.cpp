@@ -23,8 +23,8 @@ namespace memtrain::bench {
 namespace {
 
 void finish(benchmark::State& state, int N, int C, int OC) {
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * N * C * OC * static_cast<double>(state.iterations()),
-                                                benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * N * C * OC * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 void BM_LinearSgemm(benchmark::State& state) {

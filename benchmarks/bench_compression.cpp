@@ -92,9 +92,9 @@ int main(int argc, char** argv) {
   buckets.reserve(methods.size());
   for (const auto& m : methods) {
     buckets.push_back(comms::make_gradient_buckets(ctx, specs, core::DType::f32, std::int64_t{25} << 20));
-    syncs.push_back(std::make_unique<comms::GradientSynchronizer>(
-        buckets.back(), counted, ctx, /*overlap=*/false, comms::GradientReduction::all_reduce,
-        m.compression ? &*m.compression : nullptr));
+    syncs.push_back(std::make_unique<comms::GradientSynchronizer>(buckets.back(), counted, ctx, /*overlap=*/false,
+                                                                  comms::GradientReduction::all_reduce,
+                                                                  m.compression ? &*m.compression : nullptr));
   }
   std::mt19937 gen(static_cast<unsigned>(17 + world->rank()));
   std::normal_distribution<float> normal(0.0f, 1e-3f);

@@ -58,11 +58,10 @@ void BM_AttentionStandard(benchmark::State& state) {
   std::vector<float> probs(tt), scratch(tt);  // [B, NH, T, T] each
   const RngKey key{.seed = 1};
   for (auto _ : state) {
-    kernels::attention_forward(in.out.data(), probs.data(), in.q.data(), in.k.data(), in.v.data(),
-                               in.mask.data(), B, T, C, NH, kDropout, key, 0);
-    kernels::attention_backward(in.dq.data(), in.dk.data(), in.dv.data(), scratch.data(),
-                                in.dout.data(), probs.data(), in.q.data(), in.k.data(), in.v.data(),
-                                B, T, C, NH, kDropout, key, 0);
+    kernels::attention_forward(in.out.data(), probs.data(), in.q.data(), in.k.data(), in.v.data(), in.mask.data(), B, T,
+                               C, NH, kDropout, key, 0);
+    kernels::attention_backward(in.dq.data(), in.dk.data(), in.dv.data(), scratch.data(), in.dout.data(), probs.data(),
+                                in.q.data(), in.k.data(), in.v.data(), B, T, C, NH, kDropout, key, 0);
     benchmark::DoNotOptimize(in.dq.data());
   }
   state.SetItemsProcessed(state.iterations() * B * T);
@@ -76,13 +75,11 @@ void BM_AttentionFlash(benchmark::State& state) {
   std::vector<float> ws(kernels::flash_attention_workspace_elements(T, C, NH));
   const RngKey key{.seed = 1};
   for (auto _ : state) {
-    kernels::flash_attention_forward(in.out.data(), lse.data(), in.q.data(), in.k.data(),
-                                     in.v.data(), in.mask.data(), B, T, C, NH, kDropout, key, 0,
-                                     ws.data());
-    kernels::flash_attention_backward(in.dq.data(), in.dk.data(), in.dv.data(), in.dout.data(),
-                                      in.out.data(), lse.data(), in.q.data(), in.k.data(),
-                                      in.v.data(), in.mask.data(), B, T, C, NH, kDropout, key, 0,
-                                      ws.data());
+    kernels::flash_attention_forward(in.out.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), in.mask.data(),
+                                     B, T, C, NH, kDropout, key, 0, ws.data());
+    kernels::flash_attention_backward(in.dq.data(), in.dk.data(), in.dv.data(), in.dout.data(), in.out.data(),
+                                      lse.data(), in.q.data(), in.k.data(), in.v.data(), in.mask.data(), B, T, C, NH,
+                                      kDropout, key, 0, ws.data());
     benchmark::DoNotOptimize(in.dq.data());
   }
   state.SetItemsProcessed(state.iterations() * B * T);

@@ -91,7 +91,8 @@ struct Gpu {
 };
 
 void flops(benchmark::State& state, double per_iteration) {
-  state.counters["TFLOP/s"] = benchmark::Counter(per_iteration * state.iterations() / 1e12, benchmark::Counter::kIsRate);
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(per_iteration * state.iterations() / 1e12, benchmark::Counter::kIsRate);
 }
 
 // One linear layer, forward or forward + backward: [N, in] -> [N, out].
@@ -156,8 +157,8 @@ void BM_FlashAttentionBf16(benchmark::State& state, bool backward) {
   g.run(state, [&] {
     kernels::gpu::flash_attention_forward<bf16>(g.ctx, out, lse, q, q, q, nullptr, kB, kT, kC, kNH, 0.1f, key, 0);
     if (backward) {
-      kernels::gpu::flash_attention_backward<bf16>(g.ctx, dq, dq, dq, out, out, lse, q, q, q, nullptr, kB, kT, kC,
-                                                   kNH, 0.1f, key, 0);
+      kernels::gpu::flash_attention_backward<bf16>(g.ctx, dq, dq, dq, out, out, lse, q, q, q, nullptr, kB, kT, kC, kNH,
+                                                   0.1f, key, 0);
     }
   });
   flops(state, 2.0 * 2 * kB * kNH * double(kT) * kT * (kC / kNH) * (backward ? 3 : 1));
@@ -171,7 +172,8 @@ void BM_LayerNormBf16(benchmark::State& state) {
   auto* y = static_cast<bf16*>(device_alloc(2 * std::size_t(kN) * kC));
   auto* gamma = static_cast<bf16*>(device_alloc(2 * kC));
   auto* stats = static_cast<float*>(device_alloc(8 * kN));
-  g.run(state, [&] { kernels::gpu::layernorm_forward<bf16>(g.ctx, y, stats, stats + kN, x, gamma, gamma, kN, kC, 1e-12f); });
+  g.run(state,
+        [&] { kernels::gpu::layernorm_forward<bf16>(g.ctx, y, stats, stats + kN, x, gamma, gamma, kN, kC, 1e-12f); });
   state.SetBytesProcessed(state.iterations() * 2 * 2 * std::int64_t(kN) * kC);
   for (void* p : {(void*)x, (void*)y, (void*)gamma, (void*)stats}) cudaFree(p);
 }
@@ -208,8 +210,12 @@ void BM_AdamWBf16(benchmark::State& state) {
 BENCHMARK_CAPTURE(BM_LinearBf16, qkv_fwd_bf16, kC, 3 * kC, false)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LinearBf16, ffn_up_fwd_bwd_bf16, kC, kFF, true)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LinearBf16, ffn_down_fwd_bwd_bf16, kFF, kC, true)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_LinearFp32, ffn_up_fwd_bwd_tf32, kC, kFF, true, true)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_LinearFp32, ffn_up_fwd_bwd_fp32, kC, kFF, true, false)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LinearFp32, ffn_up_fwd_bwd_tf32, kC, kFF, true, true)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LinearFp32, ffn_up_fwd_bwd_fp32, kC, kFF, true, false)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_AttentionBf16, fwd, false)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_AttentionBf16, fwd_bwd, true)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_FlashAttentionBf16, fwd, false)->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -32,9 +32,7 @@ using namespace memtrain;
 using Clock = std::chrono::steady_clock;
 using bench::median;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
 
@@ -50,7 +48,9 @@ int main(int argc, char** argv) {
     } else if (a == "--scale") {
       scale = std::atof(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "bench_gradient_sync: unknown argument %s; expected --repeats R, --bucket-mb M or --scale S\n", a.c_str());
+      std::fprintf(stderr,
+                   "bench_gradient_sync: unknown argument %s; expected --repeats R, --bucket-mb M or --scale S\n",
+                   a.c_str());
       return 2;
     }
   }
@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
   auto world = comms::make_world_communicator();
   core::Context ctx(train::make_model_allocator(train::MemoryConfig{}));
   const auto specs = bench::bert_base_gradients(scale);
-  auto buckets = comms::make_gradient_buckets(
-      ctx, specs, core::DType::f32, static_cast<std::int64_t>(bucket_mb * (1 << 20)));
+  auto buckets =
+      comms::make_gradient_buckets(ctx, specs, core::DType::f32, static_cast<std::int64_t>(bucket_mb * (1 << 20)));
   std::int64_t n = 0;
   for (const auto& b : buckets) n += b.buffer.numel();
   std::vector<float> flat(static_cast<std::size_t>(n), 1.0f);
@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
         "{\"ranks\": %d, \"elements\": %lld, \"buckets\": %zu, \"bucket_mb\": %g, \"repeats\": %d, "
         "\"bare_allreduce_s\": %.6f, \"synchronizer_s\": %.6f, \"bare_gb_per_s\": %.4f, "
         "\"synchronizer_gb_per_s\": %.4f, \"ratio\": %.4f}\n",
-        world->size(), static_cast<long long>(n), buckets.size(), bucket_mb, repeats, medians[0],
-        medians[1], bytes / medians[0] / 1e9, bytes / medians[1] / 1e9, medians[0] / medians[1]);
+        world->size(), static_cast<long long>(n), buckets.size(), bucket_mb, repeats, medians[0], medians[1],
+        bytes / medians[0] / 1e9, bytes / medians[1] / 1e9, medians[0] / medians[1]);
   }
   return 0;
 }

@@ -77,8 +77,8 @@ void BM_BackwardF16Weight(benchmark::State& state) {
   std::vector<float> dx(std::size_t(s.N) * s.C), scratch(kernels::linear_half_weight_scratch_elements(s.OC, s.C));
   std::vector<std::uint16_t> dw(std::size_t(s.OC) * s.C);
   for (auto _ : state) {
-    kernels::linear_backward_half_weight(dx.data(), dw.data(), false, nullptr, dy.data(), x.data(), w.data(), s.N,
-                                         s.C, s.OC, HalfFormat::f16, scratch.data());
+    kernels::linear_backward_half_weight(dx.data(), dw.data(), false, nullptr, dy.data(), x.data(), w.data(), s.N, s.C,
+                                         s.OC, HalfFormat::f16, scratch.data());
     benchmark::DoNotOptimize(dx.data());
   }
   finish(state, s, 2);

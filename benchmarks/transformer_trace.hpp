@@ -15,11 +15,11 @@
 namespace memtrain::bench {
 
 struct TransformerTraceConfig {
-  int num_layers = 24;      // BERT-Large
-  int hidden_size = 1024;   // C
+  int num_layers = 24;           // BERT-Large
+  int hidden_size = 1024;        // C
   int num_attention_heads = 16;  // NH
-  int vocab_size = 30522;   // V
-  int micro_batch_size = 8; // B
+  int vocab_size = 30522;        // V
+  int micro_batch_size = 8;      // B
   int steps = 24;
   // Sequence lengths cycled over the steps (the "changing sequence lengths" of issue 3).
   std::vector<int> seq_lengths = {128, 512, 256, 384, 192, 448, 320, 512};
@@ -53,7 +53,7 @@ struct CompactOp {
   bool alloc = true;
   std::uint32_t slot = 0;  // index into a live-block table
   std::size_t bytes = 0;
-  std::uint8_t tag = 0;    // index into kTraceTags
+  std::uint8_t tag = 0;  // index into kTraceTags
 };
 
 inline const char* const kTraceTags[] = {"parameter", "gradient", "optimizer_state", "activation", "temporary"};
@@ -128,35 +128,35 @@ inline GeneratedTrace make_transformer_trace(const TransformerTraceConfig& cfg) 
 
   for (int step = 0; step < cfg.steps; ++step) {
     const std::size_t Tlen = cfg.seq_lengths[step % cfg.seq_lengths.size()];
-    const std::size_t N = B * Tlen;  // tokens
+    const std::size_t N = B * Tlen;                                             // tokens
     const std::size_t M = static_cast<std::size_t>(cfg.mask_fraction * N) + 1;  // masked tokens
     // Forward. Saved tensors per layer, in order, freed in reverse by the backward.
     std::vector<std::vector<std::uint32_t>> saved(cfg.num_layers + 2);
     auto save = [&](int layer, std::size_t bytes) { saved[layer].push_back(tb.alloc(bytes, T::activation)); };
     auto temp = [&](std::size_t bytes) { tb.free(tb.alloc(bytes, T::temporary)); };
-    save(0, N * C * f);       // embedding sum           // [B, T, C]
-    save(0, N * C * f);       // embedding LayerNorm out  // [B, T, C]
-    save(0, 2 * N * f);       // mean, rstd               // [B, T] x 2
+    save(0, N * C * f);  // embedding sum           // [B, T, C]
+    save(0, N * C * f);  // embedding LayerNorm out  // [B, T, C]
+    save(0, 2 * N * f);  // mean, rstd               // [B, T] x 2
     for (int l = 1; l <= cfg.num_layers; ++l) {
-      save(l, N * 3 * C * f);          // qkv               // [B, T, 3*C]
+      save(l, N * 3 * C * f);                                                   // qkv               // [B, T, 3*C]
       std::uint32_t scores = tb.alloc(B * NH * Tlen * Tlen * f, T::temporary);  // [B, NH, T, T]
-      save(l, B * NH * Tlen * Tlen * f);  // softmax probs   // [B, NH, T, T]
+      save(l, B * NH * Tlen * Tlen * f);                                        // softmax probs   // [B, NH, T, T]
       tb.free(scores);
-      save(l, N * C * f);              // attention context // [B, T, C]
-      temp(N * C * f);                 // projection out    // [B, T, C]
-      save(l, N * C * f);              // residual + LN1    // [B, T, C]
-      save(l, 2 * N * f);              // LN1 mean, rstd    // [B, T] x 2
-      save(l, N * 4 * C * f);          // MLP in            // [B, T, 4*C]
-      save(l, N * 4 * C * f);          // GELU out          // [B, T, 4*C]
-      temp(N * C * f);                 // MLP out           // [B, T, C]
-      save(l, N * C * f);              // residual + LN2    // [B, T, C]
-      save(l, 2 * N * f);              // LN2 mean, rstd    // [B, T] x 2
+      save(l, N * C * f);      // attention context // [B, T, C]
+      temp(N * C * f);         // projection out    // [B, T, C]
+      save(l, N * C * f);      // residual + LN1    // [B, T, C]
+      save(l, 2 * N * f);      // LN1 mean, rstd    // [B, T] x 2
+      save(l, N * 4 * C * f);  // MLP in            // [B, T, 4*C]
+      save(l, N * 4 * C * f);  // GELU out          // [B, T, 4*C]
+      temp(N * C * f);         // MLP out           // [B, T, C]
+      save(l, N * C * f);      // residual + LN2    // [B, T, C]
+      save(l, 2 * N * f);      // LN2 mean, rstd    // [B, T] x 2
     }
     const int head = cfg.num_layers + 1;
-    save(head, M * C * f);     // gathered masked rows   // [M, C]
-    save(head, M * C * f);     // transform + GELU + LN  // [M, C]
-    save(head, M * V * f);     // logits                 // [M, V]
-    temp(M * V * f);           // softmax for the loss   // [M, V]
+    save(head, M * C * f);  // gathered masked rows   // [M, C]
+    save(head, M * C * f);  // transform + GELU + LN  // [M, C]
+    save(head, M * V * f);  // logits                 // [M, V]
+    temp(M * V * f);        // softmax for the loss   // [M, V]
 
     // Backward: gradients of each parameter are created on first use and then persist.
     const bool first = grads.empty();
@@ -169,18 +169,18 @@ inline GeneratedTrace make_transformer_trace(const TransformerTraceConfig& cfg) 
     };
     std::uint32_t dlogits = tb.alloc(M * V * f, T::temporary);  // [M, V]
     grad_of(5);
-    std::uint32_t dx = tb.alloc(N * C * f, T::temporary);         // [B, T, C]
+    std::uint32_t dx = tb.alloc(N * C * f, T::temporary);  // [B, T, C]
     tb.free(dlogits);
     for (auto it = saved[head].rbegin(); it != saved[head].rend(); ++it) tb.free(*it);
     for (int l = cfg.num_layers; l >= 1; --l) {
       grad_of(12);
-      std::uint32_t d4c = tb.alloc(N * 4 * C * f, T::temporary);  // [B, T, 4*C]
-      temp(N * 4 * C * f);                                        // GELU backward
+      std::uint32_t d4c = tb.alloc(N * 4 * C * f, T::temporary);               // [B, T, 4*C]
+      temp(N * 4 * C * f);                                                     // GELU backward
       std::uint32_t dattn = tb.alloc(B * NH * Tlen * Tlen * f, T::temporary);  // [B, NH, T, T]
       tb.free(d4c);
       std::uint32_t dqkv = tb.alloc(N * 3 * C * f, T::temporary);  // [B, T, 3*C]
       tb.free(dattn);
-      std::uint32_t dx_next = tb.alloc(N * C * f, T::temporary);   // [B, T, C]
+      std::uint32_t dx_next = tb.alloc(N * C * f, T::temporary);  // [B, T, C]
       tb.free(dqkv);
       tb.free(dx);
       dx = dx_next;

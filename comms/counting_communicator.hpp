@@ -79,9 +79,7 @@ class CountingCommunicator final : public Communicator {
   void barrier() override {
     timed(0, [&] { inner_.barrier(); });
   }
-  std::unique_ptr<Communicator> split(int color, int key) override {
-    return inner_.split(color, key);
-  }
+  std::unique_ptr<Communicator> split(int color, int key) override { return inner_.split(color, key); }
   std::string backend() const override { return inner_.backend(); }
 
  private:

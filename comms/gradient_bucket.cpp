@@ -5,12 +5,10 @@
 
 namespace memtrain::comms {
 
-std::vector<GradientBucket> make_gradient_buckets(core::Context& ctx,
-                                                  const std::vector<GradientSpec>& grads,
+std::vector<GradientBucket> make_gradient_buckets(core::Context& ctx, const std::vector<GradientSpec>& grads,
                                                   core::DType dtype, std::int64_t bucket_bytes) {
   if (bucket_bytes < 1) {
-    throw RuntimeError("make_gradient_buckets: bucket_bytes = " + std::to_string(bucket_bytes) +
-                       "; expected >= 1");
+    throw RuntimeError("make_gradient_buckets: bucket_bytes = " + std::to_string(bucket_bytes) + "; expected >= 1");
   }
   const auto element = static_cast<std::int64_t>(core::dtype_size(dtype));
   std::vector<std::vector<GradientBucketEntry>> layouts;

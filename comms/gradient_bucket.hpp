@@ -48,8 +48,7 @@ struct GradientSpec {
 // padding). With bucket_bytes <= the
 // smallest gradient every gradient is a bucket of its own. Throws memtrain::RuntimeError for
 // bucket_bytes < 1 and memtrain::OutOfMemory from the allocator.
-std::vector<GradientBucket> make_gradient_buckets(core::Context& ctx,
-                                                  const std::vector<GradientSpec>& grads,
+std::vector<GradientBucket> make_gradient_buckets(core::Context& ctx, const std::vector<GradientSpec>& grads,
                                                   core::DType dtype, std::int64_t bucket_bytes);
 
 }  // namespace memtrain::comms

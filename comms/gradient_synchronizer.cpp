@@ -15,9 +15,7 @@ namespace memtrain::comms {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 bool is_half(core::DType d) { return d == core::DType::f16 || d == core::DType::bf16; }
 
@@ -33,9 +31,8 @@ bool failure_injected_here() {
 
 }  // namespace
 
-GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
-                                           Communicator& group, core::Context& ctx, bool overlap,
-                                           GradientReduction reduction,
+GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group,
+                                           core::Context& ctx, bool overlap, GradientReduction reduction,
                                            const Compression* compression)
     : buckets_(buckets),
       group_(group),
@@ -50,8 +47,8 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     for (const auto& e : buckets_[b].entries) {
       if (!where_.emplace(e.key, std::make_pair(static_cast<int>(b), false)).second) {
-        throw RuntimeError("GradientSynchronizer: gradient key " + std::to_string(e.key) + " (" +
-                           e.name + ") is in two bucket entries");
+        throw RuntimeError("GradientSynchronizer: gradient key " + std::to_string(e.key) + " (" + e.name +
+                           ") is in two bucket entries");
       }
     }
     if (is_half(buckets_[b].buffer.dtype())) {
@@ -60,13 +57,11 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     for (const auto& e : buckets_[b].entries) {
       if (!e.split_rows) continue;
       if (split_ || found_split) {
-        throw RuntimeError("GradientSynchronizer: more than one gradient is marked split_rows (" +
-                           e.name + ")");
+        throw RuntimeError("GradientSynchronizer: more than one gradient is marked split_rows (" + e.name + ")");
       }
       found_split = true;
       if (e.shape.empty() || e.shape[0] < 1) {
-        throw RuntimeError("GradientSynchronizer: gradient " + e.name +
-                           " is marked split_rows but has no rows");
+        throw RuntimeError("GradientSynchronizer: gradient " + e.name + " is marked split_rows but has no rows");
       }
       // Note [The tied embedding's rows are summed in two parts]
       if (group.size() > 1 && reduction_ == GradientReduction::all_reduce && compression == nullptr &&
@@ -108,8 +103,7 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
       if (is_half(b.buffer.dtype())) largest_half_bucket = std::max(largest_half_bucket, b.buffer.numel());
     }
     if (group.size() > 1 && largest_half_bucket > 0) {
-      compress_staging_ = core::Tensor::empty(ctx, {largest_half_bucket}, core::DType::f32,
-                                              core::tags().communication);
+      compress_staging_ = core::Tensor::empty(ctx, {largest_half_bucket}, core::DType::f32, core::tags().communication);
     }
     if (group.size() > 1 && compression->method == CompressionMethod::powersgd) {
       compressor_ = std::make_unique<PowerSgdCompressor>(buckets_, compression->powersgd, ctx);
@@ -156,8 +150,7 @@ void GradientSynchronizer::begin_step(std::int64_t iteration) {
 void GradientSynchronizer::mark_ready(std::size_t key) {
   auto it = where_.find(key);
   if (it == where_.end()) {
-    throw RuntimeError("GradientSynchronizer::mark_ready: no bucket holds gradient key " +
-                       std::to_string(key));
+    throw RuntimeError("GradientSynchronizer::mark_ready: no bucket holds gradient key " + std::to_string(key));
   }
   auto& [bucket, announced] = it->second;
   if (announced) {
@@ -171,15 +164,13 @@ void GradientSynchronizer::mark_ready(std::size_t key) {
 void GradientSynchronizer::mark_rows_ready(std::size_t key, const std::vector<std::int32_t>& late_rows) {
   auto it = where_.find(key);
   if (it == where_.end()) {
-    throw RuntimeError("GradientSynchronizer::mark_rows_ready: no bucket holds gradient key " +
-                       std::to_string(key));
+    throw RuntimeError("GradientSynchronizer::mark_rows_ready: no bucket holds gradient key " + std::to_string(key));
   }
   const auto& entries = buckets_[static_cast<std::size_t>(it->second.first)].entries;
-  const auto entry = std::find_if(entries.begin(), entries.end(),
-                                  [key](const GradientBucketEntry& e) { return e.key == key; });
+  const auto entry =
+      std::find_if(entries.begin(), entries.end(), [key](const GradientBucketEntry& e) { return e.key == key; });
   if (!entry->split_rows) {
-    throw RuntimeError("GradientSynchronizer::mark_rows_ready: gradient " + entry->name +
-                       " is not marked split_rows");
+    throw RuntimeError("GradientSynchronizer::mark_rows_ready: gradient " + entry->name + " is not marked split_rows");
   }
   if (it->second.second || (split_ && split_->early_queued)) {
     throw RuntimeError("GradientSynchronizer::mark_rows_ready: gradient " + entry->name +
@@ -188,9 +179,8 @@ void GradientSynchronizer::mark_rows_ready(std::size_t key, const std::vector<st
   const std::int64_t rows = entry->shape[0];
   for (std::int32_t r : late_rows) {
     if (r < 0 || r >= rows) {
-      throw RuntimeError("GradientSynchronizer::mark_rows_ready: row " + std::to_string(r) +
-                         " of gradient " + entry->name + " outside [0, " + std::to_string(rows) +
-                         ")");
+      throw RuntimeError("GradientSynchronizer::mark_rows_ready: row " + std::to_string(r) + " of gradient " +
+                         entry->name + " outside [0, " + std::to_string(rows) + ")");
     }
   }
   // Without a communication thread every bucket is summed whole in finish().
@@ -253,8 +243,7 @@ void GradientSynchronizer::sum_compressed(int bucket, GradientSyncStats& into) {
   if (!is_half(buf.dtype())) {
     compressor_->sum(b, buf.data<float>(), group_, iteration_, into);
   } else {
-    const auto format =
-        buf.dtype() == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
+    const auto format = buf.dtype() == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
     std::uint16_t* g = buf.data<std::uint16_t>();
     float* whole = compress_staging_.data<float>();
     kernels::convert_half_to_float(whole, g, n, format);
@@ -363,8 +352,7 @@ void GradientSynchronizer::sum_bucket(int b, GradientSyncStats& into) {
     ++into.calls;
   } else {
     // Note [16-bit gradients are summed in f32]
-    const auto format =
-        buf.dtype() == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
+    const auto format = buf.dtype() == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
     std::uint16_t* g = buf.data<std::uint16_t>();
     float* stage = staging_.data<float>();
     for (std::int64_t lo = 0; lo < n; lo += staging_.numel()) {
@@ -384,8 +372,7 @@ void GradientSynchronizer::sum_bucket(int b, GradientSyncStats& into) {
 void GradientSynchronizer::reduce_scatter_half(int b, GradientSyncStats& into) {
   core::Tensor& buf = buckets_[static_cast<std::size_t>(b)].buffer;
   const Shards& sh = shards_[static_cast<std::size_t>(b)];
-  const auto format =
-      buf.dtype() == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
+  const auto format = buf.dtype() == core::DType::f16 ? kernels::HalfFormat::f16 : kernels::HalfFormat::bf16;
   std::uint16_t* g = buf.data<std::uint16_t>();
   float* stage = staging_.data<float>();
   const std::size_t P = sh.counts.size();
@@ -413,15 +400,14 @@ void GradientSynchronizer::all_gather_shards(core::DType value_dtype) {
     core::Tensor& buf = buckets_[b].buffer;
     if (core::dtype_size(value_dtype) > core::dtype_size(buf.dtype())) {
       throw RuntimeError("GradientSynchronizer::all_gather_shards: " + core::dtype_name(value_dtype) +
-                         " values do not fit in a bucket of " + core::dtype_name(buf.dtype()) +
-                         " gradients");
+                         " values do not fit in a bucket of " + core::dtype_name(buf.dtype()) + " gradients");
     }
     const auto& counts = shards_[b].counts;
     try {
       if (is_half(value_dtype)) {
         // The bucket's first numel 16-bit words, whatever the gradients' type.
-        auto* words = is_half(buf.dtype()) ? buf.data<std::uint16_t>()
-                                           : reinterpret_cast<std::uint16_t*>(buf.data<float>());
+        auto* words =
+            is_half(buf.dtype()) ? buf.data<std::uint16_t>() : reinterpret_cast<std::uint16_t*>(buf.data<float>());
         group_.allgather_in_place(words, counts);
         stats_.bytes += counts[rank_] * 2;
         stats_.uncompressed_bytes += counts[rank_] * 2;
@@ -495,8 +481,7 @@ void GradientSynchronizer::finish() {
     try {
       std::rethrow_exception(failure);
     } catch (const std::exception& e) {
-      throw RuntimeError(std::string("data-parallel gradient synchronisation failed: ") +
-                         e.what());
+      throw RuntimeError(std::string("data-parallel gradient synchronisation failed: ") + e.what());
     }
   }
 }

@@ -119,9 +119,8 @@ class GradientSynchronizer {
     OneBitOptions onebit;      // method onebit only
     std::int64_t start_iter = 10;
   };
-  GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group,
-                       core::Context& ctx, bool overlap = true,
-                       GradientReduction reduction = GradientReduction::all_reduce,
+  GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group, core::Context& ctx,
+                       bool overlap = true, GradientReduction reduction = GradientReduction::all_reduce,
                        const Compression* compression = nullptr);
   // Joins the communication thread: a sum in flight completes, buckets still queued (a step
   // that failed before finish) are dropped.
@@ -198,20 +197,20 @@ class GradientSynchronizer {
     int bucket = 0;
     std::size_t key = 0;
     std::int64_t offset = 0, rows = 0, cols = 0;  // in the bucket: elements, [rows, cols]
-    core::Tensor mask;  // [rows] f32, tag communication: 1 where this rank's lookup writes
-    bool early_queued = false;           // this step (training thread)
-    std::vector<std::int64_t> late;      // the union's rows (communication thread)
+    core::Tensor mask;                            // [rows] f32, tag communication: 1 where this rank's lookup writes
+    bool early_queued = false;                    // this step (training thread)
+    std::vector<std::int64_t> late;               // the union's rows (communication thread)
   };
 
-  void enqueue(int bucket);   // training thread: the bucket is complete
-  void push(Item item);       // training thread
+  void enqueue(int bucket);  // training thread: the bucket is complete
+  void push(Item item);      // training thread
   void sum(Item item, GradientSyncStats& into);
   void sum_bucket(int bucket, GradientSyncStats& into);
   void sum_compressed(int bucket, GradientSyncStats& into);
   void sum_early_rows(GradientSyncStats& into);
   void sum_rest(GradientSyncStats& into);
   void sum_ranges(float* g, std::vector<Range> ranges, GradientSyncStats& into);
-  void work();                // communication thread
+  void work();  // communication thread
 
   struct Shards {
     std::vector<std::int64_t> counts;  // per rank
@@ -235,7 +234,7 @@ class GradientSynchronizer {
   bool local_ = false;  // this step keeps local gradients (keep_local_from)
   std::int64_t early_rows_ = 0;
   std::unordered_map<std::size_t, std::pair<int, bool>> where_;  // key -> (bucket, announced)
-  std::vector<std::int64_t> missing_;  // per bucket: entries not announced yet this step
+  std::vector<std::int64_t> missing_;                            // per bucket: entries not announced yet this step
   std::vector<bool> queued_;
   std::vector<int> queue_order_;
   GradientSyncStats stats_;

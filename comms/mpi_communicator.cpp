@@ -36,8 +36,8 @@ void allreduce_chunked(T* data, std::int64_t n, MPI_Datatype type, MPI_Op op, MP
 // one activation shard).
 int block_count(std::int64_t n, const char* what) {
   if (n < 0 || n > INT_MAX) {
-    throw RuntimeError(std::string("MPI ") + what + ": a block of " + std::to_string(n) +
-                       " elements; expected 0 to " + std::to_string(INT_MAX));
+    throw RuntimeError(std::string("MPI ") + what + ": a block of " + std::to_string(n) + " elements; expected 0 to " +
+                       std::to_string(INT_MAX));
   }
   return static_cast<int>(n);
 }
@@ -83,8 +83,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned
   initialize_mpi();
   check(MPI_Comm_rank(comm_, &rank_), "Comm_rank");
   check(MPI_Comm_size(comm_, &size_), "Comm_size");
-  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local_comm_),
-        "Comm_split_type");
+  check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local_comm_), "Comm_split_type");
   check(MPI_Comm_rank(local_comm_, &local_rank_), "Comm_rank(local)");
   check(MPI_Comm_size(local_comm_, &local_size_), "Comm_size(local)");
 }
@@ -124,8 +123,7 @@ void MpiCommunicator::allgather(const std::uint16_t* send, std::uint16_t* recv, 
 
 void MpiCommunicator::reduce_scatter_sum(const float* send, float* recv, std::int64_t n) {
   const int count = block_count(n, "Reduce_scatter_block");
-  check(MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, comm_),
-        "Reduce_scatter_block");
+  check(MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, comm_), "Reduce_scatter_block");
 }
 
 namespace {
@@ -138,9 +136,8 @@ struct IntBlocks {
     std::int64_t offset = 0;
     for (std::int64_t n : c) {
       if (offset > INT_MAX) {
-        throw RuntimeError(std::string("MPI ") + what + ": a displacement of " +
-                           std::to_string(offset) + " elements; expected at most " +
-                           std::to_string(INT_MAX));
+        throw RuntimeError(std::string("MPI ") + what + ": a displacement of " + std::to_string(offset) +
+                           " elements; expected at most " + std::to_string(INT_MAX));
       }
       counts.push_back(static_cast<int>(n));
       displs.push_back(static_cast<int>(offset));
@@ -153,19 +150,16 @@ struct IntBlocks {
 
 void MpiCommunicator::reduce_scatter_sum_in_place(float* data, const std::vector<std::int64_t>& counts) {
   const IntBlocks b(counts, size_, "Reduce_scatter");
-  check(MPI_Reduce_scatter(MPI_IN_PLACE, data, b.counts.data(), MPI_FLOAT, MPI_SUM, comm_),
-        "Reduce_scatter");
+  check(MPI_Reduce_scatter(MPI_IN_PLACE, data, b.counts.data(), MPI_FLOAT, MPI_SUM, comm_), "Reduce_scatter");
 }
 void MpiCommunicator::allgather_in_place(float* data, const std::vector<std::int64_t>& counts) {
   const IntBlocks b(counts, size_, "Allgatherv");
-  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, b.counts.data(), b.displs.data(),
-                       MPI_FLOAT, comm_),
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, b.counts.data(), b.displs.data(), MPI_FLOAT, comm_),
         "Allgatherv");
 }
 void MpiCommunicator::allgather_in_place(std::uint16_t* data, const std::vector<std::int64_t>& counts) {
   const IntBlocks b(counts, size_, "Allgatherv");
-  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, b.counts.data(), b.displs.data(),
-                       MPI_UINT16_T, comm_),
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, b.counts.data(), b.displs.data(), MPI_UINT16_T, comm_),
         "Allgatherv");
 }
 
@@ -191,8 +185,7 @@ void MpiCommunicator::barrier() { check(MPI_Barrier(comm_), "Barrier"); }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   if (color < 0) {
-    throw RuntimeError("Communicator::split: color = " + std::to_string(color) +
-                       "; expected >= 0");
+    throw RuntimeError("Communicator::split: color = " + std::to_string(color) + "; expected >= 0");
   }
   MPI_Comm sub = MPI_COMM_NULL;
   check(MPI_Comm_split(comm_, color, key, &sub), "Comm_split");

@@ -75,13 +75,13 @@ class NcclCommunicator final : public Communicator {
   void allgather_bytes(const void* send, void* recv, std::int64_t bytes);
   void allgather_in_place_bytes(void* data, const std::vector<std::int64_t>& counts, std::size_t element);
   void alltoall_bytes(const void* send, void* recv, std::int64_t bytes);
-  void begin();  // selects the device; waits for order_after's stream when set
+  void begin();                   // selects the device; waits for order_after's stream when set
   void finish(const char* call);  // waits for the stream; throws on an NCCL or CUDA error
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   int rank_ = 0, size_ = 1, device_ = 0, local_rank_ = 0, local_size_ = 1;
-  int* barrier_word_ = nullptr;  // one int of device memory for barrier()
+  int* barrier_word_ = nullptr;     // one int of device memory for barrier()
   cudaStream_t compute_ = nullptr;  // order_after's stream, or null
   cudaEvent_t ready_ = nullptr;     // recorded on compute_ before each collective
 };

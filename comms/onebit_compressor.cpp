@@ -84,8 +84,8 @@ float block_scale(const float* x, std::int64_t count, OneBitScale kind) {
 // of signs, the chunk's scale S (bf16, the largest block scale), then a 4-bit code per block
 // when there is more than one (Note [1-bit scales per block, by the mean magnitude]).
 // `scales`: [blocks] scratch. False when a scale is not finite (S is then NaN).
-bool compress_chunk(const OneBitCompressor::Entry& en, const float* x, std::int64_t count,
-                    OneBitScale kind, float* scales, std::uint16_t* out) {
+bool compress_chunk(const OneBitCompressor::Entry& en, const float* x, std::int64_t count, OneBitScale kind,
+                    float* scales, std::uint16_t* out) {
   const std::int64_t words = en.chunk / kBitsPerWord;
   std::fill(out, out + words + en.scale_words, std::uint16_t{0});  // padding bits: +1
   pack_signs(x, count, out);
@@ -154,8 +154,8 @@ void unpack_signs(const std::uint16_t* words, std::int64_t n, float scale, float
   for_each_sign(words, n, [=](std::int64_t j, float sign) { out[j] = scale * sign; });
 }
 
-OneBitCompressor::OneBitCompressor(const std::vector<GradientBucket>& buckets, int world,
-                                   core::Context& ctx, OneBitOptions options)
+OneBitCompressor::OneBitCompressor(const std::vector<GradientBucket>& buckets, int world, core::Context& ctx,
+                                   OneBitOptions options)
     : world_(world), options_(options) {
   if (world < 1) {
     throw RuntimeError("OneBitCompressor: world = " + std::to_string(world) + "; expected >= 1");
@@ -217,12 +217,8 @@ bool OneBitCompressor::scales_finite(const Bucket& bucket, const std::uint16_t* 
   return true;
 }
 
-std::int64_t OneBitCompressor::alltoall_bytes(std::size_t b) const {
-  return buckets_.at(b).words * world_ * 2;
-}
-std::int64_t OneBitCompressor::allgather_bytes(std::size_t b) const {
-  return buckets_.at(b).words * 2;
-}
+std::int64_t OneBitCompressor::alltoall_bytes(std::size_t b) const { return buckets_.at(b).words * world_ * 2; }
+std::int64_t OneBitCompressor::allgather_bytes(std::size_t b) const { return buckets_.at(b).words * 2; }
 
 void OneBitCompressor::sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration,
                            GradientSyncStats& into) {
@@ -230,20 +226,20 @@ void OneBitCompressor::sum(std::size_t b, float* data, Communicator& group, std:
   sum_entries(b, data, group, into, nullptr);
 }
 
-void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& group,
-                                   GradientSyncStats& into, const std::vector<bool>* skip) {
+void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& group, GradientSyncStats& into,
+                                   const std::vector<bool>* skip) {
   Bucket& bucket = buckets_.at(b);
   if (group.size() != world_) {
-    throw RuntimeError("OneBitCompressor: built for " + std::to_string(world_) +
-                       " ranks, summed over " + std::to_string(group.size()));
+    throw RuntimeError("OneBitCompressor: built for " + std::to_string(world_) + " ranks, summed over " +
+                       std::to_string(group.size()));
   }
-  const std::int64_t W = bucket.words;  // per chunk block
-  std::uint16_t* send = send_.data<std::uint16_t>();           // [world, W]
-  std::uint16_t* recv = recv_.data<std::uint16_t>();           // [world, W]
-  std::uint16_t* gsend = gather_send_.data<std::uint16_t>();   // [W]
-  std::uint16_t* grecv = gather_recv_.data<std::uint16_t>();   // [world, W]
-  float* e = bucket.worker_error.data<float>();                // [numel]
-  float* es = bucket.server_error.data<float>();               // [sum k]
+  const std::int64_t W = bucket.words;                        // per chunk block
+  std::uint16_t* send = send_.data<std::uint16_t>();          // [world, W]
+  std::uint16_t* recv = recv_.data<std::uint16_t>();          // [world, W]
+  std::uint16_t* gsend = gather_send_.data<std::uint16_t>();  // [W]
+  std::uint16_t* grecv = gather_recv_.data<std::uint16_t>();  // [world, W]
+  float* e = bucket.worker_error.data<float>();               // [numel]
+  float* es = bucket.server_error.data<float>();              // [sum k]
   const int me = group.rank();
   if (W == 0) return;
   if (skip != nullptr && skip->size() != bucket.entries.size()) {
@@ -254,7 +250,7 @@ void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& gro
 
   // 1. Worker: x = data + e, compressed chunk by chunk into block c of send; data and e stay
   // as they were until the all-gather has shown every scale finite.
-  float* x = x_.data<float>();  // [k]
+  float* x = x_.data<float>();            // [k]
   float* scales = scales_.data<float>();  // [blocks]
   bool finite = true;
   for (std::size_t t = 0; t < bucket.entries.size(); ++t) {
@@ -327,8 +323,7 @@ void OneBitCompressor::sum_entries(std::size_t b, float* data, Communicator& gro
       const std::int64_t first = en.offset + c * en.chunk;
       float* ef = e + first;
       const float* df = data + first;
-      for_each_value(en, send + c * W + en.word, count,
-                     [=](std::int64_t j, float v) { ef[j] = (df[j] + ef[j]) - v; });
+      for_each_value(en, send + c * W + en.word, count, [=](std::int64_t j, float v) { ef[j] = (df[j] + ef[j]) - v; });
       float* out = data + first;
       for_each_value(en, grecv + c * W + en.word, count, [=](std::int64_t j, float v) { out[j] = v; });
     }

@@ -103,8 +103,7 @@ class OneBitCompressor final : public GradientCompressor {
   // Note [1-bit sums in two stages]; `group` must have the constructor's `world` ranks.
   // Payload: both stages' send buffers (alltoall_bytes(b) + allgather_bytes(b)); the fallback of Note [A non-finite
   // step leaves 1-bit's state untouched] adds numel x 4.
-  void sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration,
-           GradientSyncStats& into) override;
+  void sum(std::size_t b, float* data, Communicator& group, std::int64_t iteration, GradientSyncStats& into) override;
   std::int64_t state_bytes() const override { return state_bytes_; }
   // "bucket<B>.worker_error" and "bucket<B>.server_error"; no flags.
   State state() const override;

@@ -63,16 +63,15 @@ std::uint32_t name_id(const std::string& name) { return XXH32(name.data(), name.
 
 }  // namespace
 
-PowerSgdCompressor::PowerSgdCompressor(const std::vector<GradientBucket>& buckets,
-                                       const PowerSgdOptions& options, core::Context& ctx)
+PowerSgdCompressor::PowerSgdCompressor(const std::vector<GradientBucket>& buckets, const PowerSgdOptions& options,
+                                       core::Context& ctx)
     : options_(options), layouts_(buckets) {
   if (options_.rank < 1) {
-    throw RuntimeError("PowerSgdCompressor: rank = " + std::to_string(options_.rank) +
-                       "; expected an integer >= 1");
+    throw RuntimeError("PowerSgdCompressor: rank = " + std::to_string(options_.rank) + "; expected an integer >= 1");
   }
   if (!(options_.min_compression_rate > 0)) {
-    throw RuntimeError("PowerSgdCompressor: min_compression_rate = " +
-                       std::to_string(options_.min_compression_rate) + "; expected a number > 0");
+    throw RuntimeError("PowerSgdCompressor: min_compression_rate = " + std::to_string(options_.min_compression_rate) +
+                       "; expected a number > 0");
   }
   std::int64_t max_p = 0, max_uncompressed = 0;
   for (const auto& layout : buckets) {
@@ -83,10 +82,9 @@ PowerSgdCompressor::PowerSgdCompressor(const std::vector<GradientBucket>& bucket
       const std::int64_t n = entry.shape.size() >= 2 ? entry.shape[0] : 0;
       const std::int64_t m = n > 0 ? entry.numel / n : 0;
       const std::int64_t r = std::min<std::int64_t>({options_.rank, n, m});
-      const bool compress =
-          n > 0 && m > 0 &&
-          static_cast<double>((n + m) * r) <
-              static_cast<double>(n) * static_cast<double>(m) / options_.min_compression_rate;
+      const bool compress = n > 0 && m > 0 &&
+                            static_cast<double>((n + m) * r) <
+                                static_cast<double>(n) * static_cast<double>(m) / options_.min_compression_rate;
       if (!compress) {
         bucket.uncompressed.push_back(Range{entry.offset, entry.numel});
         bucket.uncompressed_elements += entry.numel;
@@ -119,8 +117,7 @@ PowerSgdCompressor::PowerSgdCompressor(const std::vector<GradientBucket>& bucket
     state_bytes_ += max_p * 4;
   }
   if (max_uncompressed > 0) {
-    uncompressed_scratch_ =
-        core::Tensor::empty(ctx, {max_uncompressed}, core::DType::f32, core::tags().communication);
+    uncompressed_scratch_ = core::Tensor::empty(ctx, {max_uncompressed}, core::DType::f32, core::tags().communication);
     state_bytes_ += max_uncompressed * 4;
   }
 }
@@ -130,8 +127,7 @@ PowerSgdCompressor::PowerSgdCompressor(const std::vector<GradientBucket>& bucket
 void PowerSgdCompressor::draw_q(std::size_t b, Matrix& mat, std::int64_t iteration) {
   Bucket& bucket = buckets_[b];
   const auto& entry_name = layouts_[b].entries[mat.entry].name;
-  const kernels::RngKey key{options_.seed,
-                            options_.warm_start ? 0u : static_cast<std::uint64_t>(iteration),
+  const kernels::RngKey key{options_.seed, options_.warm_start ? 0u : static_cast<std::uint64_t>(iteration),
                             name_id(entry_name), /*site=*/0x9053u, 0};
   const kernels::PhiloxStream stream(key);
   float* q = bucket.q.data<float>() + mat.q_offset;
@@ -181,8 +177,8 @@ void PowerSgdCompressor::sum(std::size_t b, float* grad, Communicator& group, st
   for (Matrix& mat : bucket.matrices) {
     if (!options_.warm_start || !mat.q_drawn) draw_q(b, mat, iteration);
     const int n = static_cast<int>(mat.n), m = static_cast<int>(mat.m), r = static_cast<int>(mat.r);
-    float* p = p_all + mat.p_offset;                      // [n, r]
-    const float* q = q_all + mat.q_offset;                // [m, r]
+    float* p = p_all + mat.p_offset;                                                    // [n, r]
+    const float* q = q_all + mat.q_offset;                                              // [m, r]
     kernels::matmul(p, grad + mat.offset, q, n, r, m, false, false);                    // g Q
     kernels::matmul(p, mat.error.data<float>(), q, n, r, m, false, false, 1.0f, 1.0f);  // + e Q
   }
@@ -193,10 +189,10 @@ void PowerSgdCompressor::sum(std::size_t b, float* grad, Communicator& group, st
   }
   for (Matrix& mat : bucket.matrices) {
     const int n = static_cast<int>(mat.n), m = static_cast<int>(mat.m), r = static_cast<int>(mat.r);
-    float* p = p_all + mat.p_offset;        // [n, r]
-    float* q = q_all + mat.q_offset;        // [m, r]
-    float* e = mat.error.data<float>();     // [n, m]: M = g + e from here on
-    const float* g = grad + mat.offset;     // [n, m]
+    float* p = p_all + mat.p_offset;     // [n, r]
+    float* q = q_all + mat.q_offset;     // [m, r]
+    float* e = mat.error.data<float>();  // [n, m]: M = g + e from here on
+    const float* g = grad + mat.offset;  // [n, m]
     for (std::int64_t i = 0; i < mat.n * mat.m; ++i) e[i] += g[i];
     orthonormalize_columns(p, mat.n, mat.r);
     kernels::matmul(q, e, p, m, r, n, /*trans_a=*/true, false);  // Q = M^T P^
@@ -232,8 +228,8 @@ void PowerSgdCompressor::set_flags(const std::vector<std::int32_t>& flags) {
   std::size_t i = 0;
   for (auto& bucket : buckets_) i += bucket.matrices.size();
   if (flags.size() != i) {
-    throw RuntimeError("PowerSGD state: " + std::to_string(flags.size()) + " q_drawn flags for " +
-                       std::to_string(i) + " matrices");
+    throw RuntimeError("PowerSGD state: " + std::to_string(flags.size()) + " q_drawn flags for " + std::to_string(i) +
+                       " matrices");
   }
   i = 0;
   for (auto& bucket : buckets_) {

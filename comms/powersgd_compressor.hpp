@@ -17,10 +17,10 @@
 namespace memtrain::comms {
 
 struct PowerSgdOptions {
-  int rank = 4;                        // r, clipped to min(n, m) per matrix
-  double min_compression_rate = 2.0;   // compress only if (n + m) r < n m / rate
-  bool warm_start = true;              // reuse last step's Q (else a fresh draw each step)
-  std::uint64_t seed = 0;              // of the initial Q: the same on every rank
+  int rank = 4;                       // r, clipped to min(n, m) per matrix
+  double min_compression_rate = 2.0;  // compress only if (n + m) r < n m / rate
+  bool warm_start = true;             // reuse last step's Q (else a fresh draw each step)
+  std::uint64_t seed = 0;             // of the initial Q: the same on every rank
 };
 
 // Note [PowerSGD sums, it does not average]
@@ -56,8 +56,7 @@ struct PowerSgdOptions {
 // min_compression_rate <= 0.
 class PowerSgdCompressor final : public GradientCompressor {
  public:
-  PowerSgdCompressor(const std::vector<GradientBucket>& buckets, const PowerSgdOptions& options,
-                     core::Context& ctx);
+  PowerSgdCompressor(const std::vector<GradientBucket>& buckets, const PowerSgdOptions& options, core::Context& ctx);
 
   // Replaces bucket b's gradients (`grad`, [numel of the bucket] f32, this rank's) by the
   // compressed sum over `group` (Note [PowerSGD sums, it does not average]) and updates the
@@ -66,8 +65,7 @@ class PowerSgdCompressor final : public GradientCompressor {
   // fresh Q draw when warm_start is off (and the first draw otherwise). Collective over group:
   // every rank calls it for the same buckets in the same order. Adds the payload bytes (the
   // uncompressed entries, then sum (n_k + m_k) r_k floats) to `into`.
-  void sum(std::size_t b, float* grad, Communicator& group, std::int64_t iteration,
-           GradientSyncStats& into) override;
+  void sum(std::size_t b, float* grad, Communicator& group, std::int64_t iteration, GradientSyncStats& into) override;
 
   // One compressed matrix: entry `entry` of its bucket, [n, m] at element `offset`, rank r.
   struct Matrix {

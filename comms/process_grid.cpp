@@ -10,8 +10,8 @@ namespace memtrain::comms {
 
 void check_grid(int world_size, int tp) {
   if (tp < 1 || world_size < 1 || world_size % tp != 0) {
-    throw ConfigError("parallel.tensor_model_parallel_size = " + std::to_string(tp) +
-                      " does not divide the world of " + std::to_string(world_size) +
+    throw ConfigError("parallel.tensor_model_parallel_size = " + std::to_string(tp) + " does not divide the world of " +
+                      std::to_string(world_size) +
                       " ranks; expected a rank count that is a multiple of it (world = "
                       "tensor_model_parallel_size x data-parallel size)");
   }

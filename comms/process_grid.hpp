@@ -37,8 +37,7 @@ class ProcessGrid {
   int dp_rank() const { return dp_->rank(); }
 
  private:
-  ProcessGrid(std::unique_ptr<Communicator> world, std::unique_ptr<Communicator> tp,
-              std::unique_ptr<Communicator> dp);
+  ProcessGrid(std::unique_ptr<Communicator> world, std::unique_ptr<Communicator> tp, std::unique_ptr<Communicator> dp);
 
   std::unique_ptr<Communicator> world_;
   std::unique_ptr<Communicator> tp_;

@@ -7,8 +7,7 @@ namespace memtrain::comms {
 
 std::unique_ptr<Communicator> SimulatedWorldCommunicator::split(int color, int /*key*/) {
   if (color < 0) {
-    throw RuntimeError("Communicator::split: color = " + std::to_string(color) +
-                       "; expected >= 0");
+    throw RuntimeError("Communicator::split: color = " + std::to_string(color) + "; expected >= 0");
   }
   if (size_ > 1) {
     throw RuntimeError("a simulated world of " + std::to_string(size_) +

@@ -29,29 +29,15 @@ class SimulatedWorldCommunicator : public Communicator {
   void allreduce_sum(std::int64_t*, std::int64_t) override {}
   void allreduce_max(float*, std::int64_t) override {}
   void allreduce_max(double*, std::int64_t) override {}
-  void allgather(const float* send, float* recv, std::int64_t n) override {
-    repeat(send, recv, n);
-  }
-  void allgather(const std::uint16_t* send, std::uint16_t* recv, std::int64_t n) override {
-    repeat(send, recv, n);
-  }
-  void reduce_scatter_sum(const float* send, float* recv, std::int64_t n) override {
-    copy(send, recv, n);
-  }
+  void allgather(const float* send, float* recv, std::int64_t n) override { repeat(send, recv, n); }
+  void allgather(const std::uint16_t* send, std::uint16_t* recv, std::int64_t n) override { repeat(send, recv, n); }
+  void reduce_scatter_sum(const float* send, float* recv, std::int64_t n) override { copy(send, recv, n); }
   // Block 0 is where a reduce-scatter leaves it (the others add nothing); a gather leaves the
   // other ranks' blocks as they are.
-  void reduce_scatter_sum_in_place(float*, const std::vector<std::int64_t>& counts) override {
-    check_counts(counts);
-  }
-  void allgather_in_place(float*, const std::vector<std::int64_t>& counts) override {
-    check_counts(counts);
-  }
-  void allgather_in_place(std::uint16_t*, const std::vector<std::int64_t>& counts) override {
-    check_counts(counts);
-  }
-  void alltoall(const float* send, float* recv, std::int64_t n) override {
-    copy(send, recv, n * size_);
-  }
+  void reduce_scatter_sum_in_place(float*, const std::vector<std::int64_t>& counts) override { check_counts(counts); }
+  void allgather_in_place(float*, const std::vector<std::int64_t>& counts) override { check_counts(counts); }
+  void allgather_in_place(std::uint16_t*, const std::vector<std::int64_t>& counts) override { check_counts(counts); }
+  void alltoall(const float* send, float* recv, std::int64_t n) override { copy(send, recv, n * size_); }
   void alltoall(const std::uint16_t* send, std::uint16_t* recv, std::int64_t n) override {
     copy(send, recv, n * size_);
   }

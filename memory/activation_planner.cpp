@@ -29,9 +29,9 @@ void check(const std::vector<TensorLifetime>& lifetimes, std::size_t alignment) 
   }
   for (std::size_t i = 0; i < lifetimes.size(); ++i) {
     if (lifetimes[i].first_use > lifetimes[i].last_use) {
-      throw std::invalid_argument("activation planner: tensor " + std::to_string(i) +
-                                  " has first_use " + std::to_string(lifetimes[i].first_use) +
-                                  " > last_use " + std::to_string(lifetimes[i].last_use));
+      throw std::invalid_argument("activation planner: tensor " + std::to_string(i) + " has first_use " +
+                                  std::to_string(lifetimes[i].first_use) + " > last_use " +
+                                  std::to_string(lifetimes[i].last_use));
     }
   }
 }
@@ -98,7 +98,7 @@ ArenaPlan plan_arena(const std::vector<TensorLifetime>& lifetimes, std::size_t a
   auto coord = [&](std::size_t time) {
     return static_cast<std::size_t>(std::lower_bound(times.begin(), times.end(), time) - times.begin());
   };
-  std::vector<std::vector<std::uint32_t>> covering(2 * m);  // bottom-up segment tree nodes
+  std::vector<std::vector<std::uint32_t>> covering(2 * m);   // bottom-up segment tree nodes
   std::set<std::pair<std::size_t, std::uint32_t>> by_start;  // (first_use coordinate, tensor)
 
   std::vector<std::size_t> end(n, 0);

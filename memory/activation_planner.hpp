@@ -19,7 +19,7 @@ struct ArenaPlan {
   std::size_t arena_bytes = 0;       // max over tensors of offset + aligned size
   // Largest sum of aligned sizes live at one time: no placement can use less (bytes).
   std::size_t lower_bound_bytes = 0;
-  std::size_t peak_time = 0;         // a time at which the live set reaches lower_bound_bytes
+  std::size_t peak_time = 0;  // a time at which the live set reaches lower_bound_bytes
 };
 
 // Greedy by size with best-fit offsets (Pisarchyk & Lee 2020, "Efficient Memory Management for
@@ -32,7 +32,6 @@ struct ArenaPlan {
 ArenaPlan plan_arena(const std::vector<TensorLifetime>& lifetimes, std::size_t alignment = 256);
 
 // The largest sum of sizes (rounded up to `alignment`) live at one time, and that time.
-ArenaPlan live_set_lower_bound(const std::vector<TensorLifetime>& lifetimes,
-                               std::size_t alignment = 256);
+ArenaPlan live_set_lower_bound(const std::vector<TensorLifetime>& lifetimes, std::size_t alignment = 256);
 
 }  // namespace memtrain::memory

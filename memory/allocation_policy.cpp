@@ -5,8 +5,7 @@
 
 namespace memtrain::memory {
 
-std::unique_ptr<AllocationPolicy> make_policy(const AllocatorOptions& options,
-                                              std::size_t granularity) {
+std::unique_ptr<AllocationPolicy> make_policy(const AllocatorOptions& options, std::size_t granularity) {
   if (options.policy == "no_cache") return make_no_cache_policy(options);
   if (options.policy == "pytorch") return make_pytorch_policy(options);
   if (options.policy == "best_fit") return make_best_fit_policy(options);

@@ -46,16 +46,14 @@ class AllocationPolicy {
 
 // The policy named by options.policy. `granularity` is the page size of a virtual-memory
 // upstream (0 when the upstream is not one). Throws std::invalid_argument for an unknown name.
-std::unique_ptr<AllocationPolicy> make_policy(const AllocatorOptions& options,
-                                              std::size_t granularity);
+std::unique_ptr<AllocationPolicy> make_policy(const AllocatorOptions& options, std::size_t granularity);
 
 // Each policy alone (make_policy picks one by name); the Note in each .cpp file gives its rules.
 // `granularity`: vmm_stitch's page size, the unit it maps and stitches.
 std::unique_ptr<AllocationPolicy> make_no_cache_policy(const AllocatorOptions& options);
 std::unique_ptr<AllocationPolicy> make_pytorch_policy(const AllocatorOptions& options);
 std::unique_ptr<AllocationPolicy> make_best_fit_policy(const AllocatorOptions& options);
-std::unique_ptr<AllocationPolicy> make_vmm_stitch_policy(const AllocatorOptions& options,
-                                                         std::size_t granularity);
+std::unique_ptr<AllocationPolicy> make_vmm_stitch_policy(const AllocatorOptions& options, std::size_t granularity);
 
 // Round `x` up to a multiple of the power of two `m`; 0 when the result would not fit.
 constexpr std::size_t round_up_checked(std::size_t x, std::size_t m) {

@@ -16,8 +16,7 @@ class Allocator {
 
   // A block of at least `bytes` bytes, 256-byte aligned, usable on `stream`, accounted under
   // `tag`. bytes == 0 gives a Block with ptr == nullptr. Throws OutOfMemory.
-  virtual Block allocate(std::size_t bytes, StreamId stream = kDefaultStream,
-                         TagId tag = kUntagged) = 0;
+  virtual Block allocate(std::size_t bytes, StreamId stream = kDefaultStream, TagId tag = kUntagged) = 0;
   // Returns a block obtained from allocate(). A null block is ignored.
   virtual void deallocate(const Block& block) = 0;
   // Marks `block` as used by `stream` too: after deallocate it becomes reusable only once

@@ -27,9 +27,8 @@ std::string_view trim(std::string_view s) {
 }
 
 [[noreturn]] void fail(std::string_view key, std::string_view value, std::string_view expected) {
-  throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: " + std::string(key) + " = '" +
-                              std::string(value) + "' is invalid; expected " +
-                              std::string(expected));
+  throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: " + std::string(key) + " = '" + std::string(value) +
+                              "' is invalid; expected " + std::string(expected));
 }
 
 bool is_policy(std::string_view name) {
@@ -38,9 +37,7 @@ bool is_policy(std::string_view name) {
 
 }  // namespace
 
-AllocatorOptions parse_alloc_conf(std::string_view conf) {
-  return parse_alloc_conf(conf, AllocatorOptions{});
-}
+AllocatorOptions parse_alloc_conf(std::string_view conf) { return parse_alloc_conf(conf, AllocatorOptions{}); }
 
 AllocatorOptions apply_alloc_conf_environment(AllocatorOptions base) {
   const char* conf = std::getenv("MEMTRAIN_ALLOC_CONF");
@@ -59,9 +56,8 @@ AllocatorOptions parse_alloc_conf(std::string_view conf, AllocatorOptions base) 
     pos = comma + 1;
     if (item.empty()) {
       if (trim(conf).empty()) break;
-      throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: empty entry at character " +
-                                  std::to_string(item_pos) + " of '" + std::string(conf) +
-                                  "'; expected key:value,key:value");
+      throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: empty entry at character " + std::to_string(item_pos) +
+                                  " of '" + std::string(conf) + "'; expected key:value,key:value");
     }
     const std::size_t colon = item.find(':');
     if (colon == std::string_view::npos) {
@@ -71,8 +67,7 @@ AllocatorOptions parse_alloc_conf(std::string_view conf, AllocatorOptions base) 
     const std::string_view key = trim(item.substr(0, colon));
     const std::string_view value = trim(item.substr(colon + 1));
     if (!seen.insert(std::string(key)).second) {
-      throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: key '" + std::string(key) +
-                                  "' is given twice");
+      throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: key '" + std::string(key) + "' is given twice");
     }
     if (key == "policy") {
       if (!is_policy(value)) fail(key, value, "one of no_cache, pytorch, best_fit, vmm_stitch");
@@ -110,10 +105,9 @@ AllocatorOptions parse_alloc_conf(std::string_view conf, AllocatorOptions base) 
       }
       // 0 = the device's capacity, as memory.capacity: 0 means in the config.
     } else {
-      throw std::invalid_argument(
-          "MEMTRAIN_ALLOC_CONF: unknown key '" + std::string(key) +
-          "'; expected one of policy, max_split_size_mb, garbage_collection_threshold, "
-          "expandable_segments, capacity");
+      throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: unknown key '" + std::string(key) +
+                                  "'; expected one of policy, max_split_size_mb, garbage_collection_threshold, "
+                                  "expandable_segments, capacity");
     }
   }
   validate_options(options, kUpstreamCapacityUnknown);
@@ -150,10 +144,9 @@ void validate_options(const AllocatorOptions& options, std::size_t upstream_capa
     }
   }
   if (t > 0.0 && options.capacity == 0 && upstream_capacity == 0) {
-    throw std::invalid_argument(
-        "garbage_collection_threshold = " + std::to_string(t) +
-        " has no limit to measure against: the upstream is unbounded and no capacity is set; "
-        "set capacity (e.g. capacity:40GiB) or unset the threshold");
+    throw std::invalid_argument("garbage_collection_threshold = " + std::to_string(t) +
+                                " has no limit to measure against: the upstream is unbounded and no capacity is set; "
+                                "set capacity (e.g. capacity:40GiB) or unset the threshold");
   }
 }
 

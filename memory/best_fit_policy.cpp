@@ -5,7 +5,7 @@
 namespace memtrain::memory {
 namespace {
 
-constexpr std::size_t kAlignment = 256;                       // the Allocator contract
+constexpr std::size_t kAlignment = 256;  // the Allocator contract
 constexpr std::size_t kSmallSize = std::size_t{1} << 20;
 constexpr std::size_t kSmallSegment = std::size_t{2} << 20;
 constexpr std::size_t kLargeRound = std::size_t{2} << 20;
@@ -39,12 +39,8 @@ class BestFitPolicy final : public AllocationPolicy {
  public:
   explicit BestFitPolicy(std::size_t max_split_size) : max_split_size_(max_split_size) {}
   std::string_view name() const override { return "best_fit"; }
-  std::size_t round_size(std::size_t bytes) const override {
-    return round_up_checked(bytes, kAlignment);
-  }
-  Pool pool_for(std::size_t rounded) const override {
-    return rounded <= kSmallSize ? Pool::small : Pool::large;
-  }
+  std::size_t round_size(std::size_t bytes) const override { return round_up_checked(bytes, kAlignment); }
+  Pool pool_for(std::size_t rounded) const override { return rounded <= kSmallSize ? Pool::small : Pool::large; }
   std::size_t segment_size(std::size_t rounded) const override {
     return rounded <= kSmallSize ? kSmallSegment : round_up_checked(rounded, kLargeRound);
   }

@@ -15,17 +15,24 @@ constexpr std::string_view kExpected =
     "(e.g. 40GiB, 512MiB, 4096)";
 
 [[noreturn]] void fail(std::string_view text, std::string_view what) {
-  throw std::invalid_argument("invalid byte size '" + std::string(text) + "': " +
-                              std::string(what) + "; " + std::string(kExpected));
+  throw std::invalid_argument("invalid byte size '" + std::string(text) + "': " + std::string(what) + "; " +
+                              std::string(kExpected));
 }
 
 // Multiplier for a unit spelled as the user wrote it; 0 when unknown.
 double unit_multiplier(std::string_view unit) {
   static const std::array<std::pair<std::string_view, double>, 11> kUnits{{
-      {"", 1.0}, {"B", 1.0},
-      {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024},
+      {"", 1.0},
+      {"B", 1.0},
+      {"KiB", 1024.0},
+      {"MiB", 1024.0 * 1024},
+      {"GiB", 1024.0 * 1024 * 1024},
       {"TiB", 1024.0 * 1024 * 1024 * 1024},
-      {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"kB", 1e3},
+      {"KB", 1e3},
+      {"MB", 1e6},
+      {"GB", 1e9},
+      {"TB", 1e12},
   }};
   for (const auto& [name, mult] : kUnits) {
     if (name == unit) return mult;

@@ -15,8 +15,7 @@ namespace memtrain::memory {
 using allocator_detail::kAlignment;
 using allocator_detail::now_ns;
 
-CachingAllocator::CachingAllocator(std::shared_ptr<MemoryResource> upstream,
-                                   AllocatorOptions options)
+CachingAllocator::CachingAllocator(std::shared_ptr<MemoryResource> upstream, AllocatorOptions options)
     : upstream_(std::move(upstream)), options_(std::move(options)), streams_(&stream_registry()) {
   if (!upstream_) throw std::invalid_argument("CachingAllocator: upstream resource is null");
   validate_options(options_, upstream_->capacity_bytes());
@@ -24,10 +23,9 @@ CachingAllocator::CachingAllocator(std::shared_ptr<MemoryResource> upstream,
   const bool needs_vmm = options_.policy == "vmm_stitch" || options_.expandable_segments;
   if (needs_vmm && vmm == nullptr) {
     throw std::invalid_argument(
-        std::string(options_.policy == "vmm_stitch" ? "policy vmm_stitch"
-                                                    : "expandable_segments") +
-        " needs a virtual-memory upstream (CUDA VMM, host memfd VMM or simulated VMM); '" +
-        upstream_->name() + "' cannot map pages");
+        std::string(options_.policy == "vmm_stitch" ? "policy vmm_stitch" : "expandable_segments") +
+        " needs a virtual-memory upstream (CUDA VMM, host memfd VMM or simulated VMM); '" + upstream_->name() +
+        "' cannot map pages");
   }
   if (needs_vmm) vmm_ = vmm;
   policy_ = make_policy(options_, vmm_ ? vmm_->granularity() : 0);
@@ -48,8 +46,7 @@ CachingAllocator::~CachingAllocator() {
           off += s->members[i]->size;
         }
         vmm_->release(VirtualRange{s->base, s->reserved_va});
-      } catch (...) {
-      }
+      } catch (...) {}
     }
   }
   for (auto& s : segments_) {
@@ -113,15 +110,15 @@ void CachingAllocator::deallocate(const Block& b) {
   std::lock_guard lock(mutex_);
   auto it = allocated_.find(reinterpret_cast<std::uintptr_t>(b.ptr));
   if (it == allocated_.end()) {
-    throw std::invalid_argument("CachingAllocator::deallocate: pointer was not allocated by this "
-                                "allocator or was freed already");
+    throw std::invalid_argument(
+        "CachingAllocator::deallocate: pointer was not allocated by this "
+        "allocator or was freed already");
   }
   BlockNode* block = it->second;
   spare_allocated_nodes_.push_back(allocated_.extract(it));
   stats_.block_freed(block->size, block->requested, block->tag);
   if (sink_) {
-    emit(TraceEventKind::free, block->requested, block->address, block->stream, block->tag,
-         block->allocation_id);
+    emit(TraceEventKind::free, block->requested, block->address, block->stream, block->tag, block->allocation_id);
   }
   if (!block->stream_uses.empty()) {
     // Note [Blocks used by other streams]
@@ -145,19 +142,18 @@ void CachingAllocator::record_stream(const Block& b, StreamId stream) {
   std::lock_guard lock(mutex_);
   auto it = allocated_.find(reinterpret_cast<std::uintptr_t>(b.ptr));
   if (it == allocated_.end()) {
-    throw std::invalid_argument("CachingAllocator::record_stream: pointer is not a live block of "
-                                "this allocator");
+    throw std::invalid_argument(
+        "CachingAllocator::record_stream: pointer is not a live block of "
+        "this allocator");
   }
   BlockNode* block = it->second;
   if (stream == block->stream) return;
-  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
-      block->stream_uses.end()) {
+  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) == block->stream_uses.end()) {
     block->stream_uses.push_back(stream);
   }
 }
 
-CachingAllocator::BlockNode* CachingAllocator::find_free(Pool pool, StreamId stream,
-                                                         std::size_t size) {
+CachingAllocator::BlockNode* CachingAllocator::find_free(Pool pool, StreamId stream, std::size_t size) {
   BlockNode probe;
   probe.stream = stream;
   probe.size = size;
@@ -266,8 +262,8 @@ void CachingAllocator::free_block(BlockNode* block) {
 // ---------------------------------------------------------------------------------------------
 // The slow path: new segments, events, retries, stitching.
 
-CachingAllocator::BlockNode* CachingAllocator::try_allocate(std::size_t rounded, Pool pool,
-                                                            StreamId stream, std::string* cause) {
+CachingAllocator::BlockNode* CachingAllocator::try_allocate(std::size_t rounded, Pool pool, StreamId stream,
+                                                            std::string* cause) {
   if (!policy_->caches()) {
     if (BlockNode* b = new_segment(rounded, rounded, pool, stream, true, cause)) return b;
     if (pending_.empty()) return nullptr;
@@ -324,10 +320,8 @@ CachingAllocator::BlockNode* CachingAllocator::try_allocate(std::size_t rounded,
   return nullptr;
 }
 
-CachingAllocator::BlockNode* CachingAllocator::new_segment(std::size_t bytes, std::size_t rounded,
-                                                           Pool pool, StreamId stream,
-                                                           bool allow_expand,
-                                                           std::string* cause) {
+CachingAllocator::BlockNode* CachingAllocator::new_segment(std::size_t bytes, std::size_t rounded, Pool pool,
+                                                           StreamId stream, bool allow_expand, std::string* cause) {
   const std::size_t reserved = static_cast<std::size_t>(stats_.reserved().current);
   if (options_.expandable_segments && allow_expand) {
     return grow_expandable(rounded, pool, stream, cause);
@@ -385,17 +379,14 @@ CachingAllocator::BlockNode* CachingAllocator::new_segment(std::size_t bytes, st
   segment->head = block;
   stats_.segment_reserved(segment->size);
   if (sink_) {
-    emit(TraceEventKind::segment_alloc, segment->size, segment->base, stream, kUntagged,
-         segment->id);
+    emit(TraceEventKind::segment_alloc, segment->size, segment->base, stream, kUntagged, segment->id);
     if (segment->kind == SegmentKind::mapped) {
-      emit(TraceEventKind::segment_map, segment->size, segment->base, stream, kUntagged,
-           segment->id);
+      emit(TraceEventKind::segment_map, segment->size, segment->base, stream, kUntagged, segment->id);
     }
   }
   segments_.push_back(std::move(segment));
   return block;
 }
-
 
 std::size_t CachingAllocator::free_bytes_on(StreamId stream, Pool pool) const {
   std::size_t total = 0;
@@ -408,9 +399,7 @@ std::size_t CachingAllocator::free_bytes_on(StreamId stream, Pool pool) const {
   return total;
 }
 
-
-CachingAllocator::BlockNode* CachingAllocator::reclaim_other_stream(std::size_t rounded, Pool pool,
-                                                                    StreamId stream) {
+CachingAllocator::BlockNode* CachingAllocator::reclaim_other_stream(std::size_t rounded, Pool pool, StreamId stream) {
   // The smallest whole cached segment of another stream that fits.
   const FreeIndex& index = free_[static_cast<int>(pool)];
   // Ordered by stream first: when both ends are this stream, no other stream has free blocks.
@@ -512,8 +501,8 @@ void CachingAllocator::release_segment(Segment* s) {
 }
 
 void CachingAllocator::erase_segment(Segment* s) {
-  auto it = std::find_if(segments_.begin(), segments_.end(),
-                         [s](const std::unique_ptr<Segment>& p) { return p.get() == s; });
+  auto it =
+      std::find_if(segments_.begin(), segments_.end(), [s](const std::unique_ptr<Segment>& p) { return p.get() == s; });
   segments_.erase(it);
 }
 
@@ -525,8 +514,7 @@ void CachingAllocator::erase_segment(Segment* s) {
 // cache is released only when a request fails.
 void CachingAllocator::collect_garbage(std::size_t incoming) {
   if (options_.garbage_collection_threshold <= 0.0 || capacity_ == 0) return;
-  const auto limit =
-      static_cast<std::size_t>(options_.garbage_collection_threshold * static_cast<double>(capacity_));
+  const auto limit = static_cast<std::size_t>(options_.garbage_collection_threshold * static_cast<double>(capacity_));
   const auto reserved = static_cast<std::size_t>(stats_.reserved().current);
   if (reserved + incoming <= limit) return;
   release_cached_segments(reserved + incoming - limit);
@@ -573,8 +561,7 @@ void CachingAllocator::throw_oom(std::size_t bytes, std::size_t rounded, StreamI
   const auto reserved = static_cast<std::size_t>(stats_.reserved().current);
   const std::size_t unallocated = reserved - std::min(reserved, allocated);
   const std::size_t largest = largest_free_block();
-  std::string msg = "out of memory on " + upstream_->name() + ": tried to allocate " +
-                    format_byte_size(bytes) + "; ";
+  std::string msg = "out of memory on " + upstream_->name() + ": tried to allocate " + format_byte_size(bytes) + "; ";
   if (capacity_ != 0) {
     msg += "capacity " + format_byte_size(capacity_) + ", " +
            format_byte_size(capacity_ - std::min(capacity_, reserved)) + " free; ";
@@ -587,10 +574,8 @@ void CachingAllocator::throw_oom(std::size_t bytes, std::size_t rounded, StreamI
   // The hint names the one change that would have served this request, if there is one:
   // fragmented cached space that is enough in total is what vmm_stitch uses; otherwise the
   // request is larger than everything that could be freed.
-  const std::size_t free_total = cached_free_bytes() +
-                                 (capacity_ != 0 ? capacity_ - std::min(capacity_, reserved) : 0);
-  if (policy_->name() != "vmm_stitch" && rounded != 0 && free_total >= rounded &&
-      unallocated > 0) {
+  const std::size_t free_total = cached_free_bytes() + (capacity_ != 0 ? capacity_ - std::min(capacity_, reserved) : 0);
+  if (policy_->name() != "vmm_stitch" && rounded != 0 && free_total >= rounded && unallocated > 0) {
     msg += " Policy vmm_stitch can use fragmented space.";
   } else if (policy_->name() == "pytorch" && rounded != 0 && largest < rounded && unallocated > 0) {
     msg += " Policy best_fit reserves less unused memory.";
@@ -601,8 +586,8 @@ void CachingAllocator::throw_oom(std::size_t bytes, std::size_t rounded, StreamI
   throw OutOfMemory(msg, bytes);
 }
 
-void CachingAllocator::emit(TraceEventKind kind, std::uint64_t bytes, std::uintptr_t address,
-                            StreamId stream, TagId tag, std::uint64_t id) {
+void CachingAllocator::emit(TraceEventKind kind, std::uint64_t bytes, std::uintptr_t address, StreamId stream,
+                            TagId tag, std::uint64_t id) {
   sink_(TraceEvent{kind, now_ns(), bytes, address, stream, tag, id});
 }
 
@@ -670,8 +655,12 @@ std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
           blk.allocation_id = b->allocation_id;
           seg.active_size += b->size;
           break;
-        case BlockState::free: blk.state = "inactive"; break;
-        case BlockState::stitched: blk.state = "stitched"; break;
+        case BlockState::free:
+          blk.state = "inactive";
+          break;
+        case BlockState::stitched:
+          blk.state = "stitched";
+          break;
       }
       seg.blocks.push_back(blk);
     }

@@ -49,8 +49,7 @@ class CachingAllocator final : public Allocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  Block allocate(std::size_t bytes, StreamId stream = kDefaultStream,
-                 TagId tag = kUntagged) override;
+  Block allocate(std::size_t bytes, StreamId stream = kDefaultStream, TagId tag = kUntagged) override;
   void deallocate(const Block& block) override;
   void record_stream(const Block& block, StreamId stream) override;
 
@@ -83,8 +82,8 @@ class CachingAllocator final : public Allocator {
 
   BlockNode* find_free(Pool pool, StreamId stream, std::size_t size);
   BlockNode* try_allocate(std::size_t rounded, Pool pool, StreamId stream, std::string* cause);
-  BlockNode* new_segment(std::size_t bytes, std::size_t rounded, Pool pool, StreamId stream,
-                         bool allow_expand, std::string* cause);
+  BlockNode* new_segment(std::size_t bytes, std::size_t rounded, Pool pool, StreamId stream, bool allow_expand,
+                         std::string* cause);
   BlockNode* grow_expandable(std::size_t rounded, Pool pool, StreamId stream, std::string* cause);
   BlockNode* stitch(std::size_t rounded, StreamId stream, bool allow_fresh, std::string* cause);
   BlockNode* reclaim_other_stream(std::size_t rounded, Pool pool, StreamId stream);
@@ -109,8 +108,8 @@ class CachingAllocator final : public Allocator {
   std::size_t cached_free_bytes() const;
   [[noreturn]] void throw_oom(std::size_t bytes, std::size_t rounded, StreamId stream, TagId tag,
                               const std::string& cause);
-  void emit(TraceEventKind kind, std::uint64_t bytes, std::uintptr_t address, StreamId stream,
-            TagId tag, std::uint64_t id);
+  void emit(TraceEventKind kind, std::uint64_t bytes, std::uintptr_t address, StreamId stream, TagId tag,
+            std::uint64_t id);
 
   std::shared_ptr<MemoryResource> upstream_;
   VirtualMemoryResource* vmm_ = nullptr;  // upstream_ when VMM segments are in use

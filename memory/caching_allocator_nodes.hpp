@@ -20,7 +20,7 @@ struct CachingAllocator::BlockNode {
   TagId tag = kUntagged;
   Pool pool = Pool::large;
   BlockState state = BlockState::free;
-  bool counted_split = false;  // counted in inactive_split_bytes while free
+  bool counted_split = false;                                // counted in inactive_split_bytes while free
   std::set<BlockNode*, BlockOrder>::iterator free_position;  // valid while free and indexed
   Segment* segment = nullptr;
   BlockNode* prev = nullptr;  // address neighbours inside the segment
@@ -61,9 +61,9 @@ namespace allocator_detail {
 inline constexpr std::size_t kAlignment = 256;
 
 inline std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 }  // namespace allocator_detail

@@ -20,8 +20,7 @@ using allocator_detail::now_ns;
 // so a growing batch size reuses the space of the previous, smaller one instead of stranding it
 // in a segment of the old size (PyTorch's Note [Expandable Segments]). Releasing unmaps free
 // pages at the end of the mapped prefix.
-CachingAllocator::BlockNode* CachingAllocator::grow_expandable(std::size_t rounded, Pool pool,
-                                                               StreamId stream,
+CachingAllocator::BlockNode* CachingAllocator::grow_expandable(std::size_t rounded, Pool pool, StreamId stream,
                                                                std::string* cause) {
   const std::size_t page = vmm_->granularity();
   Segment* segment = nullptr;
@@ -62,15 +61,13 @@ CachingAllocator::BlockNode* CachingAllocator::grow_expandable(std::size_t round
   const std::size_t reserved = static_cast<std::size_t>(stats_.reserved().current);
   if (grow == 0 || grow > segment->reserved_va - segment->size ||
       (capacity_ != 0 && grow > capacity_ - std::min(reserved, capacity_))) {
-    *cause = "growing the expandable segment by " + format_byte_size(grow) +
-             " would exceed the capacity";
+    *cause = "growing the expandable segment by " + format_byte_size(grow) + " would exceed the capacity";
     return nullptr;
   }
   const std::size_t first_page = segment->pages.size();
   segment->pages.resize(first_page + grow / page);
   try {
-    map_fresh_pages(*vmm_, VirtualRange{segment->base + segment->size, grow},
-                    segment->pages.data() + first_page);
+    map_fresh_pages(*vmm_, VirtualRange{segment->base + segment->size, grow}, segment->pages.data() + first_page);
   } catch (const std::exception& e) {
     segment->pages.resize(first_page);
     *cause = e.what();
@@ -101,8 +98,8 @@ CachingAllocator::BlockNode* CachingAllocator::grow_expandable(std::size_t round
   return block;
 }
 
-CachingAllocator::BlockNode* CachingAllocator::stitch(std::size_t rounded, StreamId stream,
-                                                      bool allow_fresh, std::string* cause) {
+CachingAllocator::BlockNode* CachingAllocator::stitch(std::size_t rounded, StreamId stream, bool allow_fresh,
+                                                      std::string* cause) {
   const std::size_t page = vmm_->granularity();
   // Largest free page-aligned blocks first: fewest mappings for the bytes.
   std::vector<BlockNode*> members;
@@ -118,8 +115,8 @@ CachingAllocator::BlockNode* CachingAllocator::stitch(std::size_t rounded, Strea
       --it;
       BlockNode* b = *it;
       if (b->stream != stream) break;
-      if (b->address % page != 0 || b->size % page != 0 ||
-          b->segment->kind == SegmentKind::plain || b->segment->kind == SegmentKind::stitched) {
+      if (b->address % page != 0 || b->size % page != 0 || b->segment->kind == SegmentKind::plain ||
+          b->segment->kind == SegmentKind::stitched) {
         continue;
       }
       members.push_back(b);
@@ -162,8 +159,8 @@ CachingAllocator::BlockNode* CachingAllocator::stitch(std::size_t rounded, Strea
   try {
     for (BlockNode* b : members) {
       const Segment* s = b->segment;
-      map_existing_pages(*vmm_, range.address + offset,
-                         s->pages.data() + (b->address - s->base) / page, b->size / page);
+      map_existing_pages(*vmm_, range.address + offset, s->pages.data() + (b->address - s->base) / page,
+                         b->size / page);
       offset += b->size;
       ++mapped_members;
     }
@@ -208,8 +205,7 @@ void CachingAllocator::unstitch(Segment* stitched) {
   }
   vmm_->release(VirtualRange{stitched->base, stitched->reserved_va});
   if (sink_) {
-    emit(TraceEventKind::segment_unmap, stitched->size, stitched->base, stitched->stream,
-         kUntagged, stitched->id);
+    emit(TraceEventKind::segment_unmap, stitched->size, stitched->base, stitched->stream, kUntagged, stitched->id);
   }
   std::vector<BlockNode*> members = std::move(stitched->members);
   recycle_node(stitched->head);
@@ -243,6 +239,5 @@ std::size_t CachingAllocator::shrink_expandable(Segment* s) {
   if (sink_) emit(TraceEventKind::segment_unmap, drop, s->base + keep, s->stream, kUntagged, s->id);
   return drop;
 }
-
 
 }  // namespace memtrain::memory

@@ -26,11 +26,9 @@ struct Tracks {
 
 }  // namespace
 
-nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events,
-                                 const std::string& process_name) {
+nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events, const std::string& process_name) {
   nlohmann::json trace = nlohmann::json::array();
-  trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0},
-                   {"args", {{"name", process_name}}}});
+  trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", process_name}}}});
   const std::uint64_t t0 = events.empty() ? 0 : events.front().time_ns;
   Tracks allocated, reserved;
   struct Held {
@@ -39,8 +37,12 @@ nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events,
   };
   std::unordered_map<std::uint64_t, Held> live_blocks, live_segments;
   auto counter = [&](const char* name, const TraceEvent& e, const Tracks& tracks) {
-    trace.push_back({{"name", name}, {"ph", "C"}, {"pid", 0}, {"tid", 0},
-                     {"ts", static_cast<double>(e.time_ns - t0) / 1000.0}, {"args", tracks.args()}});
+    trace.push_back({{"name", name},
+                     {"ph", "C"},
+                     {"pid", 0},
+                     {"tid", 0},
+                     {"ts", static_cast<double>(e.time_ns - t0) / 1000.0},
+                     {"args", tracks.args()}});
   };
   for (const TraceEvent& e : events) {
     const std::string tag = tag_registry().name(e.tag);
@@ -70,7 +72,11 @@ nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events,
         }
         break;
       case TraceEventKind::oom:
-        trace.push_back({{"name", "oom"}, {"ph", "i"}, {"s", "p"}, {"pid", 0}, {"tid", 0},
+        trace.push_back({{"name", "oom"},
+                         {"ph", "i"},
+                         {"s", "p"},
+                         {"pid", 0},
+                         {"tid", 0},
                          {"ts", static_cast<double>(e.time_ns - t0) / 1000.0},
                          {"args", {{"bytes", e.bytes}, {"tag", tag}}}});
         break;

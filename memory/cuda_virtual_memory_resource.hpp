@@ -52,8 +52,7 @@ class CudaVirtualMemoryResource final : public VirtualMemoryResource {
   void release(const VirtualRange& range) override;
   PhysicalHandle create_physical(std::size_t bytes) override;
   void release_physical(PhysicalHandle handle) override;
-  void map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle,
-           std::size_t offset) override;
+  void map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle, std::size_t offset) override;
   void unmap(std::uintptr_t address, std::size_t bytes) override;
 
   struct Driver;  // the driver entry points (defined in the .cpp)
@@ -80,7 +79,7 @@ class CudaVirtualMemoryResource final : public VirtualMemoryResource {
   std::size_t physical_bytes_ = 0;
   std::map<std::uintptr_t, std::size_t> reservations_;  // address -> bytes
   std::map<PhysicalHandle, Chunk> chunks_;
-  std::map<std::uintptr_t, Mapping> mappings_;          // address -> mapped chunk
+  std::map<std::uintptr_t, Mapping> mappings_;  // address -> mapped chunk
 };
 
 }  // namespace memtrain::memory

@@ -13,8 +13,8 @@ namespace memtrain::memory {
 
 // How a device joins a DevicePool.
 struct DeviceSpec {
-  std::string name;              // "cuda:0", "sim-a100-0", ...; unique in the pool
-  int priority = 0;              // higher is preferred
+  std::string name;                // "cuda:0", "sim-a100-0", ...; unique in the pool
+  int priority = 0;                // higher is preferred
   std::size_t capacity_bytes = 0;  // what its allocator may hold at most (> 0)
 };
 

@@ -24,16 +24,14 @@ HostResource::HostResource(std::size_t min_alignment, bool huge_pages)
 
 void* HostResource::do_allocate(std::size_t bytes, std::size_t alignment, StreamId) {
   if (!is_power_of_two(alignment)) {
-    throw std::invalid_argument("HostResource: alignment " + std::to_string(alignment) +
-                                " is not a power of two");
+    throw std::invalid_argument("HostResource: alignment " + std::to_string(alignment) + " is not a power of two");
   }
   const std::size_t align = std::max(alignment, min_alignment_);
   if (huge_pages_ && bytes >= kHugePageBytes) return map_huge_pages(bytes, align);
   try {
-    return ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t{align});
+    return ::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{align});
   } catch (const std::bad_alloc&) {
-    throw OutOfMemory("out of memory on host: tried to allocate " + format_byte_size(bytes) +
-                          " (the system refused)",
+    throw OutOfMemory("out of memory on host: tried to allocate " + format_byte_size(bytes) + " (the system refused)",
                       bytes);
   }
 }
@@ -44,7 +42,7 @@ void HostResource::do_deallocate(void* p, std::size_t bytes, std::size_t alignme
     unmap_huge_pages(p, bytes);
     return;
   }
-  ::operator delete(p, std::align_val_t{std::max(alignment, min_alignment_)});
+  ::operator delete (p, std::align_val_t{std::max(alignment, min_alignment_)});
 }
 
 }  // namespace memtrain::memory

@@ -14,9 +14,7 @@
 namespace memtrain::memory {
 namespace {
 
-std::string errno_text(const char* call) {
-  return std::string(call) + " failed: " + std::strerror(errno);
-}
+std::string errno_text(const char* call) { return std::string(call) + " failed: " + std::strerror(errno); }
 
 // Address space with nothing behind it: PROT_NONE, no swap reservation.
 void* reserve_pages(void* at, std::size_t bytes, bool fixed) {
@@ -26,15 +24,13 @@ void* reserve_pages(void* at, std::size_t bytes, bool fixed) {
 
 }  // namespace
 
-HostVirtualMemoryResource::HostVirtualMemoryResource(std::size_t capacity_bytes,
-                                                     std::size_t granularity, std::string name)
+HostVirtualMemoryResource::HostVirtualMemoryResource(std::size_t capacity_bytes, std::size_t granularity,
+                                                     std::string name)
     : capacity_(capacity_bytes), granularity_(granularity), name_(std::move(name)) {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   if (granularity == 0 || (granularity & (granularity - 1)) != 0 || granularity % page != 0) {
-    throw std::invalid_argument("HostVirtualMemoryResource: granularity " +
-                                std::to_string(granularity) +
-                                " must be a power of two and a multiple of the page size " +
-                                std::to_string(page));
+    throw std::invalid_argument("HostVirtualMemoryResource: granularity " + std::to_string(granularity) +
+                                " must be a power of two and a multiple of the page size " + std::to_string(page));
   }
 }
 
@@ -49,8 +45,8 @@ HostVirtualMemoryResource::~HostVirtualMemoryResource() {
 void HostVirtualMemoryResource::check_multiple(std::size_t value, const char* what) const {
   if (value == 0 || value % granularity_ != 0) {
     throw VirtualMemoryError(name_ + ": " + what + " " + std::to_string(value) +
-                             " is not a positive multiple of the granularity " +
-                             std::to_string(granularity_) + " bytes");
+                             " is not a positive multiple of the granularity " + std::to_string(granularity_) +
+                             " bytes");
   }
 }
 
@@ -79,8 +75,7 @@ void HostVirtualMemoryResource::release(const VirtualRange& range) {
   const auto it = reservations_.find(range.address);
   if (it == reservations_.end() || it->second != range.bytes) {
     throw VirtualMemoryError(name_ + ": release of a range that was not reserved (address " +
-                             std::to_string(range.address) + ", " + std::to_string(range.bytes) +
-                             " bytes)");
+                             std::to_string(range.address) + ", " + std::to_string(range.bytes) + " bytes)");
   }
   const auto m = mappings_.lower_bound(range.address);
   if (m != mappings_.end() && m->first < range.address + range.bytes) {
@@ -96,9 +91,9 @@ PhysicalHandle HostVirtualMemoryResource::create_physical(std::size_t bytes) {
   check_multiple(bytes, "chunk size");
   std::lock_guard lock(mutex_);
   if (capacity_ != 0 && bytes > capacity_ - std::min(capacity_, physical_bytes_)) {
-    throw OutOfMemory("out of memory on " + name_ + ": tried to create a chunk of " +
-                          format_byte_size(bytes) + "; capacity " + format_byte_size(capacity_) +
-                          ", " + format_byte_size(physical_bytes_) + " already in chunks",
+    throw OutOfMemory("out of memory on " + name_ + ": tried to create a chunk of " + format_byte_size(bytes) +
+                          "; capacity " + format_byte_size(capacity_) + ", " + format_byte_size(physical_bytes_) +
+                          " already in chunks",
                       bytes);
   }
   const int fd = ::memfd_create("memtrain-vmm", MFD_CLOEXEC);
@@ -121,17 +116,16 @@ void HostVirtualMemoryResource::release_physical(PhysicalHandle handle) {
     throw VirtualMemoryError(name_ + ": release of unknown chunk " + std::to_string(handle));
   }
   if (it->second.times_mapped != 0) {
-    throw VirtualMemoryError(name_ + ": release of chunk " + std::to_string(handle) +
-                             " that is still mapped " + std::to_string(it->second.times_mapped) +
-                             " time(s)");
+    throw VirtualMemoryError(name_ + ": release of chunk " + std::to_string(handle) + " that is still mapped " +
+                             std::to_string(it->second.times_mapped) + " time(s)");
   }
   ::close(it->second.fd);
   physical_bytes_ -= it->second.bytes;
   chunks_.erase(it);
 }
 
-void HostVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes,
-                                    PhysicalHandle handle, std::size_t offset) {
+void HostVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle,
+                                    std::size_t offset) {
   check_multiple(bytes, "map size");
   if (address % granularity_ != 0 || offset % granularity_ != 0) {
     throw VirtualMemoryError(name_ + ": map address and offset must be multiples of the granularity");
@@ -142,13 +136,11 @@ void HostVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes,
     throw VirtualMemoryError(name_ + ": map of unknown chunk " + std::to_string(handle));
   }
   if (offset > chunk->second.bytes || bytes > chunk->second.bytes - offset) {
-    throw VirtualMemoryError(name_ + ": map of [" + std::to_string(offset) + ", " +
-                             std::to_string(offset + bytes) + ") beyond the chunk's " +
-                             std::to_string(chunk->second.bytes) + " bytes");
+    throw VirtualMemoryError(name_ + ": map of [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+                             ") beyond the chunk's " + std::to_string(chunk->second.bytes) + " bytes");
   }
   auto r = reservations_.upper_bound(address);
-  if (r == reservations_.begin() || (--r, address + bytes > r->first + r->second) ||
-      address + bytes < address) {
+  if (r == reservations_.begin() || (--r, address + bytes > r->first + r->second) || address + bytes < address) {
     throw VirtualMemoryError(name_ + ": map outside every reserved range");
   }
   const auto next = mappings_.lower_bound(address);
@@ -158,8 +150,8 @@ void HostVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes,
   if (overlaps_next || overlaps_prev) {
     throw VirtualMemoryError(name_ + ": map over pages that are already mapped");
   }
-  void* p = ::mmap(reinterpret_cast<void*>(address), bytes, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_FIXED, chunk->second.fd, static_cast<off_t>(offset));
+  void* p = ::mmap(reinterpret_cast<void*>(address), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                   chunk->second.fd, static_cast<off_t>(offset));
   if (p == MAP_FAILED) {
     const std::string why = errno_text("mmap(MAP_FIXED)");
     reserve_pages(reinterpret_cast<void*>(address), bytes, true);  // keep the range reserved

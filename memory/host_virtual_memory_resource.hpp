@@ -29,8 +29,7 @@ class HostVirtualMemoryResource final : public VirtualMemoryResource {
  public:
   // granularity: a power of two and a multiple of the system page size (2 MiB by default,
   // CUDA's granularity; tests use 4 KiB or 64 KiB to stay small). Throws std::invalid_argument.
-  explicit HostVirtualMemoryResource(std::size_t capacity_bytes = 0,
-                                     std::size_t granularity = std::size_t{2} << 20,
+  explicit HostVirtualMemoryResource(std::size_t capacity_bytes = 0, std::size_t granularity = std::size_t{2} << 20,
                                      std::string name = "host vmm");
   ~HostVirtualMemoryResource() override;
   HostVirtualMemoryResource(const HostVirtualMemoryResource&) = delete;
@@ -44,8 +43,7 @@ class HostVirtualMemoryResource final : public VirtualMemoryResource {
   void release(const VirtualRange& range) override;
   PhysicalHandle create_physical(std::size_t bytes) override;
   void release_physical(PhysicalHandle handle) override;
-  void map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle,
-           std::size_t offset) override;
+  void map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle, std::size_t offset) override;
   void unmap(std::uintptr_t address, std::size_t bytes) override;
 
   // Inspection for tests.
@@ -76,7 +74,7 @@ class HostVirtualMemoryResource final : public VirtualMemoryResource {
   std::size_t mapped_bytes_ = 0;
   std::map<std::uintptr_t, std::size_t> reservations_;  // address -> bytes
   std::map<PhysicalHandle, Chunk> chunks_;
-  std::map<std::uintptr_t, Mapping> mappings_;          // address -> mapping
+  std::map<std::uintptr_t, Mapping> mappings_;  // address -> mapping
 };
 
 }  // namespace memtrain::memory

@@ -19,8 +19,7 @@ std::size_t charge(std::size_t bytes, std::size_t alignment) {
 
 }  // namespace
 
-LimitResourceAdaptor::LimitResourceAdaptor(std::shared_ptr<MemoryResource> upstream,
-                                           std::size_t limit_bytes)
+LimitResourceAdaptor::LimitResourceAdaptor(std::shared_ptr<MemoryResource> upstream, std::size_t limit_bytes)
     : upstream_(std::move(upstream)), limit_(limit_bytes) {
   if (!upstream_) throw std::invalid_argument("LimitResourceAdaptor: upstream is null");
 }
@@ -39,9 +38,8 @@ void* LimitResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment
   std::size_t used = used_.load(std::memory_order_relaxed);
   do {
     if (cost > limit_ - std::min(limit_, used)) {
-      throw OutOfMemory("out of memory on " + name() + ": tried to allocate " +
-                            format_byte_size(bytes) + "; " + format_byte_size(used) +
-                            " of the limit in use, " +
+      throw OutOfMemory("out of memory on " + name() + ": tried to allocate " + format_byte_size(bytes) + "; " +
+                            format_byte_size(used) + " of the limit in use, " +
                             format_byte_size(limit_ - std::min(limit_, used)) + " left",
                         bytes);
     }
@@ -54,8 +52,7 @@ void* LimitResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment
   }
 }
 
-void LimitResourceAdaptor::do_deallocate(void* p, std::size_t bytes, std::size_t alignment,
-                                         StreamId stream) {
+void LimitResourceAdaptor::do_deallocate(void* p, std::size_t bytes, std::size_t alignment, StreamId stream) {
   upstream_->deallocate(p, bytes, alignment, stream);
   used_.fetch_sub(charge(bytes, alignment), std::memory_order_relaxed);
 }

@@ -18,8 +18,7 @@ class MemoryResource {
   void* allocate(std::size_t bytes, std::size_t alignment = 256, StreamId stream = kDefaultStream) {
     return do_allocate(bytes, alignment, stream);
   }
-  void deallocate(void* p, std::size_t bytes, std::size_t alignment = 256,
-                  StreamId stream = kDefaultStream) {
+  void deallocate(void* p, std::size_t bytes, std::size_t alignment = 256, StreamId stream = kDefaultStream) {
     do_deallocate(p, bytes, alignment, stream);
   }
 

@@ -18,8 +18,8 @@ nlohmann::json trace_entry(const char* action, const TraceEvent& e, std::uint64_
 
 }  // namespace
 
-nlohmann::json memory_snapshot_json(const std::vector<SegmentSnapshot>& segments,
-                                    const std::vector<TraceEvent>& events, int device) {
+nlohmann::json memory_snapshot_json(const std::vector<SegmentSnapshot>& segments, const std::vector<TraceEvent>& events,
+                                    int device) {
   nlohmann::json out;
   nlohmann::json& segs = out["segments"] = nlohmann::json::array();
   for (const SegmentSnapshot& s : segments) {

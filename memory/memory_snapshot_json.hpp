@@ -20,7 +20,7 @@ namespace memtrain::memory {
 // have: "tag" (the registered name) on blocks and trace entries, "allocation_id" on trace
 // entries, "is_stitched" on segments. time_us counts from the first event. All device
 // traces go to device `device`.
-nlohmann::json memory_snapshot_json(const std::vector<SegmentSnapshot>& segments,
-                                    const std::vector<TraceEvent>& events, int device = 0);
+nlohmann::json memory_snapshot_json(const std::vector<SegmentSnapshot>& segments, const std::vector<TraceEvent>& events,
+                                    int device = 0);
 
 }  // namespace memtrain::memory

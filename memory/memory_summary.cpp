@@ -19,9 +19,8 @@ std::string bytes(std::int64_t v) {
 // The name column fits the longest tag row, "  optimizer_state allocated" (27 characters).
 void row(std::ostringstream& out, std::string_view name, const StatCounter& c) {
   char line[160];
-  std::snprintf(line, sizeof line, "| %-28s| %12s | %12s | %12s | %12s |\n",
-                std::string(name).c_str(), bytes(c.current).c_str(), bytes(c.peak).c_str(),
-                bytes(c.allocated).c_str(), bytes(c.freed).c_str());
+  std::snprintf(line, sizeof line, "| %-28s| %12s | %12s | %12s | %12s |\n", std::string(name).c_str(),
+                bytes(c.current).c_str(), bytes(c.peak).c_str(), bytes(c.allocated).c_str(), bytes(c.freed).c_str());
   out << line;
 }
 
@@ -35,8 +34,8 @@ std::string format_memory_summary(const MemoryStats& s, std::string_view title) 
   out << "| memtrain memory summary: " << title << '\n';
   out << '|' << thin << "|\n";
   char header[160];
-  std::snprintf(header, sizeof header, "| %-28s| %12s | %12s | %12s | %12s |\n", "Metric",
-                "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed");
+  std::snprintf(header, sizeof header, "| %-28s| %12s | %12s | %12s | %12s |\n", "Metric", "Cur Usage", "Peak Usage",
+                "Tot Alloc", "Tot Freed");
   out << header << '|' << thin << "|\n";
   row(out, "Allocated memory", s.allocated_bytes);
   row(out, "Active memory", s.active_bytes);
@@ -55,8 +54,7 @@ std::string format_memory_summary(const MemoryStats& s, std::string_view title) 
                 "| Allocation retries: %lld   OOMs: %lld   device allocs: %lld   device frees: %lld\n"
                 "| Fragmentation: %.3f (at peak reserved %.3f)   Utilization: %.3f\n",
                 static_cast<long long>(s.num_alloc_retries), static_cast<long long>(s.num_ooms),
-                static_cast<long long>(s.num_device_alloc),
-                static_cast<long long>(s.num_device_free), s.fragmentation,
+                static_cast<long long>(s.num_device_alloc), static_cast<long long>(s.num_device_free), s.fragmentation,
                 s.fragmentation_at_peak_reserved, s.utilization);
   out << tail << '|' << rule << "|\n";
   return out.str();

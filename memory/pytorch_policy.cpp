@@ -5,10 +5,10 @@
 namespace memtrain::memory {
 namespace {
 
-constexpr std::size_t kMinBlockSize = 512;                  // every size is a multiple
-constexpr std::size_t kSmallSize = std::size_t{1} << 20;    // largest "small" request
-constexpr std::size_t kSmallBuffer = std::size_t{2} << 20;  // small-pool segment
-constexpr std::size_t kLargeBuffer = std::size_t{20} << 20; // mid-size segment
+constexpr std::size_t kMinBlockSize = 512;                   // every size is a multiple
+constexpr std::size_t kSmallSize = std::size_t{1} << 20;     // largest "small" request
+constexpr std::size_t kSmallBuffer = std::size_t{2} << 20;   // small-pool segment
+constexpr std::size_t kLargeBuffer = std::size_t{20} << 20;  // mid-size segment
 constexpr std::size_t kMinLargeAlloc = std::size_t{10} << 20;
 constexpr std::size_t kRoundLarge = std::size_t{2} << 20;
 
@@ -41,9 +41,7 @@ class PytorchPolicy final : public AllocationPolicy {
   std::size_t round_size(std::size_t bytes) const override {
     return bytes < kMinBlockSize ? kMinBlockSize : round_up_checked(bytes, kMinBlockSize);
   }
-  Pool pool_for(std::size_t rounded) const override {
-    return rounded <= kSmallSize ? Pool::small : Pool::large;
-  }
+  Pool pool_for(std::size_t rounded) const override { return rounded <= kSmallSize ? Pool::small : Pool::large; }
   std::size_t segment_size(std::size_t rounded) const override {
     if (rounded <= kSmallSize) return kSmallBuffer;
     if (rounded < kMinLargeAlloc) return kLargeBuffer;

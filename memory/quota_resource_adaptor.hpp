@@ -22,8 +22,7 @@ class QuotaResourceAdaptor final : public MemoryResource {
  public:
   // Throws what SharedLedger::join throws: std::invalid_argument (limit below reservation),
   // std::runtime_error (the reservation does not fit).
-  QuotaResourceAdaptor(std::shared_ptr<MemoryResource> upstream, std::shared_ptr<SharedLedger> ledger,
-                       JobShare share);
+  QuotaResourceAdaptor(std::shared_ptr<MemoryResource> upstream, std::shared_ptr<SharedLedger> ledger, JobShare share);
   ~QuotaResourceAdaptor() override;
   QuotaResourceAdaptor(const QuotaResourceAdaptor&) = delete;
   QuotaResourceAdaptor& operator=(const QuotaResourceAdaptor&) = delete;

@@ -21,8 +21,7 @@
 namespace memtrain::memory {
 namespace {
 
-[[noreturn]] void fail(const std::string& source, const InternedTrace& trace, std::size_t i,
-                       const std::string& what) {
+[[noreturn]] void fail(const std::string& source, const InternedTrace& trace, std::size_t i, const std::string& what) {
   throw TraceFormatError(source + ":" + std::to_string(trace.lines[i]) + ": " + what);
 }
 
@@ -33,8 +32,7 @@ std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& sourc
   // A hand-built InternedTrace may be inconsistent; intern_trace's never is.
   if (trace.lines.size() != trace.ops.size() || trace.tags.empty()) {
     throw std::invalid_argument("interned trace has " + std::to_string(trace.ops.size()) + " ops, " +
-                                std::to_string(trace.lines.size()) + " lines and " +
-                                std::to_string(trace.tags.size()) +
+                                std::to_string(trace.lines.size()) + " lines and " + std::to_string(trace.tags.size()) +
                                 " tags; expected one line per op and tags[0] = untagged (use intern_trace)");
   }
   std::vector<std::size_t> bytes_of(trace.ids.size());
@@ -45,9 +43,10 @@ std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& sourc
   for (std::size_t i = 0; i < trace.ops.size(); ++i) {
     const InternedTrace::Op& op = trace.ops[i];
     if (op.id >= trace.ids.size() || op.tag >= trace.tags.size()) {
-      fail(source, trace, i, "interned op names id " + std::to_string(op.id) + " and tag " + std::to_string(op.tag) +
-                                 "; expected below " + std::to_string(trace.ids.size()) + " and " +
-                                 std::to_string(trace.tags.size()) + " (use intern_trace)");
+      fail(source, trace, i,
+           "interned op names id " + std::to_string(op.id) + " and tag " + std::to_string(op.tag) +
+               "; expected below " + std::to_string(trace.ids.size()) + " and " + std::to_string(trace.tags.size()) +
+               " (use intern_trace)");
     }
     const std::string& id = trace.ids[op.id];
     if (op.alloc) {
@@ -59,19 +58,19 @@ std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& sourc
     } else {
       if (!live[op.id]) fail(source, trace, i, "free of id '" + id + "' which is not live");
       if (op.bytes != 0 && op.bytes != bytes_of[op.id]) {
-        fail(source, trace, i, "free of id '" + id + "' with " + std::to_string(op.bytes) +
-                                   " bytes; it was allocated with " + std::to_string(bytes_of[op.id]));
+        fail(source, trace, i,
+             "free of id '" + id + "' with " + std::to_string(op.bytes) + " bytes; it was allocated with " +
+                 std::to_string(bytes_of[op.id]));
       }
       current -= bytes_of[op.id];
       live[op.id] = false;
     }
   }
   return peak > std::numeric_limits<std::size_t>::max() ? std::numeric_limits<std::size_t>::max()
-                                                         : static_cast<std::size_t>(peak);
+                                                        : static_cast<std::size_t>(peak);
 }
 
-ReplayReport replay_on_allocator(const InternedTrace& trace, const std::string& policy,
-                                 std::size_t capacity_bytes) {
+ReplayReport replay_on_allocator(const InternedTrace& trace, const std::string& policy, std::size_t capacity_bytes) {
   std::shared_ptr<MemoryResource> device;
   if (policy == "vmm_stitch") {
     device = std::make_shared<SimulatedVirtualMemoryResource>(capacity_bytes, "simulated replay device");
@@ -213,8 +212,8 @@ const std::vector<std::string>& replay_policies() {
   return names;
 }
 
-ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string& policy,
-                                   std::size_t capacity_bytes, const std::string& source) {
+ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string& policy, std::size_t capacity_bytes,
+                                   const std::string& source) {
   const auto& names = replay_policies();
   if (std::find(names.begin(), names.end(), policy) == names.end()) {
     std::string list;
@@ -225,8 +224,8 @@ ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string
     throw std::invalid_argument("replay capacity is 0 bytes; expected a device size such as 40GiB");
   }
   const std::size_t lower_bound = peak_live_bytes(trace, source);
-  ReplayReport report = policy == "planned" ? replay_planned(trace, capacity_bytes)
-                                            : replay_on_allocator(trace, policy, capacity_bytes);
+  ReplayReport report =
+      policy == "planned" ? replay_planned(trace, capacity_bytes) : replay_on_allocator(trace, policy, capacity_bytes);
   report.policy = policy;
   report.capacity_bytes = capacity_bytes;
   report.events = trace.ops.size();
@@ -237,20 +236,17 @@ ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string
   return report;
 }
 
-ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy,
-                          std::size_t capacity_bytes, const std::string& source) {
+ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy, std::size_t capacity_bytes,
+                          const std::string& source) {
   return replay_interned_trace(intern_trace(ops), policy, capacity_bytes, source);
 }
 
-ReplayReport replay_trace_file(const std::string& path, const std::string& policy,
-                               std::size_t capacity_bytes) {
+ReplayReport replay_trace_file(const std::string& path, const std::string& policy, std::size_t capacity_bytes) {
   return replay_interned_trace(intern_trace(read_trace_file(path)), policy, capacity_bytes, path);
 }
 
 std::string ReplayReport::to_json() const {
-  auto optional = [](const std::optional<std::size_t>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-  };
+  auto optional = [](const std::optional<std::size_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   const nlohmann::json j = {{"policy", policy},
                             {"capacity_bytes", capacity_bytes},
                             {"events", events},
@@ -271,8 +267,8 @@ std::string ReplayReport::to_json() const {
 std::string ReplayReport::to_text() const {
   std::ostringstream out;
   char ratio[64];
-  out << "policy " << policy << " on a simulated device of " << format_byte_size(capacity_bytes)
-      << ": " << events << " events (" << num_allocs << " allocs, " << num_frees << " frees)\n";
+  out << "policy " << policy << " on a simulated device of " << format_byte_size(capacity_bytes) << ": " << events
+      << " events (" << num_allocs << " allocs, " << num_frees << " frees)\n";
   out << "  peak live (lower bound)  " << format_byte_size(peak_live_bytes) << '\n';
   out << "  peak allocated           " << format_byte_size(peak_allocated_bytes) << '\n';
   out << "  peak reserved            " << format_byte_size(peak_reserved_bytes) << '\n';

@@ -17,10 +17,10 @@ struct TraceOp {
   enum class Kind { alloc, free };
   Kind kind = Kind::alloc;
   std::string id;
-  std::size_t bytes = 0;     // alloc: requested bytes; free: 0 when the row left it empty
+  std::size_t bytes = 0;  // alloc: requested bytes; free: 0 when the row left it empty
   StreamId stream = kDefaultStream;
-  std::string tag;           // empty = untagged
-  std::size_t line = 0;      // 1-based line in the source file, for messages
+  std::string tag;       // empty = untagged
+  std::size_t line = 0;  // 1-based line in the source file, for messages
 };
 
 // Reads the replay CSV: header `op,id,bytes,stream,tag`; op is alloc|free; free rows may leave
@@ -50,10 +50,10 @@ std::vector<TraceOp> read_trace_file(const std::string& path);
 // from (same order, so event indices agree); `lines[i]` is its line in the source file.
 struct InternedTrace {
   struct Op {
-    std::size_t bytes = 0;     // alloc: requested bytes; free: 0 when the row left it empty
-    std::uint32_t id = 0;      // index into `ids`
+    std::size_t bytes = 0;  // alloc: requested bytes; free: 0 when the row left it empty
+    std::uint32_t id = 0;   // index into `ids`
     StreamId stream = kDefaultStream;
-    std::uint32_t tag = 0;     // index into `tags`; 0 = untagged (free rows: always 0)
+    std::uint32_t tag = 0;  // index into `tags`; 0 = untagged (free rows: always 0)
     bool alloc = true;
   };
   std::vector<Op> ops;
@@ -70,14 +70,14 @@ InternedTrace intern_trace(const std::vector<TraceOp>& ops);
 struct ReplayReport {
   std::string policy;
   std::size_t capacity_bytes = 0;
-  std::size_t events = 0;                 // trace rows replayed (alloc + free)
+  std::size_t events = 0;  // trace rows replayed (alloc + free)
   std::size_t num_allocs = 0;
   std::size_t num_frees = 0;
-  std::size_t peak_live_bytes = 0;        // largest sum of live requested bytes: a lower bound
+  std::size_t peak_live_bytes = 0;  // largest sum of live requested bytes: a lower bound
   std::size_t peak_allocated_bytes = 0;
   std::size_t peak_reserved_bytes = 0;
-  double utilization = 0.0;               // peak_allocated / peak_reserved (0 if none reserved)
-  double fragmentation = 0.0;             // at the moment of peak reserved (memory_stats.hpp)
+  double utilization = 0.0;    // peak_allocated / peak_reserved (0 if none reserved)
+  double fragmentation = 0.0;  // at the moment of peak reserved (memory_stats.hpp)
   std::size_t num_ooms = 0;
   std::optional<std::size_t> first_oom_event;  // 0-based index of the first failed alloc
   std::optional<std::size_t> first_oom_line;   // its line in the trace file
@@ -102,15 +102,14 @@ const std::vector<std::string>& replay_policies();
 // TraceFormatError for a trace that frees an unknown id or allocates a live id twice (or, when
 // built by hand, names an id or tag index past its tables), std::invalid_argument for one whose
 // lines or tags tables do not fit its ops.
-ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string& policy,
-                                   std::size_t capacity_bytes, const std::string& source = "trace");
+ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string& policy, std::size_t capacity_bytes,
+                                   const std::string& source = "trace");
 
 // intern_trace + replay_interned_trace (a separate name: `{}` would fit either overload).
-ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy,
-                          std::size_t capacity_bytes, const std::string& source = "trace");
+ReplayReport replay_trace(const std::vector<TraceOp>& ops, const std::string& policy, std::size_t capacity_bytes,
+                          const std::string& source = "trace");
 
 // read_trace_file + intern_trace + replay_interned_trace: what `memtrain replay` calls.
-ReplayReport replay_trace_file(const std::string& path, const std::string& policy,
-                               std::size_t capacity_bytes);
+ReplayReport replay_trace_file(const std::string& path, const std::string& policy, std::size_t capacity_bytes);
 
 }  // namespace memtrain::memory

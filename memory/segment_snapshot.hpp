@@ -30,10 +30,10 @@ struct SegmentSnapshot {
   std::size_t active_size = 0;     // allocated + pending-free bytes
   std::size_t requested_size = 0;
   StreamId stream = kDefaultStream;
-  std::string segment_type;        // "small" or "large" (the pool)
-  bool is_expandable = false;      // grows in place (expandable_segments)
-  bool is_stitched = false;        // a virtual range over pages of other segments (vmm_stitch):
-                                   // no memory of its own, total_size counts toward no reserve
+  std::string segment_type;           // "small" or "large" (the pool)
+  bool is_expandable = false;         // grows in place (expandable_segments)
+  bool is_stitched = false;           // a virtual range over pages of other segments (vmm_stitch):
+                                      // no memory of its own, total_size counts toward no reserve
   std::vector<BlockSnapshot> blocks;  // address order, covering the segment
 };
 

@@ -101,16 +101,14 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free,
 std::string SharedLedger::shm_name(std::string_view device) {
   std::string name = "/memtrain-ledger-";
   for (char c : device) {
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
+    bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     name += ok ? c : '_';
   }
   return name;
 }
 
-bool SharedLedger::remove(std::string_view device) {
-  return ::shm_unlink(shm_name(device).c_str()) == 0;
-}
+bool SharedLedger::remove(std::string_view device) { return ::shm_unlink(shm_name(device).c_str()) == 0; }
 
 SharedLedger::SharedLedger(std::string_view device, std::size_t capacity_bytes)
     : device_(device), shm_name_(shm_name(device)) {
@@ -198,17 +196,15 @@ SharedLedger::SharedLedger(std::string_view device, std::size_t capacity_bytes)
       // capacity is the next job's to set, not the last one's to keep.
       LockGuard guard(*this);
       reclaim_dead_locked();
-      const bool empty = std::none_of(std::begin(layout_->slots), std::end(layout_->slots), [](const Slot& s) {
-        return s.state.load(std::memory_order_relaxed) == kActive;
-      });
+      const bool empty = std::none_of(std::begin(layout_->slots), std::end(layout_->slots),
+                                      [](const Slot& s) { return s.state.load(std::memory_order_relaxed) == kActive; });
       if (empty) layout_->capacity = capacity_bytes;
     }
     if (layout_->version != kVersion || layout_->capacity != capacity_bytes) {
       std::string msg = "shared ledger for device '" + device_ + "' exists with capacity " +
-                        std::to_string(layout_->capacity) + " bytes (version " +
-                        std::to_string(layout_->version) + "); asked for " +
-                        std::to_string(capacity_bytes) + " bytes (version " + std::to_string(kVersion) +
-                        "): every job on a device must give the same capacity";
+                        std::to_string(layout_->capacity) + " bytes (version " + std::to_string(layout_->version) +
+                        "); asked for " + std::to_string(capacity_bytes) + " bytes (version " +
+                        std::to_string(kVersion) + "): every job on a device must give the same capacity";
       ::munmap(layout_, sizeof(Layout));
       throw std::invalid_argument(msg);
     }
@@ -231,7 +227,8 @@ void SharedLedger::lock() {
     return;
   }
   if (rc == EDEADLK) {
-    throw std::logic_error("shared ledger " + shm_name_ + ": this thread already holds its lock (a LockGuard is alive)");
+    throw std::logic_error("shared ledger " + shm_name_ +
+                           ": this thread already holds its lock (a LockGuard is alive)");
   }
   if (rc != 0) {
     throw std::runtime_error("shared ledger " + shm_name_ + ": lock failed: " + errno_text(rc));
@@ -284,13 +281,13 @@ JobId SharedLedger::join(const JobShare& share) {
   }
   const std::size_t capacity = layout_->capacity;
   if (share.reservation > capacity - std::min(committed, capacity)) {
-    std::string msg = "cannot reserve " + format_byte_size(share.reservation) + " for job '" + share.name + "' on device '" +
-                      device_ + "': capacity " + format_byte_size(capacity) + ", " + format_byte_size(committed) +
-                      " reserved or in use by other jobs:";
+    std::string msg = "cannot reserve " + format_byte_size(share.reservation) + " for job '" + share.name +
+                      "' on device '" + device_ + "': capacity " + format_byte_size(capacity) + ", " +
+                      format_byte_size(committed) + " reserved or in use by other jobs:";
     for (const Slot& s : layout_->slots) {
       if (s.state.load(std::memory_order_relaxed) != kActive) continue;
-      msg += " '" + std::string(s.name) + "' (pid " + std::to_string(s.pid) + ") reserves " + format_byte_size(s.reservation) +
-             ", uses " + format_byte_size(s.in_use) + ";";
+      msg += " '" + std::string(s.name) + "' (pid " + std::to_string(s.pid) + ") reserves " +
+             format_byte_size(s.reservation) + ", uses " + format_byte_size(s.in_use) + ";";
     }
     // Every rank of a job is a job of its own here: ranks on one device each reserve.
     msg += " expected a reservation of at most " + format_byte_size(capacity - std::min(committed, capacity)) +
@@ -350,8 +347,7 @@ void SharedLedger::release(JobId job, std::size_t bytes) {
   Slot& me = find_locked(job, "release");
   if (bytes > me.in_use) {
     throw std::logic_error("shared ledger " + shm_name_ + ": job '" + std::string(me.name) + "' releases " +
-                           std::to_string(bytes) + " bytes but has only " + std::to_string(me.in_use) +
-                           " charged");
+                           std::to_string(bytes) + " bytes but has only " + std::to_string(me.in_use) + " charged");
   }
   me.in_use -= bytes;
 }

@@ -18,9 +18,9 @@ inline constexpr std::size_t kNoLimit = SIZE_MAX;
 
 // What a job asks for when it joins a ledger. Units: bytes.
 struct JobShare {
-  std::string name;             // for messages; truncated to 31 bytes in the ledger
-  std::size_t reservation = 0;  // guaranteed to this job: no other job can take it
-  std::size_t limit = kNoLimit; // the job is never charged past this (must be >= reservation)
+  std::string name;              // for messages; truncated to 31 bytes in the ledger
+  std::size_t reservation = 0;   // guaranteed to this job: no other job can take it
+  std::size_t limit = kNoLimit;  // the job is never charged past this (must be >= reservation)
 };
 
 // Identifies a job's entry; the generation detects a slot that was reclaimed and reused.
@@ -51,8 +51,8 @@ enum class ChargeRefusal { none, over_limit, over_capacity };
 struct ChargeResult {
   bool ok = true;
   ChargeRefusal refusal = ChargeRefusal::none;
-  std::size_t in_use_bytes = 0;      // the job's usage after the call
-  std::size_t available_bytes = 0;   // what the job could still be charged right now
+  std::size_t in_use_bytes = 0;     // the job's usage after the call
+  std::size_t available_bytes = 0;  // what the job could still be charged right now
 };
 
 // Note [Shares: reservation, limit and the committed sum]

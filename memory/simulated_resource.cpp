@@ -24,15 +24,13 @@ std::size_t SimulatedResource::used_bytes() const {
 
 void* SimulatedResource::do_allocate(std::size_t bytes, std::size_t alignment, StreamId) {
   if (!is_power_of_two(alignment)) {
-    throw std::invalid_argument("SimulatedResource: alignment " + std::to_string(alignment) +
-                                " is not a power of two");
+    throw std::invalid_argument("SimulatedResource: alignment " + std::to_string(alignment) + " is not a power of two");
   }
   const std::size_t size = std::max<std::size_t>(bytes, 1);
   std::lock_guard lock(mutex_);
   if (size > capacity_ - used_) {
-    throw OutOfMemory("out of memory on " + name_ + ": tried to allocate " +
-                          format_byte_size(bytes) + "; capacity " + format_byte_size(capacity_) +
-                          ", " + format_byte_size(capacity_ - used_) + " free",
+    throw OutOfMemory("out of memory on " + name_ + ": tried to allocate " + format_byte_size(bytes) + "; capacity " +
+                          format_byte_size(capacity_) + ", " + format_byte_size(capacity_ - used_) + " free",
                       bytes);
   }
   // First fit in the holes left by earlier frees keeps addresses reproducible and compact.
@@ -62,8 +60,7 @@ void SimulatedResource::do_deallocate(void* p, std::size_t, std::size_t, StreamI
   std::lock_guard lock(mutex_);
   auto it = live_.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == live_.end()) {
-    throw std::invalid_argument("SimulatedResource " + name_ +
-                                ": deallocate of an address it did not hand out");
+    throw std::invalid_argument("SimulatedResource " + name_ + ": deallocate of an address it did not hand out");
   }
   std::uintptr_t start = it->first;
   std::size_t size = it->second;

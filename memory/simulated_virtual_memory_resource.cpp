@@ -13,14 +13,12 @@ namespace {
 constexpr std::uintptr_t kBase = std::uintptr_t{1} << 45;
 }  // namespace
 
-SimulatedVirtualMemoryResource::SimulatedVirtualMemoryResource(std::size_t capacity_bytes,
-                                                               std::string name,
+SimulatedVirtualMemoryResource::SimulatedVirtualMemoryResource(std::size_t capacity_bytes, std::string name,
                                                                std::size_t granularity)
-    : capacity_(capacity_bytes), name_(std::move(name)), granularity_(granularity),
-      next_address_(kBase) {
+    : capacity_(capacity_bytes), name_(std::move(name)), granularity_(granularity), next_address_(kBase) {
   if (granularity == 0 || (granularity & (granularity - 1)) != 0) {
-    throw std::invalid_argument("SimulatedVirtualMemoryResource: granularity " +
-                                std::to_string(granularity) + " is not a power of two");
+    throw std::invalid_argument("SimulatedVirtualMemoryResource: granularity " + std::to_string(granularity) +
+                                " is not a power of two");
   }
 }
 
@@ -28,8 +26,7 @@ VirtualRange SimulatedVirtualMemoryResource::reserve(std::size_t bytes) {
   std::lock_guard lock(mutex_);
   if (bytes == 0 || bytes % granularity_ != 0) {
     throw VirtualMemoryError(name_ + ": reserve of " + std::to_string(bytes) +
-                             " bytes, not a positive multiple of the granularity " +
-                             std::to_string(granularity_));
+                             " bytes, not a positive multiple of the granularity " + std::to_string(granularity_));
   }
   ++counters_.reserve_calls;
   // Address space is never reused: a stale pointer into a released range then stays detectable.
@@ -61,9 +58,8 @@ PhysicalHandle SimulatedVirtualMemoryResource::create_physical(std::size_t bytes
                              " bytes, not a positive multiple of the granularity");
   }
   if (bytes > capacity_ - physical_bytes_) {
-    throw OutOfMemory("out of memory on " + name_ + ": tried to create " +
-                          format_byte_size(bytes) + " of physical memory; capacity " +
-                          format_byte_size(capacity_) + ", " +
+    throw OutOfMemory("out of memory on " + name_ + ": tried to create " + format_byte_size(bytes) +
+                          " of physical memory; capacity " + format_byte_size(capacity_) + ", " +
                           format_byte_size(capacity_ - physical_bytes_) + " free",
                       bytes);
   }
@@ -78,8 +74,8 @@ void SimulatedVirtualMemoryResource::release_physical(PhysicalHandle handle) {
   std::lock_guard lock(mutex_);
   auto it = chunks_.find(handle);
   if (it == chunks_.end()) {
-    throw VirtualMemoryError(name_ + ": release_physical of unknown handle " +
-                             std::to_string(handle) + " (released twice?)");
+    throw VirtualMemoryError(name_ + ": release_physical of unknown handle " + std::to_string(handle) +
+                             " (released twice?)");
   }
   if (chunk_maps_[handle] != 0) {
     throw VirtualMemoryError(name_ + ": release_physical of handle " + std::to_string(handle) +
@@ -92,18 +88,17 @@ void SimulatedVirtualMemoryResource::release_physical(PhysicalHandle handle) {
   released_physical_log_.push_back(handle);
 }
 
-void SimulatedVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes,
-                                         PhysicalHandle handle, std::size_t offset) {
+void SimulatedVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle,
+                                         std::size_t offset) {
   std::lock_guard lock(mutex_);
   if (fail_map_in_ != 0 && --fail_map_in_ == 0) {
     ++counters_.failed_map_calls;
-    throw VirtualMemoryError(name_ + ": injected map failure at address " +
-                             std::to_string(address));
+    throw VirtualMemoryError(name_ + ": injected map failure at address " + std::to_string(address));
   }
   auto chunk = chunks_.find(handle);
   if (chunk == chunks_.end()) throw VirtualMemoryError(name_ + ": map of unknown handle");
-  if (bytes == 0 || bytes % granularity_ != 0 || address % granularity_ != 0 ||
-      offset % granularity_ != 0 || offset > chunk->second || bytes > chunk->second - offset) {
+  if (bytes == 0 || bytes % granularity_ != 0 || address % granularity_ != 0 || offset % granularity_ != 0 ||
+      offset > chunk->second || bytes > chunk->second - offset) {
     throw VirtualMemoryError(name_ + ": map with unaligned or out-of-chunk size/offset");
   }
   auto r = reservations_.upper_bound(address);

@@ -31,8 +31,7 @@ class SimulatedVirtualMemoryResource final : public VirtualMemoryResource {
   void release(const VirtualRange& range) override;
   PhysicalHandle create_physical(std::size_t bytes) override;
   void release_physical(PhysicalHandle handle) override;
-  void map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle,
-           std::size_t offset) override;
+  void map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle, std::size_t offset) override;
   void unmap(std::uintptr_t address, std::size_t bytes) override;
 
   // The n-th map() call from now (1 = the next one) throws VirtualMemoryError without mapping.
@@ -45,8 +44,8 @@ class SimulatedVirtualMemoryResource final : public VirtualMemoryResource {
     std::size_t map_calls = 0, failed_map_calls = 0, unmap_calls = 0;
   };
   Counters counters() const;
-  std::size_t physical_bytes() const;      // bytes in live chunks
-  std::size_t mapped_bytes() const;        // bytes mapped anywhere
+  std::size_t physical_bytes() const;  // bytes in live chunks
+  std::size_t mapped_bytes() const;    // bytes mapped anywhere
   std::size_t live_reservations() const;
   std::size_t live_chunks() const;
   // Page addresses of every successful map() and of every mapping removed by unmap(), in
@@ -69,10 +68,10 @@ class SimulatedVirtualMemoryResource final : public VirtualMemoryResource {
   std::size_t physical_bytes_ = 0;
   std::size_t fail_map_in_ = 0;  // 0 = no injected failure pending
   Counters counters_;
-  std::map<std::uintptr_t, std::size_t> reservations_;  // address -> bytes
-  std::unordered_map<PhysicalHandle, std::size_t> chunks_;   // handle -> bytes
+  std::map<std::uintptr_t, std::size_t> reservations_;          // address -> bytes
+  std::unordered_map<PhysicalHandle, std::size_t> chunks_;      // handle -> bytes
   std::unordered_map<PhysicalHandle, std::size_t> chunk_maps_;  // handle -> times mapped
-  std::map<std::uintptr_t, Mapping> mappings_;  // address -> mapping
+  std::map<std::uintptr_t, Mapping> mappings_;                  // address -> mapping
   std::vector<std::uintptr_t> mapped_log_, unmapped_log_;
   std::vector<PhysicalHandle> released_physical_log_;
 };

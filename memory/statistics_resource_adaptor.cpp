@@ -35,8 +35,7 @@ void StatisticsResourceAdaptor::reset_peaks() {
   counters_.allocations.peak = counters_.allocations.current;
 }
 
-void* StatisticsResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment,
-                                             StreamId stream) {
+void* StatisticsResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) {
   void* p = upstream_->allocate(bytes, alignment, stream);
   std::lock_guard lock(mutex_);
   add(counters_.bytes, static_cast<std::int64_t>(bytes));
@@ -44,8 +43,7 @@ void* StatisticsResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alig
   return p;
 }
 
-void StatisticsResourceAdaptor::do_deallocate(void* p, std::size_t bytes, std::size_t alignment,
-                                              StreamId stream) {
+void StatisticsResourceAdaptor::do_deallocate(void* p, std::size_t bytes, std::size_t alignment, StreamId stream) {
   upstream_->deallocate(p, bytes, alignment, stream);
   std::lock_guard lock(mutex_);
   remove(counters_.bytes, static_cast<std::int64_t>(bytes));

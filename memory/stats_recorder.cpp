@@ -65,13 +65,9 @@ void StatsRecorder::segment_released(std::size_t bytes) {
   ++stats_.num_device_free;
 }
 
-void StatsRecorder::inactive_split_added(std::size_t bytes) {
-  increase(stats_.inactive_split_bytes, bytes);
-}
+void StatsRecorder::inactive_split_added(std::size_t bytes) { increase(stats_.inactive_split_bytes, bytes); }
 
-void StatsRecorder::inactive_split_removed(std::size_t bytes) {
-  decrease(stats_.inactive_split_bytes, bytes);
-}
+void StatsRecorder::inactive_split_removed(std::size_t bytes) { decrease(stats_.inactive_split_bytes, bytes); }
 
 void StatsRecorder::reset_peaks() {
   auto reset = [](StatCounter& c) { c.peak = c.current; };
@@ -93,8 +89,7 @@ MemoryStats StatsRecorder::snapshot(std::size_t largest_free, std::size_t total_
   out.fragmentation = fragmentation(largest_free, total_free);
   out.utilization = out.reserved_bytes.peak == 0
                         ? 0.0
-                        : static_cast<double>(out.allocated_bytes.peak) /
-                              static_cast<double>(out.reserved_bytes.peak);
+                        : static_cast<double>(out.allocated_bytes.peak) / static_cast<double>(out.reserved_bytes.peak);
   for (std::size_t id = 0; id < per_tag_.size(); ++id) {
     const TagStats& t = per_tag_[id];
     if (t.allocated_bytes.allocated != 0 || t.requested_bytes.allocated != 0) {

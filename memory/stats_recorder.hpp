@@ -27,9 +27,7 @@ class StatsRecorder {
   void alloc_retry() { ++stats_.num_alloc_retries; }
   void oom() { ++stats_.num_ooms; }
   // True when reserved bytes just reached a new peak (the caller then records fragmentation).
-  bool at_peak_reserved() const {
-    return stats_.reserved_bytes.current == stats_.reserved_bytes.peak && peak_is_new_;
-  }
+  bool at_peak_reserved() const { return stats_.reserved_bytes.current == stats_.reserved_bytes.peak && peak_is_new_; }
   void record_fragmentation_at_peak(double fragmentation) {
     stats_.fragmentation_at_peak_reserved = fragmentation;
     peak_is_new_ = false;

@@ -16,8 +16,7 @@ TagId TagRegistry::register_tag(std::string_view name) {
   std::string key(name);
   if (auto it = ids_.find(key); it != ids_.end()) return it->second;
   if (names_.size() > std::numeric_limits<TagId>::max()) {
-    throw std::length_error("tag_registry: all " +
-                            std::to_string(std::numeric_limits<TagId>::max()) +
+    throw std::length_error("tag_registry: all " + std::to_string(std::numeric_limits<TagId>::max()) +
                             " tag ids are taken; cannot register '" + key + "'");
   }
   const auto id = static_cast<TagId>(names_.size());

@@ -23,10 +23,10 @@ std::string_view to_string(TraceEventKind kind);
 
 struct TraceEvent {
   TraceEventKind kind = TraceEventKind::alloc;
-  std::uint64_t time_ns = 0;        // steady clock, nanoseconds
-  std::uint64_t bytes = 0;          // block size (alloc/free: the size the caller asked for),
-                                    // segment bytes, or the failed request (oom)
-  std::uintptr_t address = 0;       // block or segment address; 0 for oom
+  std::uint64_t time_ns = 0;   // steady clock, nanoseconds
+  std::uint64_t bytes = 0;     // block size (alloc/free: the size the caller asked for),
+                               // segment bytes, or the failed request (oom)
+  std::uintptr_t address = 0;  // block or segment address; 0 for oom
   StreamId stream = kDefaultStream;
   TagId tag = kUntagged;
   std::uint64_t allocation_id = 0;  // alloc/free: the same id for a block's alloc and free

@@ -41,15 +41,14 @@ std::vector<std::string_view> split_commas(std::string_view line) {
 }
 
 template <class Int>
-Int parse_uint(std::string_view field, const char* name, const std::string& source,
-               std::size_t line, std::string_view expected_header) {
+Int parse_uint(std::string_view field, const char* name, const std::string& source, std::size_t line,
+               std::string_view expected_header) {
   Int value = 0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (field.empty() || ec != std::errc() || end != field.data() + field.size()) {
     fail(source, line,
          std::string(name) + " '" + printable(field, 60) + "' is not a non-negative integer" +
-             (ec == std::errc::result_out_of_range ? " in range" : "") + "; expected " +
-             std::string(expected_header));
+             (ec == std::errc::result_out_of_range ? " in range" : "") + "; expected " + std::string(expected_header));
   }
   return value;
 }
@@ -79,16 +78,15 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
   for_each_record(in, [&](std::string_view line, std::size_t line_no) {
     if (!header_seen) {
       if (line != kTraceHeader) {
-        fail(source, line_no, "header is '" + printable(line, 60) + "'; expected '" +
-                                  std::string(kTraceHeader) + "'");
+        fail(source, line_no, "header is '" + printable(line, 60) + "'; expected '" + std::string(kTraceHeader) + "'");
       }
       header_seen = true;
       return;
     }
     const auto f = split_commas(line);
     if (f.size() > 5) {
-      fail(source, line_no, std::to_string(f.size()) + " fields; expected at most 5 (" +
-                                std::string(kTraceHeader) + ")");
+      fail(source, line_no,
+           std::to_string(f.size()) + " fields; expected at most 5 (" + std::string(kTraceHeader) + ")");
     }
     auto field = [&](std::size_t i) { return i < f.size() ? f[i] : std::string_view{}; };
     TraceOp op;
@@ -123,16 +121,14 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
   for_each_record(in, [&](std::string_view line, std::size_t line_no) {
     if (!header_seen) {
       if (line != kRmmHeader) {
-        fail(source, line_no, "header is '" + printable(line, 60) + "'; expected '" +
-                                  std::string(kRmmHeader) + "'");
+        fail(source, line_no, "header is '" + printable(line, 60) + "'; expected '" + std::string(kRmmHeader) + "'");
       }
       header_seen = true;
       return;
     }
     const auto f = split_commas(line);
     if (f.size() != 6) {
-      fail(source, line_no, std::to_string(f.size()) + " fields; expected 6 (" +
-                                std::string(kRmmHeader) + ")");
+      fail(source, line_no, std::to_string(f.size()) + " fields; expected 6 (" + std::string(kRmmHeader) + ")");
     }
     TraceOp op;
     op.line = line_no;
@@ -144,8 +140,8 @@ std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& sour
     } else if (action == "allocate failure") {
       return;  // the request never held memory
     } else {
-      fail(source, line_no, "Action '" + printable(action, 60) +
-                                "' is not allocate, free, deallocate or 'allocate failure'");
+      fail(source, line_no,
+           "Action '" + printable(action, 60) + "' is not allocate, free, deallocate or 'allocate failure'");
     }
     if (f[3].empty()) fail(source, line_no, "Pointer is empty");
     op.id = std::string(f[3]);
@@ -171,8 +167,8 @@ InternedTrace intern_trace(const std::vector<TraceOp>& ops) {
   trace.tags.emplace_back();
   // Keys view the strings of `ops`, which outlive this function: no copy per row.
   std::unordered_map<std::string_view, std::uint32_t> ids, tags;
-  auto index_of = [](std::unordered_map<std::string_view, std::uint32_t>& table,
-                     std::vector<std::string>& names, std::string_view text, const char* what) {
+  auto index_of = [](std::unordered_map<std::string_view, std::uint32_t>& table, std::vector<std::string>& names,
+                     std::string_view text, const char* what) {
     const auto [it, inserted] = table.try_emplace(text, static_cast<std::uint32_t>(names.size()));
     if (inserted) {
       if (names.size() == std::numeric_limits<std::uint32_t>::max()) {

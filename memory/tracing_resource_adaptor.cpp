@@ -7,20 +7,19 @@
 
 namespace memtrain::memory {
 
-TracingResourceAdaptor::TracingResourceAdaptor(std::shared_ptr<MemoryResource> upstream,
-                                               TraceEventSink sink, TagId tag)
+TracingResourceAdaptor::TracingResourceAdaptor(std::shared_ptr<MemoryResource> upstream, TraceEventSink sink, TagId tag)
     : upstream_(std::move(upstream)), sink_(std::move(sink)), tag_(tag) {
   if (!upstream_) throw std::invalid_argument("TracingResourceAdaptor: upstream is null");
   if (!sink_) throw std::invalid_argument("TracingResourceAdaptor: sink is empty");
 }
 
-void TracingResourceAdaptor::emit(TraceEventKind kind, std::size_t bytes, std::uintptr_t address,
-                                  StreamId stream, std::uint64_t id) {
+void TracingResourceAdaptor::emit(TraceEventKind kind, std::size_t bytes, std::uintptr_t address, StreamId stream,
+                                  std::uint64_t id) {
   TraceEvent e;
   e.kind = kind;
-  e.time_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                             std::chrono::steady_clock::now().time_since_epoch())
-                                             .count());
+  e.time_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
   e.bytes = bytes;
   e.address = address;
   e.stream = stream;
@@ -29,8 +28,7 @@ void TracingResourceAdaptor::emit(TraceEventKind kind, std::size_t bytes, std::u
   sink_(e);
 }
 
-void* TracingResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment,
-                                          StreamId stream) {
+void* TracingResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) {
   void* p = nullptr;
   try {
     p = upstream_->allocate(bytes, alignment, stream);
@@ -47,8 +45,7 @@ void* TracingResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignme
   return p;
 }
 
-void TracingResourceAdaptor::do_deallocate(void* p, std::size_t bytes, std::size_t alignment,
-                                           StreamId stream) {
+void TracingResourceAdaptor::do_deallocate(void* p, std::size_t bytes, std::size_t alignment, StreamId stream) {
   upstream_->deallocate(p, bytes, alignment, stream);
   std::lock_guard lock(mutex_);
   const auto address = reinterpret_cast<std::uintptr_t>(p);

@@ -20,8 +20,7 @@ namespace memtrain::memory {
 class TracingResourceAdaptor final : public MemoryResource {
  public:
   // Throws std::invalid_argument for a null upstream or an empty sink.
-  TracingResourceAdaptor(std::shared_ptr<MemoryResource> upstream, TraceEventSink sink,
-                         TagId tag = kUntagged);
+  TracingResourceAdaptor(std::shared_ptr<MemoryResource> upstream, TraceEventSink sink, TagId tag = kUntagged);
 
   std::size_t capacity_bytes() const override { return upstream_->capacity_bytes(); }
   std::string name() const override { return upstream_->name(); }
@@ -31,8 +30,7 @@ class TracingResourceAdaptor final : public MemoryResource {
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) override;
   void do_deallocate(void* p, std::size_t bytes, std::size_t alignment, StreamId stream) override;
-  void emit(TraceEventKind kind, std::size_t bytes, std::uintptr_t address, StreamId stream,
-            std::uint64_t id);
+  void emit(TraceEventKind kind, std::size_t bytes, std::uintptr_t address, StreamId stream, std::uint64_t id);
 
   std::shared_ptr<MemoryResource> upstream_;
   TraceEventSink sink_;

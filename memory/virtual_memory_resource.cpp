@@ -18,8 +18,7 @@ void* VirtualMemoryResource::do_allocate(std::size_t bytes, std::size_t alignmen
   }
   const std::size_t size = round_up_checked(bytes == 0 ? 1 : bytes, page);
   if (size == 0) {
-    throw std::invalid_argument(name() + ": " + std::to_string(bytes) +
-                                " bytes cannot be rounded up to the page size");
+    throw std::invalid_argument(name() + ": " + std::to_string(bytes) + " bytes cannot be rounded up to the page size");
   }
   const VirtualRange range = reserve(size);
   PhysicalHandle handle = 0;
@@ -60,8 +59,7 @@ void VirtualMemoryResource::do_deallocate(void* p, std::size_t bytes, std::size_
   release(VirtualRange{address, size});
 }
 
-void map_fresh_pages(VirtualMemoryResource& vmm, const VirtualRange& range,
-                     PhysicalHandle* handles_out) {
+void map_fresh_pages(VirtualMemoryResource& vmm, const VirtualRange& range, PhysicalHandle* handles_out) {
   const std::size_t page = vmm.granularity();
   const std::size_t count = range.bytes / page;
   std::size_t created = 0;
@@ -82,8 +80,8 @@ void map_fresh_pages(VirtualMemoryResource& vmm, const VirtualRange& range,
   }
 }
 
-void map_existing_pages(VirtualMemoryResource& vmm, std::uintptr_t address,
-                        const PhysicalHandle* handles, std::size_t count) {
+void map_existing_pages(VirtualMemoryResource& vmm, std::uintptr_t address, const PhysicalHandle* handles,
+                        std::size_t count) {
   const std::size_t page = vmm.granularity();
   std::size_t mapped = 0;
   try {

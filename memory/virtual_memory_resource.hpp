@@ -55,8 +55,7 @@ class VirtualMemoryResource : public MemoryResource {
   // Frees a chunk; it must not be mapped anywhere.
   virtual void release_physical(PhysicalHandle handle) = 0;
   // Maps and makes the range readable and writable (cuMemMap + cuMemSetAccess).
-  virtual void map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle,
-                   std::size_t offset) = 0;
+  virtual void map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle, std::size_t offset) = 0;
   virtual void unmap(std::uintptr_t address, std::size_t bytes) = 0;
 
  protected:
@@ -79,12 +78,11 @@ class VirtualMemoryResource : public MemoryResource {
 // were mapped, releases every chunk created (each once) and rethrows; the reservation itself is
 // left to the caller. Returns nothing on success: the handles are written to `handles_out`
 // (one per page, in address order), which must have room for them.
-void map_fresh_pages(VirtualMemoryResource& vmm, const VirtualRange& range,
-                     PhysicalHandle* handles_out);
+void map_fresh_pages(VirtualMemoryResource& vmm, const VirtualRange& range, PhysicalHandle* handles_out);
 
 // Maps existing chunks (one page each) at consecutive pages from `address`. On failure unmaps
 // the pages this call mapped and rethrows; the chunks stay with their owner.
-void map_existing_pages(VirtualMemoryResource& vmm, std::uintptr_t address,
-                        const PhysicalHandle* handles, std::size_t count);
+void map_existing_pages(VirtualMemoryResource& vmm, std::uintptr_t address, const PhysicalHandle* handles,
+                        std::size_t count);
 
 }  // namespace memtrain::memory

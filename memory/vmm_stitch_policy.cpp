@@ -36,9 +36,7 @@ class VmmStitchPolicy final : public AllocationPolicy {
     const std::size_t r = round_up_checked(bytes, kAlignment);
     return r <= kSmallSize ? r : round_up_checked(bytes, page_);
   }
-  Pool pool_for(std::size_t rounded) const override {
-    return rounded <= kSmallSize ? Pool::small : Pool::large;
-  }
+  Pool pool_for(std::size_t rounded) const override { return rounded <= kSmallSize ? Pool::small : Pool::large; }
   std::size_t segment_size(std::size_t rounded) const override {
     return round_up_checked(rounded <= kSmallSize ? kSmallSegment : rounded, page_);
   }
@@ -63,8 +61,7 @@ class VmmStitchPolicy final : public AllocationPolicy {
 
 }  // namespace
 
-std::unique_ptr<AllocationPolicy> make_vmm_stitch_policy(const AllocatorOptions& options,
-                                                         std::size_t granularity) {
+std::unique_ptr<AllocationPolicy> make_vmm_stitch_policy(const AllocatorOptions& options, std::size_t granularity) {
   if (granularity == 0 || (granularity & (granularity - 1)) != 0) {
     throw std::invalid_argument(
         "policy vmm_stitch needs a virtual-memory upstream (CUDA VMM, host memfd VMM or "

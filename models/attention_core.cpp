@@ -36,10 +36,8 @@ Tensor AttentionCore::forward(PassState& s, const float* q, const float* k, cons
       auto tiles = s.ctx.workspace().lease(kernels::ops::flash_attention_workspace_elements(s.kc(), T, C, NH));
       const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.forward",
                               [&] { return attention_description(B, NH, T, C, 2); });
-      kernels::ops::flash_attention_forward(s.kc(), out.get(), lse.data<float>(),
-                                            q, k, v, s.attention_mask, B, T, C, NH,
-                                            s.attention_dropout, key, s.first_sample, tiles.data(),
-                                            first_head_);
+      kernels::ops::flash_attention_forward(s.kc(), out.get(), lse.data<float>(), q, k, v, s.attention_mask, B, T, C,
+                                            NH, s.attention_dropout, key, s.first_sample, tiles.data(), first_head_);
     }
     out.round_in_place();
     context_f = std::move(out);
@@ -52,12 +50,12 @@ Tensor AttentionCore::forward(PassState& s, const float* q, const float* k, cons
   auto probs = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype,
                              keeps_probs ? act : core::tags().temporary);  // [B, NH, T, T]
   auto context = Tensor::empty(s.ctx, {B, T, C}, s.dtype, act);            // [B, T, C]
-  auto out = write_f32(s.ctx, context);  // [B, T, C]; after context, as above
+  auto out = write_f32(s.ctx, context);                                    // [B, T, C]; after context, as above
   if (s.compute()) {
-    const core::ScopedOp op(s.ctx.op_profile(), "attention.forward", [&] { return attention_description(B, NH, T, C, 2); });
-    kernels::ops::attention_forward(s.kc(), out.get(), write_f32(s.ctx, probs).get(),
-                                    q, k, v, s.attention_mask, B, T, C, NH,
-                                    s.attention_dropout, key, s.first_sample, first_head_);
+    const core::ScopedOp op(s.ctx.op_profile(), "attention.forward",
+                            [&] { return attention_description(B, NH, T, C, 2); });
+    kernels::ops::attention_forward(s.kc(), out.get(), write_f32(s.ctx, probs).get(), q, k, v, s.attention_mask, B, T,
+                                    C, NH, s.attention_dropout, key, s.first_sample, first_head_);
   }
   out.round_in_place();
   context_f = std::move(out);
@@ -65,8 +63,8 @@ Tensor AttentionCore::forward(PassState& s, const float* q, const float* k, cons
   return context;
 }
 
-void AttentionCore::backward(PassState& s, float* dq, float* dk, float* dv, const float* dcontext,
-                             const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& context) {
+void AttentionCore::backward(PassState& s, float* dq, float* dk, float* dv, const float* dcontext, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& context) {
   const int B = s.B, T = s.T, C = C_, NH = NH_;
   const auto tmp = core::tags().temporary;
   const auto key = s.key(encoder_rng_layer(layer_), kAttentionProbs);
@@ -75,11 +73,10 @@ void AttentionCore::backward(PassState& s, float* dq, float* dk, float* dv, cons
       auto tiles = s.ctx.workspace().lease(kernels::ops::flash_attention_workspace_elements(s.kc(), T, C, NH));
       const core::ScopedOp op(s.ctx.op_profile(), "flash_attention.backward",
                               [&] { return attention_description(B, NH, T, C, 4); });
-      kernels::ops::flash_attention_backward(s.kc(),
-          dq, dk, dv, dcontext, read_f32(s.ctx, context).get(), lse_.data<float>(),
-          read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(), read_f32(s.ctx, v).get(),
-          s.attention_mask, B, T, C, NH, s.attention_dropout, key, s.first_sample, tiles.data(),
-          first_head_);
+      kernels::ops::flash_attention_backward(s.kc(), dq, dk, dv, dcontext, read_f32(s.ctx, context).get(),
+                                             lse_.data<float>(), read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
+                                             read_f32(s.ctx, v).get(), s.attention_mask, B, T, C, NH,
+                                             s.attention_dropout, key, s.first_sample, tiles.data(), first_head_);
     }
     lse_.reset();
     return;
@@ -98,12 +95,12 @@ void AttentionCore::backward(PassState& s, float* dq, float* dk, float* dv, cons
   }
   auto scratch = Tensor::empty(s.ctx, {B, NH, T, T}, s.dtype, tmp);  // [B, NH, T, T]
   if (s.compute()) {
-    const core::ScopedOp op(s.ctx.op_profile(), "attention.backward", [&] { return attention_description(B, NH, T, C, 4); });
-    kernels::ops::attention_backward(s.kc(),
-        dq, dk, dv, scratch_f32(s.ctx, scratch).get(), dcontext,
-        read_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
-        read_f32(s.ctx, v).get(), B, T, C, NH, s.attention_dropout, key, s.first_sample,
-        first_head_);
+    const core::ScopedOp op(s.ctx.op_profile(), "attention.backward",
+                            [&] { return attention_description(B, NH, T, C, 4); });
+    kernels::ops::attention_backward(s.kc(), dq, dk, dv, scratch_f32(s.ctx, scratch).get(), dcontext,
+                                     read_f32(s.ctx, probs).get(), read_f32(s.ctx, q).get(), read_f32(s.ctx, k).get(),
+                                     read_f32(s.ctx, v).get(), B, T, C, NH, s.attention_dropout, key, s.first_sample,
+                                     first_head_);
   }
 }
 

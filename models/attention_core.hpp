@@ -48,9 +48,8 @@ class AttentionCore {
   // [B, T, C]; q, k, v and context are the tensors forward's inputs were stored in and its
   // output. Releases what forward kept. Temporaries (tag temporary): standard one
   // [B, NH, T, T]; recompute_probs two; flash none (tiles live in the context's workspace).
-  void backward(PassState& s, float* dq, float* dk, float* dv, const float* dcontext,
-                const core::Tensor& q, const core::Tensor& k, const core::Tensor& v,
-                const core::Tensor& context);
+  void backward(PassState& s, float* dq, float* dk, float* dv, const float* dcontext, const core::Tensor& q,
+                const core::Tensor& k, const core::Tensor& v, const core::Tensor& context);
   void release();
 
   AttentionCoreKind kind() const { return kind_; }

@@ -17,16 +17,12 @@ namespace memtrain::models {
 using core::DType;
 using core::Tensor;
 
-BertAttention::BertAttention(ParameterSet& params, const std::string& prefix, int layer,
-                             const BertConfig& c, AttentionCoreKind core,
-                             const TensorParallel& tp)
-    : query_(params, prefix + ".self.query", c.hidden_size, c.hidden_size, LinearParallel::column,
-             tp),
+BertAttention::BertAttention(ParameterSet& params, const std::string& prefix, int layer, const BertConfig& c,
+                             AttentionCoreKind core, const TensorParallel& tp)
+    : query_(params, prefix + ".self.query", c.hidden_size, c.hidden_size, LinearParallel::column, tp),
       key_(params, prefix + ".self.key", c.hidden_size, c.hidden_size, LinearParallel::column, tp),
-      value_(params, prefix + ".self.value", c.hidden_size, c.hidden_size, LinearParallel::column,
-             tp),
-      output_(params, prefix + ".output.dense", c.hidden_size, c.hidden_size, LinearParallel::row,
-              tp),
+      value_(params, prefix + ".self.value", c.hidden_size, c.hidden_size, LinearParallel::column, tp),
+      output_(params, prefix + ".output.dense", c.hidden_size, c.hidden_size, LinearParallel::row, tp),
       layer_norm_(params, prefix + ".output.LayerNorm", c.hidden_size, c.layer_norm_eps),
       core_(layer, c.hidden_size / tp.size(), c.num_attention_heads / tp.size(), core,
             tp.rank() * (c.num_attention_heads / tp.size())),
@@ -77,20 +73,21 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
 
   // The residual sum is the LayerNorm's input, which it keeps for its backward pass.
   auto residual = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, act);  // [B, Tl, C]
-  Tensor out;                                                       // [B, Tl, C]
+  Tensor out;                                                      // [B, Tl, C]
   {
     // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
     // Under tensor parallelism the row-parallel projection gives partial sums; g all-reduces
     // them in the float view (the f32 staging of 16-bit activations), or reduce-scatters them
     // onto the shard, and the bias, held whole on every rank, is added once after the sum.
-    auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
+    auto r_f = write_f32(s.ctx, residual);                                                  // [B, Tl, C]
     row_parallel_forward(s, tp_, output_, GemmInput(context_f.get(), context), r_f.get());  // g
-    context_f = F32View();  // its workspace slot back
+    context_f = F32View();                                                                  // its workspace slot back
     if (s.compute()) {
-      const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward", [&] { return elementwise_description(Nl, C, 3); });
-      kernels::ops::dropout_residual_forward(s.kc(), r_f.get(), r_f.get(), x_f.get(), B, long{Tl} * C,
-                                             s.hidden_dropout, s.key(encoder_rng_layer(layer_), kAttentionOutput),
-                                             s.first_sample, first_element);
+      const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward",
+                              [&] { return elementwise_description(Nl, C, 3); });
+      kernels::ops::dropout_residual_forward(s.kc(), r_f.get(), r_f.get(), x_f.get(), B, long{Tl} * C, s.hidden_dropout,
+                                             s.key(encoder_rng_layer(layer_), kAttentionOutput), s.first_sample,
+                                             first_element);
     }
     // The LayerNorm reads the residual's floats as stored (Note [Views rounded in place]).
     r_f.round_in_place();
@@ -114,21 +111,22 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
   // dx starts as the residual branch's gradient d(residual); the projections add to it below.
   auto dx = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
-  auto dx_f = zeroed_f32(s.ctx, dx);                          // [B, Tl, C]
+  auto dx_f = zeroed_f32(s.ctx, dx);                         // [B, Tl, C]
   layer_norm_.backward(s, dx_f.get(), read_f32(s.ctx, da).get(), Nl);
 
   auto dproj = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);     // [B, Tl, C]
   auto dcontext = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
-  auto dcontext_f = zeroed_f32(s.ctx, dcontext);                    // [B, T, C/tp]
+  auto dcontext_f = zeroed_f32(s.ctx, dcontext);                   // [B, T, C/tp]
   {
     // Scratch: dproj is freed below unread in 16 bits, so its floats are never rounded back.
     auto dproj_f = scratch_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
-        const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C, 2); });
+        const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward",
+                                [&] { return elementwise_description(Nl, C, 2); });
         kernels::ops::dropout_backward(s.kc(), dproj_f.get(), dx_f.get(), B, long{Tl} * C, s.hidden_dropout,
-                                       s.key(encoder_rng_layer(layer_), kAttentionOutput),
-                                       s.first_sample, first_element);
+                                       s.key(encoder_rng_layer(layer_), kAttentionOutput), s.first_sample,
+                                       first_element);
       } else {
         kernels::ops::copy_on_device(s.kc(), dproj_f.get(), dx_f.get(), sizeof(float) * Nl * C);
       }
@@ -149,9 +147,9 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   auto dq = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   auto dk = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   auto dv = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
-  auto dq_f = zeroed_f32(s.ctx, dq);                          // [B, T, C/tp]
-  auto dk_f = zeroed_f32(s.ctx, dk);                          // [B, T, C/tp]
-  auto dv_f = zeroed_f32(s.ctx, dv);                          // [B, T, C/tp]
+  auto dq_f = zeroed_f32(s.ctx, dq);                         // [B, T, C/tp]
+  auto dk_f = zeroed_f32(s.ctx, dk);                         // [B, T, C/tp]
+  auto dv_f = zeroed_f32(s.ctx, dv);                         // [B, T, C/tp]
   core_.backward(s, dq_f.get(), dk_f.get(), dv_f.get(), dcontext_f.get(), q_, k_, v_, context_);
   dq_f.round_in_place();
   dk_f.round_in_place();
@@ -185,8 +183,8 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   } else {
     // The input is gathered again rather than kept (Note [Sequence-parallel regions]); the
     // shards' input gradients are reduce-scattered onto this rank's tokens (f's backward).
-    auto x_all = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);    // [B, T, C]
-    auto dx_all = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);   // [B, T, C]
+    auto x_all = Tensor::empty(s.ctx, {B, T, C}, s.dtype, tmp);   // [B, T, C]
+    auto dx_all = Tensor::zeros(s.ctx, {B, T, C}, s.dtype, tmp);  // [B, T, C]
     {
       auto x_all_f = write_f32(s.ctx, x_all);
       auto dx_all_f = update_f32(s.ctx, dx_all);

@@ -20,9 +20,8 @@ class BertAttention {
   // parallelism (tp.size() > 1) Q, K and V are column-parallel, so this rank holds heads
   // [rank x NH / tp, (rank + 1) x NH / tp), and the output projection is row-parallel
   // (Shoeybi et al. 2019, sec. 3, Figure 3b); tp.size() must divide num_attention_heads.
-  BertAttention(ParameterSet& params, const std::string& prefix, int layer,
-                const BertConfig& config, AttentionCoreKind core = AttentionCoreKind::standard,
-                const TensorParallel& tp = {});
+  BertAttention(ParameterSet& params, const std::string& prefix, int layer, const BertConfig& config,
+                AttentionCoreKind core = AttentionCoreKind::standard, const TensorParallel& tp = {});
 
   // x [B, T, C] -> a [B, T, C] (tag activation). When training keeps x, q, k, v [B, T, C / tp],
   // the attention context [B, T, C / tp], what the core keeps (probs or lse, for NH / tp

@@ -27,14 +27,12 @@ std::int64_t word_rows(const BertConfig& c, const TensorParallel& tp) {
 }  // namespace
 
 BertEmbeddings::BertEmbeddings(ParameterSet& params, const BertConfig& c, const TensorParallel& tp)
-    : word_(params.add("bert.embeddings.word_embeddings.weight",
-                       {word_rows(c, tp), c.hidden_size}, ParameterInit::normal, true,
-                       word_shard(c, tp))),
-      position_(params.add("bert.embeddings.position_embeddings.weight",
-                           {c.max_position_embeddings, c.hidden_size}, ParameterInit::normal,
-                           true)),
-      token_type_(params.add("bert.embeddings.token_type_embeddings.weight",
-                             {c.type_vocab_size, c.hidden_size}, ParameterInit::normal, true)),
+    : word_(params.add("bert.embeddings.word_embeddings.weight", {word_rows(c, tp), c.hidden_size},
+                       ParameterInit::normal, true, word_shard(c, tp))),
+      position_(params.add("bert.embeddings.position_embeddings.weight", {c.max_position_embeddings, c.hidden_size},
+                           ParameterInit::normal, true)),
+      token_type_(params.add("bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, c.hidden_size},
+                             ParameterInit::normal, true)),
       layer_norm_(params, "bert.embeddings.LayerNorm", c.hidden_size, c.layer_norm_eps),
       tp_(tp),
       V_(c.vocab_size),
@@ -43,8 +41,7 @@ BertEmbeddings::BertEmbeddings(ParameterSet& params, const BertConfig& c, const 
       first_row_(word_.shard.offset),
       rows_(word_rows(c, tp)) {}
 
-core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
-                                     const std::int32_t* type_ids) {
+core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids, const std::int32_t* type_ids) {
   const int N = s.N();
   // Sequence parallelism: the LayerNorm and dropout run on this rank's tokens (Nl rows).
   const bool sp = tp_.sp();
@@ -63,10 +60,9 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
   if (s.compute() && !tp_.enabled()) {
     const core::ScopedOp op(s.ctx.op_profile(), "embedding.forward", [&] { return elementwise_description(N, C_, 4); });
     const F32View word(s.ctx, word_.value, F32Access::read, rows);  // [V, C], the rows of ids
-    kernels::ops::bert_embeddings_forward(s.kc(),
-        write_f32(s.ctx, sum).get(), ids_d, type_ids_d, word.get(),
-        read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B, s.T,
-        C_, V_, TV_);
+    kernels::ops::bert_embeddings_forward(s.kc(), write_f32(s.ctx, sum).get(), ids_d, type_ids_d, word.get(),
+                                          read_f32(s.ctx, position_.value).get(),
+                                          read_f32(s.ctx, token_type_.value).get(), s.B, s.T, C_, V_, TV_);
   }
   if (tp_.enabled()) {
     // Each rank's lookups, positions and types on rank 0 only, summed over the group: the
@@ -76,13 +72,13 @@ core::Tensor BertEmbeddings::forward(PassState& s, const std::int32_t* ids,
                                             core::tags().temporary)
                       : core::Tensor();  // [B, T, C]
     if (s.compute()) {
-      auto sum_f = write_f32(s.ctx, sum);                          // [B, Tl, C]
-      F32View part_f = sp ? write_f32(s.ctx, partial) : F32View();  // [B, T, C]
+      auto sum_f = write_f32(s.ctx, sum);                             // [B, Tl, C]
+      F32View part_f = sp ? write_f32(s.ctx, partial) : F32View();    // [B, T, C]
       const F32View word(s.ctx, word_.value, F32Access::read, rows);  // [Vp/tp, C], this shard's rows of ids
-      kernels::ops::vocab_parallel_embeddings_forward(s.kc(),
-          sp ? part_f.get() : sum_f.get(), ids_d, type_ids_d, word.get(),
-          read_f32(s.ctx, position_.value).get(), read_f32(s.ctx, token_type_.value).get(), s.B,
-          s.T, C_, V_, TV_, first_row_, rows_, /*with_positions=*/tp_.rank() == 0);
+      kernels::ops::vocab_parallel_embeddings_forward(s.kc(), sp ? part_f.get() : sum_f.get(), ids_d, type_ids_d,
+                                                      word.get(), read_f32(s.ctx, position_.value).get(),
+                                                      read_f32(s.ctx, token_type_.value).get(), s.B, s.T, C_, V_, TV_,
+                                                      first_row_, rows_, /*with_positions=*/tp_.rank() == 0);
       if (sp) {
         reduce_scatter_sequence(s, tp_, part_f.get(), sum_f.get(), C_);
       } else {
@@ -146,11 +142,11 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
   if (s.compute()) {
     F32View g_f = sp ? write_f32(s.ctx, gathered) : F32View();
     if (sp) gather_sequence(s, tp_, dsum_f.get(), g_f.get(), C_);
-    const float* d = sp ? g_f.get() : dsum_f.get();           // [B, T, C]
+    const float* d = sp ? g_f.get() : dsum_f.get();  // [B, T, C]
     const std::vector<std::int32_t> rows = word_rows_to_write(s);
     F32View dword(s.ctx, word_.grad, F32Access::read_write, rows);  // [V, C] (shard [Vp/tp, C]), rows of ids
-    auto dposition = update_f32(s.ctx, position_.grad);      // [P, C]
-    auto dtoken_type = update_f32(s.ctx, token_type_.grad);  // [TV, C]
+    auto dposition = update_f32(s.ctx, position_.grad);             // [P, C]
+    auto dtoken_type = update_f32(s.ctx, token_type_.grad);         // [TV, C]
     if (!tp_.enabled()) {
       const core::ScopedOp op(s.ctx.op_profile(), "embedding.backward",
                               [&] { return elementwise_description(std::int64_t{s.B} * s.T, C_, 4); });
@@ -159,10 +155,9 @@ void BertEmbeddings::backward(PassState& s, core::Tensor& dout) {
     } else {
       // d sum is the same on every rank: each takes the rows it owns, and the replicated
       // position and type tables get bitwise equal gradients everywhere.
-      kernels::ops::vocab_parallel_embedding_backward(s.kc(), dword.get(), d, ids_d_, s.B, s.T, C_, first_row_,
-                                                      rows_);
-      kernels::ops::bert_embeddings_backward(s.kc(), static_cast<float*>(nullptr), dposition.get(),
-                                             dtoken_type.get(), d, ids_d_, type_ids_d_, s.B, s.T, C_);
+      kernels::ops::vocab_parallel_embedding_backward(s.kc(), dword.get(), d, ids_d_, s.B, s.T, C_, first_row_, rows_);
+      kernels::ops::bert_embeddings_backward(s.kc(), static_cast<float*>(nullptr), dposition.get(), dtoken_type.get(),
+                                             d, ids_d_, type_ids_d_, s.B, s.T, C_);
     }
   }
   ids_ = ids_d_ = type_ids_d_ = nullptr;

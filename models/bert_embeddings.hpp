@@ -43,9 +43,9 @@ class BertEmbeddings {
   LayerNorm layer_norm_;
   TensorParallel tp_;
   int V_, TV_, C_;
-  std::int64_t first_row_ = 0, rows_ = 0;  // this rank's rows of the word table
-  const std::int32_t* ids_ = nullptr;       // the training forward's host ids [B, T]
-  const std::int32_t* ids_d_ = nullptr;     // and the kernels' copies (Note [Index arrays travel
+  std::int64_t first_row_ = 0, rows_ = 0;     // this rank's rows of the word table
+  const std::int32_t* ids_ = nullptr;         // the training forward's host ids [B, T]
+  const std::int32_t* ids_d_ = nullptr;       // and the kernels' copies (Note [Index arrays travel
   const std::int32_t* type_ids_d_ = nullptr;  // through fixed slots]); the same pointers on the CPU
 };
 

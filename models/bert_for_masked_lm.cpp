@@ -24,8 +24,7 @@ void require(bool ok, const std::string& what) {
 
 void check_config(const BertConfig& c) {
   auto positive = [](int v, const char* key) {
-    require(v >= 1,
-            std::string("model.") + key + " = " + std::to_string(v) + "; expected an integer >= 1");
+    require(v >= 1, std::string("model.") + key + " = " + std::to_string(v) + "; expected an integer >= 1");
   };
   positive(c.vocab_size, "vocab_size");
   positive(c.hidden_size, "hidden_size");
@@ -38,8 +37,8 @@ void check_config(const BertConfig& c) {
           "model.num_attention_heads = " + std::to_string(c.num_attention_heads) +
               " does not divide model.hidden_size = " + std::to_string(c.hidden_size));
   auto probability = [](float p, const char* key) {
-    require(p >= 0.0f && p < 1.0f, std::string("model.") + key + " = " + std::to_string(p) +
-                                       "; expected a probability in [0, 1)");
+    require(p >= 0.0f && p < 1.0f,
+            std::string("model.") + key + " = " + std::to_string(p) + "; expected a probability in [0, 1)");
   };
   probability(c.hidden_dropout_prob, "hidden_dropout_prob");
   probability(c.attention_probs_dropout_prob, "attention_probs_dropout_prob");
@@ -50,8 +49,8 @@ void check_tensor_parallel(const BertConfig& c, const TensorParallel& tp) {
   const int n = tp.size();
   auto divides = [n](int v, const char* key) {
     require(v % n == 0, std::string("model.") + key + " = " + std::to_string(v) +
-                            " is not divisible by parallel.tensor_model_parallel_size = " +
-                            std::to_string(n) + "; expected a multiple of it");
+                            " is not divisible by parallel.tensor_model_parallel_size = " + std::to_string(n) +
+                            "; expected a multiple of it");
   };
   divides(c.num_attention_heads, "num_attention_heads");
   divides(c.intermediate_size, "intermediate_size");
@@ -59,8 +58,8 @@ void check_tensor_parallel(const BertConfig& c, const TensorParallel& tp) {
           "parallel.sequence_parallel = true needs parallel.tensor_model_parallel_size > 1 "
           "(it splits the tensor-parallel group's replicated regions)");
   require(tp.make_vocab_size_divisible_by >= 1,
-          "parallel.make_vocab_size_divisible_by = " +
-              std::to_string(tp.make_vocab_size_divisible_by) + "; expected an integer >= 1");
+          "parallel.make_vocab_size_divisible_by = " + std::to_string(tp.make_vocab_size_divisible_by) +
+              "; expected an integer >= 1");
 }
 
 void check_options(const ModelOptions& o) {
@@ -71,8 +70,7 @@ void check_options(const ModelOptions& o) {
 
 }  // namespace
 
-BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx,
-                                 ModelOptions options, TensorParallel tp)
+BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx, ModelOptions options, TensorParallel tp)
     : config_(config), options_(options), tp_(tp), ctx_(ctx), params_(ctx, options_, /*bucketed=*/true) {
   check_config(config_);
   check_options(options_);
@@ -99,9 +97,8 @@ BertForMaskedLM::BertForMaskedLM(const BertConfig& config, core::Context& ctx,
   // at the very end.
   ready_stages_.push_back(added_since(head_first));
   for (auto it = layer_indices.rbegin(); it != layer_indices.rend(); ++it) ready_stages_.push_back(*it);
-  std::stable_partition(embedding_indices.begin(), embedding_indices.end(), [&](std::size_t i) {
-    return ps[i].name != embeddings_->word_embeddings().name;
-  });
+  std::stable_partition(embedding_indices.begin(), embedding_indices.end(),
+                        [&](std::size_t i) { return ps[i].name != embeddings_->word_embeddings().name; });
   ready_stages_.push_back(embedding_indices);
   word_index_ = embedding_indices.back();
   std::vector<std::size_t> order, partial;
@@ -191,7 +188,8 @@ void BertForMaskedLM::init_parameters(std::uint64_t seed,
       if (ps[i].master.defined()) ps[i].master.copy_from_host(v);
       if (half) {
         std::vector<std::uint16_t> rounded(static_cast<std::size_t>(n));
-        kernels::ops::convert_float_to_half(kernels::OpContext{}, rounded.data(), v, n, half_format(ps[i].value.dtype()));
+        kernels::ops::convert_float_to_half(kernels::OpContext{}, rounded.data(), v, n,
+                                            half_format(ps[i].value.dtype()));
         ps[i].value.copy_from_host(rounded.data());
       } else {
         ps[i].value.copy_from_host(v);
@@ -206,23 +204,21 @@ void BertForMaskedLM::validate(const core::MlmBatch& b, const std::vector<std::i
                                const std::vector<std::int32_t>* labels, bool any_length) const {
   auto fail = [](const std::string& what) { throw RuntimeError("invalid MLM batch: " + what); };
   if (b.batch_size < 1 || b.seq_length < 1) {
-    fail("batch_size = " + std::to_string(b.batch_size) +
-         ", seq_length = " + std::to_string(b.seq_length) + "; both must be >= 1");
+    fail("batch_size = " + std::to_string(b.batch_size) + ", seq_length = " + std::to_string(b.seq_length) +
+         "; both must be >= 1");
   }
   if (b.seq_length > config_.max_position_embeddings) {
     fail("seq_length = " + std::to_string(b.seq_length) +
          " exceeds max_position_embeddings = " + std::to_string(config_.max_position_embeddings));
   }
   if (tp_.sp() && !any_length && b.seq_length % tp_.size() != 0) {
-    fail("seq_length = " + std::to_string(b.seq_length) +
-         " is not divisible by the tensor-parallel size " + std::to_string(tp_.size()) +
-         " (sequence parallelism splits every sample's tokens evenly)");
+    fail("seq_length = " + std::to_string(b.seq_length) + " is not divisible by the tensor-parallel size " +
+         std::to_string(tp_.size()) + " (sequence parallelism splits every sample's tokens evenly)");
   }
   const std::size_t N = static_cast<std::size_t>(b.batch_size) * b.seq_length;
   auto size_ok = [&](std::size_t got, const char* field, bool may_be_empty) {
     if (got != N && !(may_be_empty && got == 0)) {
-      fail(std::string(field) + " has " + std::to_string(got) +
-           " entries; expected B * T = " + std::to_string(N));
+      fail(std::string(field) + " has " + std::to_string(got) + " entries; expected B * T = " + std::to_string(N));
     }
   };
   size_ok(b.input_ids.size(), "input_ids", false);
@@ -233,8 +229,7 @@ void BertForMaskedLM::validate(const core::MlmBatch& b, const std::vector<std::i
       fail("input_ids[" + std::to_string(i) + "] = " + std::to_string(b.input_ids[i]) +
            " outside [0, vocab_size = " + std::to_string(config_.vocab_size) + ")");
     }
-    if (!b.token_type_ids.empty() &&
-        (b.token_type_ids[i] < 0 || b.token_type_ids[i] >= config_.type_vocab_size)) {
+    if (!b.token_type_ids.empty() && (b.token_type_ids[i] < 0 || b.token_type_ids[i] >= config_.type_vocab_size)) {
       fail("token_type_ids[" + std::to_string(i) + "] = " + std::to_string(b.token_type_ids[i]) +
            " outside [0, type_vocab_size = " + std::to_string(config_.type_vocab_size) + ")");
     }
@@ -248,8 +243,8 @@ void BertForMaskedLM::validate(const core::MlmBatch& b, const std::vector<std::i
   }
   if (labels) {
     if (labels->size() != positions.size()) {
-      fail(std::to_string(labels->size()) + " masked_labels for " +
-           std::to_string(positions.size()) + " masked_positions");
+      fail(std::to_string(labels->size()) + " masked_labels for " + std::to_string(positions.size()) +
+           " masked_positions");
     }
     for (std::size_t m = 0; m < labels->size(); ++m) {
       if ((*labels)[m] < 0 || (*labels)[m] >= config_.vocab_size) {
@@ -260,18 +255,17 @@ void BertForMaskedLM::validate(const core::MlmBatch& b, const std::vector<std::i
   }
 }
 
-PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std::uint64_t seed,
-                                     std::uint64_t step) {
+PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std::uint64_t seed, std::uint64_t step) {
   PassState s{ctx_};
   s.B = b.batch_size;
   s.T = b.seq_length;
   // The attention kernels' copy of the mask (the host array itself on the CPU: Note [Index
   // arrays travel through fixed slots]).
-  s.attention_mask = b.attention_mask.empty() || ctx_.dry_run()
-                         ? (b.attention_mask.empty() ? nullptr : b.attention_mask.data())
-                         : kernels::ops::stage(s.kc(), kernels::ops::StagingSlot::attention_mask,
-                                               b.attention_mask.data(),
-                                               static_cast<std::int64_t>(b.attention_mask.size()));
+  s.attention_mask =
+      b.attention_mask.empty() || ctx_.dry_run()
+          ? (b.attention_mask.empty() ? nullptr : b.attention_mask.data())
+          : kernels::ops::stage(s.kc(), kernels::ops::StagingSlot::attention_mask, b.attention_mask.data(),
+                                static_cast<std::int64_t>(b.attention_mask.size()));
   s.training = training;
   s.hidden_dropout = training ? config_.hidden_dropout_prob : 0.0f;
   s.attention_dropout = training ? config_.attention_probs_dropout_prob : 0.0f;
@@ -287,8 +281,7 @@ PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std
 }
 
 core::Tensor BertForMaskedLM::encode(PassState& s, const core::MlmBatch& b) {
-  auto x = embeddings_->forward(s, b.input_ids.data(),
-                                b.token_type_ids.empty() ? nullptr : b.token_type_ids.data());
+  auto x = embeddings_->forward(s, b.input_ids.data(), b.token_type_ids.empty() ? nullptr : b.token_type_ids.data());
   for (auto& layer : layers_) x = layer->forward(s, x);
   return x;
 }
@@ -298,8 +291,8 @@ void BertForMaskedLM::release_all() {
   head_->release();
 }
 
-StepStats BertForMaskedLM::forward_backward(const core::MlmBatch& batch, float grad_scale,
-                                            std::uint64_t seed, std::uint64_t step) {
+StepStats BertForMaskedLM::forward_backward(const core::MlmBatch& batch, float grad_scale, std::uint64_t seed,
+                                            std::uint64_t step) {
   validate(batch, batch.masked_positions, &batch.masked_labels);
   StepStats stats;
   if (batch.masked_positions.empty()) {
@@ -320,14 +313,11 @@ StepStats BertForMaskedLM::forward_backward(const core::MlmBatch& batch, float g
   // O(M V), small beside the head's GEMMs); backward_s: the head, encoder and embeddings
   // backward. Wall time on this thread (metrics.jsonl time_forward_s / time_backward_s).
   using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  };
+  auto seconds = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
   try {
     const auto t0 = Clock::now();
     auto hidden = encode(s, batch);  // [B, T, C]
-    auto dlogits = head_->loss(s, hidden, batch.masked_positions, batch.masked_labels,
-                               grad_scale, &stats);  // [M, V]
+    auto dlogits = head_->loss(s, hidden, batch.masked_positions, batch.masked_labels, grad_scale, &stats);  // [M, V]
     const auto t1 = Clock::now();
     auto dhidden = head_->backward(s, std::move(dlogits), batch.masked_positions);  // [B, T, C]
     hidden.reset();
@@ -368,8 +358,7 @@ namespace {
 // length is padded to the next multiple of the group size with masked-out keys: padding keys
 // get probability exactly 0 in every attention row, the real tokens keep their positions, and
 // the predictions at the real positions are those of the unpadded prompt.
-core::MlmBatch padded_to_multiple(const core::MlmBatch& b, int multiple,
-                                  std::vector<std::int32_t>& positions) {
+core::MlmBatch padded_to_multiple(const core::MlmBatch& b, int multiple, std::vector<std::int32_t>& positions) {
   const int T = b.seq_length, Tp = (T + multiple - 1) / multiple * multiple;
   core::MlmBatch p;
   p.batch_size = b.batch_size;
@@ -397,11 +386,10 @@ std::vector<float> BertForMaskedLM::predict_log_probs(const core::MlmBatch& unpa
                                                       const std::vector<std::int32_t>& at) {
   std::vector<std::int32_t> positions = at;
   // Note [Padding a prompt for sequence parallelism]
-  const bool pad = tp_.sp() && unpadded.seq_length % tp_.size() != 0 &&
-                   unpadded.batch_size >= 1 && unpadded.seq_length >= 1;
+  const bool pad =
+      tp_.sp() && unpadded.seq_length % tp_.size() != 0 && unpadded.batch_size >= 1 && unpadded.seq_length >= 1;
   if (pad) validate(unpadded, positions, nullptr, /*any_length=*/true);
-  const core::MlmBatch batch =
-      pad ? padded_to_multiple(unpadded, tp_.size(), positions) : unpadded;
+  const core::MlmBatch batch = pad ? padded_to_multiple(unpadded, tp_.size(), positions) : unpadded;
   validate(batch, positions, nullptr);
   const int P = static_cast<int>(positions.size()), V = config_.vocab_size;
   if (P == 0 || ctx_.dry_run()) return std::vector<float>(static_cast<std::size_t>(P) * V);

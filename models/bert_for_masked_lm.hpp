@@ -38,8 +38,7 @@ class BertForMaskedLM {
   // Throws memtrain::ConfigError when hidden_size % num_attention_heads != 0, a size is < 1,
   // compute_dtype is not f32, f16 or bf16, or tp.size() does not divide num_attention_heads
   // or intermediate_size.
-  BertForMaskedLM(const BertConfig& config, core::Context& ctx, ModelOptions options = {},
-                  TensorParallel tp = {});
+  BertForMaskedLM(const BertConfig& config, core::Context& ctx, ModelOptions options = {}, TensorParallel tp = {});
 
   // Hugging Face init (BertPreTrainedModel._init_weights): Linear and Embedding weights
   // ~ N(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0. Each element is a pure
@@ -52,8 +51,7 @@ class BertForMaskedLM {
   // on_draw, when given, sees every parameter's f32 draw (index, [numel] floats) before its
   // value is stored: with ModelOptions::master_weights false a sharded optimizer takes its
   // masters from it, so that they are the draw and not its 16-bit rounding.
-  void init_parameters(std::uint64_t seed,
-                       const std::function<void(std::size_t, const float*)>& on_draw = {});
+  void init_parameters(std::uint64_t seed, const std::function<void(std::size_t, const float*)>& on_draw = {});
 
   // Forward, masked-LM loss and backward on one micro-batch. Parameter gradients ACCUMULATE.
   // The loss gradient is multiplied by grad_scale (= 1 / masked tokens of the global batch).
@@ -63,16 +61,14 @@ class BertForMaskedLM {
   // announces like the others]).
   // Throws memtrain::RuntimeError for a malformed batch (sizes, ids out of range, positions
   // not ascending in [0, B*T), labels out of range), before touching any gradient.
-  StepStats forward_backward(const core::MlmBatch& batch, float grad_scale, std::uint64_t seed,
-                             std::uint64_t step);
+  StepStats forward_backward(const core::MlmBatch& batch, float grad_scale, std::uint64_t seed, std::uint64_t step);
   // Loss and accuracy at the masked positions with dropout off; no gradients, and each layer's
   // activations are freed as soon as the next layer has consumed them.
   StepStats evaluate(const core::MlmBatch& batch);
   // log-softmax over the vocabulary at flat positions (b * T + t): [P, V] row-major. Under
   // sequence parallelism a batch of any length is padded first (Note [Padding a prompt for
   // sequence parallelism]).
-  std::vector<float> predict_log_probs(const core::MlmBatch& batch,
-                                       const std::vector<std::int32_t>& positions);
+  std::vector<float> predict_log_probs(const core::MlmBatch& batch, const std::vector<std::int32_t>& positions);
 
   // Hugging Face names, in Hugging Face's order (named_parameters()).
   // The context the model's tensors and ops run in.
@@ -150,7 +146,7 @@ class BertForMaskedLM {
   std::vector<std::vector<std::size_t>> ready_stages_;
   std::function<void(std::size_t)> ready_hook_;
   RowsReadyHook rows_hook_;
-  bool grads_zero_ = false;  // zero_grad ran and no backward has written since (PassState::grads_zero)
+  bool grads_zero_ = false;     // zero_grad ran and no backward has written since (PassState::grads_zero)
   std::size_t word_index_ = 0;  // of the tied word embedding in parameters()
 };
 

@@ -8,8 +8,8 @@ std::string layer_prefix(int layer) { return "bert.encoder.layer." + std::to_str
 
 }  // namespace
 
-BertLayer::BertLayer(ParameterSet& params, int layer, const BertConfig& config,
-                     const ModelOptions& options, const TensorParallel& tp)
+BertLayer::BertLayer(ParameterSet& params, int layer, const BertConfig& config, const ModelOptions& options,
+                     const TensorParallel& tp)
     : attention_(params, layer_prefix(layer) + ".attention", layer, config,
                  attention_core_kind(options, layer, config.num_hidden_layers), tp),
       mlp_(params, layer_prefix(layer), layer, config, tp),

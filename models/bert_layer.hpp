@@ -16,8 +16,8 @@ class BertLayer {
   // Recompute::full) and which attention core it runs (attention_core_kind). tp: the
   // tensor-parallel group its attention and MLP split over (none by default). A checkpointed
   // layer reruns its collectives with its forward pass in backward.
-  BertLayer(ParameterSet& params, int layer, const BertConfig& config,
-            const ModelOptions& options = {}, const TensorParallel& tp = {});
+  BertLayer(ParameterSet& params, int layer, const BertConfig& config, const ModelOptions& options = {},
+            const TensorParallel& tp = {});
 
   // x [B, T, C] -> [B, T, C] (tag activation). When training keeps what backward needs: every
   // sublayer's saved tensors, or only x when checkpointed (Note [Full recompute]).

@@ -20,10 +20,9 @@ using core::Tensor;
 
 BertMlp::BertMlp(ParameterSet& params, const std::string& prefix, int layer, const BertConfig& c,
                  const TensorParallel& tp)
-    : intermediate_(params, prefix + ".intermediate.dense", c.hidden_size, c.intermediate_size,
-                    LinearParallel::column, tp),
-      output_(params, prefix + ".output.dense", c.intermediate_size, c.hidden_size,
-              LinearParallel::row, tp),
+    : intermediate_(params, prefix + ".intermediate.dense", c.hidden_size, c.intermediate_size, LinearParallel::column,
+                    tp),
+      output_(params, prefix + ".output.dense", c.intermediate_size, c.hidden_size, LinearParallel::row, tp),
       layer_norm_(params, prefix + ".output.LayerNorm", c.hidden_size, c.layer_norm_eps),
       tp_(tp),
       layer_(layer),
@@ -56,18 +55,19 @@ Tensor BertMlp::forward(PassState& s, const Tensor& a) {
     bias_gelu_forward(s, gelu, pre_gelu, intermediate_.bias(), N, I);
   }
   auto residual = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, act);  // [B, Tl, C]
-  Tensor out;                                                       // [B, Tl, C]
+  Tensor out;                                                      // [B, Tl, C]
   {
     // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
     // g: the row-parallel projection's partial sums, all-reduced (or reduce-scattered onto the
     // shard), then the bias once.
-    auto r_f = write_f32(s.ctx, residual);  // [B, Tl, C]
+    auto r_f = write_f32(s.ctx, residual);                   // [B, Tl, C]
     row_parallel_forward(s, tp_, output_, gelu, r_f.get());  // g
     if (s.compute()) {
-      const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward", [&] { return elementwise_description(Nl, C, 3); });
-      kernels::ops::dropout_residual_forward(s.kc(), r_f.get(), r_f.get(), a_f.get(), B, long{Tl} * C,
-                                             s.hidden_dropout, s.key(encoder_rng_layer(layer_), kMlpOutput),
-                                             s.first_sample, first_element);
+      const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward",
+                              [&] { return elementwise_description(Nl, C, 3); });
+      kernels::ops::dropout_residual_forward(s.kc(), r_f.get(), r_f.get(), a_f.get(), B, long{Tl} * C, s.hidden_dropout,
+                                             s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
+                                             first_element);
     }
     // The LayerNorm reads the residual's floats as stored (Note [Views rounded in place]).
     r_f.round_in_place();
@@ -99,10 +99,10 @@ Tensor BertMlp::backward(PassState& s, const Tensor& dout) {
     auto dproj_f = scratch_f32(s.ctx, dproj);  // [B, Tl, C]
     if (s.compute()) {
       if (s.hidden_dropout > 0.0f) {
-        const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward", [&] { return elementwise_description(Nl, C, 2); });
+        const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward",
+                                [&] { return elementwise_description(Nl, C, 2); });
         kernels::ops::dropout_backward(s.kc(), dproj_f.get(), da_f.get(), B, long{Tl} * C, s.hidden_dropout,
-                                       s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample,
-                                       first_element);
+                                       s.key(encoder_rng_layer(layer_), kMlpOutput), s.first_sample, first_element);
       } else {
         kernels::ops::copy_on_device(s.kc(), dproj_f.get(), da_f.get(), sizeof(float) * Nl * C);
       }

@@ -212,7 +212,8 @@ void store_f32(core::Tensor& dst, const float* src, std::int64_t n) {
   if (dst.dtype() == DType::f32) {
     dst.copy_from_host(src);  // a memcpy on the CPU (Note [A tensor's bytes are touched by its device])
   } else if (dst.device() == kernels::Device::cpu) {
-    kernels::ops::convert_float_to_half(kernels::OpContext{}, dst.data<std::uint16_t>(), src, n, half_format(dst.dtype()));
+    kernels::ops::convert_float_to_half(kernels::OpContext{}, dst.data<std::uint16_t>(), src, n,
+                                        half_format(dst.dtype()));
   } else {
     // Rounded on the host, with the CPU's conversion, then copied to the device.
     std::vector<std::uint16_t> rounded(static_cast<std::size_t>(n));
@@ -227,11 +228,12 @@ void load_f32(float* out, const core::Tensor& src) {
     src.copy_to_host(out);
   } else if (src.device() == kernels::Device::cpu) {
     kernels::ops::convert_half_to_float(kernels::OpContext{}, out, src.data<std::uint16_t>(), src.numel(),
-                                   half_format(src.dtype()));
+                                        half_format(src.dtype()));
   } else {
     std::vector<std::uint16_t> stored(static_cast<std::size_t>(src.numel()));
     src.copy_to_host(stored.data());
-    kernels::ops::convert_half_to_float(kernels::OpContext{}, out, stored.data(), src.numel(), half_format(src.dtype()));
+    kernels::ops::convert_half_to_float(kernels::OpContext{}, out, stored.data(), src.numel(),
+                                        half_format(src.dtype()));
   }
 }
 

@@ -142,18 +142,10 @@ class F32Read {
   F32View view_;
 };
 inline F32Read read_f32(core::Context& ctx, const core::Tensor& t) { return F32Read(ctx, t); }
-inline F32View write_f32(core::Context& ctx, const core::Tensor& t) {
-  return F32View(ctx, t, F32Access::write);
-}
-inline F32View update_f32(core::Context& ctx, const core::Tensor& t) {
-  return F32View(ctx, t, F32Access::read_write);
-}
-inline F32View scratch_f32(core::Context& ctx, const core::Tensor& t) {
-  return F32View(ctx, t, F32Access::scratch);
-}
-inline F32View zeroed_f32(core::Context& ctx, const core::Tensor& t) {
-  return F32View(ctx, t, F32Access::zeroed);
-}
+inline F32View write_f32(core::Context& ctx, const core::Tensor& t) { return F32View(ctx, t, F32Access::write); }
+inline F32View update_f32(core::Context& ctx, const core::Tensor& t) { return F32View(ctx, t, F32Access::read_write); }
+inline F32View scratch_f32(core::Context& ctx, const core::Tensor& t) { return F32View(ctx, t, F32Access::scratch); }
+inline F32View zeroed_f32(core::Context& ctx, const core::Tensor& t) { return F32View(ctx, t, F32Access::zeroed); }
 // A parameter gradient's view for a layer's whole contribution (every element written), added
 // to what it holds: read_write; when `grads_zero` (PassState) says it holds zeros, a 16-bit
 // gradient gets a zeroed view instead (bitwise the same sum, without converting the zeros in:

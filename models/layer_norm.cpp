@@ -40,10 +40,11 @@ void LayerNorm::backward(PassState& s, float* dx, const float* dout, int N) {
   if (s.compute()) {
     auto dgamma = update_f32(s.ctx, gamma_.grad);  // [C]
     auto dbeta = update_f32(s.ctx, beta_.grad);    // [C]
-    const core::ScopedOp op(s.ctx.op_profile(), "layernorm.backward", [&] { return elementwise_description(N, C_, 3); });
+    const core::ScopedOp op(s.ctx.op_profile(), "layernorm.backward",
+                            [&] { return elementwise_description(N, C_, 3); });
     kernels::ops::layernorm_backward(s.kc(), dx, dgamma.get(), dbeta.get(), dout, read_f32(s.ctx, x_).get(),
-                                     read_f32(s.ctx, gamma_.value).get(), mean_.data<float>(),
-                                     rstd_.data<float>(), N, C_);
+                                     read_f32(s.ctx, gamma_.value).get(), mean_.data<float>(), rstd_.data<float>(), N,
+                                     C_);
   }
   release();
 }

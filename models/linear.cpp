@@ -102,18 +102,18 @@ void linear_forward(const PassState& s, float* out, const GemmInput& inp, const 
                                              half_format(weight.dtype()), scratch.data());
     return;
   }
-  const auto w = read_f32(s.ctx, weight);   // [OC, C]
+  const auto w = read_f32(s.ctx, weight);  // [OC, C]
   kernels::ops::linear_forward(s.kc(), out, x, w.get(), read_f32(s.ctx, bias).get(), N, C, OC);
 }
 
 void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp,
-                     const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias,
-                     int N, int C, int OC) {
+                     const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias, int N, int C,
+                     int OC) {
   if (s.native_bf16_gemm && weight.dtype() == core::DType::bf16) {
     std::optional<Bf16Operand> dy_rounded, x_rounded;
     const std::uint16_t* dy = bf16_operand(s, dout, std::int64_t{N} * OC, dy_rounded);  // [N, OC]
     const std::uint16_t* x = bf16_operand(s, inp, std::int64_t{N} * C, x_rounded);      // [N, C]
-    auto db = gradient_f32(s.ctx, dbias, s.grads_zero);  // [OC]
+    auto db = gradient_f32(s.ctx, dbias, s.grads_zero);                                 // [OC]
     kernels::ops::linear_backward_bf16(s.kc(), dinp, dweight.defined() ? raw_bytes(dweight) : nullptr,
                                        dweight.dtype() == core::DType::bf16, !s.grads_zero, db.get(), dy, x,
                                        half_bits(weight), N, C, OC);
@@ -130,14 +130,13 @@ void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, con
                                               OC, half_format(weight.dtype()), scratch.data());
     return;
   }
-  const auto w = read_f32(s.ctx, weight);                 // [OC, C]
+  const auto w = read_f32(s.ctx, weight);                // [OC, C]
   auto dw = gradient_f32(s.ctx, dweight, s.grads_zero);  // [OC, C]
   auto db = gradient_f32(s.ctx, dbias, s.grads_zero);    // [OC]
   kernels::ops::linear_backward(s.kc(), dinp, dw.get(), db.get(), dy, x, w.get(), N, C, OC);
 }
 
-void Linear::forward(const PassState& s, float* out, const GemmInput& inp, int N,
-                     bool with_bias) const {
+void Linear::forward(const PassState& s, float* out, const GemmInput& inp, int N, bool with_bias) const {
   if (!s.compute()) return;
   const core::ScopedOp op(s.ctx.op_profile(), "gemm.forward", [&] { return gemm_description(N, in_, out_, 1); });
   linear_forward(s, out, inp, weight_.value, with_bias ? bias_.value : core::Tensor(), N, in_, out_);
@@ -148,8 +147,8 @@ void Linear::backward(const PassState& s, float* dinp, const GemmInput& dout, co
   if (!s.compute()) return;
   const core::ScopedOp op(s.ctx.op_profile(), "gemm.backward",
                           [&] { return gemm_description(N, in_, out_, dinp ? 2 : 1); });
-  linear_backward(s, dinp, dout, inp, weight_.value, weight_.grad, with_bias ? bias_.grad : core::Tensor(), N,
-                  in_, out_);
+  linear_backward(s, dinp, dout, inp, weight_.value, weight_.grad, with_bias ? bias_.grad : core::Tensor(), N, in_,
+                  out_);
 }
 
 void add_bias(const PassState& s, float* out, const Parameter& bias, int N) {

@@ -24,7 +24,7 @@ enum class LinearParallel { none, column, row };
 // gathered copy) is rounded to bf16 for the bf16 GEMMs (Bf16Operand).
 class GemmInput {
  public:
-  GemmInput(const float* view) : view_(view) {}  // NOLINT(google-explicit-constructor)
+  GemmInput(const float* view) : view_(view) {}      // NOLINT(google-explicit-constructor)
   GemmInput(const core::Tensor& t) : tensor_(&t) {}  // NOLINT(google-explicit-constructor)
   GemmInput(const float* view, const core::Tensor& t) : view_(view), tensor_(&t) {}
 
@@ -47,8 +47,7 @@ class Linear {
   // (GemmInput). On the fp32 path the weights are read in float whatever their storage and
   // gradients accumulate through update views; with bf16 GEMMs they are used as stored.
   // out [N, out] = inp [N, in] W^T (+ b when with_bias). No math in a dry run.
-  void forward(const PassState& s, float* out, const GemmInput& inp, int N,
-               bool with_bias = true) const;
+  void forward(const PassState& s, float* out, const GemmInput& inp, int N, bool with_bias = true) const;
   // dinp [N, in] += dout W (skipped when null); dW += dout^T inp; db += column sums of dout
   // when with_bias.
   void backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp, int N,
@@ -92,8 +91,8 @@ void linear_forward(const PassState& s, float* out, const GemmInput& inp, const 
 // gradient of the weight's dtype is rounded a block at a time (dinp's sum then runs over blocks
 // of the weight: equal to within rounding).
 void linear_backward(const PassState& s, float* dinp, const GemmInput& dout, const GemmInput& inp,
-                     const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias,
-                     int N, int C, int OC);
+                     const core::Tensor& weight, const core::Tensor& dweight, const core::Tensor& dbias, int N, int C,
+                     int OC);
 
 // out [N, bias.numel()] += bias, row by row: a row-parallel layer's bias, added once after the
 // all-reduce of its partial outputs. No math in a dry run.

@@ -41,26 +41,23 @@ std::vector<std::int32_t> owned_rows(const std::vector<std::int32_t>& positions,
 
 }  // namespace
 
-MlmHead::MlmHead(ParameterSet& params, const BertConfig& c, const Parameter& word_embeddings,
-                 const TensorParallel& tp)
+MlmHead::MlmHead(ParameterSet& params, const BertConfig& c, const Parameter& word_embeddings, const TensorParallel& tp)
     : dense_(params, "cls.predictions.transform.dense", c.hidden_size, c.hidden_size),
       layer_norm_(params, "cls.predictions.transform.LayerNorm", c.hidden_size, c.layer_norm_eps),
       // The decoder bias is split like the word table's rows (Megatron-LM shards it too).
-      bias_(params.add("cls.predictions.bias", {word_embeddings.value.shape()[0]},
-                       ParameterInit::zeros, false,
-                       word_embeddings.sharded()
-                           ? ShardSpec{Sharding::dim0, word_embeddings.shard.offset,
-                                       word_embeddings.shard.full_extent, c.vocab_size}
-                           : ShardSpec{})),
+      bias_(params.add("cls.predictions.bias", {word_embeddings.value.shape()[0]}, ParameterInit::zeros, false,
+                       word_embeddings.sharded() ? ShardSpec{Sharding::dim0, word_embeddings.shard.offset,
+                                                             word_embeddings.shard.full_extent, c.vocab_size}
+                                                 : ShardSpec{})),
       word_(word_embeddings),
       tp_(tp),
       C_(c.hidden_size),
       V_(static_cast<int>(word_embeddings.value.shape()[0])),
-      shard_{word_embeddings.sharded() ? word_embeddings.shard.offset : 0,
-             word_embeddings.value.shape()[0], c.vocab_size} {}
+      shard_{word_embeddings.sharded() ? word_embeddings.shard.offset : 0, word_embeddings.value.shape()[0],
+             c.vocab_size} {}
 
-Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
-                       const std::vector<std::int32_t>& positions, F32View* logits_f) {
+Tensor MlmHead::logits(PassState& s, const Tensor& hidden, const std::vector<std::int32_t>& positions,
+                       F32View* logits_f) {
   const int M = static_cast<int>(positions.size()), C = C_;
   const auto act = core::tags().activation;
   auto gathered = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
@@ -68,8 +65,8 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
     // Sequence parallelism: hidden holds this rank's tokens [t0, t0 + Tl) of every sample;
     // each rank fills the masked rows it owns and the sum over the group completes them.
     const int T = s.T, Tl = sequence_shard_length(tp_, T), t0 = sequence_shard_first(tp_, T);
-    auto g_f = write_f32(s.ctx, gathered);  // [M, C]
-    const auto h_f = read_f32(s.ctx, hidden);  // [B, Tl, C]
+    auto g_f = write_f32(s.ctx, gathered);               // [M, C]
+    const auto h_f = read_f32(s.ctx, hidden);            // [B, Tl, C]
     const auto rows = owned_rows(positions, T, Tl, t0);  // [M]
     kernels::ops::gather_rows(s.kc(), g_f.get(), h_f.get(), stage(s, StagingSlot::owned_rows, rows), M, long{C} * 4);
     tp_.all_reduce(g_f.get(), long{M} * C);
@@ -84,7 +81,8 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
                  /*with_bias=*/false);
   auto gelu = Tensor::empty(s.ctx, {M, C}, s.dtype, act);  // [M, C]
   if (s.compute()) {
-    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.forward", [&] { return masked_elementwise_description(M, C, 2); });
+    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.forward",
+                            [&] { return masked_elementwise_description(M, C, 2); });
     bias_gelu_forward(s, gelu, pre_gelu, dense_.bias(), M, C);
   }
   auto transformed = layer_norm_.forward(s, gelu, M);  // [M, C]
@@ -112,10 +110,8 @@ Tensor MlmHead::logits(PassState& s, const Tensor& hidden,
   return logits;
 }
 
-Tensor MlmHead::loss_backward(PassState& s, const Tensor& hidden,
-                              const std::vector<std::int32_t>& positions,
-                              const std::vector<std::int32_t>& labels, float grad_scale,
-                              StepStats* stats) {
+Tensor MlmHead::loss_backward(PassState& s, const Tensor& hidden, const std::vector<std::int32_t>& positions,
+                              const std::vector<std::int32_t>& labels, float grad_scale, StepStats* stats) {
   return backward(s, loss(s, hidden, positions, labels, grad_scale, stats), positions);
 }
 
@@ -137,11 +133,10 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
       const core::ScopedOp op(s.ctx.op_profile(), "cross_entropy.forward_backward",
                               [&] { return masked_elementwise_description(M, V_, 2); });
       loss = tp_.enabled()
-                 ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_,
-                                                grad_scale, &correct, tp_)
-                 : kernels::ops::softmax_cross_entropy_forward_backward(
-                       s.kc(), z.get(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, grad_scale,
-                       &correct);
+                 ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_, grad_scale, &correct, tp_)
+                 : kernels::ops::softmax_cross_entropy_forward_backward(s.kc(), z.get(), z.get(),
+                                                                        stage(s, StagingSlot::masked_labels, labels), M,
+                                                                        V_, grad_scale, &correct);
     }
     z.round_in_place();
     dlogits_f_ = std::move(z);
@@ -176,7 +171,8 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
   dtransformed.reset();
   auto dpre = Tensor::empty(s.ctx, {M, C}, s.dtype, tmp);  // [M, C]
   if (s.compute()) {
-    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward", [&] { return masked_elementwise_description(M, C, 3); });
+    const core::ScopedOp op(s.ctx.op_profile(), "bias_gelu.backward",
+                            [&] { return masked_elementwise_description(M, C, 3); });
     bias_gelu_backward(s, dpre, dense_.bias(), dgelu, pre_gelu_, M, C);
   }
   dgelu.reset();
@@ -196,8 +192,8 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
     auto dh_f = zeroed_f32(s.ctx, dhidden);        // [B, Tl, C]
     const auto dg_f = read_f32(s.ctx, dgathered);  // [M, C]
     const std::vector<std::int32_t> owned = sp ? owned_rows(positions, T, Tl, t0) : std::vector<std::int32_t>();
-    const auto* rows = sp ? stage(s, StagingSlot::owned_rows, owned)
-                          : stage(s, StagingSlot::masked_positions, positions);  // [M]
+    const auto* rows =
+        sp ? stage(s, StagingSlot::owned_rows, owned) : stage(s, StagingSlot::masked_positions, positions);  // [M]
     kernels::ops::scatter_add_rows(s.kc(), dh_f.get(), dg_f.get(), rows, M, C);
   }
   return dhidden;
@@ -209,11 +205,10 @@ void MlmHead::evaluate(PassState& s, const Tensor& logits, const std::vector<std
   if (s.compute()) {
     const auto z = read_f32(s.ctx, logits);  // [M, V]
     std::int64_t correct = 0;
-    stats->loss_sum += tp_.enabled()
-                           ? vocab_parallel_cross_entropy(nullptr, z.get(), labels.data(), M,
-                                                          shard_, 1.0f, &correct, tp_)
-                           : kernels::ops::softmax_cross_entropy_forward(
-                                 s.kc(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, &correct);
+    stats->loss_sum +=
+        tp_.enabled() ? vocab_parallel_cross_entropy(nullptr, z.get(), labels.data(), M, shard_, 1.0f, &correct, tp_)
+                      : kernels::ops::softmax_cross_entropy_forward(
+                            s.kc(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, &correct);
     stats->num_correct += correct;
   }
   stats->num_masked += M;

@@ -30,27 +30,23 @@ class MlmHead {
   // at flat positions (b * T + t) of hidden [B*T, C]. Keeps the head's intermediates when
   // s.training. logits_f, when given, receives their float view rounded in place and still
   // writable (Note [Views rounded in place]): the loss writes their gradient over it.
-  core::Tensor logits(PassState& s, const core::Tensor& hidden,
-                      const std::vector<std::int32_t>& positions, F32View* logits_f = nullptr);
+  core::Tensor logits(PassState& s, const core::Tensor& hidden, const std::vector<std::int32_t>& positions,
+                      F32View* logits_f = nullptr);
 
   // Softmax cross-entropy at the masked positions and the head's backward pass. The loss
   // gradient is scaled by grad_scale. Returns d hidden [B*T, C] (tag temporary; zero at rows
   // that are not masked) and adds to *stats.
-  core::Tensor loss_backward(PassState& s, const core::Tensor& hidden,
-                             const std::vector<std::int32_t>& positions,
-                             const std::vector<std::int32_t>& labels, float grad_scale,
-                             StepStats* stats);
+  core::Tensor loss_backward(PassState& s, const core::Tensor& hidden, const std::vector<std::int32_t>& positions,
+                             const std::vector<std::int32_t>& labels, float grad_scale, StepStats* stats);
   // loss_backward in two halves, so that the model can time forward and backward apart:
   // loss runs logits + the softmax cross-entropy (adds to *stats) and returns d logits [M, V]
   // (tag activation, scaled by grad_scale); backward consumes them and returns d hidden
   // [B*T, C] as loss_backward does. backward must be given the tensor loss returned: loss also
   // keeps its floats (a workspace slot of M x V floats: Note [Views rounded in place]), which
   // backward's GEMMs read, until backward or release().
-  core::Tensor loss(PassState& s, const core::Tensor& hidden,
-                    const std::vector<std::int32_t>& positions,
+  core::Tensor loss(PassState& s, const core::Tensor& hidden, const std::vector<std::int32_t>& positions,
                     const std::vector<std::int32_t>& labels, float grad_scale, StepStats* stats);
-  core::Tensor backward(PassState& s, core::Tensor dlogits,
-                        const std::vector<std::int32_t>& positions);
+  core::Tensor backward(PassState& s, core::Tensor dlogits, const std::vector<std::int32_t>& positions);
   // The summed cross-entropy and the correct rows of logits as `logits` returned them, without
   // gradients (evaluation). Adds to *stats.
   void evaluate(PassState& s, const core::Tensor& logits, const std::vector<std::int32_t>& labels,

@@ -11,8 +11,7 @@ namespace memtrain::models {
 
 // out [N, out] = inp [N, in] x weight [out, in]^T: 2 N in out FLOPs per pass; the backward
 // pass is two such products (dinp and dweight), one when dinp is not wanted.
-inline core::ScopedOp::Description gemm_description(std::int64_t N, std::int64_t in, std::int64_t out,
-                                                    int products) {
+inline core::ScopedOp::Description gemm_description(std::int64_t N, std::int64_t in, std::int64_t out, int products) {
   std::string shape = "[";
   shape += std::to_string(N) + ", " + std::to_string(in) + "] x [" + std::to_string(out) + ", " + std::to_string(in);
   shape += "]^T";

@@ -21,18 +21,16 @@ std::uint64_t fnv1a64(const std::string& s) {
 
 }  // namespace
 
-void fill_normal(float* x, std::int64_t n, float stddev, std::uint64_t seed,
-                 const std::string& name) {
+void fill_normal(float* x, std::int64_t n, float stddev, std::uint64_t seed, const std::string& name) {
   fill_normal_strided(x, 1, n, stddev, seed, name, 0, n);
 }
 
-void fill_normal_strided(float* x, std::int64_t rows, std::int64_t cols, float stddev,
-                         std::uint64_t seed, const std::string& name, std::int64_t first,
-                         std::int64_t stride) {
+void fill_normal_strided(float* x, std::int64_t rows, std::int64_t cols, float stddev, std::uint64_t seed,
+                         const std::string& name, std::int64_t first, std::int64_t stride) {
   // step = max marks the initialisation domain: no training step (dropout) uses it.
   const std::uint64_t h = fnv1a64(name);
-  const kernels::RngKey key{seed, std::numeric_limits<std::uint64_t>::max(),
-                            static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(h >> 32), 0};
+  const kernels::RngKey key{seed, std::numeric_limits<std::uint64_t>::max(), static_cast<std::uint32_t>(h),
+                            static_cast<std::uint32_t>(h >> 32), 0};
   const kernels::PhiloxStream stream(key);
   // Element e is lane e % 4 of block e / 4: Box-Muller on words (0, 1) gives lanes 0 and 1,
   // on words (2, 3) lanes 2 and 3. A row may start and end inside a block.

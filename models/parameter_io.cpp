@@ -34,12 +34,9 @@ std::map<std::string, core::HostArray> parameters_to_arrays(const std::vector<Pa
   return out;
 }
 
-void load_parameters(std::vector<Parameter>& params,
-                     const std::map<std::string, core::HostArray>& arrays,
+void load_parameters(std::vector<Parameter>& params, const std::map<std::string, core::HostArray>& arrays,
                      const std::string& source) {
-  auto fail = [&](const std::string& what) {
-    throw RuntimeError("loading parameters from " + source + ": " + what);
-  };
+  auto fail = [&](const std::string& what) { throw RuntimeError("loading parameters from " + source + ": " + what); };
   std::set<std::string> names;
   for (const auto& p : params) {
     names.insert(p.name);
@@ -47,8 +44,7 @@ void load_parameters(std::vector<Parameter>& params,
     if (it == arrays.end()) fail("no tensor named " + p.name);
     const auto& a = it->second;
     if (a.shape != p.value.shape()) {
-      fail(p.name + " has shape " + shape_string(a.shape) + "; the model expects " +
-           shape_string(p.value.shape()));
+      fail(p.name + " has shape " + shape_string(a.shape) + "; the model expects " + shape_string(p.value.shape()));
     }
     if (a.dtype != "F32" && a.dtype != "F64") {
       fail(p.name + " has dtype " + a.dtype + "; expected F32 (or F64)");

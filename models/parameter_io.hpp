@@ -19,8 +19,7 @@ std::map<std::string, core::HostArray> parameters_to_arrays(const std::vector<Pa
 // path) for messages. Throws memtrain::RuntimeError naming the source and the parameter when
 // an array is missing, has another shape, or is not F32/F64; arrays that match no parameter
 // are an error too (a checkpoint of another model). Nothing is copied unless all match.
-void load_parameters(std::vector<Parameter>& params,
-                     const std::map<std::string, core::HostArray>& arrays,
+void load_parameters(std::vector<Parameter>& params, const std::map<std::string, core::HostArray>& arrays,
                      const std::string& source);
 
 }  // namespace memtrain::models

@@ -8,8 +8,8 @@
 
 namespace memtrain::models {
 
-Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> shape,
-                            ParameterInit init, bool weight_decay, ShardSpec shard) {
+Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> shape, ParameterInit init,
+                            bool weight_decay, ShardSpec shard) {
   for (const auto& p : params_) {
     if (p.name == name) throw RuntimeError("parameter \"" + name + "\" is defined twice");
   }
@@ -30,8 +30,7 @@ Parameter ParameterSet::add(const std::string& name, std::vector<std::int64_t> s
   return p;
 }
 
-void ParameterSet::pack_gradients(const std::vector<std::size_t>& order,
-                                  const std::vector<std::size_t>& split_rows) {
+void ParameterSet::pack_gradients(const std::vector<std::size_t>& order, const std::vector<std::size_t>& split_rows) {
   if (!bucketed_ || !buckets_.empty()) {
     throw RuntimeError("ParameterSet::pack_gradients: the set is not bucketed or is packed already");
   }
@@ -40,21 +39,18 @@ void ParameterSet::pack_gradients(const std::vector<std::size_t>& order,
   specs.reserve(order.size());
   for (std::size_t i : order) {
     if (i >= params_.size() || seen[i]) {
-      throw RuntimeError("ParameterSet::pack_gradients: index " + std::to_string(i) +
-                         " is out of range or repeated");
+      throw RuntimeError("ParameterSet::pack_gradients: index " + std::to_string(i) + " is out of range or repeated");
     }
     seen[i] = true;
     const bool split = std::find(split_rows.begin(), split_rows.end(), i) != split_rows.end();
     specs.push_back(comms::GradientSpec{i, params_[i].name, params_[i].grad.shape(), split});
   }
   if (specs.size() != params_.size()) {
-    throw RuntimeError("ParameterSet::pack_gradients: the order names " +
-                       std::to_string(specs.size()) + " of " + std::to_string(params_.size()) +
-                       " parameters");
+    throw RuntimeError("ParameterSet::pack_gradients: the order names " + std::to_string(specs.size()) + " of " +
+                       std::to_string(params_.size()) + " parameters");
   }
   if (params_.empty()) return;
-  buckets_ = comms::make_gradient_buckets(ctx_, specs, params_.front().grad.dtype(),
-                                          options_.gradient_bucket_bytes);
+  buckets_ = comms::make_gradient_buckets(ctx_, specs, params_.front().grad.dtype(), options_.gradient_bucket_bytes);
   for (auto& bucket : buckets_) {
     for (const auto& e : bucket.entries) params_[e.key].grad.bind(bucket.buffer, e.offset);
   }

@@ -31,8 +31,8 @@ class ParameterSet {
   // `name` is taken.
   // `shape` is this rank's shard; `shard` says where it sits in the unsharded tensor
   // (replicated by default).
-  Parameter add(const std::string& name, std::vector<std::int64_t> shape, ParameterInit init,
-                bool weight_decay, ShardSpec shard = {});
+  Parameter add(const std::string& name, std::vector<std::int64_t> shape, ParameterInit init, bool weight_decay,
+                ShardSpec shard = {});
 
   // Note [Gradients live in buckets]
   // The data-parallel sum runs per bucket, and a bucket is summed without a copy only when its
@@ -47,8 +47,7 @@ class ParameterSet {
   // keys are the parameter indices. The parameters in `split_rows` have their entries marked
   // split_rows (GradientBucketEntry). Throws memtrain::RuntimeError when the set is not
   // bucketed, is packed already, or `order` is not a permutation of the parameters.
-  void pack_gradients(const std::vector<std::size_t>& order,
-                      const std::vector<std::size_t>& split_rows = {});
+  void pack_gradients(const std::vector<std::size_t>& order, const std::vector<std::size_t>& split_rows = {});
   std::vector<comms::GradientBucket>& gradient_buckets() { return buckets_; }
   const std::vector<comms::GradientBucket>& gradient_buckets() const { return buckets_; }
 

@@ -27,14 +27,14 @@ inline std::uint32_t encoder_rng_layer(int layer) { return static_cast<std::uint
 
 struct PassState {
   core::Context& ctx;
-  int B = 0;                              // micro-batch size
-  int T = 0;                              // sequence length of this micro-batch
+  int B = 0;  // micro-batch size
+  int T = 0;  // sequence length of this micro-batch
   // [B, T], 1 = token, 0 = padding; readable by the kernels of ctx's device (Note [Index arrays
   // travel through fixed slots], kernels/ops/copy.hpp); null: no padding.
   const float* attention_mask = nullptr;
-  bool training = false;                  // dropout on and activations saved for backward
-  float hidden_dropout = 0.0f;            // hidden_dropout_prob when training, else 0
-  float attention_dropout = 0.0f;         // attention_probs_dropout_prob when training, else 0
+  bool training = false;           // dropout on and activations saved for backward
+  float hidden_dropout = 0.0f;     // hidden_dropout_prob when training, else 0
+  float attention_dropout = 0.0f;  // attention_probs_dropout_prob when training, else 0
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
   std::uint64_t first_sample = 0;  // global index of row 0

@@ -9,8 +9,8 @@
 
 namespace memtrain::models {
 
-void row_parallel_forward(PassState& s, const TensorParallel& tp, const Linear& linear,
-                          const GemmInput& inp, float* out) {
+void row_parallel_forward(PassState& s, const TensorParallel& tp, const Linear& linear, const GemmInput& inp,
+                          float* out) {
   const int B = s.B, T = s.T, N = s.N(), C = linear.out_features();
   if (!tp.enabled()) {
     linear.forward(s, out, inp, N);
@@ -29,8 +29,8 @@ void row_parallel_forward(PassState& s, const TensorParallel& tp, const Linear& 
   add_bias(s, out, linear.bias(), N);
 }
 
-void row_parallel_backward(PassState& s, const TensorParallel& tp, Linear& linear, float* dinp,
-                           const float* dout, const GemmInput& inp) {
+void row_parallel_backward(PassState& s, const TensorParallel& tp, Linear& linear, float* dinp, const float* dout,
+                           const GemmInput& inp) {
   const int B = s.B, T = s.T, N = s.N(), C = linear.out_features();
   if (!tp.sp()) {
     linear.backward(s, dinp, dout, inp, N);
@@ -42,12 +42,12 @@ void row_parallel_backward(PassState& s, const TensorParallel& tp, Linear& linea
   linear.backward(s, dinp, g_f.get(), inp, N);
 }
 
-void add_reduce_scattered(const PassState& s, const TensorParallel& tp, const float* full,
-                          float* shard, int C) {
+void add_reduce_scattered(const PassState& s, const TensorParallel& tp, const float* full, float* shard, int C) {
   if (!s.compute()) return;
   if (s.kc().device != kernels::Device::cpu) {
-    throw RuntimeError("add_reduce_scattered: sequence parallelism stages through host memory; a GPU run has no "
-                       "tensor parallelism yet");
+    throw RuntimeError(
+        "add_reduce_scattered: sequence parallelism stages through host memory; a GPU run has no "
+        "tensor parallelism yet");
   }
   const long n = long{s.B} * sequence_shard_length(tp, s.T) * C;
   core::Workspace::Lease part(s.ctx.workspace(), static_cast<std::size_t>(n));

@@ -27,8 +27,7 @@ void permute(float* blocks, float* full, int tp, int B, int T, int C, bool to_bl
 
 }  // namespace
 
-void gather_sequence(const PassState& s, const TensorParallel& tp, const float* shard, float* full,
-                     int C) {
+void gather_sequence(const PassState& s, const TensorParallel& tp, const float* shard, float* full, int C) {
   if (!s.compute()) return;
   const std::int64_t n = std::int64_t{s.B} * sequence_shard_length(tp, s.T) * C;
   core::Workspace::Lease staging(s.ctx.workspace(), static_cast<std::size_t>(n * tp.size()));
@@ -36,8 +35,7 @@ void gather_sequence(const PassState& s, const TensorParallel& tp, const float* 
   permute(staging.data(), full, tp.size(), s.B, s.T, C, /*to_blocks=*/false);
 }
 
-void reduce_scatter_sequence(const PassState& s, const TensorParallel& tp, const float* full,
-                             float* shard, int C) {
+void reduce_scatter_sequence(const PassState& s, const TensorParallel& tp, const float* full, float* shard, int C) {
   if (!s.compute()) return;
   const std::int64_t n = std::int64_t{s.B} * sequence_shard_length(tp, s.T) * C;
   core::Workspace::Lease staging(s.ctx.workspace(), static_cast<std::size_t>(n * tp.size()));

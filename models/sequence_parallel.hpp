@@ -26,19 +26,15 @@ namespace memtrain::models {
 // collectives, which work on contiguous rank blocks, go through a staging copy [t, B, T/t, C].
 
 // The first token of this rank's shard, and the shard's length (T / tp.size()).
-inline int sequence_shard_first(const TensorParallel& tp, int T) {
-  return tp.rank() * (T / tp.size());
-}
+inline int sequence_shard_first(const TensorParallel& tp, int T) { return tp.rank() * (T / tp.size()); }
 inline int sequence_shard_length(const TensorParallel& tp, int T) { return T / tp.size(); }
 
 // full [B, T, C] = every rank's shard [B, T/tp, C] in token order (all-gather over the group).
 // No-op in a dry run. Scratch: a workspace slot of B x T x C floats.
-void gather_sequence(const PassState& s, const TensorParallel& tp, const float* shard, float* full,
-                     int C);
+void gather_sequence(const PassState& s, const TensorParallel& tp, const float* shard, float* full, int C);
 
 // shard [B, T/tp, C] = the sum over the group of each rank's full [B, T, C] at this rank's
 // tokens (reduce-scatter). No-op in a dry run. Scratch as gather_sequence.
-void reduce_scatter_sequence(const PassState& s, const TensorParallel& tp, const float* full,
-                             float* shard, int C);
+void reduce_scatter_sequence(const PassState& s, const TensorParallel& tp, const float* full, float* shard, int C);
 
 }  // namespace memtrain::models

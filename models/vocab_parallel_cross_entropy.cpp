@@ -11,18 +11,15 @@
 
 namespace memtrain::models {
 
-std::int64_t VocabShard::valid_columns() const {
-  return std::clamp<std::int64_t>(vocab_size - first, 0, columns);
-}
+std::int64_t VocabShard::valid_columns() const { return std::clamp<std::int64_t>(vocab_size - first, 0, columns); }
 
-double vocab_parallel_cross_entropy(float* dlogits, const float* logits,
-                                    const std::int32_t* targets, int M, const VocabShard& shard,
-                                    float grad_scale, std::int64_t* num_correct,
+double vocab_parallel_cross_entropy(float* dlogits, const float* logits, const std::int32_t* targets, int M,
+                                    const VocabShard& shard, float grad_scale, std::int64_t* num_correct,
                                     const TensorParallel& tp) {
   for (int m = 0; m < M; ++m) {
     if (targets[m] < 0 || targets[m] >= shard.vocab_size) {
-      throw RuntimeError("vocab_parallel_cross_entropy: targets[" + std::to_string(m) + "] = " +
-                         std::to_string(targets[m]) + "; expected a class in [0, " +
+      throw RuntimeError("vocab_parallel_cross_entropy: targets[" + std::to_string(m) +
+                         "] = " + std::to_string(targets[m]) + "; expected a class in [0, " +
                          std::to_string(shard.vocab_size) + ")");
     }
   }

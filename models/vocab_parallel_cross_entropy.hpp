@@ -29,9 +29,8 @@ struct VocabShard {
 // the same on every rank; *num_correct (if not null) gets the rows whose argmax is the target.
 // Three collectives over tp.group; with one rank it is the plain softmax cross-entropy.
 // Throws memtrain::RuntimeError naming the row for a target outside [0, vocab_size).
-double vocab_parallel_cross_entropy(float* dlogits, const float* logits,
-                                    const std::int32_t* targets, int M, const VocabShard& shard,
-                                    float grad_scale, std::int64_t* num_correct,
+double vocab_parallel_cross_entropy(float* dlogits, const float* logits, const std::int32_t* targets, int M,
+                                    const VocabShard& shard, float grad_scale, std::int64_t* num_correct,
                                     const TensorParallel& tp);
 
 }  // namespace memtrain::models

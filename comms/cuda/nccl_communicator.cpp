@@ -147,8 +147,7 @@ void NcclCommunicator::reduce_scatter_sum_in_place(float* data, const std::vecto
   check(ncclGroupEnd(), "ncclGroupEnd");
   for (std::int64_t moved = 0; mine > 0 && moved < counts[rank_];) {
     const std::int64_t piece = std::min(mine, counts[rank_] - moved);
-    check(cudaMemcpyAsync(data + moved, data + mine + moved, piece * sizeof(float), cudaMemcpyDeviceToDevice,
-                          stream_),
+    check(cudaMemcpyAsync(data + moved, data + mine + moved, piece * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "cudaMemcpyAsync");
     moved += piece;
   }
@@ -165,8 +164,8 @@ void NcclCommunicator::allgather_in_place_bytes(void* data, const std::vector<st
   check(ncclGroupStart(), "ncclGroupStart");
   for (int j = 0; j < size_; ++j) {
     if (counts[j] > 0) {
-      check(ncclBroadcast(bytes + offset * element, bytes + offset * element, counts[j] * element, ncclUint8, j,
-                          comm_, stream_),
+      check(ncclBroadcast(bytes + offset * element, bytes + offset * element, counts[j] * element, ncclUint8, j, comm_,
+                          stream_),
             "ncclBroadcast");
     }
     offset += counts[j];

@@ -18,8 +18,7 @@ constexpr std::int64_t kChunk = 32768;
 template <class Body>
 void for_chunks(std::int64_t n, Body&& body) {
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-  detail::parallel_for(chunks, chunks > 1,
-                       [&](std::int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+  detail::parallel_for(chunks, chunks > 1, [&](std::int64_t c) { body(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
 }  // namespace
@@ -67,8 +66,8 @@ inline void adamw_range(const AdamwConstants<T>& k, T* param, T* m, T* v, std::i
 }
 
 template <class T, class GradAt, class Store>
-void adamw_loop(T* param, T* m, T* v, std::int64_t n, T lr, T beta1, T beta2, T eps, T weight_decay,
-                std::int64_t step, const char* who, GradAt grad_at, Store store) {
+void adamw_loop(T* param, T* m, T* v, std::int64_t n, T lr, T beta1, T beta2, T eps, T weight_decay, std::int64_t step,
+                const char* who, GradAt grad_at, Store store) {
   const AdamwConstants<T> k(lr, beta1, beta2, eps, weight_decay, step, who);
   for_chunks(n, [=, &k](std::int64_t lo, std::int64_t hi) { adamw_range(k, param, m, v, lo, hi, grad_at, store); });
 }
@@ -80,9 +79,9 @@ constexpr std::int64_t kF16Block = 512;
 }  // namespace
 
 template <class T>
-void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
-                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
-                  std::int64_t step, NoDeduce<T> grad_scale) {
+void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr, NoDeduce<T> beta1,
+                  NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay, std::int64_t step,
+                  NoDeduce<T> grad_scale) {
   adamw_loop<T>(
       param, m, v, n, lr, beta1, beta2, eps, weight_decay, step, "adamw_update",
       [=](std::int64_t i) { return grad[i] * grad_scale; }, [](std::int64_t, T) {});
@@ -108,8 +107,9 @@ void adamw_update_f16(float* master, std::uint16_t* value, const std::uint16_t* 
       // Under kParallelFrom elements the conversions run on this thread (half_convert.cpp).
       convert_half_to_float(g, grad + b, len, HalfFormat::f16);
       const float* gp = g;
-      adamw_range(k, master, m, v, b, b + len, [=](std::int64_t i) { return gp[i - b] * grad_scale; },
-                  [](std::int64_t, float) {});
+      adamw_range(
+          k, master, m, v, b, b + len, [=](std::int64_t i) { return gp[i - b] * grad_scale; },
+          [](std::int64_t, float) {});
       convert_float_to_half(value + b, master + b, len, HalfFormat::f16);
     }
   });
@@ -126,9 +126,9 @@ void adamw_update_half(float* master, std::uint16_t* value, const std::uint16_t*
 }
 
 template <class T>
-void adam_frozen_variance_update(T* param, T* m, const T* v, std::int64_t n, NoDeduce<T> lr,
-                                 NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
-                                 NoDeduce<T> weight_decay, std::int64_t step, std::int64_t freeze_step) {
+void adam_frozen_variance_update(T* param, T* m, const T* v, std::int64_t n, NoDeduce<T> lr, NoDeduce<T> beta1,
+                                 NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay, std::int64_t step,
+                                 std::int64_t freeze_step) {
   if (step < 1 || freeze_step < 1) {
     throw std::invalid_argument("adam_frozen_variance_update: step = " + std::to_string(step) +
                                 ", freeze_step = " + std::to_string(freeze_step) + "; expected both >= 1");
@@ -213,11 +213,11 @@ void scale_inplace(T* x, std::int64_t n, NoDeduce<T> s) {
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                   \
-  template void adamw_update<T>(T*, const T*, T*, T*, std::int64_t, T, T, T, T, T, std::int64_t, T); \
-  template void adam_frozen_variance_update<T>(T*, T*, const T*, std::int64_t, T, T, T, T, T,      \
-                                               std::int64_t, std::int64_t);                        \
-  template double sum_of_squares<T>(const T*, std::int64_t);                                      \
+#define MEMTRAIN_INSTANTIATE(T)                                                                             \
+  template void adamw_update<T>(T*, const T*, T*, T*, std::int64_t, T, T, T, T, T, std::int64_t, T);        \
+  template void adam_frozen_variance_update<T>(T*, T*, const T*, std::int64_t, T, T, T, T, T, std::int64_t, \
+                                               std::int64_t);                                               \
+  template double sum_of_squares<T>(const T*, std::int64_t);                                                \
   template void scale_inplace<T>(T*, std::int64_t, T);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)

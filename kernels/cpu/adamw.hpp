@@ -14,9 +14,9 @@ namespace memtrain::kernels {
 // without that extra pass over the gradients (issue 15); grad itself is left unscaled.
 // Shapes: param, grad, m, v [n]. Throws std::invalid_argument if step < 1.
 template <class T>
-void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr,
-                  NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay,
-                  std::int64_t step, NoDeduce<T> grad_scale = T(1));
+void adamw_update(T* param, const T* grad, T* m, T* v, std::int64_t n, NoDeduce<T> lr, NoDeduce<T> beta1,
+                  NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay, std::int64_t step,
+                  NoDeduce<T> grad_scale = T(1));
 
 // adamw_update<float> on an f32 master whose bf16 copy is rewritten, reading a bf16 gradient:
 // g = bf16_to_float(grad[i]) * grad_scale, then master, m, v as adamw_update<float>, then
@@ -49,9 +49,9 @@ void adamw_update_half(float* master, std::uint16_t* value, const std::uint16_t*
 // param and gets m = 0, as DeepSpeed's exp_avg_mask does. Shapes: param, m, v [n]. Throws
 // std::invalid_argument if step < 1 or freeze_step < 1.
 template <class T>
-void adam_frozen_variance_update(T* param, T* m, const T* v, std::int64_t n, NoDeduce<T> lr,
-                                 NoDeduce<T> beta1, NoDeduce<T> beta2, NoDeduce<T> eps,
-                                 NoDeduce<T> weight_decay, std::int64_t step, std::int64_t freeze_step);
+void adam_frozen_variance_update(T* param, T* m, const T* v, std::int64_t n, NoDeduce<T> lr, NoDeduce<T> beta1,
+                                 NoDeduce<T> beta2, NoDeduce<T> eps, NoDeduce<T> weight_decay, std::int64_t step,
+                                 std::int64_t freeze_step);
 
 // Sum of squares of x [n], accumulated in double (for the global gradient norm).
 template <class T>

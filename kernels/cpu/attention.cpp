@@ -44,8 +44,7 @@ void check_arguments(const char* fn, int T, int C, int NH, float dropout_p) {
 // P [T, T] = softmax(Q_h K_h^T / sqrt(HS) + mask) of one (b, h): the only code that computes
 // probabilities, so attention_probs reproduces attention_forward's bit for bit.
 template <class Scalar>
-void head_probs(Scalar* P, const Scalar* qb, const Scalar* kb, const Scalar* mask, int T, int C,
-                int HS, Scalar scale) {
+void head_probs(Scalar* P, const Scalar* qb, const Scalar* kb, const Scalar* mask, int T, int C, int HS, Scalar scale) {
   matmul_strided_batched(P, qb, kb, 1, T, T, HS, false, true, 0, 0, 0, C, C, T, scale, Scalar(0));
   for (int i = 0; i < T; ++i) {
     detail::masked_softmax_row(P + static_cast<std::int64_t>(i) * T, P + i * T, mask, T, Scalar(1));
@@ -55,8 +54,8 @@ void head_probs(Scalar* P, const Scalar* qb, const Scalar* kb, const Scalar* mas
 }  // namespace
 
 template <class Scalar>
-void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k,
-                     const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH) {
+void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k, const NoDeduce<Scalar>* key_mask, int B, int T,
+                     int C, int NH) {
   check_arguments("attention_probs", T, C, NH, 0.0f);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -73,10 +72,9 @@ void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k,
 }
 
 template <class Scalar>
-void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
-                       const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
-                       int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                       int first_head) {
+void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
+                       const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH, float dropout_p,
+                       const RngKey& key, std::uint64_t first_sample, int first_head) {
   check_arguments("attention_forward", T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -89,17 +87,16 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
     const int bh = static_cast<int>(task);
     const int b = bh / NH, h = bh % NH;
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
-    const Scalar* qb = q + head;  // [T, HS], row stride C
-    const Scalar* kb = k + head;  // [T, HS], row stride C
-    const Scalar* vb = v + head;  // [T, HS], row stride C
-    Scalar* ob = out + head;      // [T, HS], row stride C
-    Scalar* P = probs + bh * TT;  // [T, T]
+    const Scalar* qb = q + head;                                                            // [T, HS], row stride C
+    const Scalar* kb = k + head;                                                            // [T, HS], row stride C
+    const Scalar* vb = v + head;                                                            // [T, HS], row stride C
+    Scalar* ob = out + head;                                                                // [T, HS], row stride C
+    Scalar* P = probs + bh * TT;                                                            // [T, T]
     const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
     head_probs(P, qb, kb, mask, T, C, HS, scale);
     if (!drop) {
       // out = P V
-      matmul_strided_batched(ob, P, vb, 1, T, HS, T, false, false, 0, 0, 0, T, C, C, Scalar(1),
-                             Scalar(0));
+      matmul_strided_batched(ob, P, vb, 1, T, HS, T, false, false, 0, 0, 0, T, C, C, Scalar(1), Scalar(0));
       return;
     }
     // out = dropout(P) V, a block of rows at a time through the stack buffer, so that P keeps
@@ -109,20 +106,18 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
     for (int i0 = 0; i0 < T; i0 += R) {
       const int rows = std::min(R, T - i0);
       std::memcpy(buf, P + static_cast<std::int64_t>(i0) * T, sizeof(Scalar) * rows * T);
-      apply_dropout_mask(buf, static_cast<std::int64_t>(rows) * T, dropout_p, stream,
-                         first_sample + b,
+      apply_dropout_mask(buf, static_cast<std::int64_t>(rows) * T, dropout_p, stream, first_sample + b,
                          (static_cast<std::uint64_t>(first_head + h) * T + i0) * T);
-      matmul_strided_batched(ob + static_cast<std::int64_t>(i0) * C, buf, vb, 1, rows, HS, T, false,
-                             false, 0, 0, 0, T, C, C, Scalar(1), Scalar(0));
+      matmul_strided_batched(ob + static_cast<std::int64_t>(i0) * C, buf, vb, 1, rows, HS, T, false, false, 0, 0, 0, T,
+                             C, C, Scalar(1), Scalar(0));
     }
   });
 }
 
 template <class Scalar>
-void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, const Scalar* dout,
-                        const Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
-                        int B, int T, int C, int NH, float dropout_p, const RngKey& key,
-                        std::uint64_t first_sample, int first_head) {
+void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, const Scalar* dout, const Scalar* probs,
+                        const Scalar* q, const Scalar* k, const Scalar* v, int B, int T, int C, int NH, float dropout_p,
+                        const RngKey& key, std::uint64_t first_sample, int first_head) {
   check_arguments("attention_backward", T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -139,12 +134,11 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
     const Scalar* P = probs + bh * TT;  // [T, T]
     Scalar* S = scratch + bh * TT;      // [T, T]
     // S = dout V^T, the gradient of the dropped probabilities.
-    matmul_strided_batched(S, dout + head, v + head, 1, T, T, HS, false, true, 0, 0, 0, C, C, T,
-                           Scalar(1), Scalar(0));
+    matmul_strided_batched(S, dout + head, v + head, 1, T, T, HS, false, true, 0, 0, 0, C, C, T, Scalar(1), Scalar(0));
     if (!drop) {
       // dV += P^T dout
-      matmul_strided_batched(dv + head, P, dout + head, 1, T, HS, T, true, false, 0, 0, 0, T, C, C,
-                             Scalar(1), Scalar(1));
+      matmul_strided_batched(dv + head, P, dout + head, 1, T, HS, T, true, false, 0, 0, 0, T, C, C, Scalar(1),
+                             Scalar(1));
     } else {
       // dV += dropout(P)^T dout and S through dropout, a block of rows at a time: both take the
       // same mask, whose Philox words are drawn once for the pair (one block of all T rows
@@ -155,31 +149,27 @@ void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, con
         const int rows = std::min(R, T - i0);
         const std::int64_t at = static_cast<std::int64_t>(i0) * T;
         std::memcpy(buf, P + at, sizeof(Scalar) * rows * T);
-        apply_dropout_mask_pair(buf, S + at, static_cast<std::int64_t>(rows) * T, dropout_p, stream,
-                                first_sample + b, first_element + static_cast<std::uint64_t>(at));
-        matmul_strided_batched(dv + head, buf, dout + head + static_cast<std::int64_t>(i0) * C, 1, T, HS,
-                               rows, true, false, 0, 0, 0, T, C, C, Scalar(1), Scalar(1));
+        apply_dropout_mask_pair(buf, S + at, static_cast<std::int64_t>(rows) * T, dropout_p, stream, first_sample + b,
+                                first_element + static_cast<std::uint64_t>(at));
+        matmul_strided_batched(dv + head, buf, dout + head + static_cast<std::int64_t>(i0) * C, 1, T, HS, rows, true,
+                               false, 0, 0, 0, T, C, C, Scalar(1), Scalar(1));
       }
     }
     for (int i = 0; i < T; ++i) {
-      detail::softmax_backward_row(S + static_cast<std::int64_t>(i) * T, S + i * T, P + i * T, T,
-                                   Scalar(1));
+      detail::softmax_backward_row(S + static_cast<std::int64_t>(i) * T, S + i * T, P + i * T, T, Scalar(1));
     }
     // dQ += S K / sqrt(HS); dK += S^T Q / sqrt(HS)
-    matmul_strided_batched(dq + head, S, k + head, 1, T, HS, T, false, false, 0, 0, 0, T, C, C,
-                           scale, Scalar(1));
-    matmul_strided_batched(dk + head, S, q + head, 1, T, HS, T, true, false, 0, 0, 0, T, C, C,
-                           scale, Scalar(1));
+    matmul_strided_batched(dq + head, S, k + head, 1, T, HS, T, false, false, 0, 0, 0, T, C, C, scale, Scalar(1));
+    matmul_strided_batched(dk + head, S, q + head, 1, T, HS, T, true, false, 0, 0, 0, T, C, C, scale, Scalar(1));
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(S)                                                                \
-  template void attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, int, \
-                                     int, int, float, const RngKey&, std::uint64_t, int);      \
-  template void attention_probs<S>(S*, const S*, const S*, const S*, int, int, int, int);      \
-  template void attention_backward<S>(S*, S*, S*, S*, const S*, const S*, const S*, const S*,  \
-                                      const S*, int, int, int, int, float, const RngKey&,      \
-                                      std::uint64_t, int);
+#define MEMTRAIN_INSTANTIATE(S)                                                                                        \
+  template void attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, int, int, int, float,        \
+                                     const RngKey&, std::uint64_t, int);                                               \
+  template void attention_probs<S>(S*, const S*, const S*, const S*, int, int, int, int);                              \
+  template void attention_backward<S>(S*, S*, S*, S*, const S*, const S*, const S*, const S*, const S*, int, int, int, \
+                                      int, float, const RngKey&, std::uint64_t, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

@@ -24,10 +24,9 @@ void check_attention_arguments(const char* fn, int C, int NH, float dropout_p);
 // Throws std::invalid_argument (check_attention_arguments) if NH does not divide C or dropout_p
 // is outside [0, 1), and if T > 16384.
 template <class Scalar>
-void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k,
-                       const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
-                       int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                       int first_head = 0);
+void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
+                       const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH, float dropout_p,
+                       const RngKey& key, std::uint64_t first_sample, int first_head = 0);
 
 // The probabilities alone: probs [B, NH, T, T] = softmax(Q K^T / sqrt(HS) + mask), bitwise
 // equal to the probs attention_forward saves for the same inputs (the same per-head code runs),
@@ -37,15 +36,14 @@ void attention_forward(Scalar* out, Scalar* probs, const Scalar* q, const Scalar
 // tensors from the allocator (256-byte multiples) always do. Never allocates. Throws as
 // attention_forward.
 template <class Scalar>
-void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k,
-                     const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH);
+void attention_probs(Scalar* probs, const Scalar* q, const Scalar* k, const NoDeduce<Scalar>* key_mask, int B, int T,
+                     int C, int NH);
 
 // Accumulates (+=) into dq, dk, dv [B, T, C]. scratch [B, NH, T, T] is a workspace. dout
 // [B, T, C]; probs as saved by attention_forward; same key/first_sample as the forward pass.
 template <class Scalar>
-void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, const Scalar* dout,
-                        const Scalar* probs, const Scalar* q, const Scalar* k, const Scalar* v,
-                        int B, int T, int C, int NH, float dropout_p, const RngKey& key,
-                        std::uint64_t first_sample, int first_head = 0);
+void attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, Scalar* scratch, const Scalar* dout, const Scalar* probs,
+                        const Scalar* q, const Scalar* k, const Scalar* v, int B, int T, int C, int NH, float dropout_p,
+                        const RngKey& key, std::uint64_t first_sample, int first_head = 0);
 
 }  // namespace memtrain::kernels

@@ -9,11 +9,11 @@
 namespace memtrain::kernels {
 
 std::string blas_core_name() {
-  const char *name = openblas_get_corename();
+  const char* name = openblas_get_corename();
   return name != nullptr ? std::string(name) : std::string();
 }
 
-int fp32_flops_per_cycle(const std::string &core_name) {
+int fp32_flops_per_cycle(const std::string& core_name) {
   static constexpr std::array<std::pair<std::string_view, int>, 15> kTable{{
       {"SkylakeX", 64},
       {"Cooperlake", 64},
@@ -31,7 +31,7 @@ int fp32_flops_per_cycle(const std::string &core_name) {
       {"Opteron_SSE3", 8},
       {"Barcelona", 8},
   }};
-  for (const auto &[name, flops] : kTable) {
+  for (const auto& [name, flops] : kTable) {
     if (core_name == name) return flops;
   }
   return 0;

@@ -23,6 +23,6 @@ std::string blas_core_name();
 // Intel's and AMD's optimization manuals (FMA units per core). Caveats, written
 // down where they are assumed: some Xeon Silver/Bronze parts have one AVX-512
 // FMA unit (half the peak), and Zen 1 splits 256-bit FMAs in two (half of 32).
-int fp32_flops_per_cycle(const std::string &core_name);
+int fp32_flops_per_cycle(const std::string& core_name);
 
 }  // namespace memtrain::kernels

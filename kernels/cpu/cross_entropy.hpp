@@ -13,9 +13,8 @@ namespace memtrain::kernels {
 // the number of rows whose argmax (first maximum, as torch.argmax) equals the target.
 // Throws std::out_of_range naming the row on a bad target; nothing is written then.
 template <class T>
-double softmax_cross_entropy_forward_backward(NoDeduce<T>* dlogits, const T* logits,
-                                              const std::int32_t* targets, int M, int V,
-                                              NoDeduce<T> grad_scale, std::int64_t* num_correct);
+double softmax_cross_entropy_forward_backward(NoDeduce<T>* dlogits, const T* logits, const std::int32_t* targets, int M,
+                                              int V, NoDeduce<T> grad_scale, std::int64_t* num_correct);
 
 // Forward only (eval): returns the summed loss; *num_correct as above.
 template <class T>

@@ -22,8 +22,8 @@ constexpr long kTask = 4096;
 // out = dropout(inp) [+ residual], a task of kTask elements of a row at a time on the thread
 // team; residual null for plain dropout. Requires 0 <= p < 1.
 template <class T>
-void dropout_tasks(T* out, const T* inp, const T* residual, int rows, long per_sample, float p,
-                   const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
+void dropout_tasks(T* out, const T* inp, const T* residual, int rows, long per_sample, float p, const RngKey& key,
+                   std::uint64_t first_sample, std::uint64_t first_element) {
   const std::int64_t total = static_cast<std::int64_t>(rows) * per_sample;
   const PhiloxStream stream(key);
   const long tasks_per_row = (per_sample + kTask - 1) / kTask;
@@ -45,11 +45,10 @@ void dropout_tasks(T* out, const T* inp, const T* residual, int rows, long per_s
 }
 
 template <class T>
-void dropout(T* out, const T* inp, int rows, long per_sample, float p, const RngKey& key,
-             std::uint64_t first_sample, std::uint64_t first_element) {
+void dropout(T* out, const T* inp, int rows, long per_sample, float p, const RngKey& key, std::uint64_t first_sample,
+             std::uint64_t first_element) {
   if (!(p >= 0.0f)) {
-    throw std::invalid_argument("dropout: p = " + std::to_string(p) +
-                                "; expected a probability in [0, 1)");
+    throw std::invalid_argument("dropout: p = " + std::to_string(p) + "; expected a probability in [0, 1)");
   }
   const std::int64_t total = static_cast<std::int64_t>(rows) * per_sample;
   if (p == 0.0f) {
@@ -76,8 +75,8 @@ constexpr int kSpan = 4 * PhiloxStream::kLanes;
 using SpanWords = std::uint32_t[kSpan];
 
 template <class Block, class One>
-void for_mask_words(std::int64_t n, const PhiloxStream& stream, std::uint64_t sample,
-                    std::uint64_t first_element, Block&& block, One&& one) {
+void for_mask_words(std::int64_t n, const PhiloxStream& stream, std::uint64_t sample, std::uint64_t first_element,
+                    Block&& block, One&& one) {
   std::int64_t i = 0;
   std::uint64_t e = first_element;
   if ((e & 3) != 0 && n > 0) {
@@ -112,8 +111,7 @@ inline bool kept(std::uint32_t word, std::uint32_t threshold) { return (word & 0
 // restrict pointers: inside apply_mask_to's lambda GCC could not prove that the stores leave the
 // captured pointers alone, and left the loop scalar (1.6 ns an element at 256-element spans).
 template <class T>
-void mask_span(T* __restrict xb, const std::uint32_t* __restrict words, std::uint32_t threshold,
-               T scale) {
+void mask_span(T* __restrict xb, const std::uint32_t* __restrict words, std::uint32_t threshold, T scale) {
 #pragma omp simd
   for (int k = 0; k < kSpan; ++k) {
     const T v = xb[k];
@@ -123,8 +121,8 @@ void mask_span(T* __restrict xb, const std::uint32_t* __restrict words, std::uin
 
 // The mask of apply_dropout_mask applied to K arrays at once, its words drawn once.
 template <class T, int K>
-void apply_mask_to(T* const (&xs)[K], std::int64_t n, float p, const PhiloxStream& stream,
-                   std::uint64_t sample, std::uint64_t first_element) {
+void apply_mask_to(T* const (&xs)[K], std::int64_t n, float p, const PhiloxStream& stream, std::uint64_t sample,
+                   std::uint64_t first_element) {
   const T scale = T(1) / (T(1) - T(p));
   const std::uint32_t threshold = dropout_keep_threshold(p);
   T* x[K];
@@ -144,36 +142,35 @@ void apply_mask_to(T* const (&xs)[K], std::int64_t n, float p, const PhiloxStrea
 }  // namespace
 
 template <class T>
-void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
-                        std::uint64_t sample, std::uint64_t first_element) {
+void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream, std::uint64_t sample,
+                        std::uint64_t first_element) {
   T* const xs[1] = {x};
   apply_mask_to<T, 1>(xs, n, p, stream, sample, first_element);
 }
 
 template <class T>
-void apply_dropout_mask_pair(T* x, T* y, std::int64_t n, float p, const PhiloxStream& stream,
-                             std::uint64_t sample, std::uint64_t first_element) {
+void apply_dropout_mask_pair(T* x, T* y, std::int64_t n, float p, const PhiloxStream& stream, std::uint64_t sample,
+                             std::uint64_t first_element) {
   T* const xs[2] = {x, y};
   apply_mask_to<T, 2>(xs, n, p, stream, sample, first_element);
 }
 
 template <class T>
-void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p,
-                     const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
+void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p, const RngKey& key,
+                     std::uint64_t first_sample, std::uint64_t first_element) {
   dropout(out, inp, rows, per_sample, p, key, first_sample, first_element);
 }
 
 template <class T>
-void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sample, float p,
-                      const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
+void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sample, float p, const RngKey& key,
+                      std::uint64_t first_sample, std::uint64_t first_element) {
   // d(x * keep * scale)/dx = keep * scale: the same masked scaling applied to the gradient.
   dropout(dinp, dout, rows, per_sample, p, key, first_sample, first_element);
 }
 
 template <class T>
-void dropout_residual_forward(NoDeduce<T>* out, const T* inp, const NoDeduce<T>* residual, int rows,
-                              long per_sample, float p, const RngKey& key, std::uint64_t first_sample,
-                              std::uint64_t first_element) {
+void dropout_residual_forward(NoDeduce<T>* out, const T* inp, const NoDeduce<T>* residual, int rows, long per_sample,
+                              float p, const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
   if (!(p >= 0.0f && p < 1.0f)) {
     throw std::invalid_argument("dropout_residual_forward: p = " + std::to_string(p) +
                                 "; expected a probability in [0, 1)");
@@ -181,17 +178,14 @@ void dropout_residual_forward(NoDeduce<T>* out, const T* inp, const NoDeduce<T>*
   dropout_tasks<T>(out, inp, residual, rows, per_sample, p, key, first_sample, first_element);
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                    \
-  template void dropout_forward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t,   \
-                                   std::uint64_t);                                                \
-  template void dropout_backward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t,  \
-                                    std::uint64_t);                                               \
-  template void dropout_residual_forward<T>(T*, const T*, const T*, int, long, float, const RngKey&, \
-                                            std::uint64_t, std::uint64_t);                         \
-  template void apply_dropout_mask<T>(T*, std::int64_t, float, const PhiloxStream&, std::uint64_t, \
-                                      std::uint64_t);                                              \
-  template void apply_dropout_mask_pair<T>(T*, T*, std::int64_t, float, const PhiloxStream&,        \
-                                           std::uint64_t, std::uint64_t);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                     \
+  template void dropout_forward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t, std::uint64_t);    \
+  template void dropout_backward<T>(T*, const T*, int, long, float, const RngKey&, std::uint64_t, std::uint64_t);   \
+  template void dropout_residual_forward<T>(T*, const T*, const T*, int, long, float, const RngKey&, std::uint64_t, \
+                                            std::uint64_t);                                                         \
+  template void apply_dropout_mask<T>(T*, std::int64_t, float, const PhiloxStream&, std::uint64_t, std::uint64_t);  \
+  template void apply_dropout_mask_pair<T>(T*, T*, std::int64_t, float, const PhiloxStream&, std::uint64_t,         \
+                                           std::uint64_t);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

@@ -22,15 +22,13 @@ std::uint32_t dropout_keep_threshold(float p);
 // slice of the samples (a sequence-parallel shard of tokens [t0, t1) has t0 * C): the slice
 // then draws the unsliced tensor's mask.
 template <class T>
-void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p,
-                     const RngKey& key, std::uint64_t first_sample,
-                     std::uint64_t first_element = 0);
+void dropout_forward(NoDeduce<T>* out, const T* inp, int rows, long per_sample, float p, const RngKey& key,
+                     std::uint64_t first_sample, std::uint64_t first_element = 0);
 
 // dinp = dout * keep / (1 - p) (overwrites; may alias dout).
 template <class T>
-void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sample, float p,
-                      const RngKey& key, std::uint64_t first_sample,
-                      std::uint64_t first_element = 0);
+void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sample, float p, const RngKey& key,
+                      std::uint64_t first_sample, std::uint64_t first_element = 0);
 
 // out = dropout(inp) + residual, the residual connection after a projection's dropout (BERT's
 // hidden dropout: Devlin et al. 2019; Megatron-LM's bias_dropout_add): the mask as
@@ -40,22 +38,21 @@ void dropout_backward(NoDeduce<T>* dinp, const T* dout, int rows, long per_sampl
 // residual [rows, per_sample]. out may alias inp, not residual. Throws std::invalid_argument
 // unless 0 <= p < 1.
 template <class T>
-void dropout_residual_forward(NoDeduce<T>* out, const T* inp, const NoDeduce<T>* residual, int rows,
-                              long per_sample, float p, const RngKey& key, std::uint64_t first_sample,
-                              std::uint64_t first_element = 0);
+void dropout_residual_forward(NoDeduce<T>* out, const T* inp, const NoDeduce<T>* residual, int rows, long per_sample,
+                              float p, const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element = 0);
 
 // Applies the mask of elements [first_element, first_element + n) of one sample in place:
 // x[i] *= keep(first_element + i) / (1 - p). The building block of dropout and of attention's
 // dropout on probabilities. Requires 0 < p < 1.
 template <class T>
-void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream,
-                        std::uint64_t sample, std::uint64_t first_element);
+void apply_dropout_mask(T* x, std::int64_t n, float p, const PhiloxStream& stream, std::uint64_t sample,
+                        std::uint64_t first_element);
 
 // apply_dropout_mask on x and y [n] with the same mask, its Philox words drawn once (attention's
 // backward drops the probabilities for dV and their gradient for dS at the same positions).
 // Requires 0 < p < 1.
 template <class T>
-void apply_dropout_mask_pair(T* x, T* y, std::int64_t n, float p, const PhiloxStream& stream,
-                             std::uint64_t sample, std::uint64_t first_element);
+void apply_dropout_mask_pair(T* x, T* y, std::int64_t n, float p, const PhiloxStream& stream, std::uint64_t sample,
+                             std::uint64_t first_element);
 
 }  // namespace memtrain::kernels

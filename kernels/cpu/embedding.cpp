@@ -14,10 +14,9 @@ void check_ids(const std::int32_t* ids, int B, int T, int limit, const char* wha
     for (int t = 0; t < T; ++t) {
       const std::int32_t id = ids[static_cast<std::int64_t>(b) * T + t];
       if (id < 0 || id >= limit) {
-        throw std::out_of_range(std::string("bert_embeddings_forward: ") + what +
-                                "[b=" + std::to_string(b) + ", t=" + std::to_string(t) +
-                                "] = " + std::to_string(id) + "; expected a value in [0, " +
-                                std::to_string(limit) + ")");
+        throw std::out_of_range(std::string("bert_embeddings_forward: ") + what + "[b=" + std::to_string(b) +
+                                ", t=" + std::to_string(t) + "] = " + std::to_string(id) +
+                                "; expected a value in [0, " + std::to_string(limit) + ")");
       }
     }
   }
@@ -26,9 +25,8 @@ void check_ids(const std::int32_t* ids, int B, int T, int limit, const char* wha
 }  // namespace
 
 template <class Scalar>
-void bert_embeddings_forward(Scalar* out, const std::int32_t* ids, const std::int32_t* type_ids,
-                             const Scalar* word, const Scalar* pos, const Scalar* type, int B,
-                             int T, int C, int V, int TV) {
+void bert_embeddings_forward(Scalar* out, const std::int32_t* ids, const std::int32_t* type_ids, const Scalar* word,
+                             const Scalar* pos, const Scalar* type, int B, int T, int C, int V, int TV) {
   // Validate before writing: an exception cannot leave an OpenMP loop.
   check_ids(ids, B, T, V, "input_ids");
   if (type_ids != nullptr) check_ids(type_ids, B, T, TV, "token_type_ids");
@@ -45,9 +43,9 @@ void bert_embeddings_forward(Scalar* out, const std::int32_t* ids, const std::in
 }
 
 template <class Scalar>
-void bert_embeddings_backward(NoDeduce<Scalar>* dword, NoDeduce<Scalar>* dpos,
-                              NoDeduce<Scalar>* dtype, const Scalar* dout, const std::int32_t* ids,
-                              const std::int32_t* type_ids, int B, int T, int C) {
+void bert_embeddings_backward(NoDeduce<Scalar>* dword, NoDeduce<Scalar>* dpos, NoDeduce<Scalar>* dtype,
+                              const Scalar* dout, const std::int32_t* ids, const std::int32_t* type_ids, int B, int T,
+                              int C) {
   // Repeated ids scatter into the same table row, so threads split columns, not rows
   // (Note [Column-block parallel reductions]).
   detail::for_column_blocks(B * T, C, [=](int c0, int c1) {
@@ -76,10 +74,9 @@ void bert_embeddings_backward(NoDeduce<Scalar>* dword, NoDeduce<Scalar>* dpos,
 }
 
 template <class Scalar>
-void vocab_parallel_embeddings_forward(Scalar* out, const std::int32_t* ids,
-                                       const std::int32_t* type_ids, const Scalar* word_shard,
-                                       const Scalar* pos, const Scalar* type, int B, int T, int C,
-                                       int V, int TV, std::int64_t first_row, std::int64_t rows,
+void vocab_parallel_embeddings_forward(Scalar* out, const std::int32_t* ids, const std::int32_t* type_ids,
+                                       const Scalar* word_shard, const Scalar* pos, const Scalar* type, int B, int T,
+                                       int C, int V, int TV, std::int64_t first_row, std::int64_t rows,
                                        bool with_positions) {
   check_ids(ids, B, T, V, "input_ids");
   if (type_ids != nullptr) check_ids(type_ids, B, T, TV, "token_type_ids");
@@ -99,9 +96,8 @@ void vocab_parallel_embeddings_forward(Scalar* out, const std::int32_t* ids,
 }
 
 template <class Scalar>
-void vocab_parallel_embedding_backward(NoDeduce<Scalar>* dword_shard, const Scalar* dout,
-                                       const std::int32_t* ids, int B, int T, int C,
-                                       std::int64_t first_row, std::int64_t rows) {
+void vocab_parallel_embedding_backward(NoDeduce<Scalar>* dword_shard, const Scalar* dout, const std::int32_t* ids,
+                                       int B, int T, int C, std::int64_t first_row, std::int64_t rows) {
   detail::for_column_blocks(B * T, C, [=](int c0, int c1) {
     for (std::int64_t r = 0; r < static_cast<std::int64_t>(B) * T; ++r) {
       const std::int64_t row = static_cast<std::int64_t>(ids[r]) - first_row;
@@ -114,18 +110,16 @@ void vocab_parallel_embedding_backward(NoDeduce<Scalar>* dword_shard, const Scal
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(Scalar)                                                               \
-  template void bert_embeddings_forward<Scalar>(Scalar*, const std::int32_t*, const std::int32_t*, \
-                                                const Scalar*, const Scalar*, const Scalar*, int,  \
-                                                int, int, int, int);                               \
-  template void bert_embeddings_backward<Scalar>(Scalar*, Scalar*, Scalar*, const Scalar*,         \
-                                                 const std::int32_t*, const std::int32_t*, int,    \
-                                                 int, int);                                        \
-  template void vocab_parallel_embeddings_forward<Scalar>(                                         \
-      Scalar*, const std::int32_t*, const std::int32_t*, const Scalar*, const Scalar*,             \
-      const Scalar*, int, int, int, int, int, std::int64_t, std::int64_t, bool);                   \
-  template void vocab_parallel_embedding_backward<Scalar>(                                         \
-      Scalar*, const Scalar*, const std::int32_t*, int, int, int, std::int64_t, std::int64_t);
+#define MEMTRAIN_INSTANTIATE(Scalar)                                                                                  \
+  template void bert_embeddings_forward<Scalar>(Scalar*, const std::int32_t*, const std::int32_t*, const Scalar*,     \
+                                                const Scalar*, const Scalar*, int, int, int, int, int);               \
+  template void bert_embeddings_backward<Scalar>(Scalar*, Scalar*, Scalar*, const Scalar*, const std::int32_t*,       \
+                                                 const std::int32_t*, int, int, int);                                 \
+  template void vocab_parallel_embeddings_forward<Scalar>(Scalar*, const std::int32_t*, const std::int32_t*,          \
+                                                          const Scalar*, const Scalar*, const Scalar*, int, int, int, \
+                                                          int, int, std::int64_t, std::int64_t, bool);                \
+  template void vocab_parallel_embedding_backward<Scalar>(Scalar*, const Scalar*, const std::int32_t*, int, int, int, \
+                                                          std::int64_t, std::int64_t);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

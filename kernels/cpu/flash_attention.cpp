@@ -50,8 +50,8 @@ void check_arguments(const char* fn, int B, int T, int C, int NH, float dropout_
                                 " does not divide hidden_size = " + std::to_string(C));
   }
   if (B < 0 || T < 0) {
-    throw std::invalid_argument(std::string(fn) + ": B = " + std::to_string(B) +
-                                ", T = " + std::to_string(T) + "; expected sizes >= 0");
+    throw std::invalid_argument(std::string(fn) + ": B = " + std::to_string(B) + ", T = " + std::to_string(T) +
+                                "; expected sizes >= 0");
   }
 }
 
@@ -93,10 +93,9 @@ void for_each_head(int B, int T, int NH, int HS, Scalar* workspace, Body&& body)
 // One GEMM on tiles addressed in place (row-major, leading dimensions in elements):
 // C = alpha * op(A) op(B) + beta * C. Runs on the calling thread inside the (b, h) loop.
 template <class Scalar>
-void tile_gemm(Scalar* c, const Scalar* a, const Scalar* b, int M, int N, int K, bool trans_a,
-               bool trans_b, int lda, int ldb, int ldc, Scalar alpha, Scalar beta) {
-  matmul_strided_batched(c, a, b, 1, M, N, K, trans_a, trans_b, 0, 0, 0, lda, ldb, ldc, alpha,
-                         beta);
+void tile_gemm(Scalar* c, const Scalar* a, const Scalar* b, int M, int N, int K, bool trans_a, bool trans_b, int lda,
+               int ldb, int ldc, Scalar alpha, Scalar beta) {
+  matmul_strided_batched(c, a, b, 1, M, N, K, trans_a, trans_b, 0, 0, 0, lda, ldb, ldc, alpha, beta);
 }
 
 template <class Scalar>
@@ -108,8 +107,7 @@ std::size_t flash_attention_workspace_elements(int T, int C, int NH) {
   (void)C;
   (void)NH;
   if (T < 0) {
-    throw std::invalid_argument("flash_attention_workspace_elements: T = " + std::to_string(T) +
-                                "; expected T >= 0");
+    throw std::invalid_argument("flash_attention_workspace_elements: T = " + std::to_string(T) + "; expected T >= 0");
   }
   return per_thread_elements(T) * static_cast<std::size_t>(num_threads()) + kSpareElements;
 }
@@ -123,10 +121,9 @@ std::size_t flash_attention_workspace_elements(int T, int C, int NH) {
 // undropped terms. lse_i = m + log(l) lets the backward pass rebuild softmax_ij =
 // exp(s_ij - lse_i) without the row statistics of every tile.
 template <class Scalar>
-void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Scalar* k,
-                             const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
-                             int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                             Scalar* workspace, int first_head) {
+void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Scalar* k, const Scalar* v,
+                             const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH, float dropout_p,
+                             const RngKey& key, std::uint64_t first_sample, Scalar* workspace, int first_head) {
   check_arguments("flash_attention_forward", B, T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -137,9 +134,9 @@ void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Sc
   for_each_head(B, T, NH, HS, workspace, [=](int b, int h, Scalar* ws) {
     const std::int64_t head = static_cast<std::int64_t>(b) * T * C + h * HS;
     const Scalar* mask = key_mask ? key_mask + static_cast<std::int64_t>(b) * T : nullptr;  // [T]
-    Scalar* P = ws;                    // [tile, tile] scores, then exp(s - m)
-    Scalar* m = ws + 3 * tile * tile;  // [tile] running max
-    Scalar* l = m + tile;              // [tile] running sum
+    Scalar* P = ws;                                                      // [tile, tile] scores, then exp(s - m)
+    Scalar* m = ws + 3 * tile * tile;                                    // [tile] running max
+    Scalar* l = m + tile;                                                // [tile] running sum
     Scalar* lse_bh = lse + (static_cast<std::int64_t>(b) * NH + h) * T;  // [T]
     for (int i0 = 0; i0 < T; i0 += tile) {
       const int rows = std::min(tile, T - i0);
@@ -218,11 +215,10 @@ void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Sc
 // Key tiles are the outer loop (FlashAttention-2, Algorithm 2): dK_j and dV_j accumulate
 // straight into dk and dv, and dQ_i into dq; all three belong to this (b, h) task alone.
 template <class Scalar>
-void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* dout,
-                              const Scalar* out, const Scalar* lse, const Scalar* q,
-                              const Scalar* k, const Scalar* v, const NoDeduce<Scalar>* key_mask,
-                              int B, int T, int C, int NH, float dropout_p, const RngKey& key,
-                              std::uint64_t first_sample, Scalar* workspace, int first_head) {
+void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* dout, const Scalar* out,
+                              const Scalar* lse, const Scalar* q, const Scalar* k, const Scalar* v,
+                              const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH, float dropout_p,
+                              const RngKey& key, std::uint64_t first_sample, Scalar* workspace, int first_head) {
   check_arguments("flash_attention_backward", B, T, C, NH, dropout_p);
   const int HS = C / NH;
   const Scalar scale = Scalar(1) / std::sqrt(Scalar(HS));
@@ -302,13 +298,12 @@ void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* 
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(S)                                                                 \
-  template void flash_attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, \
-                                           int, int, int, float, const RngKey&, std::uint64_t,  \
-                                           S*, int);                                            \
-  template void flash_attention_backward<S>(S*, S*, S*, const S*, const S*, const S*, const S*, \
-                                            const S*, const S*, const S*, int, int, int, int,   \
-                                            float, const RngKey&, std::uint64_t, S*, int);
+#define MEMTRAIN_INSTANTIATE(S)                                                                                       \
+  template void flash_attention_forward<S>(S*, S*, const S*, const S*, const S*, const S*, int, int, int, int, float, \
+                                           const RngKey&, std::uint64_t, S*, int);                                    \
+  template void flash_attention_backward<S>(S*, S*, S*, const S*, const S*, const S*, const S*, const S*, const S*,   \
+                                            const S*, int, int, int, int, float, const RngKey&, std::uint64_t, S*,    \
+                                            int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

@@ -29,22 +29,19 @@ namespace memtrain::kernels {
 // Throws std::invalid_argument if NH does not divide C, B or T is negative, or dropout_p is
 // outside [0, 1).
 template <class Scalar>
-void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Scalar* k,
-                             const Scalar* v, const NoDeduce<Scalar>* key_mask, int B, int T, int C,
-                             int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                             Scalar* workspace, int first_head = 0);
+void flash_attention_forward(Scalar* out, Scalar* lse, const Scalar* q, const Scalar* k, const Scalar* v,
+                             const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH, float dropout_p,
+                             const RngKey& key, std::uint64_t first_sample, Scalar* workspace, int first_head = 0);
 
 // Accumulates (+=) into dq, dk, dv [B, T, C]. dout, out [B, T, C] (out as returned by the
 // forward pass); lse [B, NH, T] as saved; q, k, v, key_mask, key and first_sample as in the
 // forward pass. workspace as for the forward pass. Never allocates.
 // Throws as flash_attention_forward.
 template <class Scalar>
-void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* dout,
-                              const Scalar* out, const Scalar* lse, const Scalar* q,
-                              const Scalar* k, const Scalar* v, const NoDeduce<Scalar>* key_mask,
-                              int B, int T, int C, int NH, float dropout_p, const RngKey& key,
-                              std::uint64_t first_sample, Scalar* workspace,
-                              int first_head = 0);
+void flash_attention_backward(Scalar* dq, Scalar* dk, Scalar* dv, const Scalar* dout, const Scalar* out,
+                              const Scalar* lse, const Scalar* q, const Scalar* k, const Scalar* v,
+                              const NoDeduce<Scalar>* key_mask, int B, int T, int C, int NH, float dropout_p,
+                              const RngKey& key, std::uint64_t first_sample, Scalar* workspace, int first_head = 0);
 
 // Elements of the workspace of one flash_attention_forward/backward call: one share per thread
 // the kernels use now (num_threads(), kernels/cpu/threads.hpp), each three score tiles of up to

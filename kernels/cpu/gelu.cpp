@@ -36,8 +36,8 @@ void bias_gelu_forward(T* out, const T* inp, const NoDeduce<T>* bias, int N, int
 }
 
 template <class T>
-void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp,
-                        const NoDeduce<T>* bias, int N, int C) {
+void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp, const NoDeduce<T>* bias, int N,
+                        int C) {
   // Threads split columns so that dbias needs no per-thread partial sums
   // (Note [Column-block parallel reductions]). The gradient of a chunk is evaluated once into
   // a stack buffer because both dinp and dbias consume it. Chunks of 2048 (8 KiB of float, L1):
@@ -55,12 +55,12 @@ void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp
         MutArray<T> grad(buf, w);
         if (bias != nullptr) {
           const auto x = xin + ConstArray<T>(bias + j0, w);
-          grad = ConstArray<T>(dout + off, w) * (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
-                                                 x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
+          grad = ConstArray<T>(dout + off, w) *
+                 (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) + x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
         } else {
           const auto& x = xin;
-          grad = ConstArray<T>(dout + off, w) * (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) +
-                                                 x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
+          grad = ConstArray<T>(dout + off, w) *
+                 (T(0.5) * (T(1) + (x * T(kSqrt1_2)).erf()) + x * T(kInvSqrt2Pi) * (T(-0.5) * x.square()).exp());
         }
         MutArray<T>(dinp + off, w) = grad;
         if (dbias != nullptr) MutArray<T>(dbias + j0, w) += grad;

@@ -15,7 +15,7 @@ void bias_gelu_forward(T* out, const T* inp, const NoDeduce<T>* bias, int N, int
 // its only consumer is the preceding linear's backward, and accumulating made every caller zero
 // 12 MB first and the kernel read them back (issue 15). dinp may alias dout or inp.
 template <class T>
-void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp,
-                        const NoDeduce<T>* bias, int N, int C);
+void bias_gelu_backward(T* dinp, NoDeduce<T>* dbias, const T* dout, const T* inp, const NoDeduce<T>* bias, int N,
+                        int C);
 
 }  // namespace memtrain::kernels

@@ -19,9 +19,9 @@ namespace {
 // process), which would silently flush f16 subnormals.
 
 constexpr std::uint32_t kFloatAbsMask = 0x7fffffffu;
-constexpr std::uint32_t kFloatExpMask = 0x7f800000u;  // also +inf
-constexpr std::uint32_t kF16OverflowAt = 0x477ff000u;  // 65520.0f: rounds to 2^16, not finite
-constexpr std::uint32_t kF16MinNormal = 0x38800000u;   // 2^-14
+constexpr std::uint32_t kFloatExpMask = 0x7f800000u;     // also +inf
+constexpr std::uint32_t kF16OverflowAt = 0x477ff000u;    // 65520.0f: rounds to 2^16, not finite
+constexpr std::uint32_t kF16MinNormal = 0x38800000u;     // 2^-14
 constexpr std::uint32_t kF16RoundsToZero = 0x33000000u;  // 2^-25: half the smallest subnormal
 
 // Elements per OpenMP work item, and the size from which a thread team is worth waking
@@ -78,7 +78,6 @@ float f16_to_float_scalar(std::uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-
 void to_float_range(float* out, const std::uint16_t* in, std::int64_t n, HalfFormat f) {
   if (f == HalfFormat::bf16) {
     for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(in[i]);
@@ -124,8 +123,7 @@ void for_chunks(std::int64_t n, Range&& range) {
 template <class T, class Bits>
 std::int64_t chunks_with_all_ones_exponent(const T* x, std::int64_t n, Bits mask) {
   const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-  const auto sums = detail::parallel_sums(chunks, n >= kParallelFrom,
-                                          [=](std::int64_t c, detail::Sums& s) {
+  const auto sums = detail::parallel_sums(chunks, n >= kParallelFrom, [=](std::int64_t c, detail::Sums& s) {
     const std::int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
     // (bits & mask) <= mask always, so the largest exponent field equals mask exactly when
     // some element is inf or NaN; a max reduction vectorises where a flag would not.
@@ -144,7 +142,6 @@ std::uint16_t float_to_f16(float x) { return f16_from_bits(std::bit_cast<std::ui
 
 float f16_to_float(std::uint16_t h) { return f16_to_float_scalar(h); }
 
-
 void convert_half_to_float(float* out, const std::uint16_t* in, std::int64_t n, HalfFormat f) {
   for_chunks(n, [=](std::int64_t b, std::int64_t e) { to_float_range(out + b, in + b, e - b, f); });
 }
@@ -162,9 +159,7 @@ void round_float_to_half(std::uint16_t* out, float* x, std::int64_t n, HalfForma
   });
 }
 
-bool all_finite(const float* x, std::int64_t n) {
-  return chunks_with_all_ones_exponent(x, n, kFloatExpMask) == 0;
-}
+bool all_finite(const float* x, std::int64_t n) { return chunks_with_all_ones_exponent(x, n, kFloatExpMask) == 0; }
 
 bool all_finite(const std::uint16_t* x, std::int64_t n, HalfFormat f) {
   const auto mask = static_cast<std::uint16_t>(f == HalfFormat::f16 ? 0x7c00u : 0x7f80u);
@@ -173,15 +168,13 @@ bool all_finite(const std::uint16_t* x, std::int64_t n, HalfFormat f) {
 
 namespace detail {
 
-void convert_half_to_float_scalar(float* out, const std::uint16_t* in, std::int64_t n,
-                                  HalfFormat f) {
+void convert_half_to_float_scalar(float* out, const std::uint16_t* in, std::int64_t n, HalfFormat f) {
   for (std::int64_t i = 0; i < n; ++i) {
     out[i] = f == HalfFormat::f16 ? f16_to_float(in[i]) : bf16_to_float(in[i]);
   }
 }
 
-void convert_float_to_half_scalar(std::uint16_t* out, const float* in, std::int64_t n,
-                                  HalfFormat f) {
+void convert_float_to_half_scalar(std::uint16_t* out, const float* in, std::int64_t n, HalfFormat f) {
   for (std::int64_t i = 0; i < n; ++i) {
     out[i] = f == HalfFormat::f16 ? float_to_f16(in[i]) : float_to_bf16(in[i]);
   }

@@ -66,10 +66,8 @@ namespace detail {
 
 // The portable conversions the bulk functions fall back to without F16C; exposed so that the
 // tests can hold the F16C path to them bit for bit. Same contracts as above, single-threaded.
-void convert_half_to_float_scalar(float* out, const std::uint16_t* in, std::int64_t n,
-                                  HalfFormat f);
-void convert_float_to_half_scalar(std::uint16_t* out, const float* in, std::int64_t n,
-                                  HalfFormat f);
+void convert_half_to_float_scalar(float* out, const std::uint16_t* in, std::int64_t n, HalfFormat f);
+void convert_float_to_half_scalar(std::uint16_t* out, const float* in, std::int64_t n, HalfFormat f);
 
 // True when this build converts f16 with F16C instructions.
 bool f16_uses_f16c();

@@ -11,8 +11,8 @@
 namespace memtrain::kernels {
 
 template <class T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int N,
-                       int C, NoDeduce<T> eps) {
+void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int N, int C,
+                       NoDeduce<T> eps) {
   detail::parallel_for(N, N >= 16, [=](std::int64_t n) {
     const T* xr = x + static_cast<std::int64_t>(n) * C;  // [C]
     T* o = out + static_cast<std::int64_t>(n) * C;       // [C]
@@ -51,14 +51,14 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* gamma, con
 // descheduled thread, and the kernel took 130 ms a call (8 ms this way: one barrier; 16 ms as
 // two parallel regions).
 template <class T>
-void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T* dout, const T* x,
-                        const T* gamma, const T* mean, const T* rstd, int N, int C) {
+void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T* dout, const T* x, const T* gamma,
+                        const T* mean, const T* rstd, int N, int C) {
   // dx [n, :] += the input gradient of row n (its own loop: one row's sums, then the row).
   const auto row = [=](std::int64_t n) {
     const std::int64_t off = static_cast<std::int64_t>(n) * C;
-    const T* xr = x + off;  // [C]
+    const T* xr = x + off;    // [C]
     const T* g = dout + off;  // [C]
-    T* d = dx + off;  // [C]
+    T* d = dx + off;          // [C]
     const T m = mean[n], s = rstd[n];
     // Sixteen partial sums of each, as kernels/cpu/adamw.cpp's Note [Sixteen partial sums]:
     // `omp simd reduction` over two sums compiled to gathers here (GCC 12).
@@ -98,7 +98,7 @@ void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T*
   const auto add_parameter_rows = [=](std::int64_t n0, std::int64_t n1, int c0, int c1) {
     for (std::int64_t n = n0; n < n1; ++n) {
       const std::int64_t off = n * C;
-      const T* xr = x + off;  // [C]
+      const T* xr = x + off;    // [C]
       const T* g = dout + off;  // [C]
       const T m = mean[n], s = rstd[n];
       if (dgamma != nullptr) {
@@ -148,8 +148,7 @@ void layernorm_backward(T* dx, NoDeduce<T>* dgamma, NoDeduce<T>* dbeta, const T*
 
 #define MEMTRAIN_INSTANTIATE(T)                                                              \
   template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, T); \
-  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,    \
-                                      const T*, int, int);
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

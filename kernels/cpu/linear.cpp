@@ -9,8 +9,7 @@
 namespace memtrain::kernels {
 
 template <class T>
-void linear_forward(T* out, const T* inp, const T* weight, const NoDeduce<T>* bias, int N, int C,
-                    int OC) {
+void linear_forward(T* out, const T* inp, const T* weight, const NoDeduce<T>* bias, int N, int C, int OC) {
   T beta = T(0);
   if (bias != nullptr) {
     detail::parallel_for(N, N >= 64, [=](std::int64_t n) {
@@ -24,8 +23,8 @@ void linear_forward(T* out, const T* inp, const T* weight, const NoDeduce<T>* bi
 }
 
 template <class T>
-void linear_backward(NoDeduce<T>* dinp, NoDeduce<T>* dweight, NoDeduce<T>* dbias, const T* dout,
-                     const T* inp, const T* weight, int N, int C, int OC) {
+void linear_backward(NoDeduce<T>* dinp, NoDeduce<T>* dweight, NoDeduce<T>* dbias, const T* dout, const T* inp,
+                     const T* weight, int N, int C, int OC) {
   if (dinp != nullptr) {
     matmul(dinp, dout, weight, N, C, OC, false, false, T(1), T(1));  // [N, OC] x [OC, C]
   }

@@ -6,16 +6,16 @@
 
 namespace memtrain::kernels {
 
-void linear_forward_bf16(float* out, const std::uint16_t* inp, const std::uint16_t* weight,
-                         const float* bias, int N, int C, int OC) {
+void linear_forward_bf16(float* out, const std::uint16_t* inp, const std::uint16_t* weight, const float* bias, int N,
+                         int C, int OC) {
   // [N, C] x [C, OC] with the weight stored [OC, C]
   matmul_bf16(out, /*c_bf16=*/false, inp, weight, bias, N, OC, C, /*trans_a=*/false,
               /*trans_b=*/true, /*accumulate=*/false);
 }
 
-void linear_backward_bf16(float* dinp, void* dweight, bool dweight_bf16, bool dweight_accumulate,
-                          float* dbias, const std::uint16_t* dout, const std::uint16_t* inp,
-                          const std::uint16_t* weight, int N, int C, int OC) {
+void linear_backward_bf16(float* dinp, void* dweight, bool dweight_bf16, bool dweight_accumulate, float* dbias,
+                          const std::uint16_t* dout, const std::uint16_t* inp, const std::uint16_t* weight, int N,
+                          int C, int OC) {
   if (dinp != nullptr) {
     matmul_bf16(dinp, false, dout, weight, nullptr, N, C, OC, false, false,
                 /*accumulate=*/true);  // [N, OC] x [OC, C]

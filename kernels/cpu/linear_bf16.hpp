@@ -8,8 +8,8 @@ namespace memtrain::kernels {
 
 // out [N, OC] (f32) = inp [N, C] (bf16) weight [OC, C]^T (bf16) + bias [OC] (f32, or null).
 // out is not read. Throws as matmul_bf16.
-void linear_forward_bf16(float* out, const std::uint16_t* inp, const std::uint16_t* weight,
-                         const float* bias, int N, int C, int OC);
+void linear_forward_bf16(float* out, const std::uint16_t* inp, const std::uint16_t* weight, const float* bias, int N,
+                         int C, int OC);
 
 // The gradients of linear_forward_bf16, from dout [N, OC] (bf16):
 // dinp [N, C] (f32) += dout weight, skipped when null;
@@ -18,8 +18,8 @@ void linear_forward_bf16(float* out, const std::uint16_t* inp, const std::uint16
 // dbias [OC] (f32) += the column sums of dout, skipped when null (columns in parallel, rows in
 //   order: Note [Column-block parallel reductions]).
 // Throws as matmul_bf16.
-void linear_backward_bf16(float* dinp, void* dweight, bool dweight_bf16, bool dweight_accumulate,
-                          float* dbias, const std::uint16_t* dout, const std::uint16_t* inp,
-                          const std::uint16_t* weight, int N, int C, int OC);
+void linear_backward_bf16(float* dinp, void* dweight, bool dweight_bf16, bool dweight_accumulate, float* dbias,
+                          const std::uint16_t* dout, const std::uint16_t* inp, const std::uint16_t* weight, int N,
+                          int C, int OC);
 
 }  // namespace memtrain::kernels

@@ -54,10 +54,10 @@ bool converts_whole(int OC, int C) { return std::int64_t{OC} * C <= kWholeFloats
 
 // How a [OC, C] weight is cut, for `threads` threads.
 struct Plan {
-  int rows = 0;        // weight rows per block (the last may be shorter)
-  int count = 0;       // blocks
-  int slab = 0;        // input-gradient columns per thread (the last may be narrower)
-  int dinp_rows = 0;   // weight rows per input-gradient step
+  int rows = 0;                 // weight rows per block (the last may be shorter)
+  int count = 0;                // blocks
+  int slab = 0;                 // input-gradient columns per thread (the last may be narrower)
+  int dinp_rows = 0;            // weight rows per input-gradient step
   std::int64_t per_thread = 0;  // scratch floats per thread
 };
 
@@ -102,8 +102,8 @@ std::size_t linear_half_weight_scratch_elements(int OC, int C) {
   return static_cast<std::size_t>(threads) * static_cast<std::size_t>(plan_of(OC, C, threads).per_thread);
 }
 
-void linear_forward_half_weight(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
-                                int N, int C, int OC, HalfFormat format, float* scratch) {
+void linear_forward_half_weight(float* out, const float* inp, const std::uint16_t* weight, const float* bias, int N,
+                                int C, int OC, HalfFormat format, float* scratch) {
   if (N <= 0 || OC <= 0) return;
   if (C <= 0) {  // empty products: out = bias
     for (int n = 0; n < N; ++n) {
@@ -157,8 +157,8 @@ void backward_products_whole(float* dinp, std::uint16_t* dweight, bool dweight_a
 
 // The same products a block of weight rows at a time (Note [16-bit weights a block at a time]).
 void backward_products_in_blocks(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, const float* dout,
-                                 const float* inp, const std::uint16_t* weight, int N, int C, int OC,
-                                 HalfFormat format, float* scratch) {
+                                 const float* inp, const std::uint16_t* weight, int N, int C, int OC, HalfFormat format,
+                                 float* scratch) {
   const int threads = num_threads();
   const Plan p = plan_of(OC, C, threads);
   SerialBlasScope serial_blas;  // Note [OpenBLAS inside OpenMP loops]
@@ -197,8 +197,8 @@ void backward_products_in_blocks(float* dinp, std::uint16_t* dweight, bool dweig
 }  // namespace
 
 void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, float* dbias,
-                                 const float* dout, const float* inp, const std::uint16_t* weight, int N, int C,
-                                 int OC, HalfFormat format, float* scratch) {
+                                 const float* dout, const float* inp, const std::uint16_t* weight, int N, int C, int OC,
+                                 HalfFormat format, float* scratch) {
   if (N > 0 && OC > 0 && C > 0) {  // else no products (a weight gradient of C = 0 columns has no elements)
     const auto products = converts_whole(OC, C) ? backward_products_whole : backward_products_in_blocks;
     products(dinp, dweight, dweight_accumulate, dout, inp, weight, N, C, OC, format, scratch);

@@ -23,8 +23,8 @@ std::size_t linear_half_weight_scratch_elements(int OC, int C);
 // weight the bit patterns of `format`. scratch: linear_half_weight_scratch_elements(OC, C)
 // floats. Each element of out is an fp32 dot product over C of inp and the converted weight, as
 // linear_forward's (equal to within rounding).
-void linear_forward_half_weight(float* out, const float* inp, const std::uint16_t* weight, const float* bias,
-                                int N, int C, int OC, HalfFormat format, float* scratch);
+void linear_forward_half_weight(float* out, const float* inp, const std::uint16_t* weight, const float* bias, int N,
+                                int C, int OC, HalfFormat format, float* scratch);
 
 // From dout [N, OC]:
 // dweight [OC, C] (bit patterns of `format`) = round(dout^T inp), or round(dweight + dout^T inp)
@@ -36,7 +36,7 @@ void linear_forward_half_weight(float* out, const float* inp, const std::uint16_
 // dbias [OC] += the column sums of dout, skipped when null.
 // scratch: linear_half_weight_scratch_elements(OC, C) floats.
 void linear_backward_half_weight(float* dinp, std::uint16_t* dweight, bool dweight_accumulate, float* dbias,
-                                 const float* dout, const float* inp, const std::uint16_t* weight, int N, int C,
-                                 int OC, HalfFormat format, float* scratch);
+                                 const float* dout, const float* inp, const std::uint16_t* weight, int N, int C, int OC,
+                                 HalfFormat format, float* scratch);
 
 }  // namespace memtrain::kernels

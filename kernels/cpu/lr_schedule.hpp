@@ -13,7 +13,6 @@ namespace memtrain::kernels {
 // Steps past max_steps stay at min_lr (constant: lr). step 0 gives 0 when warmup_steps > 0.
 // Throws std::invalid_argument for an unknown schedule name, negative step counts, or
 // min_lr > lr.
-double learning_rate(int step, int max_steps, int warmup_steps, double lr, double min_lr,
-                     const std::string& schedule);
+double learning_rate(int step, int max_steps, int warmup_steps, double lr, double min_lr, const std::string& schedule);
 
 }  // namespace memtrain::kernels

@@ -21,8 +21,8 @@ using MutMap = Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 // One GEMM on strided row-major views. Eigen hands `c += alpha * op(a) * op(b)` to
 // sgemm/dgemm with the strides and transposes folded in: no copies.
 template <class T>
-void gemm(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool trans_b, int lda,
-          int ldb, int ldc, T alpha, T beta) {
+void gemm(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool trans_b, int lda, int ldb, int ldc,
+          T alpha, T beta) {
   MutMap<T> c(C, M, N, Eigen::OuterStride<>(ldc));
   if (beta == T(0)) {
     c.setZero();
@@ -57,8 +57,8 @@ void gemm(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool 
 constexpr double kSplitWork = 1 << 21;  // multiply-adds below which one thread does it all
 
 template <class T>
-void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool trans_b,
-            NoDeduce<T> alpha, NoDeduce<T> beta) {
+void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool trans_b, NoDeduce<T> alpha,
+            NoDeduce<T> beta) {
   if (M == 0 || N == 0) return;
   const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
   const int threads = num_threads();
@@ -93,8 +93,7 @@ void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, boo
     if (split_m) {
       // rows lo.. of C and of op(A): A advances by rows (or by columns when transposed)
       const T* a = trans_a ? A + lo : A + static_cast<std::int64_t>(lo) * lda;
-      gemm(C + static_cast<std::int64_t>(lo) * N, a, B, len, N, K, trans_a, trans_b, lda, ldb, N,
-           alpha, beta);
+      gemm(C + static_cast<std::int64_t>(lo) * N, a, B, len, N, K, trans_a, trans_b, lda, ldb, N, alpha, beta);
     } else {
       // columns lo.. of C and of op(B)
       const T* b = trans_b ? B + static_cast<std::int64_t>(lo) * ldb : B + lo;
@@ -104,14 +103,13 @@ void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, boo
 }
 
 template <class T>
-void matmul_strided_batched(T* C, const T* A, const T* B, int batch, int M, int N, int K,
-                            bool trans_a, bool trans_b, long stride_a, long stride_b, long stride_c,
-                            int lda, int ldb, int ldc, NoDeduce<T> alpha, NoDeduce<T> beta) {
+void matmul_strided_batched(T* C, const T* A, const T* B, int batch, int M, int N, int K, bool trans_a, bool trans_b,
+                            long stride_a, long stride_b, long stride_c, int lda, int ldb, int ldc, NoDeduce<T> alpha,
+                            NoDeduce<T> beta) {
   if (batch <= 0 || M == 0 || N == 0) return;
   if (omp_in_parallel()) {  // e.g. one head inside attention's (b, h) loop: stay on this thread
     for (int i = 0; i < batch; ++i) {
-      gemm(C + i * stride_c, A + i * stride_a, B + i * stride_b, M, N, K, trans_a, trans_b, lda,
-           ldb, ldc, alpha, beta);
+      gemm(C + i * stride_c, A + i * stride_a, B + i * stride_b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
     }
     return;
   }
@@ -119,15 +117,14 @@ void matmul_strided_batched(T* C, const T* A, const T* B, int batch, int M, int 
   // Tiny batches are not worth waking a thread team for.
   const bool parallel = batch > 1 && static_cast<double>(batch) * M * N * K >= 65536.0;
   detail::parallel_for(batch, parallel, [=](std::int64_t i) {
-    gemm(C + i * stride_c, A + i * stride_a, B + i * stride_b, M, N, K, trans_a, trans_b, lda, ldb,
-         ldc, alpha, beta);
+    gemm(C + i * stride_c, A + i * stride_a, B + i * stride_b, M, N, K, trans_a, trans_b, lda, ldb, ldc, alpha, beta);
   });
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                   \
-  template void matmul<T>(T*, const T*, const T*, int, int, int, bool, bool, T, T);               \
-  template void matmul_strided_batched<T>(T*, const T*, const T*, int, int, int, int, bool, bool, \
-                                          long, long, long, int, int, int, T, T);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                     \
+  template void matmul<T>(T*, const T*, const T*, int, int, int, bool, bool, T, T);                                 \
+  template void matmul_strided_batched<T>(T*, const T*, const T*, int, int, int, int, bool, bool, long, long, long, \
+                                          int, int, int, T, T);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(double)
 #undef MEMTRAIN_INSTANTIATE

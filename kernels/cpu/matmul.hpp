@@ -12,8 +12,8 @@ namespace memtrain::kernels {
 // num_threads() slabs on OpenMP threads (Note [One thread pool: GEMMs split over OpenMP]).
 // Never allocates (beyond what the BLAS library does internally).
 template <class T>
-void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool trans_b,
-            NoDeduce<T> alpha = T(1), NoDeduce<T> beta = T(0));
+void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, bool trans_b, NoDeduce<T> alpha = T(1),
+            NoDeduce<T> beta = T(0));
 
 // `batch` independent matmuls; matrix i of X starts at X + i * stride_X (elements).
 // Leading dimensions lda/ldb/ldc (elements between rows of the stored, untransposed matrix)
@@ -22,9 +22,8 @@ void matmul(T* C, const T* A, const T* B, int M, int N, int K, bool trans_a, boo
 // (Note [OpenBLAS inside OpenMP loops]). May be called from inside an OpenMP loop (then it
 // runs on the calling thread).
 template <class T>
-void matmul_strided_batched(T* C, const T* A, const T* B, int batch, int M, int N, int K,
-                            bool trans_a, bool trans_b, long stride_a, long stride_b, long stride_c,
-                            int lda, int ldb, int ldc, NoDeduce<T> alpha = T(1),
-                            NoDeduce<T> beta = T(0));
+void matmul_strided_batched(T* C, const T* A, const T* B, int batch, int M, int N, int K, bool trans_a, bool trans_b,
+                            long stride_a, long stride_b, long stride_c, int lda, int ldb, int ldc,
+                            NoDeduce<T> alpha = T(1), NoDeduce<T> beta = T(0));
 
 }  // namespace memtrain::kernels

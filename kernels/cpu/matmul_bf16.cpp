@@ -47,9 +47,9 @@ const Primitive& primitive(const Key& key) {
   const auto [M, N, K, trans_a, trans_b, c_bf16, bias, accumulate] = key;
   using dt = memory::data_type;
   Primitive p;
-  p.a = matrix(M, K, dt::bf16, trans_a);                        // [M, K]
-  p.b = matrix(K, N, dt::bf16, trans_b);                        // [K, N]
-  p.c = matrix(M, N, c_bf16 ? dt::bf16 : dt::f32, false);       // [M, N]
+  p.a = matrix(M, K, dt::bf16, trans_a);                                 // [M, K]
+  p.b = matrix(K, N, dt::bf16, trans_b);                                 // [K, N]
+  p.c = matrix(M, N, c_bf16 ? dt::bf16 : dt::f32, false);                // [M, N]
   if (bias) p.bias = memory::desc({1, N}, dt::f32, memory::dims{N, 1});  // [1, N]
   dnnl::primitive_attr attr;
   if (accumulate) {
@@ -84,21 +84,19 @@ int bf16_flops_per_cycle() {
 std::string bf16_gemm_description() {
   const dnnl_version_t* v = dnnl::version();
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const char* name = (isa & 0x3e7u) == 0x3e7u   ? "avx512_core_amx"
-                     : (isa & 0xe7u) == 0xe7u   ? "avx512_core_bf16"
-                     : (isa & 0x27u) == 0x27u   ? "avx512_core"
-                     : (isa & 0x7u) == 0x7u     ? "avx2"
-                                                : "sse41 or older";
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch) + ", " + name;
+  const char* name = (isa & 0x3e7u) == 0x3e7u ? "avx512_core_amx"
+                     : (isa & 0xe7u) == 0xe7u ? "avx512_core_bf16"
+                     : (isa & 0x27u) == 0x27u ? "avx512_core"
+                     : (isa & 0x7u) == 0x7u   ? "avx2"
+                                              : "sse41 or older";
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " +
+         name;
 }
 
-void matmul_bf16(void* C, bool c_bf16, const std::uint16_t* A, const std::uint16_t* B,
-                 const float* bias, int M, int N, int K, bool trans_a, bool trans_b,
-                 bool accumulate) {
+void matmul_bf16(void* C, bool c_bf16, const std::uint16_t* A, const std::uint16_t* B, const float* bias, int M, int N,
+                 int K, bool trans_a, bool trans_b, bool accumulate) {
   if (M <= 0 || N <= 0 || K <= 0) throw std::invalid_argument("matmul_bf16: sizes must be positive");
-  const Primitive& p =
-      primitive(Key{M, N, K, trans_a, trans_b, c_bf16, bias != nullptr, accumulate});
+  const Primitive& p = primitive(Key{M, N, K, trans_a, trans_b, c_bf16, bias != nullptr, accumulate});
   auto& e = engine();
   // oneDNN's memory objects only wrap the pointers (no copy); const_cast because its API takes
   // void* for inputs too.

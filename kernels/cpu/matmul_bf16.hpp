@@ -55,8 +55,7 @@ std::string bf16_gemm_description();
 // warm only oneDNN's small bookkeeping on the host heap; call outside OpenMP regions.
 // Throws std::runtime_error when oneDNN refuses the matmul (on a CPU without AVX-512 it runs
 // no bf16 matmul at all), std::invalid_argument for a non-positive size.
-void matmul_bf16(void* C, bool c_bf16, const std::uint16_t* A, const std::uint16_t* B,
-                 const float* bias, int M, int N, int K, bool trans_a, bool trans_b,
-                 bool accumulate);
+void matmul_bf16(void* C, bool c_bf16, const std::uint16_t* A, const std::uint16_t* B, const float* bias, int M, int N,
+                 int K, bool trans_a, bool trans_b, bool accumulate);
 
 }  // namespace memtrain::kernels

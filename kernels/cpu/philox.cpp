@@ -12,9 +12,9 @@ std::array<std::uint32_t, 4> philox4x32_10(const std::array<std::uint32_t, 4>& c
 
 // See Note [Philox key derivation] in philox.hpp.
 PhiloxStream::PhiloxStream(const RngKey& key) {
-  const auto k1 = philox4x32_10(
-      {static_cast<std::uint32_t>(key.step), static_cast<std::uint32_t>(key.step >> 32), 0, 0},
-      {static_cast<std::uint32_t>(key.seed), static_cast<std::uint32_t>(key.seed >> 32)});
+  const auto k1 =
+      philox4x32_10({static_cast<std::uint32_t>(key.step), static_cast<std::uint32_t>(key.step >> 32), 0, 0},
+                    {static_cast<std::uint32_t>(key.seed), static_cast<std::uint32_t>(key.seed >> 32)});
   const auto k = philox4x32_10({key.layer, key.site, key.tp_rank, 0x5eedu}, {k1[0], k1[1]});
   key_ = {{k[0], k[1]}};
 }

@@ -65,9 +65,8 @@ class PhiloxStream {
 
   // The 4 raw words of block `block` (elements 4*block .. 4*block+3) of `sample`.
   r123::Philox4x32::ctr_type block(std::uint64_t sample, std::uint64_t block) const {
-    r123::Philox4x32::ctr_type ctr = {
-        {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
-         static_cast<std::uint32_t>(sample), static_cast<std::uint32_t>(sample >> 32)}};
+    r123::Philox4x32::ctr_type ctr = {{static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
+                                       static_cast<std::uint32_t>(sample), static_cast<std::uint32_t>(sample >> 32)}};
     return r123::Philox4x32()(ctr, key_);
   }
 
@@ -77,9 +76,7 @@ class PhiloxStream {
   // out[w][j] = block(sample, first_block + j)[w] for j in [0, kLanes).
   void blocks(std::uint64_t sample, std::uint64_t first_block, Words& out) const;
 
-  static float to_uniform(std::uint32_t word) {
-    return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
-  }
+  static float to_uniform(std::uint32_t word) { return static_cast<float>(word >> 8) * (1.0f / 16777216.0f); }
 
   float uniform(std::uint64_t sample, std::uint64_t element) const {
     return to_uniform(block(sample, element >> 2)[element & 3]);
@@ -88,8 +85,7 @@ class PhiloxStream {
   // Calls f(i, u) for i in [0, n) with u = uniform(sample, first_element + i), one Philox
   // block per 4 elements.
   template <class F>
-  void for_each_uniform(std::uint64_t sample, std::uint64_t first_element, std::int64_t n,
-                        F&& f) const {
+  void for_each_uniform(std::uint64_t sample, std::uint64_t first_element, std::int64_t n, F&& f) const {
     std::int64_t i = 0;
     std::uint64_t e = first_element;
     while (i < n) {

@@ -66,8 +66,8 @@ void softmax_backward_row(T* dinp, const T* dout, const T* probs, int cols, T sc
 }  // namespace detail
 
 template <class T>
-void masked_softmax_forward(T* out, const T* inp, const NoDeduce<T>* key_mask, int rows, int cols,
-                            int rows_per_mask, NoDeduce<T> scale) {
+void masked_softmax_forward(T* out, const T* inp, const NoDeduce<T>* key_mask, int rows, int cols, int rows_per_mask,
+                            NoDeduce<T> scale) {
   const int per_mask = rows_per_mask > 0 ? rows_per_mask : 1;
   detail::parallel_for(rows, rows >= 32, [=](std::int64_t r) {
     const std::int64_t off = static_cast<std::int64_t>(r) * cols;
@@ -77,8 +77,7 @@ void masked_softmax_forward(T* out, const T* inp, const NoDeduce<T>* key_mask, i
 }
 
 template <class T>
-void masked_softmax_backward(NoDeduce<T>* dinp, const T* dout, const T* probs, int rows, int cols,
-                             NoDeduce<T> scale) {
+void masked_softmax_backward(NoDeduce<T>* dinp, const T* dout, const T* probs, int rows, int cols, NoDeduce<T> scale) {
   detail::parallel_for(rows, rows >= 32, [=](std::int64_t r) {
     const std::int64_t off = static_cast<std::int64_t>(r) * cols;
     detail::softmax_backward_row(dinp + off, dout + off, probs + off, cols, scale);

@@ -16,8 +16,7 @@ std::atomic<int> g_serial_depth{0};  // open SerialBlasScopes (kernels nest them
 
 void set_num_threads(int n) {
   if (n < 1) {
-    throw std::invalid_argument("set_num_threads: n = " + std::to_string(n) +
-                                "; expected a thread count >= 1");
+    throw std::invalid_argument("set_num_threads: n = " + std::to_string(n) + "; expected a thread count >= 1");
   }
   g_num_threads.store(n);
   omp_set_num_threads(n);

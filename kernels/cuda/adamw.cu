@@ -15,24 +15,30 @@ struct AdamCoefficients {
 };
 
 // kernels/cpu/adamw.cpp's adamw_loop, rounded the same way.
-AdamCoefficients coefficients(float lr, float beta1, float beta2, float eps, float weight_decay,
-                              std::int64_t step, float grad_scale, const char* who) {
+AdamCoefficients coefficients(float lr, float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
+                              float grad_scale, const char* who) {
   if (step < 1) {
     throw std::invalid_argument(std::string(who) + ": step = " + std::to_string(step) +
                                 "; expected the 1-based count of updates");
   }
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
-  return {static_cast<float>(lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)),
-          1.0f - lr * weight_decay, beta1, beta2, 1.0f - beta1, 1.0f - beta2, eps, grad_scale};
+  return {static_cast<float>(lr / bc1),
+          static_cast<float>(1.0 / std::sqrt(bc2)),
+          1.0f - lr * weight_decay,
+          beta1,
+          beta2,
+          1.0f - beta1,
+          1.0f - beta2,
+          eps,
+          grad_scale};
 }
 
 // Note [No fused multiply-add in AdamW]
 // nvcc contracts a * b + c into one FMA by default, which rounds once where the CPU (compiled
 // with GCC's ISO default -ffp-contract=off) rounds twice. The _rn intrinsics are never
 // contracted, so the GPU's update is bitwise the CPU's and a CPU run can check a GPU run.
-__device__ __forceinline__ float adam_element(float p, float g, float& m, float& v,
-                                              const AdamCoefficients& k) {
+__device__ __forceinline__ float adam_element(float p, float g, float& m, float& v, const AdamCoefficients& k) {
   const float mi = __fadd_rn(__fmul_rn(k.beta1, m), __fmul_rn(k.one_minus_b1, g));
   const float vi = __fadd_rn(__fmul_rn(k.beta2, v), __fmul_rn(__fmul_rn(k.one_minus_b2, g), g));
   m = mi;
@@ -41,8 +47,7 @@ __device__ __forceinline__ float adam_element(float p, float g, float& m, float&
   return __fsub_rn(__fmul_rn(p, k.decay), __fdiv_rn(__fmul_rn(k.step_size, mi), denom));
 }
 
-__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, long long n,
-                             AdamCoefficients k) {
+__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, long long n, AdamCoefficients k) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     float mi = m[i], vi = v[i];
@@ -57,7 +62,9 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 __device__ __forceinline__ __nv_bfloat16 rounded_copy(float p, const __nv_bfloat16*) {
   return __ushort_as_bfloat16(bf16_bits_from_float(p));
 }
-__device__ __forceinline__ __half rounded_copy(float p, const __half*) { return __ushort_as_half(f16_bits_from_float(p)); }
+__device__ __forceinline__ __half rounded_copy(float p, const __half*) {
+  return __ushort_as_half(f16_bits_from_float(p));
+}
 
 // AdamW on an fp32 master whose 16-bit copy (H: __nv_bfloat16 or __half) is rewritten, reading a
 // gradient stored in H.
@@ -121,31 +128,28 @@ __global__ void all_finite_kernel(int* non_finite, const T* x, long long n) {
 
 }  // namespace
 
-void adamw_update(const KernelContext& ctx, float* param, const float* grad, float* m, float* v,
-                  std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                  std::int64_t step, float grad_scale) {
+void adamw_update(const KernelContext& ctx, float* param, const float* grad, float* m, float* v, std::int64_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
+                  float grad_scale) {
   const AdamCoefficients k = coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update");
   if (n == 0) return;
   adamw_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(param, grad, m, v, n, k);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-void adamw_update_bf16(const KernelContext& ctx, float* master, __nv_bfloat16* value,
-                       const __nv_bfloat16* grad, float* m, float* v, std::int64_t n, float lr,
-                       float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
-                       float grad_scale) {
-  const AdamCoefficients k =
-      coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update_bf16");
+void adamw_update_bf16(const KernelContext& ctx, float* master, __nv_bfloat16* value, const __nv_bfloat16* grad,
+                       float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
+                       float weight_decay, std::int64_t step, float grad_scale) {
+  const AdamCoefficients k = coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update_bf16");
   if (n == 0) return;
   adamw_half_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(master, value, grad, m, v, n, k);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-void adamw_update_f16(const KernelContext& ctx, float* master, __half* value, const __half* grad,
-                      float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
-                      float weight_decay, std::int64_t step, float grad_scale) {
-  const AdamCoefficients k =
-      coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update_f16");
+void adamw_update_f16(const KernelContext& ctx, float* master, __half* value, const __half* grad, float* m, float* v,
+                      std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      std::int64_t step, float grad_scale) {
+  const AdamCoefficients k = coefficients(lr, beta1, beta2, eps, weight_decay, step, grad_scale, "adamw_update_f16");
   if (n == 0) return;
   adamw_half_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(master, value, grad, m, v, n, k);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
@@ -198,8 +202,8 @@ bool all_finite(const KernelContext& ctx, const T* x, std::int64_t n) {
   return bad == 0;
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                       \
-  template double sum_of_squares<T>(const KernelContext&, const T*, std::int64_t);   \
+#define MEMTRAIN_INSTANTIATE(T)                                                    \
+  template double sum_of_squares<T>(const KernelContext&, const T*, std::int64_t); \
   template bool all_finite<T>(const KernelContext&, const T*, std::int64_t);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)

@@ -17,22 +17,21 @@ namespace memtrain::kernels::gpu {
 // host in double as on the CPU, and every product and sum is rounded as the CPU's loop rounds it
 // (no fused multiply-add), so the result is bitwise the CPU's. Throws std::invalid_argument if
 // step < 1. Asynchronous on ctx.stream.
-void adamw_update(const KernelContext& ctx, float* param, const float* grad, float* m, float* v,
-                  std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                  std::int64_t step, float grad_scale = 1.0f);
+void adamw_update(const KernelContext& ctx, float* param, const float* grad, float* m, float* v, std::int64_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
+                  float grad_scale = 1.0f);
 
 // adamw_update on an fp32 master whose bf16 copy `value` is rewritten (round to nearest even),
 // reading a bf16 gradient: bitwise kernels::adamw_update_bf16.
-void adamw_update_bf16(const KernelContext& ctx, float* master, __nv_bfloat16* value,
-                       const __nv_bfloat16* grad, float* m, float* v, std::int64_t n, float lr,
-                       float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
-                       float grad_scale);
+void adamw_update_bf16(const KernelContext& ctx, float* master, __nv_bfloat16* value, const __nv_bfloat16* grad,
+                       float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
+                       float weight_decay, std::int64_t step, float grad_scale);
 
 // The same on an fp16 copy and gradient (round to nearest even): bitwise
 // kernels::adamw_update_f16.
-void adamw_update_f16(const KernelContext& ctx, float* master, __half* value, const __half* grad,
-                      float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
-                      float weight_decay, std::int64_t step, float grad_scale);
+void adamw_update_f16(const KernelContext& ctx, float* master, __half* value, const __half* grad, float* m, float* v,
+                      std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      std::int64_t step, float grad_scale);
 
 // x [n] *= s (gradient clipping), rounded as the CPU's kernels::scale_inplace<float>.
 // Asynchronous on ctx.stream.

@@ -44,8 +44,8 @@ std::size_t attention_scratch_bytes(int B, int T, int NH, float dropout_p, std::
 
 template <class T>
 void attention_forward(const KernelContext& ctx, T* out, T* probs, const T* q, const T* k, const T* v,
-                       const T* key_mask, int B, int T_, int C, int NH, float dropout_p,
-                       const RngKey& key, std::uint64_t first_sample, int first_head) {
+                       const T* key_mask, int B, int T_, int C, int NH, float dropout_p, const RngKey& key,
+                       std::uint64_t first_sample, int first_head) {
   check_arguments("attention_forward", ctx, B, T_, C, NH, dropout_p, sizeof(T));
   const int HS = C / NH;
   const long long TT = static_cast<long long>(T_) * T_;
@@ -57,11 +57,11 @@ void attention_forward(const KernelContext& ctx, T* out, T* probs, const T* q, c
   for (int b = 0; b < B; ++b) {
     const long long head0 = static_cast<long long>(b) * T_ * C;
     if constexpr (f32_scores) {
-      matmul_strided_batched_f32_out<T>(ctx, scores + b * NH * TT, q + head0, k + head0, NH, T_, T_, HS, false,
-                                        true, HS, HS, TT, C, C, T_, scale);
+      matmul_strided_batched_f32_out<T>(ctx, scores + b * NH * TT, q + head0, k + head0, NH, T_, T_, HS, false, true,
+                                        HS, HS, TT, C, C, T_, scale);
     } else {
-      matmul_strided_batched<T>(ctx, probs + b * NH * TT, q + head0, k + head0, NH, T_, T_, HS, false, true,
-                                HS, HS, TT, C, C, T_, scale, 0.0f);
+      matmul_strided_batched<T>(ctx, probs + b * NH * TT, q + head0, k + head0, NH, T_, T_, HS, false, true, HS, HS, TT,
+                                C, C, T_, scale, 0.0f);
     }
   }
   // The T query rows of every head of sample b share key_mask[b]: NH T rows per mask row.
@@ -81,16 +81,15 @@ void attention_forward(const KernelContext& ctx, T* out, T* probs, const T* q, c
   for (int b = 0; b < B; ++b) {
     const long long head0 = static_cast<long long>(b) * T_ * C;
     // out_h [T, HS] = P_h [T, T] V_h [T, HS]
-    matmul_strided_batched<T>(ctx, out + head0, used + b * NH * TT, v + head0, NH, T_, HS, T_, false, false,
-                              TT, HS, HS, T_, C, C, 1.0f, 0.0f);
+    matmul_strided_batched<T>(ctx, out + head0, used + b * NH * TT, v + head0, NH, T_, HS, T_, false, false, TT, HS, HS,
+                              T_, C, C, 1.0f, 0.0f);
   }
 }
 
 template <class T>
-void attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, T* scratch, const T* dout,
-                        const T* probs, const T* q, const T* k, const T* v, int B, int T_, int C,
-                        int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                        int first_head) {
+void attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* probs,
+                        const T* q, const T* k, const T* v, int B, int T_, int C, int NH, float dropout_p,
+                        const RngKey& key, std::uint64_t first_sample, int first_head) {
   check_arguments("attention_backward", ctx, B, T_, C, NH, dropout_p, sizeof(T));
   const int HS = C / NH;
   const long long TT = static_cast<long long>(T_) * T_;
@@ -105,11 +104,11 @@ void attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, T* scratc
   for (int b = 0; b < B; ++b) {
     const long long head0 = static_cast<long long>(b) * T_ * C;
     // S_h [T, T] = dout_h [T, HS] V_h^T: the gradient of the dropped probabilities
-    matmul_strided_batched<T>(ctx, scratch + b * NH * TT, dout + head0, v + head0, NH, T_, T_, HS, false,
-                              true, HS, HS, TT, C, C, T_, 1.0f, 0.0f);
+    matmul_strided_batched<T>(ctx, scratch + b * NH * TT, dout + head0, v + head0, NH, T_, T_, HS, false, true, HS, HS,
+                              TT, C, C, T_, 1.0f, 0.0f);
     // dV_h [T, HS] += dropout(P_h)^T dout_h
-    matmul_strided_batched<T>(ctx, dv + head0, used + b * NH * TT, dout + head0, NH, T_, HS, T_, true,
-                              false, TT, HS, HS, T_, C, C, 1.0f, 1.0f);
+    matmul_strided_batched<T>(ctx, dv + head0, used + b * NH * TT, dout + head0, NH, T_, HS, T_, true, false, TT, HS,
+                              HS, T_, C, C, 1.0f, 1.0f);
   }
   if (dropout_p > 0.0f) {
     dropout_backward<T>(ctx, scratch, scratch, B, NH * TT, dropout_p, key, first_sample, first_element);
@@ -118,20 +117,18 @@ void attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, T* scratc
   for (int b = 0; b < B; ++b) {
     const long long head0 = static_cast<long long>(b) * T_ * C;
     // dQ_h += scale S_h K_h; dK_h += scale S_h^T Q_h
-    matmul_strided_batched<T>(ctx, dq + head0, scratch + b * NH * TT, k + head0, NH, T_, HS, T_, false,
-                              false, TT, HS, HS, T_, C, C, scale, 1.0f);
-    matmul_strided_batched<T>(ctx, dk + head0, scratch + b * NH * TT, q + head0, NH, T_, HS, T_, true,
-                              false, TT, HS, HS, T_, C, C, scale, 1.0f);
+    matmul_strided_batched<T>(ctx, dq + head0, scratch + b * NH * TT, k + head0, NH, T_, HS, T_, false, false, TT, HS,
+                              HS, T_, C, C, scale, 1.0f);
+    matmul_strided_batched<T>(ctx, dk + head0, scratch + b * NH * TT, q + head0, NH, T_, HS, T_, true, false, TT, HS,
+                              HS, T_, C, C, scale, 1.0f);
   }
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                    \
-  template void attention_forward<T>(const KernelContext&, T*, T*, const T*, const T*, const T*,  \
-                                     const T*, int, int, int, int, float, const RngKey&,          \
-                                     std::uint64_t, int);                                          \
-  template void attention_backward<T>(const KernelContext&, T*, T*, T*, T*, const T*, const T*,   \
-                                      const T*, const T*, const T*, int, int, int, int, float,    \
-                                      const RngKey&, std::uint64_t, int);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                      \
+  template void attention_forward<T>(const KernelContext&, T*, T*, const T*, const T*, const T*, const T*, int, int, \
+                                     int, int, float, const RngKey&, std::uint64_t, int);                            \
+  template void attention_backward<T>(const KernelContext&, T*, T*, T*, T*, const T*, const T*, const T*, const T*,  \
+                                      const T*, int, int, int, int, float, const RngKey&, std::uint64_t, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

@@ -28,16 +28,15 @@ std::size_t attention_scratch_bytes(int B, int T, int NH, float dropout_p, std::
 // divide C, dropout_p is outside [0, 1) or ctx.scratch is smaller than attention_scratch_bytes.
 template <class T>
 void attention_forward(const KernelContext& ctx, T* out, T* probs, const T* q, const T* k, const T* v,
-                       const T* key_mask, int B, int T_, int C, int NH, float dropout_p,
-                       const RngKey& key, std::uint64_t first_sample, int first_head = 0);
+                       const T* key_mask, int B, int T_, int C, int NH, float dropout_p, const RngKey& key,
+                       std::uint64_t first_sample, int first_head = 0);
 
 // Accumulates (+=) into dq, dk, dv [B, T, C]; scratch [B, NH, T, T] holds the gradient of the
 // scores (as on the CPU), ctx.scratch the dropped probabilities again. probs as saved by
 // attention_forward; the same key, first_sample and first_head.
 template <class T>
-void attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, T* scratch, const T* dout,
-                        const T* probs, const T* q, const T* k, const T* v, int B, int T_, int C,
-                        int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                        int first_head = 0);
+void attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* probs,
+                        const T* q, const T* k, const T* v, int B, int T_, int C, int NH, float dropout_p,
+                        const RngKey& key, std::uint64_t first_sample, int first_head = 0);
 
 }  // namespace memtrain::kernels::gpu

@@ -24,9 +24,8 @@ struct Scratch {
 };
 Scratch carve(void* base, int M) {
   auto* b = static_cast<char*>(base);
-  return {reinterpret_cast<double*>(b), reinterpret_cast<long long*>(b + 8),
-          reinterpret_cast<int*>(b + 16), reinterpret_cast<double*>(b + 24),
-          reinterpret_cast<int*>(b + 24 + 8 * static_cast<std::size_t>(M))};
+  return {reinterpret_cast<double*>(b), reinterpret_cast<long long*>(b + 8), reinterpret_cast<int*>(b + 16),
+          reinterpret_cast<double*>(b + 24), reinterpret_cast<int*>(b + 24 + 8 * static_cast<std::size_t>(M))};
 }
 
 __global__ void check_targets_kernel(int* bad_row, const std::int32_t* targets, int M, int V) {
@@ -47,8 +46,8 @@ __device__ float block_sum(float x, float* shared) {
 
 // One block per row.
 template <class T>
-__global__ void cross_entropy_kernel(T* dlogits, const T* logits, const std::int32_t* targets, int V,
-                                     float grad_scale, double* row_loss, int* row_correct) {
+__global__ void cross_entropy_kernel(T* dlogits, const T* logits, const std::int32_t* targets, int V, float grad_scale,
+                                     double* row_loss, int* row_correct) {
   __shared__ float shared[kThreads / 32];
   __shared__ int shared_idx[kThreads / 32];
   const long long base = static_cast<long long>(blockIdx.x) * V;
@@ -104,8 +103,8 @@ __global__ void cross_entropy_kernel(T* dlogits, const T* logits, const std::int
 
 // One thread adds the rows in order: M is the number of masked tokens (thousands), and a fixed
 // order keeps the loss bitwise the same from run to run.
-__global__ void sum_rows_kernel(double* loss_sum, long long* correct, const double* row_loss,
-                                const int* row_correct, int M) {
+__global__ void sum_rows_kernel(double* loss_sum, long long* correct, const double* row_loss, const int* row_correct,
+                                int M) {
   double s = 0.0;
   long long c = 0;
   for (int r = 0; r < M; ++r) {
@@ -122,8 +121,8 @@ std::size_t cross_entropy_scratch_bytes(int M) { return 24 + 12 * static_cast<st
 
 template <class T>
 double softmax_cross_entropy_forward_backward(const KernelContext& ctx, T* dlogits, const T* logits,
-                                              const std::int32_t* targets, int M, int V,
-                                              float grad_scale, std::int64_t* num_correct) {
+                                              const std::int32_t* targets, int M, int V, float grad_scale,
+                                              std::int64_t* num_correct) {
   if (num_correct != nullptr) *num_correct = 0;
   if (M == 0) return 0.0;
   if (ctx.scratch_bytes < cross_entropy_scratch_bytes(M)) {
@@ -143,11 +142,11 @@ double softmax_cross_entropy_forward_backward(const KernelContext& ctx, T* dlogi
   if (bad < M) {
     std::int32_t t = 0;
     MEMTRAIN_CUDA_CHECK(cudaMemcpy(&t, targets + bad, sizeof t, cudaMemcpyDeviceToHost));
-    throw std::out_of_range("softmax_cross_entropy: row " + std::to_string(bad) + " has target " +
-                            std::to_string(t) + "; expected a class in [0, " + std::to_string(V) + ")");
+    throw std::out_of_range("softmax_cross_entropy: row " + std::to_string(bad) + " has target " + std::to_string(t) +
+                            "; expected a class in [0, " + std::to_string(V) + ")");
   }
-  cross_entropy_kernel<<<M, kThreads, 0, ctx.stream>>>(dlogits, logits, targets, V, grad_scale,
-                                                       s.row_loss, s.row_correct);
+  cross_entropy_kernel<<<M, kThreads, 0, ctx.stream>>>(dlogits, logits, targets, V, grad_scale, s.row_loss,
+                                                       s.row_correct);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
   sum_rows_kernel<<<1, 1, 0, ctx.stream>>>(s.loss_sum, s.correct, s.row_loss, s.row_correct, M);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
@@ -160,10 +159,9 @@ double softmax_cross_entropy_forward_backward(const KernelContext& ctx, T* dlogi
   return loss;
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                   \
-  template double softmax_cross_entropy_forward_backward<T>(const KernelContext&, T*, const T*,  \
-                                                            const std::int32_t*, int, int, float, \
-                                                            std::int64_t*);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                      \
+  template double softmax_cross_entropy_forward_backward<T>(const KernelContext&, T*, const T*, const std::int32_t*, \
+                                                            int, int, float, std::int64_t*);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

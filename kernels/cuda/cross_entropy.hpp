@@ -23,7 +23,7 @@ std::size_t cross_entropy_scratch_bytes(int M);
 // first bad row when a target is outside [0, V); nothing is written to dlogits then.
 template <class T>
 double softmax_cross_entropy_forward_backward(const KernelContext& ctx, T* dlogits, const T* logits,
-                                              const std::int32_t* targets, int M, int V,
-                                              float grad_scale, std::int64_t* num_correct);
+                                              const std::int32_t* targets, int M, int V, float grad_scale,
+                                              std::int64_t* num_correct);
 
 }  // namespace memtrain::kernels::gpu

@@ -32,8 +32,8 @@ CublasLtApi open_cublaslt() {
   void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* why = dlerror();
-    throw memory::CudaError(std::string("cannot open ") + kLibrary + " (cuBLASLt, for the CUDA GEMMs): " +
-                            (why != nullptr ? why : "unknown reason") +
+    throw memory::CudaError(std::string("cannot open ") + kLibrary +
+                            " (cuBLASLt, for the CUDA GEMMs): " + (why != nullptr ? why : "unknown reason") +
                             "; put the CUDA toolkit's lib directory on LD_LIBRARY_PATH");
   }
   CublasLtApi api{};

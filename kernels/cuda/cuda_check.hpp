@@ -12,8 +12,7 @@ void check_cublas(cublasStatus_t status, const char* call, const char* file, int
 }  // namespace memtrain::kernels::gpu
 
 #define MEMTRAIN_CUDA_CHECK(call) ::memtrain::kernels::gpu::check_cuda((call), #call, __FILE__, __LINE__)
-#define MEMTRAIN_CUBLAS_CHECK(call) \
-  ::memtrain::kernels::gpu::check_cublas((call), #call, __FILE__, __LINE__)
+#define MEMTRAIN_CUBLAS_CHECK(call) ::memtrain::kernels::gpu::check_cublas((call), #call, __FILE__, __LINE__)
 // After a kernel launch: launch-configuration errors surface here, execution errors at the
 // next synchronizing call.
 #define MEMTRAIN_CUDA_CHECK_LAUNCH() MEMTRAIN_CUDA_CHECK(cudaGetLastError())

@@ -15,13 +15,12 @@ namespace {
 // One thread per 4 consecutive elements of a row that share a Philox block, so each block's
 // ten rounds are computed once (the CPU draws whole blocks too).
 template <class T>
-__global__ void dropout_kernel(T* out, const T* inp, const T* residual, int rows, long per_sample,
-                               float scale, std::uint32_t threshold, std::uint32_t k0, std::uint32_t k1,
-                               std::uint64_t first_sample, std::uint64_t first_element) {
+__global__ void dropout_kernel(T* out, const T* inp, const T* residual, int rows, long per_sample, float scale,
+                               std::uint32_t threshold, std::uint32_t k0, std::uint32_t k1, std::uint64_t first_sample,
+                               std::uint64_t first_element) {
   // Blocks of the sample's element index that this row touches: [e0 >> 2, (e0 + n - 1) >> 2].
   const std::uint64_t first_block = first_element >> 2;
-  const long long blocks_per_row =
-      static_cast<long long>(((first_element + per_sample - 1) >> 2) - first_block + 1);
+  const long long blocks_per_row = static_cast<long long>(((first_element + per_sample - 1) >> 2) - first_block + 1);
   const long long total = blocks_per_row * rows;
   for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < total;
        t += static_cast<long long>(gridDim.x) * blockDim.x) {
@@ -53,18 +52,16 @@ void launch_dropout(const KernelContext& ctx, T* out, const T* inp, const T* res
   const long long total = static_cast<long long>(rows) * per_sample;
   const auto k = PhiloxStream(key).key_words();
   const long long threads = (total + 3) / 4 + rows;  // whole blocks per row, rounded up
-  dropout_kernel<<<blocks_for(threads, 256), 256, 0, ctx.stream>>>(
-      out, inp, residual, rows, per_sample, scale, threshold, k[0], k[1], first_sample, first_element);
+  dropout_kernel<<<blocks_for(threads, 256), 256, 0, ctx.stream>>>(out, inp, residual, rows, per_sample, scale,
+                                                                   threshold, k[0], k[1], first_sample, first_element);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
-void dropout(const KernelContext& ctx, T* out, const T* inp, int rows, long per_sample, float p,
-             const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element,
-             const char* who) {
+void dropout(const KernelContext& ctx, T* out, const T* inp, int rows, long per_sample, float p, const RngKey& key,
+             std::uint64_t first_sample, std::uint64_t first_element, const char* who) {
   if (!(p >= 0.0f)) {
-    throw std::invalid_argument(std::string(who) + ": p = " + std::to_string(p) +
-                                "; expected a probability in [0, 1)");
+    throw std::invalid_argument(std::string(who) + ": p = " + std::to_string(p) + "; expected a probability in [0, 1)");
   }
   const long long total = static_cast<long long>(rows) * per_sample;
   if (total == 0) return;
@@ -87,16 +84,14 @@ void dropout(const KernelContext& ctx, T* out, const T* inp, int rows, long per_
 }  // namespace
 
 template <class T>
-void dropout_forward(const KernelContext& ctx, T* out, const T* inp, int rows, long per_sample,
-                     float p, const RngKey& key, std::uint64_t first_sample,
-                     std::uint64_t first_element) {
+void dropout_forward(const KernelContext& ctx, T* out, const T* inp, int rows, long per_sample, float p,
+                     const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
   dropout(ctx, out, inp, rows, per_sample, p, key, first_sample, first_element, "dropout_forward");
 }
 
 template <class T>
-void dropout_backward(const KernelContext& ctx, T* dinp, const T* dout, int rows, long per_sample,
-                      float p, const RngKey& key, std::uint64_t first_sample,
-                      std::uint64_t first_element) {
+void dropout_backward(const KernelContext& ctx, T* dinp, const T* dout, int rows, long per_sample, float p,
+                      const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element) {
   // d(x keep scale)/dx = keep scale: the same masked scaling of the gradient.
   dropout(ctx, dinp, dout, rows, per_sample, p, key, first_sample, first_element, "dropout_backward");
 }
@@ -117,13 +112,13 @@ void dropout_residual_forward(const KernelContext& ctx, T* out, const T* inp, co
   launch_dropout<T>(ctx, out, inp, residual, rows, per_sample, scale, threshold, key, first_sample, first_element);
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                  \
-  template void dropout_forward<T>(const KernelContext&, T*, const T*, int, long, float,        \
-                                   const RngKey&, std::uint64_t, std::uint64_t);                 \
-  template void dropout_backward<T>(const KernelContext&, T*, const T*, int, long, float,       \
-                                    const RngKey&, std::uint64_t, std::uint64_t);                 \
-  template void dropout_residual_forward<T>(const KernelContext&, T*, const T*, const T*, int, long, \
-                                            float, const RngKey&, std::uint64_t, std::uint64_t);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                        \
+  template void dropout_forward<T>(const KernelContext&, T*, const T*, int, long, float, const RngKey&, std::uint64_t, \
+                                   std::uint64_t);                                                                     \
+  template void dropout_backward<T>(const KernelContext&, T*, const T*, int, long, float, const RngKey&,               \
+                                    std::uint64_t, std::uint64_t);                                                     \
+  template void dropout_residual_forward<T>(const KernelContext&, T*, const T*, const T*, int, long, float,            \
+                                            const RngKey&, std::uint64_t, std::uint64_t);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

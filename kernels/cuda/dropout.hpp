@@ -18,15 +18,13 @@ namespace memtrain::kernels::gpu {
 // first_element + i in that sample. p == 0 copies, p >= 1 zeroes; out may alias inp. Throws
 // std::invalid_argument for p < 0 or NaN (before anything is queued).
 template <class T>
-void dropout_forward(const KernelContext& ctx, T* out, const T* inp, int rows, long per_sample,
-                     float p, const RngKey& key, std::uint64_t first_sample,
-                     std::uint64_t first_element = 0);
+void dropout_forward(const KernelContext& ctx, T* out, const T* inp, int rows, long per_sample, float p,
+                     const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element = 0);
 
 // dinp = dout * keep / (1 - p) with the forward's mask (overwrites; may alias dout).
 template <class T>
-void dropout_backward(const KernelContext& ctx, T* dinp, const T* dout, int rows, long per_sample,
-                      float p, const RngKey& key, std::uint64_t first_sample,
-                      std::uint64_t first_element = 0);
+void dropout_backward(const KernelContext& ctx, T* dinp, const T* dout, int rows, long per_sample, float p,
+                      const RngKey& key, std::uint64_t first_sample, std::uint64_t first_element = 0);
 
 // out = dropout(inp) + residual (kernels/cpu/dropout.hpp's dropout_residual_forward): the same
 // mask, the product and the sum each rounded to f32 (no fused multiply-add, as the CPU

@@ -12,13 +12,17 @@ __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 template <class T>
 __device__ __forceinline__ T from_float(float x);
 template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
 
 // kernels::float_to_bf16's bits: round to nearest even, a NaN made quiet with its sign and top
 // payload bits kept (the hardware's cvt.rn gives the same bits except for NaN payloads).

@@ -34,9 +34,8 @@ void check_ids(const KernelContext& ctx, const std::int32_t* ids, int B, int T, 
 }
 
 template <class T>
-__global__ void embeddings_forward_kernel(T* out, const std::int32_t* ids, const std::int32_t* type_ids,
-                                          const T* word, const T* pos, const T* type, int T_, int C,
-                                          long long total) {
+__global__ void embeddings_forward_kernel(T* out, const std::int32_t* ids, const std::int32_t* type_ids, const T* word,
+                                          const T* pos, const T* type, int T_, int C, long long total) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     const long long r = i / C;
@@ -45,14 +44,14 @@ __global__ void embeddings_forward_kernel(T* out, const std::int32_t* ids, const
     const long long ty = type_ids != nullptr ? type_ids[r] : 0;
     // (w + p) + ty in fp32, rounded once to T (the CPU adds in T: the same for fp32).
     const float w = to_float(word[static_cast<long long>(ids[r]) * C + c]);
-    out[i] = from_float<T>(__fadd_rn(__fadd_rn(w, to_float(pos[static_cast<long long>(t) * C + c])),
-                                     to_float(type[ty * C + c])));
+    out[i] = from_float<T>(
+        __fadd_rn(__fadd_rn(w, to_float(pos[static_cast<long long>(t) * C + c])), to_float(type[ty * C + c])));
   }
 }
 
 __global__ void embeddings_backward_kernel(float* dword, float* dpos, float* dtype, const float* dout,
-                                           const std::int32_t* ids, const std::int32_t* type_ids, int B,
-                                           int T_, int C) {
+                                           const std::int32_t* ids, const std::int32_t* type_ids, int B, int T_,
+                                           int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   for (int b = 0; b < B; ++b) {
@@ -69,32 +68,29 @@ __global__ void embeddings_backward_kernel(float* dword, float* dpos, float* dty
 }  // namespace
 
 template <class T>
-void bert_embeddings_forward(const KernelContext& ctx, T* out, const std::int32_t* ids,
-                             const std::int32_t* type_ids, const T* word, const T* pos, const T* type,
-                             int B, int T_, int C, int V, int TV) {
+void bert_embeddings_forward(const KernelContext& ctx, T* out, const std::int32_t* ids, const std::int32_t* type_ids,
+                             const T* word, const T* pos, const T* type, int B, int T_, int C, int V, int TV) {
   if (B == 0 || T_ == 0) return;
   check_ids(ctx, ids, B, T_, V, "input_ids");
   if (type_ids != nullptr) check_ids(ctx, type_ids, B, T_, TV, "token_type_ids");
   const long long total = static_cast<long long>(B) * T_ * C;
   if (total == 0) return;
-  embeddings_forward_kernel<<<blocks_for(total, 256), 256, 0, ctx.stream>>>(out, ids, type_ids, word, pos, type,
-                                                                            T_, C, total);
+  embeddings_forward_kernel<<<blocks_for(total, 256), 256, 0, ctx.stream>>>(out, ids, type_ids, word, pos, type, T_, C,
+                                                                            total);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-void bert_embeddings_backward(const KernelContext& ctx, float* dword, float* dpos, float* dtype,
-                              const float* dout, const std::int32_t* ids, const std::int32_t* type_ids,
-                              int B, int T_, int C) {
+void bert_embeddings_backward(const KernelContext& ctx, float* dword, float* dpos, float* dtype, const float* dout,
+                              const std::int32_t* ids, const std::int32_t* type_ids, int B, int T_, int C) {
   if (B == 0 || T_ == 0 || C == 0) return;
-  embeddings_backward_kernel<<<(C + 127) / 128, 128, 0, ctx.stream>>>(dword, dpos, dtype, dout, ids, type_ids, B,
-                                                                      T_, C);
+  embeddings_backward_kernel<<<(C + 127) / 128, 128, 0, ctx.stream>>>(dword, dpos, dtype, dout, ids, type_ids, B, T_,
+                                                                      C);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                         \
-  template void bert_embeddings_forward<T>(const KernelContext&, T*, const std::int32_t*,              \
-                                           const std::int32_t*, const T*, const T*, const T*, int, int, \
-                                           int, int, int);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                \
+  template void bert_embeddings_forward<T>(const KernelContext&, T*, const std::int32_t*, const std::int32_t*, \
+                                           const T*, const T*, const T*, int, int, int, int, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

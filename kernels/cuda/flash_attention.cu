@@ -42,8 +42,7 @@ __device__ int load_key_tile(float (&sk)[kTile][HS_MAX + 1], float (&sv)[kTile][
 
 // grid (ceil(T / kRows), NH, B); thread = query row i.
 template <class T, int HS_MAX>
-__global__ void forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, const T* key_mask,
-                               Shape s) {
+__global__ void forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, const T* key_mask, Shape s) {
   __shared__ float sk[kTile][HS_MAX + 1], sv[kTile][HS_MAX + 1];
   __shared__ bool live[kTile];
   const int b = blockIdx.z, h = blockIdx.y, i = blockIdx.x * kRows + threadIdx.x;
@@ -243,8 +242,8 @@ Shape make_shape(const char* fn, int B, int T, int C, int NH, float dropout_p, c
 
 template <class T>
 void flash_attention_forward(const KernelContext& ctx, T* out, float* lse, const T* q, const T* k, const T* v,
-                             const T* key_mask, int B, int T_, int C, int NH, float dropout_p,
-                             const RngKey& key, std::uint64_t first_sample, int first_head) {
+                             const T* key_mask, int B, int T_, int C, int NH, float dropout_p, const RngKey& key,
+                             std::uint64_t first_sample, int first_head) {
   const Shape s = make_shape("flash_attention_forward", B, T_, C, NH, dropout_p, key, first_sample, first_head);
   if (B == 0 || T_ == 0) return;
   if constexpr (!std::is_same_v<T, float>) {
@@ -264,9 +263,9 @@ void flash_attention_forward(const KernelContext& ctx, T* out, float* lse, const
 
 template <class T>
 void flash_attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, const T* dout, const T* out,
-                              const float* lse, const T* q, const T* k, const T* v, const T* key_mask, int B,
-                              int T_, int C, int NH, float dropout_p, const RngKey& key,
-                              std::uint64_t first_sample, int first_head) {
+                              const float* lse, const T* q, const T* k, const T* v, const T* key_mask, int B, int T_,
+                              int C, int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
+                              int first_head) {
   const Shape s = make_shape("flash_attention_backward", B, T_, C, NH, dropout_p, key, first_sample, first_head);
   if (B == 0 || T_ == 0) return;
   if constexpr (!std::is_same_v<T, float>) {
@@ -288,13 +287,12 @@ void flash_attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, con
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                          \
-  template void flash_attention_forward<T>(const KernelContext&, T*, float*, const T*, const T*, const T*, \
-                                           const T*, int, int, int, int, float, const RngKey&,           \
-                                           std::uint64_t, int);                                           \
-  template void flash_attention_backward<T>(const KernelContext&, T*, T*, T*, const T*, const T*,          \
-                                            const float*, const T*, const T*, const T*, const T*, int, int, \
-                                            int, int, float, const RngKey&, std::uint64_t, int);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                      \
+  template void flash_attention_forward<T>(const KernelContext&, T*, float*, const T*, const T*, const T*, const T*, \
+                                           int, int, int, int, float, const RngKey&, std::uint64_t, int);            \
+  template void flash_attention_backward<T>(const KernelContext&, T*, T*, T*, const T*, const T*, const float*,      \
+                                            const T*, const T*, const T*, const T*, int, int, int, int, float,       \
+                                            const RngKey&, std::uint64_t, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

@@ -24,8 +24,8 @@ inline constexpr int kFlashMaxHeadSize = 128;
 // does not divide C, HS > kFlashMaxHeadSize or dropout_p is outside [0, 1).
 template <class T>
 void flash_attention_forward(const KernelContext& ctx, T* out, float* lse, const T* q, const T* k, const T* v,
-                             const T* key_mask, int B, int T_, int C, int NH, float dropout_p,
-                             const RngKey& key, std::uint64_t first_sample, int first_head = 0);
+                             const T* key_mask, int B, int T_, int C, int NH, float dropout_p, const RngKey& key,
+                             std::uint64_t first_sample, int first_head = 0);
 
 // Accumulates (+=) into dq, dk, dv [B, T, C] from dout, the forward's out and lse
 // (FlashAttention-2's backward, Dao 2023, Algorithm 2, with D_i = dout_i . out_i). Two kernels,
@@ -33,8 +33,8 @@ void flash_attention_forward(const KernelContext& ctx, T* out, float* lse, const
 // per query accumulates dQ over every key, so the result repeats bit for bit. Needs no scratch.
 template <class T>
 void flash_attention_backward(const KernelContext& ctx, T* dq, T* dk, T* dv, const T* dout, const T* out,
-                              const float* lse, const T* q, const T* k, const T* v, const T* key_mask, int B,
-                              int T_, int C, int NH, float dropout_p, const RngKey& key,
-                              std::uint64_t first_sample, int first_head = 0);
+                              const float* lse, const T* q, const T* k, const T* v, const T* key_mask, int B, int T_,
+                              int C, int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
+                              int first_head = 0);
 
 }  // namespace memtrain::kernels::gpu

@@ -18,19 +18,19 @@ constexpr int kLd16 = kMmaLd16;
 constexpr int kLd32 = kMmaLd32;
 
 struct SharedLayout {
-  static constexpr int q = 0;                                      // T [64][kLd16]
-  static constexpr int k = q + kBlockRows * kLd16 * 2;             // T [64][kLd16]
-  static constexpr int v = k + kKeys * kLd16 * 2;                  // T [64][kLd16]
-  static constexpr int s = v + kKeys * kLd16 * 2;                  // float [4][16][kLd32]
-  static constexpr int p = s + 4 * 16 * kLd32 * 4;                 // T [4][16][kLd16]
-  static constexpr int o = p + 4 * 16 * kLd16 * 2;                 // float [4][16][kLd32]
-  static constexpr int live = o + 4 * 16 * kLd32 * 4;              // bool [64]
+  static constexpr int q = 0;                           // T [64][kLd16]
+  static constexpr int k = q + kBlockRows * kLd16 * 2;  // T [64][kLd16]
+  static constexpr int v = k + kKeys * kLd16 * 2;       // T [64][kLd16]
+  static constexpr int s = v + kKeys * kLd16 * 2;       // float [4][16][kLd32]
+  static constexpr int p = s + 4 * 16 * kLd32 * 4;      // T [4][16][kLd16]
+  static constexpr int o = p + 4 * 16 * kLd16 * 2;      // float [4][16][kLd32]
+  static constexpr int live = o + 4 * 16 * kLd32 * 4;   // bool [64]
   static constexpr int bytes = live + kKeys;
 };
 
 template <class T>
-__global__ void __launch_bounds__(128) forward_mma_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
-                                                          const T* key_mask, Shape s) {
+__global__ void __launch_bounds__(128)
+    forward_mma_kernel(T* out, float* lse, const T* q, const T* k, const T* v, const T* key_mask, Shape s) {
   extern __shared__ __align__(128) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem + SharedLayout::q);
   T* sk = reinterpret_cast<T*>(smem + SharedLayout::k);
@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(128) forward_mma_kernel(T* out, float* lse, co
   }
   if (i >= s.T) return;
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  for (int c = c0; c < c0 + 32; ++c) out[head + static_cast<long long>(i) * s.C + c] = from_float<T>(so[r * kLd32 + c] * inv);
+  for (int c = c0; c < c0 + 32; ++c)
+    out[head + static_cast<long long>(i) * s.C + c] = from_float<T>(so[r * kLd32 + c] * inv);
   if (lane % 2 == 0) lse[(static_cast<long long>(b) * s.NH + h) * s.T + i] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
@@ -148,11 +149,11 @@ bool mma_forward_applies(const Shape& s) {
 }
 
 template <class T>
-void forward_mma(const KernelContext& ctx, T* out, float* lse, const T* q, const T* k, const T* v,
-                 const T* key_mask, const Shape& s) {
+void forward_mma(const KernelContext& ctx, T* out, float* lse, const T* q, const T* k, const T* v, const T* key_mask,
+                 const Shape& s) {
   // Over the 48 KiB default: the kernel opts in to its 72 KiB of shared memory once.
-  static const cudaError_t opted = cudaFuncSetAttribute(
-      forward_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedLayout::bytes);
+  static const cudaError_t opted =
+      cudaFuncSetAttribute(forward_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedLayout::bytes);
   MEMTRAIN_CUDA_CHECK(opted);
   const dim3 grid((s.T + kBlockRows - 1) / kBlockRows, s.NH, s.B);
   forward_mma_kernel<T><<<grid, 128, SharedLayout::bytes, ctx.stream>>>(out, lse, q, k, v, key_mask, s);
@@ -165,7 +166,7 @@ template bool mma_forward_applies<__half>(const Shape&);
 template void forward_mma<__nv_bfloat16>(const KernelContext&, __nv_bfloat16*, float*, const __nv_bfloat16*,
                                          const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
                                          const Shape&);
-template void forward_mma<__half>(const KernelContext&, __half*, float*, const __half*, const __half*,
-                                  const __half*, const __half*, const Shape&);
+template void forward_mma<__half>(const KernelContext&, __half*, float*, const __half*, const __half*, const __half*,
+                                  const __half*, const Shape&);
 
 }  // namespace memtrain::kernels::gpu::flash

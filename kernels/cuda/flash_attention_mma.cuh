@@ -24,8 +24,8 @@ bool mma_forward_applies(const Shape& s);
 // O += P V as 16 x 16 x 16 WMMA products with fp32 accumulation; the online softmax of each row
 // runs on two lanes of its warp. P is rounded to T before P V, as FlashAttention-2 does.
 template <class T>
-void forward_mma(const KernelContext& ctx, T* out, float* lse, const T* q, const T* k, const T* v,
-                 const T* key_mask, const Shape& s);
+void forward_mma(const KernelContext& ctx, T* out, float* lse, const T* q, const T* k, const T* v, const T* key_mask,
+                 const Shape& s);
 
 // flash_attention_backward's contract (dq, dk, dv [B, T, C] accumulated) on tensor cores, for
 // the calls mma_forward_applies takes: FlashAttention-2's backward (Dao 2023, Algorithm 2) in

@@ -28,7 +28,7 @@ struct BackwardLayout {
   static constexpr int ds = p + 4 * 16 * kLd16 * 2;
   static constexpr int row0 = ds + 4 * 16 * kLd16 * 2;  // float [kStep] or [kBlock]
   static constexpr int row1 = row0 + 64 * 4;
-  static constexpr int row2 = row1 + 64 * 4;            // float [kBlock]: the block's own rows
+  static constexpr int row2 = row1 + 64 * 4;  // float [kBlock]: the block's own rows
   static constexpr int row3 = row2 + 64 * 4;
   static constexpr int bytes = row3 + 64 * 4;
 };
@@ -104,8 +104,7 @@ __device__ void add_to_global(T* dst, wmma::fragment<wmma::accumulator, 16, 16, 
 
 template <class T>
 __global__ void __launch_bounds__(128) dkdv_mma_kernel(T* dk, T* dv, const T* dout, const T* out, const float* lse,
-                                                       const T* q, const T* k, const T* v, const T* key_mask,
-                                                       Shape s) {
+                                                       const T* q, const T* k, const T* v, const T* key_mask, Shape s) {
   extern __shared__ __align__(128) unsigned char smem[];
   using L = BackwardLayout;
   T* sk = reinterpret_cast<T*>(smem + L::a);
@@ -113,10 +112,10 @@ __global__ void __launch_bounds__(128) dkdv_mma_kernel(T* dk, T* dv, const T* do
   T* sq = reinterpret_cast<T*>(smem + L::x);
   T* sdo = reinterpret_cast<T*>(smem + L::y);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* st = reinterpret_cast<float*>(smem + L::s) + warp * 16 * kLd32;   // S^T [16 keys][64 queries]
-  float* dpt = reinterpret_cast<float*>(smem + L::dp) + warp * 16 * kLd32; // dP^T
-  T* pt = reinterpret_cast<T*>(smem + L::p) + warp * 16 * kLd16;           // (Z P)^T
-  T* dst = reinterpret_cast<T*>(smem + L::ds) + warp * 16 * kLd16;         // dS^T
+  float* st = reinterpret_cast<float*>(smem + L::s) + warp * 16 * kLd32;    // S^T [16 keys][64 queries]
+  float* dpt = reinterpret_cast<float*>(smem + L::dp) + warp * 16 * kLd32;  // dP^T
+  T* pt = reinterpret_cast<T*>(smem + L::p) + warp * 16 * kLd16;            // (Z P)^T
+  T* dst = reinterpret_cast<T*>(smem + L::ds) + warp * 16 * kLd16;          // dS^T
   float* slse = reinterpret_cast<float*>(smem + L::row0);
   float* sD = reinterpret_cast<float*>(smem + L::row1);
   float* slive = reinterpret_cast<float*>(smem + L::row2);
@@ -142,8 +141,8 @@ __global__ void __launch_bounds__(128) dkdv_mma_kernel(T* dk, T* dv, const T* do
     load_delta(sD, dout, out, head, i0, s.T, s.C);
     for (int x = threadIdx.x; x < kStep; x += blockDim.x) slse[x] = i0 + x < s.T ? lse_bh[i0 + x] : -INFINITY;
     __syncthreads();
-    mma_transposed(st, sk + warp * 16 * kLd16, sq);   // S^T = K_w Q^T
-    mma_transposed(dpt, sv + warp * 16 * kLd16, sdo); // dP^T = V_w dO^T
+    mma_transposed(st, sk + warp * 16 * kLd16, sq);    // S^T = K_w Q^T
+    mma_transposed(dpt, sv + warp * 16 * kLd16, sdo);  // dP^T = V_w dO^T
     __syncwarp();
     const bool key_live = slive[warp * 16 + r] != 0.0f;
     for (int c = c0; c < c0 + 32; ++c) {
@@ -177,9 +176,9 @@ __global__ void __launch_bounds__(128) dq_mma_kernel(T* dq, const T* dout, const
   T* sk = reinterpret_cast<T*>(smem + L::x);
   T* sv = reinterpret_cast<T*>(smem + L::y);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* ss = reinterpret_cast<float*>(smem + L::s) + warp * 16 * kLd32;   // S [16 queries][64 keys]
-  float* sdp = reinterpret_cast<float*>(smem + L::dp) + warp * 16 * kLd32; // dP
-  T* sds = reinterpret_cast<T*>(smem + L::ds) + warp * 16 * kLd16;         // dS
+  float* ss = reinterpret_cast<float*>(smem + L::s) + warp * 16 * kLd32;    // S [16 queries][64 keys]
+  float* sdp = reinterpret_cast<float*>(smem + L::dp) + warp * 16 * kLd32;  // dP
+  T* sds = reinterpret_cast<T*>(smem + L::ds) + warp * 16 * kLd16;          // dS
   float* slive = reinterpret_cast<float*>(smem + L::row0);
   float* sD = reinterpret_cast<float*>(smem + L::row2);
   float* slse = reinterpret_cast<float*>(smem + L::row3);
@@ -238,10 +237,10 @@ __global__ void __launch_bounds__(128) dq_mma_kernel(T* dq, const T* dout, const
 template <class T>
 void backward_mma(const KernelContext& ctx, T* dq, T* dk, T* dv, const T* dout, const T* out, const float* lse,
                   const T* q, const T* k, const T* v, const T* key_mask, const Shape& s) {
-  static const cudaError_t opted_kv = cudaFuncSetAttribute(
-      dkdv_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, BackwardLayout::bytes);
-  static const cudaError_t opted_q = cudaFuncSetAttribute(
-      dq_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, BackwardLayout::bytes);
+  static const cudaError_t opted_kv =
+      cudaFuncSetAttribute(dkdv_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, BackwardLayout::bytes);
+  static const cudaError_t opted_q =
+      cudaFuncSetAttribute(dq_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, BackwardLayout::bytes);
   MEMTRAIN_CUDA_CHECK(opted_kv);
   MEMTRAIN_CUDA_CHECK(opted_q);
   const dim3 grid((s.T + kBlock - 1) / kBlock, s.NH, s.B);

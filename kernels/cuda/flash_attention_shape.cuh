@@ -9,8 +9,8 @@
 
 namespace memtrain::kernels::gpu::flash {
 
-inline constexpr int kRows = 64;   // query rows (forward, dQ) or keys (dK, dV) per block: one per thread
-inline constexpr int kTile = 32;   // keys (forward, dQ) or queries (dK, dV) staged in shared memory at once
+inline constexpr int kRows = 64;  // query rows (forward, dQ) or keys (dK, dV) per block: one per thread
+inline constexpr int kTile = 32;  // keys (forward, dQ) or queries (dK, dV) staged in shared memory at once
 
 struct Shape {
   int B, T, C, NH, HS;

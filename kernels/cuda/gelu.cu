@@ -27,8 +27,7 @@ __global__ void bias_gelu_forward_kernel(T* out, const T* inp, const T* bias, lo
 
 // Block (kColumns, kRowGroups) per kColumns columns: Note [Deterministic column sums].
 template <class T>
-__global__ void bias_gelu_backward_kernel(T* dinp, T* dbias, const T* dout, const T* inp,
-                                          const T* bias, int N, int C) {
+__global__ void bias_gelu_backward_kernel(T* dinp, T* dbias, const T* dout, const T* inp, const T* bias, int N, int C) {
   __shared__ float shared[kRowGroups][kColumns];
   const int c = blockIdx.x * kColumns + threadIdx.x;
   float partial = 0.0f;
@@ -56,18 +55,17 @@ void bias_gelu_forward(const KernelContext& ctx, T* out, const T* inp, const T* 
 }
 
 template <class T>
-void bias_gelu_backward(const KernelContext& ctx, T* dinp, T* dbias, const T* dout, const T* inp,
-                        const T* bias, int N, int C) {
+void bias_gelu_backward(const KernelContext& ctx, T* dinp, T* dbias, const T* dout, const T* inp, const T* bias, int N,
+                        int C) {
   if (N == 0 || C == 0) return;
-  bias_gelu_backward_kernel<<<(C + kColumns - 1) / kColumns, dim3(kColumns, kRowGroups), 0,
-                              ctx.stream>>>(dinp, dbias, dout, inp, bias, N, C);
+  bias_gelu_backward_kernel<<<(C + kColumns - 1) / kColumns, dim3(kColumns, kRowGroups), 0, ctx.stream>>>(
+      dinp, dbias, dout, inp, bias, N, C);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                   \
-  template void bias_gelu_forward<T>(const KernelContext&, T*, const T*, const T*, int, int);    \
-  template void bias_gelu_backward<T>(const KernelContext&, T*, T*, const T*, const T*, const T*, \
-                                      int, int);
+#define MEMTRAIN_INSTANTIATE(T)                                                               \
+  template void bias_gelu_forward<T>(const KernelContext&, T*, const T*, const T*, int, int); \
+  template void bias_gelu_backward<T>(const KernelContext&, T*, T*, const T*, const T*, const T*, int, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

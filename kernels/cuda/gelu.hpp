@@ -18,7 +18,7 @@ void bias_gelu_forward(const KernelContext& ctx, T* out, const T* inp, const T* 
 // reduced in a fixed order (deterministic). dinp may alias dout or inp (each element is read
 // before it is written, by the same thread).
 template <class T>
-void bias_gelu_backward(const KernelContext& ctx, T* dinp, T* dbias, const T* dout, const T* inp,
-                        const T* bias, int N, int C);
+void bias_gelu_backward(const KernelContext& ctx, T* dinp, T* dbias, const T* dout, const T* inp, const T* bias, int N,
+                        int C);
 
 }  // namespace memtrain::kernels::gpu

@@ -15,8 +15,7 @@ __device__ __forceinline__ float half_bits_to_float(std::uint16_t h, bool bf16) 
   if (bf16) return __uint_as_float(static_cast<unsigned int>(h) << 16);
   const unsigned int man = h & 0x3ffu;
   if (((h >> 10) & 0x1fu) == 0x1fu && man != 0) {
-    return __uint_as_float((static_cast<unsigned int>(h & 0x8000u) << 16) | 0x7f800000u |
-                           (man << 13) | 0x400000u);
+    return __uint_as_float((static_cast<unsigned int>(h & 0x8000u) << 16) | 0x7f800000u | (man << 13) | 0x400000u);
   }
   return __half2float(__ushort_as_half(h));
 }
@@ -41,15 +40,15 @@ __global__ void to_half_kernel(std::uint16_t* out, const float* in, long long n,
 
 }  // namespace
 
-void convert_half_to_float(const KernelContext& ctx, float* out, const std::uint16_t* in,
-                           std::int64_t n, HalfFormat f) {
+void convert_half_to_float(const KernelContext& ctx, float* out, const std::uint16_t* in, std::int64_t n,
+                           HalfFormat f) {
   if (n == 0) return;
   to_float_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(out, in, n, f == HalfFormat::bf16);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-void convert_float_to_half(const KernelContext& ctx, std::uint16_t* out, const float* in,
-                           std::int64_t n, HalfFormat f) {
+void convert_float_to_half(const KernelContext& ctx, std::uint16_t* out, const float* in, std::int64_t n,
+                           HalfFormat f) {
   if (n == 0) return;
   to_half_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(out, in, n, f == HalfFormat::bf16);
   MEMTRAIN_CUDA_CHECK_LAUNCH();

@@ -12,11 +12,11 @@
 namespace memtrain::kernels::gpu {
 
 struct KernelContext {
-  cudaStream_t stream = nullptr;        // every launch and cuBLASLt call of an op goes here
-  cublasLtHandle_t blas = nullptr;      // cublasLtCreate'd by the owner (CublasLtHandle)
-  void* blas_workspace = nullptr;       // device memory handed to cublasLtMatmul
+  cudaStream_t stream = nullptr;    // every launch and cuBLASLt call of an op goes here
+  cublasLtHandle_t blas = nullptr;  // cublasLtCreate'd by the owner (CublasLtHandle)
+  void* blas_workspace = nullptr;   // device memory handed to cublasLtMatmul
   std::size_t blas_workspace_bytes = 0;
-  void* scratch = nullptr;              // device memory for reductions; each op says how much
+  void* scratch = nullptr;  // device memory for reductions; each op says how much
   std::size_t scratch_bytes = 0;
   // Device memory the batch's index arrays are copied into, split into equal slots (Note
   // [Index arrays travel through fixed slots], kernels/ops/copy.hpp).

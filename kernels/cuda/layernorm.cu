@@ -10,8 +10,8 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 
 template <class T>
-__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* gamma,
-                                         const T* beta, int N, int C, float eps) {
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x, const T* gamma, const T* beta,
+                                         int N, int C, float eps) {
   const int n = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= N) return;
@@ -36,8 +36,8 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 }
 
 template <class T>
-__global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const T* gamma,
-                                    const float* mean, const float* rstd, int N, int C) {
+__global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const T* gamma, const float* mean,
+                                    const float* rstd, int N, int C) {
   const int n = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= N) return;
@@ -61,8 +61,8 @@ __global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const T* g
 }
 
 template <class T>
-__global__ void layernorm_params_kernel(T* dgamma, T* dbeta, const T* dout, const T* x,
-                                        const float* mean, const float* rstd, int N, int C) {
+__global__ void layernorm_params_kernel(T* dgamma, T* dbeta, const T* dout, const T* x, const float* mean,
+                                        const float* rstd, int N, int C) {
   __shared__ float shared[kRowGroups][kColumns];
   const int c = blockIdx.x * kColumns + threadIdx.x;
   float pg = 0.0f, pb = 0.0f;
@@ -85,33 +85,32 @@ __global__ void layernorm_params_kernel(T* dgamma, T* dbeta, const T* dout, cons
 }  // namespace
 
 template <class T>
-void layernorm_forward(const KernelContext& ctx, T* out, float* mean, float* rstd, const T* x,
-                       const T* gamma, const T* beta, int N, int C, float eps) {
+void layernorm_forward(const KernelContext& ctx, T* out, float* mean, float* rstd, const T* x, const T* gamma,
+                       const T* beta, int N, int C, float eps) {
   if (N == 0 || C == 0) return;
-  layernorm_forward_kernel<<<(N + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0,
-                             ctx.stream>>>(out, mean, rstd, x, gamma, beta, N, C, eps);
+  layernorm_forward_kernel<<<(N + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, ctx.stream>>>(
+      out, mean, rstd, x, gamma, beta, N, C, eps);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
-void layernorm_backward(const KernelContext& ctx, T* dx, T* dgamma, T* dbeta, const T* dout,
-                        const T* x, const T* gamma, const float* mean, const float* rstd, int N,
-                        int C) {
+void layernorm_backward(const KernelContext& ctx, T* dx, T* dgamma, T* dbeta, const T* dout, const T* x, const T* gamma,
+                        const float* mean, const float* rstd, int N, int C) {
   if (N == 0 || C == 0) return;
-  layernorm_dx_kernel<<<(N + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0,
-                        ctx.stream>>>(dx, dout, x, gamma, mean, rstd, N, C);
+  layernorm_dx_kernel<<<(N + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, ctx.stream>>>(
+      dx, dout, x, gamma, mean, rstd, N, C);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
   if (dgamma == nullptr && dbeta == nullptr) return;
-  layernorm_params_kernel<<<(C + kColumns - 1) / kColumns, dim3(kColumns, kRowGroups), 0,
-                            ctx.stream>>>(dgamma, dbeta, dout, x, mean, rstd, N, C);
+  layernorm_params_kernel<<<(C + kColumns - 1) / kColumns, dim3(kColumns, kRowGroups), 0, ctx.stream>>>(
+      dgamma, dbeta, dout, x, mean, rstd, N, C);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                  \
-  template void layernorm_forward<T>(const KernelContext&, T*, float*, float*, const T*,        \
-                                     const T*, const T*, int, int, float);                       \
-  template void layernorm_backward<T>(const KernelContext&, T*, T*, T*, const T*, const T*,     \
-                                      const T*, const float*, const float*, int, int);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                        \
+  template void layernorm_forward<T>(const KernelContext&, T*, float*, float*, const T*, const T*, const T*, int, int, \
+                                     float);                                                                           \
+  template void layernorm_backward<T>(const KernelContext&, T*, T*, T*, const T*, const T*, const T*, const float*,    \
+                                      const float*, int, int);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

@@ -12,16 +12,15 @@ namespace memtrain::kernels::gpu {
 // gamma, beta [C]; mean, rstd [N] in fp32 (saved for the backward pass). One warp per row, the
 // variance from a second pass over the row (as the CPU: no E[x^2] - E[x]^2 cancellation).
 template <class T>
-void layernorm_forward(const KernelContext& ctx, T* out, float* mean, float* rstd, const T* x,
-                       const T* gamma, const T* beta, int N, int C, float eps);
+void layernorm_forward(const KernelContext& ctx, T* out, float* mean, float* rstd, const T* x, const T* gamma,
+                       const T* beta, int N, int C, float eps);
 
 // Accumulates (+=) into dx [N, C], dgamma [C], dbeta [C] (dgamma, dbeta may be nullptr). With
 // xhat = (x - mean) rstd and g = dout gamma: dx = rstd (g - mean_c(g) - xhat mean_c(g xhat));
 // dgamma = sum_n dout xhat; dbeta = sum_n dout, summed in a fixed order (Note [Deterministic
 // column sums]). Two launches: a warp per row for dx, a column pass for dgamma and dbeta.
 template <class T>
-void layernorm_backward(const KernelContext& ctx, T* dx, T* dgamma, T* dbeta, const T* dout,
-                        const T* x, const T* gamma, const float* mean, const float* rstd, int N,
-                        int C);
+void layernorm_backward(const KernelContext& ctx, T* dx, T* dgamma, T* dbeta, const T* dout, const T* x, const T* gamma,
+                        const float* mean, const float* rstd, int N, int C);
 
 }  // namespace memtrain::kernels::gpu

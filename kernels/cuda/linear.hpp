@@ -14,14 +14,14 @@ namespace memtrain::kernels::gpu {
 // __half (fp32 accumulation: CUBLAS_COMPUTE_32F). Uses ctx.blas_workspace only. Asynchronous on
 // ctx.stream. Throws memory::CudaError when cuBLASLt finds no algorithm or fails.
 template <class T>
-void linear_forward(const KernelContext& ctx, T* out, const T* inp, const T* weight, const T* bias,
-                    int N, int C, int OC);
+void linear_forward(const KernelContext& ctx, T* out, const T* inp, const T* weight, const T* bias, int N, int C,
+                    int OC);
 
 // Gradients ACCUMULATE (+=), as on the CPU: dinp [N, C] += dout W; dweight [OC, C] += dout^T x;
 // dbias [OC] += the column sums of dout [N, OC] (summed in fp32, in row order: deterministic).
 // Any output may be nullptr to skip it. Two GEMMs with beta = 1 and one column-sum kernel.
 template <class T>
-void linear_backward(const KernelContext& ctx, T* dinp, T* dweight, T* dbias, const T* dout,
-                     const T* inp, const T* weight, int N, int C, int OC);
+void linear_backward(const KernelContext& ctx, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
+                     const T* weight, int N, int C, int OC);
 
 }  // namespace memtrain::kernels::gpu

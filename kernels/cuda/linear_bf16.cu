@@ -53,13 +53,12 @@ void linear_backward_bf16(const KernelContext& ctx, float* dinp, void* dweight, 
                           const __nv_bfloat16* weight, int N, int C, int OC) {
   // dinp [N, C] += dout [N, OC] . weight [OC, C]
   if (dinp != nullptr) {
-    matmul_strided_batched_f32_out(ctx, dinp, dout, weight, 1, N, C, OC, false, false, 0, 0, 0, OC, C, C, 1.0f,
-                                   1.0f);
+    matmul_strided_batched_f32_out(ctx, dinp, dout, weight, 1, N, C, OC, false, false, 0, 0, 0, OC, C, C, 1.0f, 1.0f);
   }
   // dweight [OC, C] (+)= dout^T [OC, N] . inp [N, C]
   if (dweight != nullptr && !dweight_bf16) {
-    matmul_strided_batched_f32_out(ctx, static_cast<float*>(dweight), dout, inp, 1, OC, C, N, true, false, 0, 0, 0,
-                                   OC, C, C, 1.0f, dweight_accumulate ? 1.0f : 0.0f);
+    matmul_strided_batched_f32_out(ctx, static_cast<float*>(dweight), dout, inp, 1, OC, C, N, true, false, 0, 0, 0, OC,
+                                   C, C, 1.0f, dweight_accumulate ? 1.0f : 0.0f);
   } else if (dweight != nullptr && OC > 0 && C > 0) {
     long long rows_per_block = static_cast<long long>(ctx.scratch_bytes / sizeof(float)) / C;
     // Multiples of 8 rows keep every block's dout + r0 16-byte aligned for cuBLASLt's fast kernels.
@@ -73,8 +72,8 @@ void linear_backward_bf16(const KernelContext& ctx, float* dinp, void* dweight, 
     for (long long r0 = 0; r0 < OC; r0 += rows_per_block) {
       const int rows = static_cast<int>(std::min<long long>(rows_per_block, OC - r0));
       // scratch [rows, C] = dout[:, r0 : r0 + rows]^T . inp: columns r0.. of dout's rows.
-      matmul_strided_batched_f32_out(ctx, scratch, dout + r0, inp, 1, rows, C, N, true, false, 0, 0, 0, OC, C, C,
-                                     1.0f, 0.0f);
+      matmul_strided_batched_f32_out(ctx, scratch, dout + r0, inp, 1, rows, C, N, true, false, 0, 0, 0, OC, C, C, 1.0f,
+                                     0.0f);
       const long long n = static_cast<long long>(rows) * C;
       round_into_bf16<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(dw + r0 * C, scratch, n, dweight_accumulate);
       MEMTRAIN_CUDA_CHECK_LAUNCH();

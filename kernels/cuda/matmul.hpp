@@ -16,18 +16,16 @@ namespace memtrain::kernels::gpu {
 // ctx.blas_workspace only (Note [Fixed workspaces]); asynchronous on ctx.stream. Throws
 // memory::CudaError when cuBLASLt has no algorithm for the shape or fails.
 template <class T>
-void matmul_strided_batched(const KernelContext& ctx, T* C, const T* A, const T* B, int batch, int M,
-                            int N, int K, bool trans_a, bool trans_b, long long stride_a,
-                            long long stride_b, long long stride_c, int lda, int ldb, int ldc,
-                            float alpha = 1.0f, float beta = 0.0f, const T* bias = nullptr);
+void matmul_strided_batched(const KernelContext& ctx, T* C, const T* A, const T* B, int batch, int M, int N, int K,
+                            bool trans_a, bool trans_b, long long stride_a, long long stride_b, long long stride_c,
+                            int lda, int ldb, int ldc, float alpha = 1.0f, float beta = 0.0f, const T* bias = nullptr);
 
 // matmul_strided_batched with an fp32 C whatever the inputs (no bias): attention's scores of
 // bf16/fp16 operands stay in fp32 until the softmax (Note [Attention scores in fp32]), and the
 // bf16 linears accumulate their fp32 gradients (beta = 1; with beta == 0, C is not read).
 template <class T>
-void matmul_strided_batched_f32_out(const KernelContext& ctx, float* C, const T* A, const T* B, int batch,
-                                    int M, int N, int K, bool trans_a, bool trans_b, long long stride_a,
-                                    long long stride_b, long long stride_c, int lda, int ldb, int ldc,
-                                    float alpha, float beta = 0.0f);
+void matmul_strided_batched_f32_out(const KernelContext& ctx, float* C, const T* A, const T* B, int batch, int M, int N,
+                                    int K, bool trans_a, bool trans_b, long long stride_a, long long stride_b,
+                                    long long stride_c, int lda, int ldb, int ldc, float alpha, float beta = 0.0f);
 
 }  // namespace memtrain::kernels::gpu

@@ -71,14 +71,13 @@ void gather_rows(const KernelContext& ctx, void* dst, const void* src, const std
                                 "; expected a multiple of 2 (rows of fp32, bf16 or fp16 elements)");
   }
   if (M == 0 || row_bytes == 0) return;
-  gather_rows_kernel<<<row_blocks(M), kThreads, 0, ctx.stream>>>(static_cast<unsigned short*>(dst),
-                                                                 static_cast<const unsigned short*>(src), rows, M,
-                                                                 row_bytes / 2);
+  gather_rows_kernel<<<row_blocks(M), kThreads, 0, ctx.stream>>>(
+      static_cast<unsigned short*>(dst), static_cast<const unsigned short*>(src), rows, M, row_bytes / 2);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-void scatter_add_rows(const KernelContext& ctx, float* dst, const float* src, const std::int32_t* rows,
-                      std::int64_t M, std::int64_t C) {
+void scatter_add_rows(const KernelContext& ctx, float* dst, const float* src, const std::int32_t* rows, std::int64_t M,
+                      std::int64_t C) {
   if (M == 0 || C == 0) return;
   scatter_add_rows_kernel<<<row_blocks(M), kThreads, 0, ctx.stream>>>(dst, src, rows, M, C);
   MEMTRAIN_CUDA_CHECK_LAUNCH();

@@ -19,7 +19,7 @@ void gather_rows(const KernelContext& ctx, void* dst, const void* src, const std
                  std::int64_t row_bytes);
 
 // dst row rows[m] += src row m where rows[m] >= 0; the non-negative rows distinct (no atomics).
-void scatter_add_rows(const KernelContext& ctx, float* dst, const float* src, const std::int32_t* rows,
-                      std::int64_t M, std::int64_t C);
+void scatter_add_rows(const KernelContext& ctx, float* dst, const float* src, const std::int32_t* rows, std::int64_t M,
+                      std::int64_t C);
 
 }  // namespace memtrain::kernels::gpu

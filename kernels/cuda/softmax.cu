@@ -12,8 +12,8 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 
 template <class T, class In>
-__global__ void softmax_forward_kernel(T* out, const In* inp, const T* key_mask, int rows, int cols,
-                                       int rows_per_mask, float scale) {
+__global__ void softmax_forward_kernel(T* out, const In* inp, const T* key_mask, int rows, int cols, int rows_per_mask,
+                                       float scale) {
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;
@@ -46,8 +46,7 @@ __global__ void softmax_forward_kernel(T* out, const In* inp, const T* key_mask,
 }
 
 template <class T>
-__global__ void softmax_backward_kernel(T* dinp, const T* dout, const T* probs, int rows, int cols,
-                                        float scale) {
+__global__ void softmax_backward_kernel(T* dinp, const T* dout, const T* probs, int rows, int cols, float scale) {
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;
@@ -64,39 +63,38 @@ __global__ void softmax_backward_kernel(T* dinp, const T* dout, const T* probs, 
 }  // namespace
 
 template <class T>
-void masked_softmax_forward(const KernelContext& ctx, T* out, const T* inp, const T* key_mask,
-                            int rows, int cols, int rows_per_mask, float scale) {
+void masked_softmax_forward(const KernelContext& ctx, T* out, const T* inp, const T* key_mask, int rows, int cols,
+                            int rows_per_mask, float scale) {
   if (rows == 0 || cols == 0) return;
-  softmax_forward_kernel<T, T><<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0,
-                                 ctx.stream>>>(out, inp, key_mask, rows, cols, rows_per_mask, scale);
+  softmax_forward_kernel<T, T><<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, ctx.stream>>>(
+      out, inp, key_mask, rows, cols, rows_per_mask, scale);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
-void masked_softmax_forward_from_f32(const KernelContext& ctx, T* out, const float* scores, const T* key_mask,
-                                     int rows, int cols, int rows_per_mask, float scale) {
+void masked_softmax_forward_from_f32(const KernelContext& ctx, T* out, const float* scores, const T* key_mask, int rows,
+                                     int cols, int rows_per_mask, float scale) {
   if (rows == 0 || cols == 0) return;
-  softmax_forward_kernel<T, float><<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0,
-                                     ctx.stream>>>(out, scores, key_mask, rows, cols, rows_per_mask, scale);
+  softmax_forward_kernel<T, float>
+      <<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, ctx.stream>>>(
+          out, scores, key_mask, rows, cols, rows_per_mask, scale);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
-void masked_softmax_backward(const KernelContext& ctx, T* dinp, const T* dout, const T* probs,
-                             int rows, int cols, float scale) {
+void masked_softmax_backward(const KernelContext& ctx, T* dinp, const T* dout, const T* probs, int rows, int cols,
+                             float scale) {
   if (rows == 0 || cols == 0) return;
-  softmax_backward_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0,
-                            ctx.stream>>>(dinp, dout, probs, rows, cols, scale);
+  softmax_backward_kernel<<<(rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, ctx.stream>>>(
+      dinp, dout, probs, rows, cols, scale);
   MEMTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-#define MEMTRAIN_INSTANTIATE(T)                                                                   \
-  template void masked_softmax_forward<T>(const KernelContext&, T*, const T*, const T*, int, int, \
-                                          int, float);                                            \
-  template void masked_softmax_backward<T>(const KernelContext&, T*, const T*, const T*, int,    \
-                                           int, float);                                           \
-  template void masked_softmax_forward_from_f32<T>(const KernelContext&, T*, const float*,       \
-                                                   const T*, int, int, int, float);
+#define MEMTRAIN_INSTANTIATE(T)                                                                                     \
+  template void masked_softmax_forward<T>(const KernelContext&, T*, const T*, const T*, int, int, int, float);      \
+  template void masked_softmax_backward<T>(const KernelContext&, T*, const T*, const T*, int, int, float);          \
+  template void masked_softmax_forward_from_f32<T>(const KernelContext&, T*, const float*, const T*, int, int, int, \
+                                                   float);
 MEMTRAIN_INSTANTIATE(float)
 MEMTRAIN_INSTANTIATE(__nv_bfloat16)
 MEMTRAIN_INSTANTIATE(__half)

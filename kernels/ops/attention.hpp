@@ -15,21 +15,20 @@ namespace memtrain::kernels::ops {
 // HS = C / NH, first_head the index of this rank's first head under tensor parallelism) and
 // key_mask [B, T] (1 keep, 0 masked; may be null). Throws std::invalid_argument if NH does not
 // divide C or dropout_p is outside [0, 1).
-void attention_forward(const OpContext& kc, float* out, float* probs, const float* q, const float* k,
-                       const float* v, const float* key_mask, int B, int T, int C, int NH, float dropout_p,
-                       const RngKey& key, std::uint64_t first_sample, int first_head = 0);
+void attention_forward(const OpContext& kc, float* out, float* probs, const float* q, const float* k, const float* v,
+                       const float* key_mask, int B, int T, int C, int NH, float dropout_p, const RngKey& key,
+                       std::uint64_t first_sample, int first_head = 0);
 
 // The softmax probabilities of attention_forward before dropout, recomputed from q, k and the
 // mask (selective recompute); CPU only so far.
-void attention_probs(const OpContext& kc, float* probs, const float* q, const float* k, const float* key_mask,
-                     int B, int T, int C, int NH);
+void attention_probs(const OpContext& kc, float* probs, const float* q, const float* k, const float* key_mask, int B,
+                     int T, int C, int NH);
 
 // Accumulates (+=) dq, dk, dv [B, T, C] from dout [B, T, C] and the forward's probs; scratch
 // [B, NH, T, T] is a workspace.
 void attention_backward(const OpContext& kc, float* dq, float* dk, float* dv, float* scratch, const float* dout,
-                        const float* probs, const float* q, const float* k, const float* v, int B, int T, int C,
-                        int NH, float dropout_p, const RngKey& key, std::uint64_t first_sample,
-                        int first_head = 0);
+                        const float* probs, const float* q, const float* k, const float* v, int B, int T, int C, int NH,
+                        float dropout_p, const RngKey& key, std::uint64_t first_sample, int first_head = 0);
 
 // Elements of the host workspace flash_attention_forward and _backward take at this shape:
 // the CPU's per-thread tiles; 0 on the GPU, whose kernels keep their tiles on chip.
@@ -43,10 +42,9 @@ void flash_attention_forward(const OpContext& kc, float* out, float* lse, const 
                              const RngKey& key, std::uint64_t first_sample, float* workspace, int first_head = 0);
 
 // Accumulates (+=) dq, dk, dv [B, T, C] from dout and the forward's out and lse.
-void flash_attention_backward(const OpContext& kc, float* dq, float* dk, float* dv, const float* dout,
-                              const float* out, const float* lse, const float* q, const float* k, const float* v,
-                              const float* key_mask, int B, int T, int C, int NH, float dropout_p,
-                              const RngKey& key, std::uint64_t first_sample, float* workspace,
-                              int first_head = 0);
+void flash_attention_backward(const OpContext& kc, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                              const float* lse, const float* q, const float* k, const float* v, const float* key_mask,
+                              int B, int T, int C, int NH, float dropout_p, const RngKey& key,
+                              std::uint64_t first_sample, float* workspace, int first_head = 0);
 
 }  // namespace memtrain::kernels::ops

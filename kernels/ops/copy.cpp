@@ -55,13 +55,20 @@ void copy_to_host(const OpContext& kc, void* dst, const void* src, std::size_t b
 
 const char* staging_slot_name(StagingSlot slot) {
   switch (slot) {
-    case StagingSlot::input_ids: return "input_ids";
-    case StagingSlot::token_type_ids: return "token_type_ids";
-    case StagingSlot::attention_mask: return "attention_mask";
-    case StagingSlot::masked_positions: return "masked_positions";
-    case StagingSlot::masked_labels: return "masked_labels";
-    case StagingSlot::owned_rows: return "owned_rows";
-    case StagingSlot::count: break;
+    case StagingSlot::input_ids:
+      return "input_ids";
+    case StagingSlot::token_type_ids:
+      return "token_type_ids";
+    case StagingSlot::attention_mask:
+      return "attention_mask";
+    case StagingSlot::masked_positions:
+      return "masked_positions";
+    case StagingSlot::masked_labels:
+      return "masked_labels";
+    case StagingSlot::owned_rows:
+      return "owned_rows";
+    case StagingSlot::count:
+      break;
   }
   return "unknown";
 }

@@ -50,7 +50,8 @@ const void* stage(const OpContext& kc, StagingSlot slot, const void* host, std::
 
 template <class T>
 const T* stage(const OpContext& kc, StagingSlot slot, const T* host, std::int64_t n) {
-  return static_cast<const T*>(stage(kc, slot, static_cast<const void*>(host), sizeof(T) * static_cast<std::size_t>(n)));
+  return static_cast<const T*>(
+      stage(kc, slot, static_cast<const void*>(host), sizeof(T) * static_cast<std::size_t>(n)));
 }
 
 // The slot's name in messages ("input_ids", ...).

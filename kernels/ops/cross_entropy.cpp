@@ -30,8 +30,8 @@ double softmax_cross_entropy_forward(const OpContext& kc, const float* logits, c
   }
 #if MEMTRAIN_HAVE_CUDA
   // The GPU kernel skips the gradient when dlogits is null.
-  return gpu::softmax_cross_entropy_forward_backward(detail::cuda(kc), static_cast<float*>(nullptr), logits, targets,
-                                                     M, V, 1.0f, num_correct);
+  return gpu::softmax_cross_entropy_forward_backward(detail::cuda(kc), static_cast<float*>(nullptr), logits, targets, M,
+                                                     V, 1.0f, num_correct);
 #else
   return 0.0;  // unreachable: on_cpu throws for a GPU without CUDA
 #endif

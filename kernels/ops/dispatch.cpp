@@ -9,7 +9,8 @@ bool on_cpu(const OpContext& kc, const char* op) {
   if (kc.device == Device::cpu) return true;
 #if MEMTRAIN_HAVE_CUDA
   if (kc.cuda != nullptr) return false;
-  throw std::runtime_error(std::string(op) + ": device cuda but the op context has no CUDA kernel context "
+  throw std::runtime_error(std::string(op) +
+                           ": device cuda but the op context has no CUDA kernel context "
                            "(stream, cuBLASLt handle, workspaces)");
 #else
   throw std::runtime_error(std::string(op) + ": device cuda but this memtrain was built without CUDA");

@@ -33,8 +33,7 @@ void dropout_residual_forward(const OpContext& kc, float* out, const float* inp,
                               long per_sample, float p, const RngKey& key, std::uint64_t first_sample,
                               std::uint64_t first_element) {
   if (detail::on_cpu(kc, "dropout_residual_forward")) {
-    return kernels::dropout_residual_forward(out, inp, residual, rows, per_sample, p, key, first_sample,
-                                             first_element);
+    return kernels::dropout_residual_forward(out, inp, residual, rows, per_sample, p, key, first_sample, first_element);
   }
 #if MEMTRAIN_HAVE_CUDA
   gpu::dropout_residual_forward(detail::cuda(kc), out, inp, residual, rows, per_sample, p, key, first_sample,

@@ -32,11 +32,11 @@ void bert_embeddings_backward(const OpContext& kc, float* dword, float* dpos, fl
 
 void vocab_parallel_embeddings_forward(const OpContext& kc, float* out, const std::int32_t* ids,
                                        const std::int32_t* type_ids, const float* word_shard, const float* pos,
-                                       const float* type, int B, int T, int C, int V, int TV,
-                                       std::int64_t first_row, std::int64_t rows, bool with_positions) {
+                                       const float* type, int B, int T, int C, int V, int TV, std::int64_t first_row,
+                                       std::int64_t rows, bool with_positions) {
   detail::require_cpu(kc, "vocab_parallel_embeddings_forward");
-  kernels::vocab_parallel_embeddings_forward(out, ids, type_ids, word_shard, pos, type, B, T, C, V, TV, first_row,
-                                             rows, with_positions);
+  kernels::vocab_parallel_embeddings_forward(out, ids, type_ids, word_shard, pos, type, B, T, C, V, TV, first_row, rows,
+                                             with_positions);
 }
 
 void vocab_parallel_embedding_backward(const OpContext& kc, float* dword_shard, const float* dout,

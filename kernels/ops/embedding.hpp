@@ -27,8 +27,8 @@ void bert_embeddings_backward(const OpContext& kc, float* dword, float* dpos, fl
 // context (CPU only so far).
 void vocab_parallel_embeddings_forward(const OpContext& kc, float* out, const std::int32_t* ids,
                                        const std::int32_t* type_ids, const float* word_shard, const float* pos,
-                                       const float* type, int B, int T, int C, int V, int TV,
-                                       std::int64_t first_row, std::int64_t rows, bool with_positions);
+                                       const float* type, int B, int T, int C, int V, int TV, std::int64_t first_row,
+                                       std::int64_t rows, bool with_positions);
 
 // Its gradient: accumulates (+=) dout [B, T, C] into dword_shard [rows, C] at the ids inside
 // [first_row, first_row + rows) (validated by the forward pass); other ids are another rank's.

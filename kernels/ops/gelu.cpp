@@ -27,8 +27,8 @@ void bias_gelu_backward(const OpContext& kc, float* dinp, float* dbias, const fl
 #endif
 }
 
-void bias_gelu_forward_half(const OpContext& kc, std::uint16_t* out, const std::uint16_t* inp, const float* bias,
-                            int N, int C, HalfFormat format) {
+void bias_gelu_forward_half(const OpContext& kc, std::uint16_t* out, const std::uint16_t* inp, const float* bias, int N,
+                            int C, HalfFormat format) {
   detail::require_cpu(kc, "bias_gelu_forward_half");
   kernels::bias_gelu_forward_half(out, inp, bias, N, C, format);
 }

@@ -18,8 +18,8 @@ void bias_gelu_backward(const OpContext& kc, float* dinp, float* dbias, const fl
 
 // The same on 16-bit storage (f16 or bf16 bit patterns, fp32 arithmetic, each result rounded
 // once), as kernels/cpu/gelu_half; CPU only so far.
-void bias_gelu_forward_half(const OpContext& kc, std::uint16_t* out, const std::uint16_t* inp, const float* bias,
-                            int N, int C, HalfFormat format);
+void bias_gelu_forward_half(const OpContext& kc, std::uint16_t* out, const std::uint16_t* inp, const float* bias, int N,
+                            int C, HalfFormat format);
 void bias_gelu_backward_half(const OpContext& kc, std::uint16_t* dinp, float* dbias, const std::uint16_t* dout,
                              const std::uint16_t* inp, const float* bias, int N, int C, HalfFormat format);
 

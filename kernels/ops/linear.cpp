@@ -14,8 +14,8 @@
 
 namespace memtrain::kernels::ops {
 
-void linear_forward(const OpContext& kc, float* out, const float* inp, const float* weight, const float* bias,
-                    int N, int C, int OC) {
+void linear_forward(const OpContext& kc, float* out, const float* inp, const float* weight, const float* bias, int N,
+                    int C, int OC) {
   if (detail::on_cpu(kc, "linear_forward")) return kernels::linear_forward(out, inp, weight, bias, N, C, OC);
 #if MEMTRAIN_HAVE_CUDA
   gpu::linear_forward(detail::cuda(kc), out, inp, weight, bias, N, C, OC);
@@ -48,12 +48,12 @@ void linear_forward_bf16(const OpContext& kc, float* out, const std::uint16_t* i
 #endif
 }
 
-void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16,
-                          bool dweight_accumulate, float* dbias, const std::uint16_t* dout,
-                          const std::uint16_t* inp, const std::uint16_t* weight, int N, int C, int OC) {
+void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16, bool dweight_accumulate,
+                          float* dbias, const std::uint16_t* dout, const std::uint16_t* inp,
+                          const std::uint16_t* weight, int N, int C, int OC) {
   if (detail::on_cpu(kc, "linear_backward_bf16")) {
-    return kernels::linear_backward_bf16(dinp, dweight, dweight_bf16, dweight_accumulate, dbias, dout, inp, weight,
-                                         N, C, OC);
+    return kernels::linear_backward_bf16(dinp, dweight, dweight_bf16, dweight_accumulate, dbias, dout, inp, weight, N,
+                                         C, OC);
   }
 #if MEMTRAIN_HAVE_CUDA
   gpu::linear_backward_bf16(detail::cuda(kc), dinp, dweight, dweight_bf16, dweight_accumulate, dbias, as_bf16(dout),

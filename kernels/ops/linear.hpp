@@ -10,8 +10,8 @@
 namespace memtrain::kernels::ops {
 
 // out [N, OC] = inp [N, C] weight [OC, C]^T + bias [OC] (bias may be null; out is overwritten).
-void linear_forward(const OpContext& kc, float* out, const float* inp, const float* weight, const float* bias,
-                    int N, int C, int OC);
+void linear_forward(const OpContext& kc, float* out, const float* inp, const float* weight, const float* bias, int N,
+                    int C, int OC);
 
 // From dout [N, OC]: dinp [N, C] += dout weight, dweight [OC, C] += dout^T inp, dbias [OC] += the
 // column sums of dout; each skipped when null.
@@ -22,9 +22,9 @@ void linear_backward(const OpContext& kc, float* dinp, float* dweight, float* db
 // contract, or of kernels/cuda/linear_bf16 (cuBLASLt on tensor cores).
 void linear_forward_bf16(const OpContext& kc, float* out, const std::uint16_t* inp, const std::uint16_t* weight,
                          const float* bias, int N, int C, int OC);
-void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16,
-                          bool dweight_accumulate, float* dbias, const std::uint16_t* dout,
-                          const std::uint16_t* inp, const std::uint16_t* weight, int N, int C, int OC);
+void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16, bool dweight_accumulate,
+                          float* dbias, const std::uint16_t* dout, const std::uint16_t* inp,
+                          const std::uint16_t* weight, int N, int C, int OC);
 
 // Floats of host scratch linear_forward_half_weight and linear_backward_half_weight take for an
 // [OC, C] weight (0 on the GPU).

@@ -21,32 +21,30 @@ const __half* as_f16(const std::uint16_t* p) { return reinterpret_cast<const __h
 }  // namespace
 #endif
 
-void adamw_update(const OpContext& kc, float* param, const float* grad, float* m, float* v, std::int64_t n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
-                  float grad_scale) {
+void adamw_update(const OpContext& kc, float* param, const float* grad, float* m, float* v, std::int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, std::int64_t step, float grad_scale) {
   if (detail::on_cpu(kc, "adamw_update")) {
     return kernels::adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
   }
 #if MEMTRAIN_HAVE_CUDA
-  gpu::adamw_update(detail::cuda(kc), param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step,
-                    grad_scale);
+  gpu::adamw_update(detail::cuda(kc), param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
 #endif
 }
 
-void adamw_update_half(const OpContext& kc, float* master, std::uint16_t* value, const std::uint16_t* grad,
-                       float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
-                       float weight_decay, std::int64_t step, float grad_scale, HalfFormat f) {
+void adamw_update_half(const OpContext& kc, float* master, std::uint16_t* value, const std::uint16_t* grad, float* m,
+                       float* v, std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                       std::int64_t step, float grad_scale, HalfFormat f) {
   if (detail::on_cpu(kc, "adamw_update_half")) {
     return kernels::adamw_update_half(master, value, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step,
                                       grad_scale, f);
   }
 #if MEMTRAIN_HAVE_CUDA
   if (f == HalfFormat::bf16) {
-    gpu::adamw_update_bf16(detail::cuda(kc), master, reinterpret_cast<__nv_bfloat16*>(value), as_bf16(grad), m, v,
-                           n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
+    gpu::adamw_update_bf16(detail::cuda(kc), master, reinterpret_cast<__nv_bfloat16*>(value), as_bf16(grad), m, v, n,
+                           lr, beta1, beta2, eps, weight_decay, step, grad_scale);
   } else {
-    gpu::adamw_update_f16(detail::cuda(kc), master, reinterpret_cast<__half*>(value), as_f16(grad), m, v, n, lr,
-                          beta1, beta2, eps, weight_decay, step, grad_scale);
+    gpu::adamw_update_f16(detail::cuda(kc), master, reinterpret_cast<__half*>(value), as_f16(grad), m, v, n, lr, beta1,
+                          beta2, eps, weight_decay, step, grad_scale);
   }
 #endif
 }

@@ -12,16 +12,15 @@ namespace memtrain::kernels::ops {
 // One AdamW step on fp32 param, grad, m, v [n] with g = grad[i] * grad_scale, as
 // kernels::adamw_update<float>; the GPU's is bitwise the CPU's (Note [No fused multiply-add in
 // AdamW]). Throws std::invalid_argument if step < 1.
-void adamw_update(const OpContext& kc, float* param, const float* grad, float* m, float* v, std::int64_t n,
-                  float lr, float beta1, float beta2, float eps, float weight_decay, std::int64_t step,
-                  float grad_scale);
+void adamw_update(const OpContext& kc, float* param, const float* grad, float* m, float* v, std::int64_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, std::int64_t step, float grad_scale);
 
 // The same on an fp32 master whose 16-bit copy `value` is rewritten, reading a gradient stored
 // in the same format f (kernels::adamw_update_half). master, value, grad, m, v [n]. Throws
 // std::invalid_argument if step < 1.
-void adamw_update_half(const OpContext& kc, float* master, std::uint16_t* value, const std::uint16_t* grad,
-                       float* m, float* v, std::int64_t n, float lr, float beta1, float beta2, float eps,
-                       float weight_decay, std::int64_t step, float grad_scale, HalfFormat f);
+void adamw_update_half(const OpContext& kc, float* master, std::uint16_t* value, const std::uint16_t* grad, float* m,
+                       float* v, std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                       std::int64_t step, float grad_scale, HalfFormat f);
 
 // x [n] *= s (clip_grad_norm's factor).
 void scale_inplace(const OpContext& kc, float* x, std::int64_t n, float s);

@@ -10,9 +10,7 @@
 namespace memtrain::memory {
 namespace {
 
-[[noreturn]] void throw_cuda(const char* call, cudaError_t err) {
-  throw CudaError(cuda_error_message(call, err));
-}
+[[noreturn]] void throw_cuda(const char* call, cudaError_t err) { throw CudaError(cuda_error_message(call, err)); }
 
 // Makes `device` current for the calling thread (the runtime's current device is per thread).
 void set_device(int device) {
@@ -72,9 +70,9 @@ void* CudaResource::do_allocate(std::size_t bytes, std::size_t alignment, Stream
     cudaGetLastError();
     std::size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
-    throw OutOfMemory("out of memory on " + name() + ": cudaMalloc of " + format_byte_size(bytes) +
-                          " failed; " + format_byte_size(free_bytes) + " free of " +
-                          format_byte_size(total_bytes) + " (cudaMemGetInfo)",
+    throw OutOfMemory("out of memory on " + name() + ": cudaMalloc of " + format_byte_size(bytes) + " failed; " +
+                          format_byte_size(free_bytes) + " free of " + format_byte_size(total_bytes) +
+                          " (cudaMemGetInfo)",
                       bytes);
   }
   if (err != cudaSuccess) throw_cuda("cudaMalloc", err);

@@ -48,9 +48,8 @@ void load(Fn& fn, const char* symbol, unsigned int version) {
   const cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &p, version, cudaEnableDefault, &status);
   if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || p == nullptr) {
     cudaGetLastError();
-    throw CudaError(std::string("cudaGetDriverEntryPointByVersion(") + symbol + ", " +
-                    std::to_string(version) + "): " +
-                    (err != cudaSuccess ? cudaGetErrorName(err) : "symbol not found in the driver"));
+    throw CudaError(std::string("cudaGetDriverEntryPointByVersion(") + symbol + ", " + std::to_string(version) +
+                    "): " + (err != cudaSuccess ? cudaGetErrorName(err) : "symbol not found in the driver"));
   }
   fn = reinterpret_cast<Fn>(p);
 }
@@ -103,11 +102,9 @@ CudaVirtualMemoryResource::CudaVirtualMemoryResource(int device, std::size_t cap
 
   const CUmemAllocationProp prop = pinned_on(device);
   std::size_t minimum = 0;
-  d.check("cuMemGetAllocationGranularity",
-          d.get_granularity(&minimum, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  d.check("cuMemGetAllocationGranularity", d.get_granularity(&minimum, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   // 2 MiB is the minimum on current GPUs; a multiple of the minimum is always valid.
-  granularity_ = minimum == 0 ? kDefaultGranularity
-                              : (kDefaultGranularity + minimum - 1) / minimum * minimum;
+  granularity_ = minimum == 0 ? kDefaultGranularity : (kDefaultGranularity + minimum - 1) / minimum * minimum;
   std::size_t free_bytes = 0, total_bytes = 0;
   cudaMemGetInfo(&free_bytes, &total_bytes);
   capacity_ = capacity_bytes != 0 ? capacity_bytes : total_bytes;
@@ -161,8 +158,8 @@ std::size_t CudaVirtualMemoryResource::physical_bytes() const {
 void CudaVirtualMemoryResource::check_aligned(std::size_t value, const char* what) const {
   if (value == 0 || value % granularity_ != 0) {
     throw VirtualMemoryError(name() + ": " + what + " " + std::to_string(value) +
-                             " is not a positive multiple of the granularity " +
-                             std::to_string(granularity_) + " bytes");
+                             " is not a positive multiple of the granularity " + std::to_string(granularity_) +
+                             " bytes");
   }
 }
 
@@ -193,17 +190,17 @@ PhysicalHandle CudaVirtualMemoryResource::create_physical(std::size_t bytes) {
   check_aligned(bytes, "chunk size");
   std::lock_guard lock(mutex_);
   if (bytes > capacity_ - std::min(capacity_, physical_bytes_)) {
-    throw OutOfMemory("out of memory on " + name() + ": tried to create a chunk of " +
-                          format_byte_size(bytes) + "; capacity " + format_byte_size(capacity_) +
-                          ", " + format_byte_size(physical_bytes_) + " in chunks",
+    throw OutOfMemory("out of memory on " + name() + ": tried to create a chunk of " + format_byte_size(bytes) +
+                          "; capacity " + format_byte_size(capacity_) + ", " + format_byte_size(physical_bytes_) +
+                          " in chunks",
                       bytes);
   }
   const CUmemAllocationProp prop = pinned_on(device_);
   CUmemGenericAllocationHandle handle = 0;
   const CUresult r = driver_->create(&handle, bytes, &prop, 0);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    throw OutOfMemory("out of memory on " + name() + ": cuMemCreate of " + format_byte_size(bytes) +
-                          " failed with " + format_byte_size(physical_bytes_) + " in chunks",
+    throw OutOfMemory("out of memory on " + name() + ": cuMemCreate of " + format_byte_size(bytes) + " failed with " +
+                          format_byte_size(physical_bytes_) + " in chunks",
                       bytes);
   }
   driver_->check("cuMemCreate", r);
@@ -222,8 +219,8 @@ void CudaVirtualMemoryResource::release_physical(PhysicalHandle handle) {
   chunks_.erase(it);
 }
 
-void CudaVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes,
-                                    PhysicalHandle handle, std::size_t offset) {
+void CudaVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes, PhysicalHandle handle,
+                                    std::size_t offset) {
   std::lock_guard lock(mutex_);
   const auto chunk = chunks_.find(handle);
   if (chunk == chunks_.end()) throw VirtualMemoryError(name() + ": map of an unknown chunk");
@@ -237,8 +234,8 @@ void CudaVirtualMemoryResource::map(std::uintptr_t address, std::size_t bytes,
   }
   auto next = mappings_.lower_bound(address);
   const bool overlaps_next = next != mappings_.end() && next->first < address + bytes;
-  const bool overlaps_prev = next != mappings_.begin() &&
-                             std::prev(next)->first + std::prev(next)->second.bytes > address;
+  const bool overlaps_prev =
+      next != mappings_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > address;
   if (overlaps_next || overlaps_prev) throw VirtualMemoryError(name() + ": map over a mapped page");
 
   driver_->check("cuMemMap", driver_->map(address, bytes, 0, handle, 0));

@@ -19,8 +19,7 @@ constexpr const char* kTmpSuffix = ".tmp";
 
 void write_text_durably(const fs::path& path, const std::string& text, WriteBudget* budget) {
   write_file_durably(path.string(),
-                     std::span<const std::byte>(reinterpret_cast<const std::byte*>(text.data()), text.size()),
-                     budget);
+                     std::span<const std::byte>(reinterpret_cast<const std::byte*>(text.data()), text.size()), budget);
 }
 
 void remove_all_or_throw(const fs::path& p) {
@@ -76,8 +75,8 @@ std::string begin_checkpoint(const std::string& root, std::int64_t step) {
   return tmp.string();
 }
 
-std::string commit_checkpoint(const std::string& root, std::int64_t step, nlohmann::ordered_json meta,
-                              int keep_last, WriteBudget* budget) {
+std::string commit_checkpoint(const std::string& root, std::int64_t step, nlohmann::ordered_json meta, int keep_last,
+                              WriteBudget* budget) {
   const fs::path tmp = fs::path(root) / (step_directory_name(step) + kTmpSuffix);
   const fs::path final_dir = fs::path(root) / step_directory_name(step);
   std::vector<std::string> files;

@@ -44,7 +44,7 @@ std::string begin_checkpoint(const std::string& root, std::int64_t step);
 // replaces root/latest, then removes complete checkpoints newer than `step` (the future a
 // resume from an older one abandoned) and all but the `keep_last` newest older ones. Returns
 // the final path. Throws memtrain::RuntimeError on any failed write, sync or rename.
-std::string commit_checkpoint(const std::string& root, std::int64_t step, nlohmann::ordered_json meta,
-                              int keep_last, WriteBudget* budget = nullptr);
+std::string commit_checkpoint(const std::string& root, std::int64_t step, nlohmann::ordered_json meta, int keep_last,
+                              WriteBudget* budget = nullptr);
 
 }  // namespace memtrain::checkpoint

@@ -58,8 +58,7 @@ VerifyReport verify_checkpoint(const std::string& dir) {
     try {
       const std::string actual = data::hex64(data::xxh64_file(p.string()));
       if (actual != digest.xxh64) {
-        r.problems.push_back(name + ": XXH64 " + actual + ", the manifest records " + digest.xxh64 +
-                             " (corrupted)");
+        r.problems.push_back(name + ": XXH64 " + actual + ", the manifest records " + digest.xxh64 + " (corrupted)");
       }
     } catch (const std::exception& e) {
       r.problems.push_back(name + ": " + e.what());
@@ -100,8 +99,7 @@ VerifyReport verify_checkpoint(const std::string& dir) {
   return r;
 }
 
-std::optional<StoredCheckpoint> newest_valid_checkpoint(const std::string& root,
-                                                        std::vector<std::string>* warnings) {
+std::optional<StoredCheckpoint> newest_valid_checkpoint(const std::string& root, std::vector<std::string>* warnings) {
   for (const auto& c : list_checkpoints(root)) {
     const VerifyReport r = verify_checkpoint(c.path);
     if (r.ok()) return c;

@@ -21,7 +21,6 @@ VerifyReport verify_checkpoint(const std::string& dir);
 
 // The newest complete checkpoint under `root` that verifies. Each newer one that fails is
 // skipped with a warning "skipping checkpoint <dir>: <problem>" appended to *warnings.
-std::optional<StoredCheckpoint> newest_valid_checkpoint(const std::string& root,
-                                                        std::vector<std::string>* warnings);
+std::optional<StoredCheckpoint> newest_valid_checkpoint(const std::string& root, std::vector<std::string>* warnings);
 
 }  // namespace memtrain::checkpoint

@@ -24,8 +24,7 @@ void WriteBudget::spend(std::size_t n) {
   if (left_ <= 0) kill_self();
 }
 
-void write_file_durably(const std::string& path, std::span<const std::byte> bytes,
-                        WriteBudget* budget) {
+void write_file_durably(const std::string& path, std::span<const std::byte> bytes, WriteBudget* budget) {
   const std::span<const std::byte> one[1] = {bytes};
   write_file_durably(path, std::span<const std::span<const std::byte>>(one), budget);
 }

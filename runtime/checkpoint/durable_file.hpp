@@ -26,8 +26,7 @@ class WriteBudget {
 // Creates (or truncates) `path`, writes `bytes` with write(2), fsyncs and closes it. Throws
 // memtrain::RuntimeError "cannot write <path>: <strerror>" on any failure (ENOSPC included),
 // after removing the partial file. `budget` (optional) counts the bytes for fault injection.
-void write_file_durably(const std::string& path, std::span<const std::byte> bytes,
-                        WriteBudget* budget = nullptr);
+void write_file_durably(const std::string& path, std::span<const std::byte> bytes, WriteBudget* budget = nullptr);
 // The same for a file made of `pieces` in order (a header, then tensors written straight from
 // their memory, with no copy of the whole file). Same errors.
 void write_file_durably(const std::string& path, std::span<const std::span<const std::byte>> pieces,

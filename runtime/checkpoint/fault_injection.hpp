@@ -24,9 +24,7 @@ struct RankFault {
   std::int64_t step = 0;
   std::int64_t rank = 0;
   std::int64_t count = 1;  // consecutive steps from `step`
-  bool covers(std::int64_t s, int world_rank) const {
-    return world_rank == rank && s >= step && s < step + count;
-  }
+  bool covers(std::int64_t s, int world_rank) const { return world_rank == rank && s >= step && s < step + count; }
 };
 
 struct FaultPlan {
@@ -42,8 +40,7 @@ struct FaultPlan {
   }
 
   bool any() const {
-    return kill_at_step.has_value() || kill_in_checkpoint.has_value() || nan_grad.has_value() ||
-           flip_param.has_value();
+    return kill_at_step.has_value() || kill_in_checkpoint.has_value() || nan_grad.has_value() || flip_param.has_value();
   }
 };
 

@@ -47,8 +47,8 @@ Manifest parse_manifest(const std::string& text) {
         name.find('\0') != std::string::npos) {
       throw RuntimeError("entry \"" + name + "\" is not a file name inside the checkpoint directory");
     }
-    if (!d.is_object() || !d.contains("bytes") || !d["bytes"].is_number_unsigned() ||
-        !d.contains("xxh64") || !d["xxh64"].is_string()) {
+    if (!d.is_object() || !d.contains("bytes") || !d["bytes"].is_number_unsigned() || !d.contains("xxh64") ||
+        !d["xxh64"].is_string()) {
       throw RuntimeError("entry \"" + name + "\" lacks bytes or xxh64");
     }
     m[name] = FileDigest{d["bytes"].get<std::uint64_t>(), d["xxh64"].get<std::string>()};

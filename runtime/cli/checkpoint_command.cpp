@@ -50,8 +50,8 @@ int inspect(const std::string& dir, std::ostream& out) {
   const auto meta = nlohmann::json::parse(meta_in, nullptr, /*allow_exceptions=*/false);
   out << "checkpoint " << dir << ": " << (report.ok() ? "valid" : "CORRUPT") << "\n";
   if (meta.is_object()) {
-    for (const char* key : {"step", "consumed_samples", "dtype", "tensor_model_parallel_size",
-                            "data_parallel_size", "zero_stage", "config_hash", "data_key", "memtrain_version"}) {
+    for (const char* key : {"step", "consumed_samples", "dtype", "tensor_model_parallel_size", "data_parallel_size",
+                            "zero_stage", "config_hash", "data_key", "memtrain_version"}) {
       // A hand-edited meta.json may hold bytes that are not UTF-8: shown replaced, not thrown on.
       if (meta.contains(key)) {
         out << "  " << key << ": " << meta[key].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -89,8 +89,7 @@ void add_checkpoint_command(CLI::App& app, int& exit_code) {
   cmd->require_subcommand(1);
   auto dir = std::make_shared<std::string>();
 
-  CLI::App* verify = cmd->add_subcommand(
-      "verify", "Check every file against manifest.json (exit 0 valid, 1 corrupt)");
+  CLI::App* verify = cmd->add_subcommand("verify", "Check every file against manifest.json (exit 0 valid, 1 corrupt)");
   verify->add_option("dir", *dir, "Checkpoint directory (run_dir/checkpoints/step-NNNNNNNN)")->required();
   verify->callback([dir, &exit_code] {
     require_checkpoint_directory(*dir);
@@ -105,8 +104,8 @@ void add_checkpoint_command(CLI::App& app, int& exit_code) {
     exit_code = 1;
   });
 
-  CLI::App* inspect_cmd = cmd->add_subcommand(
-      "inspect", "Print step, layout, files and every tensor's name, dtype and shape");
+  CLI::App* inspect_cmd =
+      cmd->add_subcommand("inspect", "Print step, layout, files and every tensor's name, dtype and shape");
   inspect_cmd->add_option("dir", *dir, "Checkpoint directory (run_dir/checkpoints/step-NNNNNNNN)")->required();
   inspect_cmd->callback([dir, &exit_code] {
     require_checkpoint_directory(*dir);

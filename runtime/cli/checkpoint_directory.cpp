@@ -12,7 +12,8 @@ namespace fs = std::filesystem;
 void require_checkpoint_directory(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    throw ConfigError("checkpoint " + dir + ": not a directory; expected a checkpoint directory "
+    throw ConfigError("checkpoint " + dir +
+                      ": not a directory; expected a checkpoint directory "
                       "such as runs/<name>/checkpoints/step-00000100");
   }
   // A checkpoint missing one of the two is corrupt (exit 1); missing both, the path is the
@@ -21,11 +22,14 @@ void require_checkpoint_directory(const std::string& dir) {
   for (const fs::path& root : {fs::path(dir) / "checkpoints", fs::path(dir)}) {
     const auto stored = checkpoint::list_checkpoints(root.string());
     if (!stored.empty()) {
-      throw ConfigError("checkpoint " + dir + ": not a checkpoint directory (no manifest.json or meta.json); "
-                        "expected one of its checkpoints, such as " + stored.front().path);
+      throw ConfigError("checkpoint " + dir +
+                        ": not a checkpoint directory (no manifest.json or meta.json); "
+                        "expected one of its checkpoints, such as " +
+                        stored.front().path);
     }
   }
-  throw ConfigError("checkpoint " + dir + ": not a checkpoint directory (no manifest.json or meta.json); "
+  throw ConfigError("checkpoint " + dir +
+                    ": not a checkpoint directory (no manifest.json or meta.json); "
                     "expected a checkpoint directory such as runs/<name>/checkpoints/step-00000100");
 }
 

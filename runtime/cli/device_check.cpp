@@ -15,13 +15,14 @@ void require_usable_device(const std::string& device) {
   const int count = memory::cuda_device_count();
   if (count == 0) throw ConfigError("no CUDA device: " + memory::cuda_unavailable_reason());
   if (index >= count) {
-    throw ConfigError("no CUDA device: device = " + device + " but " + std::to_string(count) +
-                      " CUDA device" + (count == 1 ? " is" : "s are") + " visible (CUDA_VISIBLE_DEVICES)");
+    throw ConfigError("no CUDA device: device = " + device + " but " + std::to_string(count) + " CUDA device" +
+                      (count == 1 ? " is" : "s are") + " visible (CUDA_VISIBLE_DEVICES)");
   }
 #else
   (void)index;
-  throw ConfigError("no CUDA device: this memtrain was built without CUDA (MEMTRAIN_CUDA=OFF or "
-                    "nvcc not found at configure time)");
+  throw ConfigError(
+      "no CUDA device: this memtrain was built without CUDA (MEMTRAIN_CUDA=OFF or "
+      "nvcc not found at configure time)");
 #endif
 }
 

@@ -25,8 +25,7 @@ int report_and_end_job(std::exception_ptr error, std::ostream& err) {
     std::rethrow_exception(error);
   } catch (const ConfigError&) {
     config_error = true;
-  } catch (...) {
-  }
+  } catch (...) {}
   if (config_error && program != "memtrain") {
     // Note [A config error is printed once]: rank 0's MPI_Abort normally ends this process
     // during the wait.

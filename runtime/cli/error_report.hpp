@@ -15,8 +15,7 @@ inline constexpr int kExitUsage = 2;    // bad usage, config or input file
 // checks; 1 for RuntimeError, OutOfMemory and any other exception.
 // `program` replaces "memtrain" at the start of the line: "memtrain[rank 3]" for a rank other
 // than 0 of an MPI job (program_name).
-int exit_status(std::exception_ptr error, std::ostream& err,
-                const std::string& program = "memtrain");
+int exit_status(std::exception_ptr error, std::ostream& err, const std::string& program = "memtrain");
 
 // "memtrain", or "memtrain[rank N]" in rank N > 0 of an MPI job (comms::launcher_rank), so
 // that a message from one rank of many says which.

@@ -22,7 +22,8 @@ struct EvalArgs {
 
 void add_eval_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on token ids or on its validation split (JSON on stdout)");
+  CLI::App* cmd =
+      app.add_subcommand("eval", "Evaluate a checkpoint on token ids or on its validation split (JSON on stdout)");
   cmd->add_option("--checkpoint", args->checkpoint, "Checkpoint directory")->required();
   cmd->add_option("--input", args->input,
                   "JSON file {\"input_ids\": [[...]], \"labels\": [[...]]} (-100 = not scored; optional "
@@ -30,7 +31,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   cmd->callback([args, &exit_code] {
     std::error_code ec;
     if (!std::filesystem::is_directory(args->checkpoint, ec)) {
-      throw ConfigError("eval --checkpoint " + args->checkpoint + ": not a directory; expected a checkpoint "
+      throw ConfigError("eval --checkpoint " + args->checkpoint +
+                        ": not a directory; expected a checkpoint "
                         "directory such as runs/<name>/checkpoints/step-00000100");
     }
     require_checkpoint_directory(args->checkpoint);  // a run directory given for a checkpoint: exit 2

@@ -38,20 +38,23 @@ void add_export_command(CLI::App& app, int& exit_code) {
   cmd->callback([args, &exit_code] {
     std::error_code ec;
     if (!std::filesystem::is_directory(args->checkpoint, ec)) {
-      throw ConfigError("export-hf: checkpoint " + args->checkpoint + ": not a directory; expected a checkpoint "
+      throw ConfigError("export-hf: checkpoint " + args->checkpoint +
+                        ": not a directory; expected a checkpoint "
                         "directory such as runs/<name>/checkpoints/step-00000100");
     }
     // Writing into a checkpoint (or the checkpoints folder) would add files its manifest does
     // not list, and make the newest checkpoint fail verification.
     for (auto p = std::filesystem::weakly_canonical(args->out, ec); !p.empty(); p = p.parent_path()) {
       if (std::filesystem::exists(p / "manifest.json", ec) || p.filename() == "checkpoints") {
-        throw ConfigError("export-hf: OUT " + args->out + " lies inside " + p.string() +
-                          ", a checkpoint or checkpoints directory; expected a directory outside the run's checkpoints");
+        throw ConfigError(
+            "export-hf: OUT " + args->out + " lies inside " + p.string() +
+            ", a checkpoint or checkpoints directory; expected a directory outside the run's checkpoints");
       }
       if (p == p.parent_path()) break;
     }
     if (std::filesystem::exists(args->out, ec) && !std::filesystem::is_directory(args->out, ec)) {
-      throw ConfigError("export-hf: OUT " + args->out + " exists and is not a directory; expected a new or "
+      throw ConfigError("export-hf: OUT " + args->out +
+                        " exists and is not a directory; expected a new or "
                         "empty directory");
     }
     // A second export, or a mistyped OUT, must not silently replace a model someone kept.

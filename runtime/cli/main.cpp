@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
     return !app.get_subcommands([word](CLI::App* sub) { return sub->get_name() == word; }).empty();
   };
   if (argc > 1 && argv[1][0] != '-' && !is_verb(argv[1])) {
-    std::cerr << "memtrain: usage error: unknown verb '" << argv[1]
-              << "'; expected train, plan, data, replay, checkpoint, eval, export-hf or supervise (see memtrain --help)\n";
+    std::cerr
+        << "memtrain: usage error: unknown verb '" << argv[1]
+        << "'; expected train, plan, data, replay, checkpoint, eval, export-hf or supervise (see memtrain --help)\n";
     return memtrain::cli::kExitUsage;
   }
   // The same for the second word of a verb with sub-verbs (`memtrain data frob`).
@@ -106,10 +107,10 @@ int main(int argc, char** argv) {
                     << " --help` says: " << option->get_description() << "\n";
           return memtrain::cli::kExitUsage;
         }
-        if (option != nullptr && option->get_type_size() > 0 && !inline_value &&
-            i + 1 < argc && std::string(argv[i + 1]) == "--") {
-          std::cerr << "memtrain: usage error: " << name << " needs a value before --; expected " << name
-                    << " " << option->get_type_name() << "\n";
+        if (option != nullptr && option->get_type_size() > 0 && !inline_value && i + 1 < argc &&
+            std::string(argv[i + 1]) == "--") {
+          std::cerr << "memtrain: usage error: " << name << " needs a value before --; expected " << name << " "
+                    << option->get_type_name() << "\n";
           return memtrain::cli::kExitUsage;
         }
       }

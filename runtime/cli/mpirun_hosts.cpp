@@ -129,8 +129,9 @@ HostExclusion exclude_hosts(const std::vector<std::string>& command, const std::
     }
   }
   if (!found_hosts) {
-    throw ConfigError("memtrain supervise --exclude-host: the command has no --host list or --hostfile to leave "
-                      "a host out of (expected an mpirun command line naming its hosts)");
+    throw ConfigError(
+        "memtrain supervise --exclude-host: the command has no --host list or --hostfile to leave "
+        "a host out of (expected an mpirun command line naming its hosts)");
   }
   for (const auto& name : excluded) {
     if (!excluded_name(seen, name)) {
@@ -139,8 +140,8 @@ HostExclusion exclude_hosts(const std::vector<std::string>& command, const std::
         if (!all.empty()) all += ", ";
         all += h;
       }
-      throw ConfigError("memtrain supervise --exclude-host " + name + ": no such host in the command (its hosts: " +
-                        all + ")");
+      throw ConfigError("memtrain supervise --exclude-host " + name +
+                        ": no such host in the command (its hosts: " + all + ")");
     }
   }
   if (out.remaining.empty()) {

@@ -49,7 +49,8 @@ int parse_world_size(const std::string& text) {
 void add_plan_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "plan", "Dry-run a config's first steps and evaluations on a simulated device: does it fit, where does the memory go");
+      "plan",
+      "Dry-run a config's first steps and evaluations on a simulated device: does it fit, where does the memory go");
   cmd->add_option("--config", args->config, "Experiment YAML file, e.g. configs/bert-large.yaml")->required();
   cmd->add_option("--target", args->target, "Device: " + train::device_target_names())->required();
   cmd->add_option("--policy", args->policies,
@@ -75,8 +76,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     const train::Config config = train::load_config(args->config, args->overrides);
     try {
       train::check_tensor_parallel_world(config, world_size);
-      train::check_data_parallel_size(config,
-                                      world_size / config.parallel.tensor_model_parallel_size);
+      train::check_data_parallel_size(config, world_size / config.parallel.tensor_model_parallel_size);
     } catch (const ConfigError& e) {
       throw ConfigError("--world-size " + std::to_string(world_size) +
                         (cmd->count("--world-size") == 0 ? " (the default)" : "") + ": " + e.what());

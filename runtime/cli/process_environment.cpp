@@ -40,8 +40,7 @@ void ensure_process_environment(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
     __builtin_cpu_init();
     const char* core = nullptr;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl")) {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
       core = "SkylakeX";
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
       core = "Haswell";
@@ -66,9 +65,10 @@ void ensure_process_environment(char** argv) {
     execv(self, argv);
   }
   execv("/proc/self/exe", argv);
-  std::fprintf(stderr, "memtrain: warning: could not re-execute with the settings memtrain makes "
-                       "(OPENBLAS_CORETYPE, OMP_WAIT_POLICY); GEMMs may run on OpenBLAS's generic "
-                       "kernels, and idle OpenMP threads may spin beside other ranks\n");
+  std::fprintf(stderr,
+               "memtrain: warning: could not re-execute with the settings memtrain makes "
+               "(OPENBLAS_CORETYPE, OMP_WAIT_POLICY); GEMMs may run on OpenBLAS's generic "
+               "kernels, and idle OpenMP threads may spin beside other ranks\n");
 }
 
 }  // namespace memtrain::cli

@@ -28,13 +28,15 @@ std::size_t capacity_bytes(const std::string& text) {
     throw ConfigError("--capacity " + text + ": " + e.what());
   }
   if (bytes == 0) {
-    throw ConfigError("--capacity " + text + ": " + (text.find_first_of("123456789") == std::string::npos ? "zero" : "under one byte") +
+    throw ConfigError("--capacity " + text + ": " +
+                      (text.find_first_of("123456789") == std::string::npos ? "zero" : "under one byte") +
                       "; expected a positive size such as 40GiB");
   }
   // The allocator's statistics are signed 64-bit counters (PyTorch's memory_stats are too).
   if (bytes > memory::kLargestAllocatorBytes) {
-    throw ConfigError("--capacity " + text + ": larger than " + std::to_string(memory::kLargestAllocatorBytes) +
-                      " bytes (4 EiB), the most the allocator's statistics count; expected a device size such as 40GiB");
+    throw ConfigError(
+        "--capacity " + text + ": larger than " + std::to_string(memory::kLargestAllocatorBytes) +
+        " bytes (4 EiB), the most the allocator's statistics count; expected a device size such as 40GiB");
   }
   return bytes;
 }
@@ -49,9 +51,10 @@ std::string policy_list() {
 
 void add_replay_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ReplayArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "replay", "Replay an allocation trace (CSV op,id,bytes,stream,tag, or RMM's log) against a policy on a "
-                "simulated device");
+  CLI::App* cmd =
+      app.add_subcommand("replay",
+                         "Replay an allocation trace (CSV op,id,bytes,stream,tag, or RMM's log) against a policy on a "
+                         "simulated device");
   cmd->add_option("--trace", args->trace, "Trace CSV file")->required();
   cmd->add_option("--policy", args->policy, "Allocator policy: " + policy_list())->required();
   cmd->add_option("--capacity", args->capacity, "Simulated device size: 40GiB, 512MiB or bytes")->required();
@@ -67,7 +70,8 @@ void add_replay_command(CLI::App& app, int& exit_code) {
     // The largest GPUs hold well under 1 TiB.
     constexpr std::size_t kLargestStitchCapacity = std::size_t{1} << 40;
     if (args->policy == "vmm_stitch" && capacity > kLargestStitchCapacity) {
-      throw ConfigError("--capacity " + args->capacity + " with --policy vmm_stitch: larger than 1 TiB, the most its "
+      throw ConfigError("--capacity " + args->capacity +
+                        " with --policy vmm_stitch: larger than 1 TiB, the most its "
                         "simulation keeps a record of each 2 MiB page for; expected a device size such as 80GiB");
     }
     const memory::ReplayReport report = memory::replay_trace_file(args->trace, args->policy, capacity);

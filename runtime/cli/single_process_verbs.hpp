@@ -30,7 +30,8 @@ inline std::optional<std::string> multi_rank_refusal(const std::string& verb, co
   if (verb == "train") return std::nullopt;
   const int size = comms::launcher_world_size(env);
   if (!comms::launched_by_mpi_launcher(env) || size <= 1) return std::nullopt;
-  return (verb.empty() ? std::string("memtrain") : "memtrain " + verb) + " runs as one process, and this is one of the " + std::to_string(size) +
+  return (verb.empty() ? std::string("memtrain") : "memtrain " + verb) +
+         " runs as one process, and this is one of the " + std::to_string(size) +
          " ranks of an MPI launch; expected it without mpirun (only train runs as several ranks)";
 }
 

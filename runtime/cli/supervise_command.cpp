@@ -21,8 +21,7 @@ void add_supervise_command(CLI::App& app, int& exit_code) {
                   "Relaunch without this host (repeatable): its entries leave mpirun's --host list or "
                   "hostfile, and -np shrinks to the slots left (default: none)")
       ->allow_extra_args(false);
-  cmd->add_option("command", options->command, "The job after --, e.g. -- mpirun -np 4 memtrain train ...")
-      ->required();
+  cmd->add_option("command", options->command, "The job after --, e.g. -- mpirun -np 4 memtrain train ...")->required();
   cmd->callback([options, &exit_code] { exit_code = supervise(*options, std::cerr); });
 }
 

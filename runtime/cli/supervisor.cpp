@@ -104,9 +104,7 @@ int run_once(const std::vector<std::string>& argv) {
   return 1;
 }
 
-bool restartable(int code) {
-  return code != 0 && code != 2 && code != 130 && code != 138 && code != 143;
-}
+bool restartable(int code) { return code != 0 && code != 2 && code != 130 && code != 138 && code != 143; }
 
 }  // namespace
 
@@ -209,8 +207,9 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
   }
   const std::string run_dir = run_dir_of(options.command);
   if (run_dir.empty()) {
-    throw ConfigError("memtrain supervise: the command names no --run-dir; a relaunch resumes the run "
-                      "directory, so the command must name it (--run-dir D)");
+    throw ConfigError(
+        "memtrain supervise: the command names no --run-dir; a relaunch resumes the run "
+        "directory, so the command must name it (--run-dir D)");
   }
   if (options.max_restarts < 0) throw ConfigError("memtrain supervise --max-restarts must be >= 0");
   if (!(options.backoff_s >= 0 && options.backoff_s <= kMaxBackoffSeconds)) {  // NaN fails both
@@ -222,8 +221,8 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
   relaunch_command(options.command, "required", options.min_ranks);  // refuse a bad --min-ranks now
   // --min-ranks moves a relaunch onto fewer ranks; more than launched would only show after
   // the first failure, as a relaunch that cannot start.
-  if (const int launched = ranks_of(options.command); options.min_ranks > 0 && launched > 0 &&
-                                                      options.min_ranks > launched) {
+  if (const int launched = ranks_of(options.command);
+      options.min_ranks > 0 && launched > 0 && options.min_ranks > launched) {
     throw ConfigError("memtrain supervise --min-ranks " + std::to_string(options.min_ranks) + ": more than the " +
                       std::to_string(launched) + " ranks the command launches (-np " + std::to_string(launched) +
                       "); expected at most " + std::to_string(launched));
@@ -260,19 +259,21 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
       return sig == SIGTERM && code == 128 + SIGUSR1 ? 128 + SIGTERM : code;
     }
     if (!restartable(code)) {
-      if (code != 0) log << "memtrain supervise: " << describe_exit(code) << " is not restarted (Note [Which exits the supervisor restarts])\n";
+      if (code != 0)
+        log << "memtrain supervise: " << describe_exit(code)
+            << " is not restarted (Note [Which exits the supervisor restarts])\n";
       return code;
     }
     if (attempt >= options.max_restarts) {
-      log << "memtrain supervise: " << describe_exit(code) << "; giving up after " << options.max_restarts
-          << " restart" << (options.max_restarts == 1 ? "" : "s") << "\n";
+      log << "memtrain supervise: " << describe_exit(code) << "; giving up after " << options.max_restarts << " restart"
+          << (options.max_restarts == 1 ? "" : "s") << "\n";
       return code;
     }
     std::error_code ec;
     const std::string root = (std::filesystem::path(run_dir) / "checkpoints").string();
-    const bool has_checkpoint =
-        std::filesystem::is_directory(root, ec) && !checkpoint::list_checkpoints(root).empty();
-    if (!options.exclude_hosts.empty()) base = exclude_hosts(options.command, options.exclude_hosts, hostfile_copy).command;
+    const bool has_checkpoint = std::filesystem::is_directory(root, ec) && !checkpoint::list_checkpoints(root).empty();
+    if (!options.exclude_hosts.empty())
+      base = exclude_hosts(options.command, options.exclude_hosts, hostfile_copy).command;
     command = relaunch_command(base, has_checkpoint ? "required" : "auto", ranks);
     log << "memtrain supervise: " << describe_exit(code) << "; restart " << attempt + 1 << " of "
         << options.max_restarts << " in " << backoff << " s: " << join(command) << "\n"

@@ -13,12 +13,12 @@ namespace memtrain::cli {
 inline constexpr double kMaxBackoffSeconds = 3600;
 
 struct SupervisorOptions {
-  int max_restarts = 3;      // relaunches after abnormal exits, then give up
-  double backoff_s = 5.0;    // seconds before the first relaunch, doubled for each further one
-                             // up to kMaxBackoffSeconds
-  int min_ranks = 0;         // > 0: relaunches run with `-np min_ranks` (migration onto fewer ranks)
+  int max_restarts = 3;                    // relaunches after abnormal exits, then give up
+  double backoff_s = 5.0;                  // seconds before the first relaunch, doubled for each further one
+                                           // up to kMaxBackoffSeconds
+  int min_ranks = 0;                       // > 0: relaunches run with `-np min_ranks` (migration onto fewer ranks)
   std::vector<std::string> exclude_hosts;  // relaunches run without these hosts (mpirun_hosts.hpp)
-  std::vector<std::string> command;  // argv: `mpirun ... memtrain train ...` or `memtrain train ...`
+  std::vector<std::string> command;        // argv: `mpirun ... memtrain train ...` or `memtrain train ...`
 };
 
 // Note [Which exits the supervisor restarts]

@@ -59,9 +59,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
           ""));
   cmd->add_flag("--dry-run", args->dry_run,
                 "Allocate exactly what training would on a simulated device, without any math");
-  CLI::Option* target_option = cmd->add_option("--target", args->target,
-                  "Simulated device of --dry-run: " + train::device_target_names() + " (default " +
-                      kDefaultTarget + ")");
+  CLI::Option* target_option = cmd->add_option(
+      "--target", args->target,
+      "Simulated device of --dry-run: " + train::device_target_names() + " (default " + kDefaultTarget + ")");
   cmd->add_option("--non-allocator", args->non_allocator,
                   "With --dry-run: device bytes outside the allocator (CUDA context, cuBLAS, NCCL), "
                   "replacing the target's estimate, e.g. 1GiB");
@@ -93,8 +93,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
     if (args->dry_run && args->profile_ops) {
       throw ConfigError("--profile-ops times the ops' math, and --dry-run does none: use one or the other");
     }
-    train::RunOptions options{args->run_dir, std::nullopt, train::resolve_recompute,
-                              train::parse_resume_mode(args->resume), args->profile_ops,
+    train::RunOptions options{args->run_dir,
+                              std::nullopt,
+                              train::resolve_recompute,
+                              train::parse_resume_mode(args->resume),
+                              args->profile_ops,
                               train::parse_progress_mode(args->progress)};
     if (args->dry_run) {
       options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);

@@ -41,8 +41,8 @@ struct LossScaleConfig {
   double initial_scale = 65536.0;  // 2^16
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
-  int growth_interval = 2000;    // clean steps before the scale grows
-  int hysteresis = 1;            // overflowing steps tolerated before backing off (1 = PyTorch)
+  int growth_interval = 2000;  // clean steps before the scale grows
+  int hysteresis = 1;          // overflowing steps tolerated before backing off (1 = PyTorch)
   double min_loss_scale = 1.0;
   // Consecutive skipped steps at min_loss_scale after which the run stops with an error.
   int max_skipped_steps_at_min = 10;
@@ -64,7 +64,7 @@ struct MemoryConfig {
   std::string policy = "best_fit";  // no_cache | pytorch | best_fit | vmm_stitch
   bool trace = false;               // record the allocation trace (run_dir/memory_trace.csv)
   // Allocator options (memory::AllocatorOptions; PYTORCH_CUDA_ALLOC_CONF meanings).
-  std::size_t max_split_size = SIZE_MAX;    // bytes; SIZE_MAX = unset (blocks of any size split)
+  std::size_t max_split_size = SIZE_MAX;      // bytes; SIZE_MAX = unset (blocks of any size split)
   double garbage_collection_threshold = 0.0;  // fraction of the limit; 0 = off
   bool expandable_segments = false;
   // Host allocations of 2 MiB or more in transparent huge pages (Note [Transparent huge pages
@@ -83,7 +83,7 @@ struct MemoryConfig {
   // meets a real job's ledger or a stale one a crashed job left behind.
   std::string ledger = "cpu";
   // Activation checkpointing (Megatron-LM's recompute_granularity/method/num_layers).
-  std::string recompute = "none";           // none | selective | full | auto
+  std::string recompute = "none";            // none | selective | full | auto
   std::string recompute_method = "uniform";  // uniform (every k-th layer) | block (first k)
   int recompute_num_layers = 0;              // k; 0 = every layer
   std::size_t budget = 0;                    // bytes; recompute: auto picks to fit it
@@ -91,7 +91,7 @@ struct MemoryConfig {
 };
 
 struct ParallelConfig {
-  int tensor_model_parallel_size = 1;     // ranks that split each layer (Megatron-LM)
+  int tensor_model_parallel_size = 1;      // ranks that split each layer (Megatron-LM)
   int make_vocab_size_divisible_by = 128;  // vocabulary padding when tensor-parallel
   bool sequence_parallel = false;          // Korthikanti et al. 2022; needs tp > 1
   // Largest data-parallel gradient bucket, MiB (PyTorch DDP's bucket_cap_mb, default 25).
@@ -108,7 +108,7 @@ struct ParallelConfig {
 // comms/onebit_compressor.hpp). The keys other than method are accepted with method none and do
 // nothing there; a key of another method is refused (rank with onebit).
 struct CompressionConfig {
-  std::string method = "none";       // none | powersgd | onebit
+  std::string method = "none";        // none | powersgd | onebit
   int rank = 4;                       // PowerSGD's r (PyTorch's matrix_approximation_rank)
   int start_iter = 10;                // plain all-reduce before this optimizer step
   double min_compression_rate = 2.0;  // compress a matrix only if (n + m) r < n m / rate
@@ -127,7 +127,7 @@ struct CheckpointConfig {
   // Steps between checkpoints; one is also written at the end of the run and when SIGTERM or
   // SIGUSR1 stops it. 0 = checkpointing off (Megatron-LM without --save): nothing is written.
   int interval = 0;
-  int keep_last = 2;  // complete checkpoints kept; older ones are removed after a new one
+  int keep_last = 2;          // complete checkpoints kept; older ones are removed after a new one
   bool on_interrupt = false;  // SIGINT also saves one (SIGTERM and SIGUSR1 always do)
   // Copy the state into a staging buffer (tag checkpoint) and write it on a background thread
   // while training continues; the same files (async_checkpointer.hpp).

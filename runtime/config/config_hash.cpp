@@ -59,8 +59,7 @@ std::string canonical_yaml(const Config& c) {
 std::string config_hash(const Config& c) {
   const std::string text = canonical_yaml(c);
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
   return hex;
 }
 

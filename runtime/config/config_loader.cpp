@@ -23,11 +23,10 @@ namespace memtrain::train {
 
 namespace {
 
-
 [[noreturn]] void fail(const std::string& where, const std::string& key, const std::string& value,
                        const std::string& what, const std::string& expected) {
-  throw ConfigError(printable(where) + ": " + printable(key) + " = " + printable(value) + ": " + what +
-                    "; expected " + expected);
+  throw ConfigError(printable(where) + ": " + printable(key) + " = " + printable(value) + ": " + what + "; expected " +
+                    expected);
 }
 
 std::string sections_list() {
@@ -121,13 +120,13 @@ std::string read_file(const std::string& path) {
   // A FIFO without a writer would block the open forever, and /proc or device files are not
   // configs: only a regular file (or a link to one) is read.
   if (!fs::is_regular_file(status)) {
-    throw ConfigError(path + ": is not a regular file (a pipe, device or special file); expected a YAML file "
+    throw ConfigError(path +
+                      ": is not a regular file (a pipe, device or special file); expected a YAML file "
                       "such as configs/tiny.yaml");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) +
-                      "); expected a readable YAML file");
+    throw ConfigError(path + ": cannot read config file (" + std::strerror(errno) + "); expected a readable YAML file");
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -147,7 +146,8 @@ std::string key_name(const std::string& path, const YAML::Node& key) {
     const std::string what = key.IsSequence() ? "key " + printable(shown(key)) + " is a list"
                              : key.IsMap()    ? "key " + printable(shown(key)) + " is a mapping"
                                               : std::string("a key is empty");
-    throw ConfigError(line_of(path, key.Mark()) + ": " + what + "; expected a non-empty string (a section or key name)");
+    throw ConfigError(line_of(path, key.Mark()) + ": " + what +
+                      "; expected a non-empty string (a section or key name)");
   }
   return key.Scalar();
 }
@@ -197,9 +197,8 @@ void load_file(Config& c, const std::string& path) {
     throw ConfigError(path + ": config file is empty; expected a YAML mapping with sections " + sections);
   }
   if (!root.IsMap()) {
-    throw ConfigError(line_of(path, root.Mark()) + ": the document is a " +
-                      (root.IsSequence() ? "list" : "scalar") + "; expected a YAML mapping of sections (" +
-                      sections_list() + ")");
+    throw ConfigError(line_of(path, root.Mark()) + ": the document is a " + (root.IsSequence() ? "list" : "scalar") +
+                      "; expected a YAML mapping of sections (" + sections_list() + ")");
   }
   std::map<std::string, int> seen_sections;
   for (const auto& entry : root) {
@@ -244,8 +243,8 @@ void apply_override(Config& c, const std::string& arg) {
   // a comment, as it does in the file.
   if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
     value = value.substr(1, value.size() - 2);
-  } else if (const auto hash = value.find_first_of('#'); hash != std::string::npos &&
-                                                         (hash == 0 || value[hash - 1] == ' ' || value[hash - 1] == '\t')) {
+  } else if (const auto hash = value.find_first_of('#');
+             hash != std::string::npos && (hash == 0 || value[hash - 1] == ' ' || value[hash - 1] == '\t')) {
     value = trimmed(std::string_view(value).substr(0, hash));
   }
   if (key.empty()) {
@@ -255,8 +254,8 @@ void apply_override(Config& c, const std::string& arg) {
     unknown_section(where, key.substr(0, dot));
   }
   if (is_section(key) || is_subsection(key)) {
-    throw ConfigError(where + ": " + key + " is a section; expected section.key=value, e.g. " + key +
-                      "." + "<key>=value");
+    throw ConfigError(where + ": " + key + " is a section; expected section.key=value, e.g. " + key + "." +
+                      "<key>=value");
   }
   apply(c, key, value, value, where);
 }
@@ -279,12 +278,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 void check_tensor_parallel_world(const Config& c, int world_size) {
   const int tp = c.parallel.tensor_model_parallel_size;
   if (world_size >= 1 && world_size % tp == 0) return;
-  fail(where_set(c, "parallel.tensor_model_parallel_size"), "parallel.tensor_model_parallel_size",
-       std::to_string(tp),
-       "does not divide the world of " + std::to_string(world_size) +
-           (world_size == 1 ? " rank" : " ranks"),
+  fail(where_set(c, "parallel.tensor_model_parallel_size"), "parallel.tensor_model_parallel_size", std::to_string(tp),
+       "does not divide the world of " + std::to_string(world_size) + (world_size == 1 ? " rank" : " ranks"),
        "a divisor of the number of ranks (world = tensor_model_parallel_size x data-parallel "
-       "size; launch a multiple of " + std::to_string(tp) + " ranks)");
+       "size; launch a multiple of " +
+           std::to_string(tp) + " ranks)");
 }
 
 void check_data_parallel_size(const Config& c, int data_parallel_size) {
@@ -295,8 +293,7 @@ void check_data_parallel_size(const Config& c, int data_parallel_size) {
          "not a multiple of training.micro_batch_size x data-parallel size = " +
              std::to_string(c.training.micro_batch_size) + " x " + std::to_string(data_parallel_size) + " = " +
              std::to_string(step),
-         "a multiple of " + std::to_string(step) +
-             " (global = micro x accumulation steps x data-parallel ranks)");
+         "a multiple of " + std::to_string(step) + " (global = micro x accumulation steps x data-parallel ranks)");
   }
 }
 

@@ -56,8 +56,7 @@ KeySpec real(std::string name, Range r, Field<T> f) {
             }
             if (!std::isfinite(held) || (r.lo_open ? held <= r.lo : held < r.lo) ||
                 (r.hi_open ? held >= r.hi : held > r.hi)) {
-              throw ValueError("out of range in single precision (it would be stored as " + format_real(stored) +
-                               ")");
+              throw ValueError("out of range in single precision (it would be stored as " + format_real(stored) + ")");
             }
             f(c) = static_cast<T>(v);
           },
@@ -65,8 +64,7 @@ KeySpec real(std::string name, Range r, Field<T> f) {
 }
 
 KeySpec boolean(std::string name, Field<bool> f) {
-  return {std::move(name), "true or false",
-          [=](Config& c, std::string_view t) { f(c) = parse_bool(t); },
+  return {std::move(name), "true or false", [=](Config& c, std::string_view t) { f(c) = parse_bool(t); },
           [=](const Config& c) { return std::string(field_of(f, c) ? "true" : "false"); }};
 }
 
@@ -76,8 +74,8 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 
-KeySpec choice(std::string name, std::vector<std::string> allowed,
-               std::vector<std::string> not_built, Field<std::string> f) {
+KeySpec choice(std::string name, std::vector<std::string> allowed, std::vector<std::string> not_built,
+               Field<std::string> f) {
   std::string expected = allowed.size() == 1 ? allowed[0] : "one of " + join(allowed, ", ");
   return {std::move(name), std::move(expected),
           [=](Config& c, std::string_view t) { f(c) = parse_choice(t, allowed, not_built); },
@@ -134,16 +132,21 @@ std::vector<KeySpec> make_keys() {
   k.push_back(integer("model.vocab_size", 8, 1 << 24, [](Config& c) -> int& { return c.model.vocab_size; }));
   k.push_back(integer("model.hidden_size", 1, kMaxDim, [](Config& c) -> int& { return c.model.hidden_size; }));
   k.push_back(integer("model.num_hidden_layers", 1, 1024, [](Config& c) -> int& { return c.model.num_hidden_layers; }));
-  k.push_back(integer("model.num_attention_heads", 1, 1024, [](Config& c) -> int& { return c.model.num_attention_heads; }));
-  k.push_back(integer("model.intermediate_size", 1, kMaxDim, [](Config& c) -> int& { return c.model.intermediate_size; }));
-  k.push_back(integer("model.max_position_embeddings", 1, kMaxDim, [](Config& c) -> int& { return c.model.max_position_embeddings; }));
+  k.push_back(
+      integer("model.num_attention_heads", 1, 1024, [](Config& c) -> int& { return c.model.num_attention_heads; }));
+  k.push_back(
+      integer("model.intermediate_size", 1, kMaxDim, [](Config& c) -> int& { return c.model.intermediate_size; }));
+  k.push_back(integer("model.max_position_embeddings", 1, kMaxDim,
+                      [](Config& c) -> int& { return c.model.max_position_embeddings; }));
   k.push_back(integer("model.type_vocab_size", 1, 1024, [](Config& c) -> int& { return c.model.type_vocab_size; }));
   k.push_back(real<float>("model.layer_norm_eps", {0.0, true, 1.0, true, "a number in (0, 1)"},
                           [](Config& c) -> float& { return c.model.layer_norm_eps; }));
-  k.push_back(real<float>("model.hidden_dropout_prob", kProbability, [](Config& c) -> float& { return c.model.hidden_dropout_prob; }));
+  k.push_back(real<float>("model.hidden_dropout_prob", kProbability,
+                          [](Config& c) -> float& { return c.model.hidden_dropout_prob; }));
   k.push_back(real<float>("model.attention_probs_dropout_prob", kProbability,
                           [](Config& c) -> float& { return c.model.attention_probs_dropout_prob; }));
-  k.push_back(real<float>("model.initializer_range", kPositive, [](Config& c) -> float& { return c.model.initializer_range; }));
+  k.push_back(
+      real<float>("model.initializer_range", kPositive, [](Config& c) -> float& { return c.model.initializer_range; }));
 
   // data (runtime/data/data_config.hpp).
   k.push_back(text("data.corpus", "kjv, a UTF-8 text file or a directory of .txt files",
@@ -160,26 +163,36 @@ std::vector<KeySpec> make_keys() {
                            [](Config& c) -> double& { return c.data.validation_fraction; }));
 
   // training.
-  k.push_back(integer("training.micro_batch_size", 1, 1 << 20, [](Config& c) -> int& { return c.training.micro_batch_size; }));
-  k.push_back(integer("training.global_batch_size", 1, 1 << 30, [](Config& c) -> int& { return c.training.global_batch_size; }));
+  k.push_back(
+      integer("training.micro_batch_size", 1, 1 << 20, [](Config& c) -> int& { return c.training.micro_batch_size; }));
+  k.push_back(integer("training.global_batch_size", 1, 1 << 30,
+                      [](Config& c) -> int& { return c.training.global_batch_size; }));
   k.push_back(integer("training.max_steps", 1, kMaxSteps, [](Config& c) -> int& { return c.training.max_steps; }));
-  k.push_back(integer("training.lr_decay_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.lr_decay_steps; }));
+  k.push_back(
+      integer("training.lr_decay_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.lr_decay_steps; }));
   k.push_back(real<double, float>("training.lr", kPositive, [](Config& c) -> double& { return c.training.lr; }));
   k.push_back(real<double>("training.min_lr", kNonNegative, [](Config& c) -> double& { return c.training.min_lr; }));
-  k.push_back(integer("training.warmup_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.warmup_steps; }));
+  k.push_back(
+      integer("training.warmup_steps", 0, kMaxSteps, [](Config& c) -> int& { return c.training.warmup_steps; }));
   k.push_back(choice("training.lr_schedule", {"cosine", "linear", "constant"}, {},
                      [](Config& c) -> std::string& { return c.training.lr_schedule; }));
-  k.push_back(real<double, float>("training.weight_decay", kNonNegative, [](Config& c) -> double& { return c.training.weight_decay; }));
-  k.push_back(real<double, float>("training.adam_beta1", kBeta, [](Config& c) -> double& { return c.training.adam_beta1; }));
-  k.push_back(real<double, float>("training.adam_beta2", kBeta, [](Config& c) -> double& { return c.training.adam_beta2; }));
-  k.push_back(real<double, float>("training.adam_eps", kPositive, [](Config& c) -> double& { return c.training.adam_eps; }));
+  k.push_back(real<double, float>("training.weight_decay", kNonNegative,
+                                  [](Config& c) -> double& { return c.training.weight_decay; }));
+  k.push_back(
+      real<double, float>("training.adam_beta1", kBeta, [](Config& c) -> double& { return c.training.adam_beta1; }));
+  k.push_back(
+      real<double, float>("training.adam_beta2", kBeta, [](Config& c) -> double& { return c.training.adam_beta2; }));
+  k.push_back(
+      real<double, float>("training.adam_eps", kPositive, [](Config& c) -> double& { return c.training.adam_eps; }));
   k.push_back(real<double>("training.grad_clip", {0.0, false, 1e300, false, "a number >= 0 (0 disables clipping)"},
                            [](Config& c) -> double& { return c.training.grad_clip; }));
   k.push_back({"training.seed", "an integer in [0, 2^64)",
                [](Config& c, std::string_view t) { c.training.seed = parse_uint64(t); },
                [](const Config& c) { return std::to_string(c.training.seed); }});
-  k.push_back(integer("training.log_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.log_interval; }));
-  k.push_back(integer("training.eval_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_interval; }));
+  k.push_back(
+      integer("training.log_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.log_interval; }));
+  k.push_back(
+      integer("training.eval_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_interval; }));
   k.push_back(integer("training.eval_steps", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_steps; }));
   k.push_back(integer("training.num_threads", 0, 4096, [](Config& c) -> int& { return c.training.num_threads; }));
   k.push_back(choice("training.optimizer", {"adamw", "onebit_adam"}, {"adam", "sgd", "lamb", "adafactor"},
@@ -240,8 +253,7 @@ std::vector<KeySpec> make_keys() {
                [](const Config& c) { return std::to_string(c.memory.capacity); }});
   k.push_back(size_or_zero("memory.limit", "a size such as 2GiB or a byte count (0 = no limit)",
                            [](Config& c) -> std::size_t& { return c.memory.limit; }));
-  k.push_back(size_or_zero("memory.reservation",
-                           "a size such as 1GiB or a byte count (0 = no reservation)",
+  k.push_back(size_or_zero("memory.reservation", "a size such as 1GiB or a byte count (0 = no reservation)",
                            [](Config& c) -> std::size_t& { return c.memory.reservation; }));
   k.push_back({"memory.ledger", "a name of 1 to 64 characters from [A-Za-z0-9._-]",
                [](Config& c, std::string_view t) {
@@ -259,8 +271,8 @@ std::vector<KeySpec> make_keys() {
                      [](Config& c) -> std::string& { return c.memory.recompute; }));
   k.push_back(choice("memory.recompute_method", {"uniform", "block"}, {},
                      [](Config& c) -> std::string& { return c.memory.recompute_method; }));
-  k.push_back(integer("memory.recompute_num_layers", 0, 1024,
-                      [](Config& c) -> int& { return c.memory.recompute_num_layers; }));
+  k.push_back(
+      integer("memory.recompute_num_layers", 0, 1024, [](Config& c) -> int& { return c.memory.recompute_num_layers; }));
   k.push_back(size_or_zero("memory.budget", "a size such as 30GiB or a byte count (0 = unset)",
                            [](Config& c) -> std::size_t& { return c.memory.budget; }));
   k.push_back(choice("memory.attention", {"standard", "flash"}, {},
@@ -269,15 +281,13 @@ std::vector<KeySpec> make_keys() {
   // parallel: the data-parallel size is the rank count divided by tensor_model_parallel_size.
   k.push_back(integer("parallel.tensor_model_parallel_size", 1, 4096,
                       [](Config& c) -> int& { return c.parallel.tensor_model_parallel_size; }));
-  k.push_back(boolean("parallel.sequence_parallel",
-                      [](Config& c) -> bool& { return c.parallel.sequence_parallel; }));
+  k.push_back(boolean("parallel.sequence_parallel", [](Config& c) -> bool& { return c.parallel.sequence_parallel; }));
   k.push_back(integer("parallel.make_vocab_size_divisible_by", 1, 1 << 16,
                       [](Config& c) -> int& { return c.parallel.make_vocab_size_divisible_by; }));
-  k.push_back(real<double>("parallel.bucket_size_mb",
-                           {0.0, true, 1048576.0, false, "a number of MiB in (0, 1048576]"},
+  k.push_back(real<double>("parallel.bucket_size_mb", {0.0, true, 1048576.0, false, "a number of MiB in (0, 1048576]"},
                            [](Config& c) -> double& { return c.parallel.bucket_size_mb; }));
-  k.push_back(boolean("parallel.overlap_grad_reduce",
-                      [](Config& c) -> bool& { return c.parallel.overlap_grad_reduce; }));
+  k.push_back(
+      boolean("parallel.overlap_grad_reduce", [](Config& c) -> bool& { return c.parallel.overlap_grad_reduce; }));
   // ZeRO stages 2 and 3 (gradient and parameter sharding) are not built.
   k.push_back({"parallel.zero_stage", "0 or 1",
                [](Config& c, std::string_view t) {
@@ -293,17 +303,17 @@ std::vector<KeySpec> make_keys() {
   k.push_back(choice("compression.method", {"none", "powersgd", "onebit"}, {"fp16", "bf16", "int8", "topk", "randomk"},
                      [](Config& c) -> std::string& { return c.compression.method; }));
   k.push_back(integer("compression.rank", 1, 1 << 16, [](Config& c) -> int& { return c.compression.rank; }));
-  k.push_back(integer("compression.start_iter", 0, kMaxSteps,
-                      [](Config& c) -> int& { return c.compression.start_iter; }));
+  k.push_back(
+      integer("compression.start_iter", 0, kMaxSteps, [](Config& c) -> int& { return c.compression.start_iter; }));
   k.push_back(real<double>("compression.min_compression_rate", kPositive,
                            [](Config& c) -> double& { return c.compression.min_compression_rate; }));
   k.push_back(boolean("compression.warm_start", [](Config& c) -> bool& { return c.compression.warm_start; }));
-  k.push_back(integer("compression.block_size", 0, 1 << 30,
-                      [](Config& c) -> int& { return c.compression.block_size; }));
+  k.push_back(
+      integer("compression.block_size", 0, 1 << 30, [](Config& c) -> int& { return c.compression.block_size; }));
   k.push_back(choice("compression.scale", {"mean_abs", "rms"}, {},
                      [](Config& c) -> std::string& { return c.compression.scale; }));
-  k.push_back(integer("compression.freeze_step", 1, kMaxSteps,
-                      [](Config& c) -> int& { return c.compression.freeze_step; }));
+  k.push_back(
+      integer("compression.freeze_step", 1, kMaxSteps, [](Config& c) -> int& { return c.compression.freeze_step; }));
 
   // checkpoint: runtime/checkpoint/ (docs/config.md, "checkpoint").
   k.push_back(integer("checkpoint.interval", 0, kMaxSteps, [](Config& c) -> int& { return c.checkpoint.interval; }));
@@ -328,8 +338,8 @@ const std::vector<KeySpec>& config_keys() {
 }
 
 const std::vector<std::string>& config_sections() {
-  static const std::vector<std::string> sections = {
-      "model", "data", "training", "precision", "memory", "parallel", "compression", "checkpoint", "health"};
+  static const std::vector<std::string> sections = {"model",    "data",        "training",   "precision", "memory",
+                                                    "parallel", "compression", "checkpoint", "health"};
   return sections;
 }
 

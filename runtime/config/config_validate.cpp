@@ -23,10 +23,8 @@ std::string value_of(const Config& c, const std::string& key) {
   return "?";
 }
 
-[[noreturn]] void fail(const Config& c, const std::string& key, const std::string& what,
-                       const std::string& expected) {
-  throw ConfigError(where_set(c, key) + ": " + key + " = " + value_of(c, key) + ": " + what + "; expected " +
-                    expected);
+[[noreturn]] void fail(const Config& c, const std::string& key, const std::string& what, const std::string& expected) {
+  throw ConfigError(where_set(c, key) + ": " + key + " = " + value_of(c, key) + ": " + what + "; expected " + expected);
 }
 
 // "model.hidden_size = 100 (line 3)": another key named in a message, with where it was set.
@@ -70,8 +68,7 @@ void check_parallel(const Config& c) {
   if (c.parallel.sequence_parallel) {
     if (c.data.seq_length % tp != 0) {
       fail(c, "data.seq_length", "not divisible by " + other(c, tp_key),
-           "a multiple of " + std::to_string(tp) +
-               " (parallel.sequence_parallel splits every sample's tokens evenly)");
+           "a multiple of " + std::to_string(tp) + " (parallel.sequence_parallel splits every sample's tokens evenly)");
     }
     if (c.data.dynamic_seq_length) {
       fail(c, "data.dynamic_seq_length", "is set with " + other(c, "parallel.sequence_parallel"),
@@ -79,17 +76,16 @@ void check_parallel(const Config& c) {
     }
   }
   for (const std::string key : {"model.num_attention_heads", "model.intermediate_size"}) {
-    const int v =
-        key == "model.num_attention_heads" ? c.model.num_attention_heads : c.model.intermediate_size;
+    const int v = key == "model.num_attention_heads" ? c.model.num_attention_heads : c.model.intermediate_size;
     if (v % tp == 0) continue;
     if (blamed(c, key, tp_key) == tp_key) {
       fail(c, tp_key, "does not divide " + other(c, key),
-           "a divisor of " + std::to_string(v) + " (each tensor-parallel rank holds 1/" +
-               std::to_string(tp) + " of " + key + ")");
+           "a divisor of " + std::to_string(v) + " (each tensor-parallel rank holds 1/" + std::to_string(tp) + " of " +
+               key + ")");
     }
     fail(c, key, "not divisible by " + other(c, tp_key),
-         "a multiple of " + std::to_string(tp) + " (each tensor-parallel rank holds 1/" +
-             std::to_string(tp) + " of it)");
+         "a multiple of " + std::to_string(tp) + " (each tensor-parallel rank holds 1/" + std::to_string(tp) +
+             " of it)");
   }
 }
 
@@ -141,8 +137,8 @@ void check_compression(const Config& c) {
   }
   if (c.compression.method == "none") return;
   if (set_away_from_default(c, "compression.freeze_step")) {
-    fail(c, "compression.freeze_step", "is an option of training.optimizer = onebit_adam, which " +
-                                           other(c, "training.optimizer") + " does not use",
+    fail(c, "compression.freeze_step",
+         "is an option of training.optimizer = onebit_adam, which " + other(c, "training.optimizer") + " does not use",
          "no compression.freeze_step with compression.method = " + c.compression.method +
              ", or training.optimizer = onebit_adam with compression.method = none");
   }
@@ -193,7 +189,8 @@ void check_quota(const Config& c) {
   if (m.reservation > 0 && m.limit > 0 && m.reservation > m.limit) {
     const std::string key = blamed(c, "memory.reservation", "memory.limit");
     if (key == "memory.reservation") {
-      fail(c, key, "exceeds " + other(c, "memory.limit"), "at most memory.limit (" + std::to_string(m.limit) + " bytes)");
+      fail(c, key, "exceeds " + other(c, "memory.limit"),
+           "at most memory.limit (" + std::to_string(m.limit) + " bytes)");
     }
     fail(c, key, "is below " + other(c, "memory.reservation"),
          "at least memory.reservation (" + std::to_string(m.reservation) + " bytes), or 0 for no limit");
@@ -250,8 +247,9 @@ void check_precision(const Config& c) {
   if (ls.min_loss_scale > ls.initial_scale) {
     const std::string key = blamed(c, "precision.loss_scale.min_loss_scale", "precision.loss_scale.initial_scale");
     if (key == "precision.loss_scale.min_loss_scale") {
-      fail(c, key, "exceeds " + other(c, "precision.loss_scale.initial_scale"),
-           "at most precision.loss_scale.initial_scale (the scale starts there and only backs off towards the minimum)");
+      fail(
+          c, key, "exceeds " + other(c, "precision.loss_scale.initial_scale"),
+          "at most precision.loss_scale.initial_scale (the scale starts there and only backs off towards the minimum)");
     }
     fail(c, key, "is below " + other(c, "precision.loss_scale.min_loss_scale"),
          "at least precision.loss_scale.min_loss_scale");
@@ -306,8 +304,7 @@ void check_recompute(const Config& c) {
          "memory.budget set (e.g. 30GiB), or none, selective or full");
   }
   if (m.budget > 0 && m.recompute != "auto") {
-    fail(c, "memory.budget", "has no effect with " + other(c, "memory.recompute"),
-         "0, or memory.recompute = auto");
+    fail(c, "memory.budget", "has no effect with " + other(c, "memory.recompute"), "0, or memory.recompute = auto");
   }
 }
 

@@ -16,10 +16,10 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 struct KnownTarget {
   const char* name;
-  std::size_t capacity_mib;     // nvidia-smi memory.total
-  std::size_t context_mib;      // Note [Target capacities and what is not the allocator's]
+  std::size_t capacity_mib;  // nvidia-smi memory.total
+  std::size_t context_mib;   // Note [Target capacities and what is not the allocator's]
   std::size_t cublas_mib;
-  std::size_t nccl_mib;         // with world_size > 1
+  std::size_t nccl_mib;  // with world_size > 1
 };
 
 constexpr std::array<KnownTarget, 4> kTargets{{
@@ -31,9 +31,7 @@ constexpr std::array<KnownTarget, 4> kTargets{{
 
 }  // namespace
 
-std::string DeviceTarget::describe() const {
-  return name + " (" + memory::format_byte_size(capacity_bytes) + ")";
-}
+std::string DeviceTarget::describe() const { return name + " (" + memory::format_byte_size(capacity_bytes) + ")"; }
 
 DeviceTarget DeviceTarget::for_world_size(int world_size) const {
   DeviceTarget t = *this;
@@ -45,8 +43,8 @@ DeviceTarget DeviceTarget::limited_by(const MemoryConfig& memory) const {
   DeviceTarget t = *this;
   t.allocator_limit = 0;
   t.allocator_limit_key.clear();
-  for (const auto& [bytes, key] : {std::pair{memory.limit, "memory.limit"},
-                                   std::pair{memory.capacity, "memory.capacity"}}) {
+  for (const auto& [bytes, key] :
+       {std::pair{memory.limit, "memory.limit"}, std::pair{memory.capacity, "memory.capacity"}}) {
     if (bytes != 0 && (t.allocator_limit == 0 || bytes < t.allocator_limit)) {
       t.allocator_limit = bytes;
       t.allocator_limit_key = key;
@@ -89,8 +87,7 @@ std::string device_target_names() {
   return s.substr(0, s.size() - 2) + " or a size such as 24GiB";
 }
 
-DeviceTarget parse_device_target(const std::string& text, int world_size,
-                                 const std::string& option) {
+DeviceTarget parse_device_target(const std::string& text, int world_size, const std::string& option) {
   DeviceTarget target;
   target.name = text;
   for (const auto& t : kTargets) {

@@ -11,10 +11,10 @@ namespace memtrain::train {
 
 // Memory a process holds on the device outside the caching allocator, in bytes.
 struct NonAllocatorBytes {
-  std::size_t cuda_context = 0;     // driver context + loaded kernel images
-  std::size_t cublas_workspace = 0; // cuBLAS workspace per stream (one stream)
-  std::size_t cudnn_workspace = 0;  // memtrain calls no cuDNN kernel: 0 unless overridden
-  std::size_t nccl_buffers = 0;     // NCCL channel buffers (only with more than one rank)
+  std::size_t cuda_context = 0;      // driver context + loaded kernel images
+  std::size_t cublas_workspace = 0;  // cuBLAS workspace per stream (one stream)
+  std::size_t cudnn_workspace = 0;   // memtrain calls no cuDNN kernel: 0 unless overridden
+  std::size_t nccl_buffers = 0;      // NCCL channel buffers (only with more than one rank)
   // On a CPU-sized target (NGiB): the communication buffers of the data-parallel sum (memtrain
   // all-reduces the gradients in place, so this is 0 today).
   std::size_t communication_buffers = 0;
@@ -27,14 +27,13 @@ struct NonAllocatorBytes {
 };
 
 struct DeviceTarget {
-  std::string name;               // "a100-40gb", or the size as given ("24GiB")
-  std::size_t capacity_bytes = 0; // the device's memory as nvidia-smi's memory.total shows it
+  std::string name;                // "a100-40gb", or the size as given ("24GiB")
+  std::size_t capacity_bytes = 0;  // the device's memory as nvidia-smi's memory.total shows it
   NonAllocatorBytes non_allocator;
   // Bytes the allocator may reserve: capacity minus the non-allocator memory (0 when that
   // alone does not fit).
   std::size_t allocator_capacity() const {
-    const std::size_t device =
-        capacity_bytes > non_allocator.total() ? capacity_bytes - non_allocator.total() : 0;
+    const std::size_t device = capacity_bytes > non_allocator.total() ? capacity_bytes - non_allocator.total() : 0;
     return allocator_limit != 0 && allocator_limit < device ? allocator_limit : device;
   }
   // memory.limit / memory.capacity of the config planned (the smaller set one; 0 = none): the
@@ -81,8 +80,7 @@ struct DeviceTarget {
 // bytes). world_size > 1 adds the NCCL buffers to a GPU target. Throws ConfigError naming
 // `option` ("--target") and the accepted names for an unknown name or a zero size, and the
 // size parser's reason for a size it rejects (too large for 64 bits, an unknown unit).
-DeviceTarget parse_device_target(const std::string& text, int world_size = 1,
-                                 const std::string& option = "--target");
+DeviceTarget parse_device_target(const std::string& text, int world_size = 1, const std::string& option = "--target");
 
 // "a100-40gb, a100-80gb, h100-80gb, h200-141gb or a size such as 24GiB", for messages.
 std::string device_target_names();

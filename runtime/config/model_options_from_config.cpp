@@ -34,8 +34,8 @@ models::ModelOptions model_options(const Config& config) {
   // (validate_compute_host); eval, export-hf and plans of such a run fall back as auto does.
   // On a GPU the bf16 GEMMs are cuBLASLt's on tensor cores (every GPU memtrain builds for, sm_80
   // and later, has them); on the CPU oneDNN's where the CPU has bf16 dot products.
-  o.native_bf16_gemm = o.compute_dtype == core::DType::bf16 && gemm != "fp32" &&
-                       (config.device != "cpu" || kernels::bf16_gemm_native());
+  o.native_bf16_gemm =
+      o.compute_dtype == core::DType::bf16 && gemm != "fp32" && (config.device != "cpu" || kernels::bf16_gemm_native());
   // ZeRO-1's optimizer keeps the masters of its shard (runtime/train/zero_adamw.hpp).
   o.master_weights = config.parallel.zero_stage == 0;
 
@@ -73,8 +73,8 @@ models::ModelOptions model_options(const Config& config) {
   } else {
     bad("memory.attention", m.attention, "standard or flash");
   }
-  o.gradient_bucket_bytes = std::max<std::int64_t>(
-      1, std::llround(config.parallel.bucket_size_mb * static_cast<double>(1 << 20)));
+  o.gradient_bucket_bytes =
+      std::max<std::int64_t>(1, std::llround(config.parallel.bucket_size_mb * static_cast<double>(1 << 20)));
   return o;
 }
 

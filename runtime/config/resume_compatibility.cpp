@@ -20,19 +20,30 @@ namespace {
 // resolve differently on the machine a run resumes on anyway. precision.allow_tf32 likewise
 // rounds a GPU's fp32 GEMM inputs or not (nothing on the CPU); a config written before the key
 // existed resumes under either value.
-constexpr std::array<std::string_view, 22> kMayChange = {
-    "precision.bf16_gemm",    "precision.allow_tf32",
-    "parallel.tensor_model_parallel_size", "parallel.sequence_parallel", "training.micro_batch_size",
-    "training.max_steps",     "training.lr_decay_steps",   "training.log_interval",
-    "training.eval_interval", "training.eval_steps",       "training.num_threads",
-    "data.cache_dir",         "memory.trace",              "memory.policy",
-    "memory.max_split_size",  "memory.garbage_collection_threshold",
-    "memory.expandable_segments", "memory.capacity",       "memory.limit",
-    "memory.reservation",     "memory.ledger",             "memory.host_huge_pages"};
+constexpr std::array<std::string_view, 22> kMayChange = {"precision.bf16_gemm",
+                                                         "precision.allow_tf32",
+                                                         "parallel.tensor_model_parallel_size",
+                                                         "parallel.sequence_parallel",
+                                                         "training.micro_batch_size",
+                                                         "training.max_steps",
+                                                         "training.lr_decay_steps",
+                                                         "training.log_interval",
+                                                         "training.eval_interval",
+                                                         "training.eval_steps",
+                                                         "training.num_threads",
+                                                         "data.cache_dir",
+                                                         "memory.trace",
+                                                         "memory.policy",
+                                                         "memory.max_split_size",
+                                                         "memory.garbage_collection_threshold",
+                                                         "memory.expandable_segments",
+                                                         "memory.capacity",
+                                                         "memory.limit",
+                                                         "memory.reservation",
+                                                         "memory.ledger",
+                                                         "memory.host_huge_pages"};
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 // canonical_yaml's nested maps flattened to "section.group.key" -> scalar text.
 void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
@@ -69,8 +80,7 @@ std::string trajectory_hash(const Config& config) {
   }
   text += "effective_lr_decay_steps=" + std::to_string(effective_lr_decay_steps(config.training)) + "\n";
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH64(text.data(), text.size(), 0)));
   return hex;
 }
 

@@ -42,8 +42,7 @@ void sync_path(const std::string& path) {
   }
 }
 
-void write_file_atomically(const std::string& path,
-                           const std::function<void(std::ostream&)>& write) {
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   const std::string tmp = path + ".tmp";
   auto fail = [&](int err) {
     std::remove(tmp.c_str());

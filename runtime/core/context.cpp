@@ -14,7 +14,8 @@ Context::Context(std::shared_ptr<memory::Allocator> allocator, std::string devic
 }
 
 void Context::set_workspace(std::shared_ptr<Workspace> workspace) {
-  if (!workspace) throw ConfigError("Context for device \"" + device_ + "\": set_workspace needs a workspace; got null");
+  if (!workspace)
+    throw ConfigError("Context for device \"" + device_ + "\": set_workspace needs a workspace; got null");
   workspace_ = std::move(workspace);
 }
 

@@ -20,16 +20,16 @@ namespace memtrain::core {
 CudaWorkspaceSizes CudaWorkspaceSizes::for_batch(int B, int T, int NH, float attention_dropout, bool flash_attention,
                                                  std::int64_t max_tokens) {
   if (B < 1 || T < 1 || NH < 1) {
-    throw std::invalid_argument("CudaWorkspaceSizes::for_batch: B = " + std::to_string(B) + ", T = " +
-                                std::to_string(T) + ", NH = " + std::to_string(NH) + "; expected each >= 1");
+    throw std::invalid_argument("CudaWorkspaceSizes::for_batch: B = " + std::to_string(B) +
+                                ", T = " + std::to_string(T) + ", NH = " + std::to_string(NH) + "; expected each >= 1");
   }
   const std::int64_t N = std::max(std::int64_t{B} * T, max_tokens);
   CudaWorkspaceSizes s;
-  s.scratch = std::max({kernels::gpu::reduction_scratch_bytes(), kernels::gpu::kLinearBf16ScratchBytes,
-                        kernels::gpu::cross_entropy_scratch_bytes(static_cast<int>(N)),
-                        flash_attention ? std::size_t{0}
-                                        : kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout,
-                                                                                sizeof(float))});
+  s.scratch =
+      std::max({kernels::gpu::reduction_scratch_bytes(), kernels::gpu::kLinearBf16ScratchBytes,
+                kernels::gpu::cross_entropy_scratch_bytes(static_cast<int>(N)),
+                flash_attention ? std::size_t{0}
+                                : kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout, sizeof(float))});
   // Each slot rounded up to 256 bytes, as ops::stage splits them.
   const std::size_t slot = (static_cast<std::size_t>(N) * 4 + 255) / 256 * 256;
   s.staging = slot * static_cast<std::size_t>(kernels::ops::StagingSlot::count);
@@ -42,7 +42,8 @@ CudaDevice::CudaDevice(int device, CudaWorkspaceSizes sizes, bool allow_tf32) : 
   try {
     stream_id_ = streams_.add(stream_);
     blas_ = std::make_unique<kernels::gpu::CublasLtHandle>();
-    memory::check_cuda(cudaMalloc(&blas_workspace_, kernels::gpu::kBlasWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+    memory::check_cuda(cudaMalloc(&blas_workspace_, kernels::gpu::kBlasWorkspaceBytes),
+                       "cudaMalloc (cuBLASLt workspace)");
     memory::check_cuda(cudaMalloc(&scratch_, std::max<std::size_t>(sizes_.scratch, 1)), "cudaMalloc (scratch)");
     memory::check_cuda(cudaMalloc(&staging_, std::max<std::size_t>(sizes_.staging, 1)), "cudaMalloc (staging)");
   } catch (...) {
@@ -64,25 +65,27 @@ CudaDevice::CudaDevice(int device, CudaWorkspaceSizes sizes, bool allow_tf32) : 
   kc_.allow_tf32 = allow_tf32;
   const int dev = device_;
   cudaStream_t stream = stream_;
-  views_ = std::make_shared<Workspace>(Workspace::Memory{
-      [dev](std::size_t bytes) -> void* {
-        void* p = nullptr;
-        memory::check_cuda(cudaSetDevice(dev), "cudaSetDevice");
-        // cudaMalloc returns 256-byte aligned memory.
-        if (cudaMalloc(&p, bytes) != cudaSuccess) {
-          cudaGetLastError();  // a failed allocation's error is not sticky; clear it
-          throw OutOfMemory("cuda:" + std::to_string(dev) + ": the float views' workspace (outside the "
-                                    "allocator) could not grow to " + std::to_string(bytes) + " bytes",
-                                    bytes);
-        }
-        return p;
-      },
-      // A growing slot's old buffer may still be read by kernels queued on the stream: they
-      // finish first.
-      [stream](void* p, std::size_t) {
-        cudaStreamSynchronize(stream);
-        cudaFree(p);
-      }});
+  views_ = std::make_shared<Workspace>(
+      Workspace::Memory{[dev](std::size_t bytes) -> void* {
+                          void* p = nullptr;
+                          memory::check_cuda(cudaSetDevice(dev), "cudaSetDevice");
+                          // cudaMalloc returns 256-byte aligned memory.
+                          if (cudaMalloc(&p, bytes) != cudaSuccess) {
+                            cudaGetLastError();  // a failed allocation's error is not sticky; clear it
+                            throw OutOfMemory("cuda:" + std::to_string(dev) +
+                                                  ": the float views' workspace (outside the "
+                                                  "allocator) could not grow to " +
+                                                  std::to_string(bytes) + " bytes",
+                                              bytes);
+                          }
+                          return p;
+                        },
+                        // A growing slot's old buffer may still be read by kernels queued on the stream: they
+                        // finish first.
+                        [stream](void* p, std::size_t) {
+                          cudaStreamSynchronize(stream);
+                          cudaFree(p);
+                        }});
 }
 
 CudaDevice::~CudaDevice() {

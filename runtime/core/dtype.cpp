@@ -35,8 +35,7 @@ DType dtype_from_name(std::string_view name) {
   if (name == "F16") return DType::f16;
   if (name == "BF16") return DType::bf16;
   if (name == "I32") return DType::i32;
-  throw ConfigError("unknown tensor dtype \"" + std::string(name) +
-                    "\"; expected one of F32, F16, BF16, I32");
+  throw ConfigError("unknown tensor dtype \"" + std::string(name) + "\"; expected one of F32, F16, BF16, I32");
 }
 
 }  // namespace memtrain::core

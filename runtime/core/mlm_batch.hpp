@@ -8,14 +8,14 @@
 namespace memtrain::core {
 
 struct MlmBatch {
-  int batch_size = 0;   // B
-  int seq_length = 0;   // T (with dynamic padding: the longest sequence of this micro-batch)
-  std::vector<std::int32_t> input_ids;       // [B, T], already masked ([MASK]/random/kept)
-  std::vector<std::int32_t> token_type_ids;  // [B, T]
-  std::vector<float> attention_mask;         // [B, T], 1 = real token, 0 = padding
+  int batch_size = 0;                          // B
+  int seq_length = 0;                          // T (with dynamic padding: the longest sequence of this micro-batch)
+  std::vector<std::int32_t> input_ids;         // [B, T], already masked ([MASK]/random/kept)
+  std::vector<std::int32_t> token_type_ids;    // [B, T]
+  std::vector<float> attention_mask;           // [B, T], 1 = real token, 0 = padding
   std::vector<std::int32_t> masked_positions;  // [M], flat index b * T + t, ascending
   std::vector<std::int32_t> masked_labels;     // [M], original token id at that position
-  std::uint64_t first_sample = 0;  // global index of sample 0 (keys dropout RNG, design.md)
+  std::uint64_t first_sample = 0;              // global index of sample 0 (keys dropout RNG, design.md)
 };
 
 }  // namespace memtrain::core

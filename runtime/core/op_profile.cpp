@@ -15,7 +15,8 @@ void OpProfile::add(const std::string& op, const std::string& shape, double seco
 
 nlohmann::json OpProfile::to_json() const {
   std::vector<std::pair<std::pair<std::string, std::string>, OpStat>> rows(stats_.begin(), stats_.end());
-  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [key, s] : rows) {
     out.push_back({{"op", key.first},

@@ -86,8 +86,8 @@ std::map<std::string, HostArray> read_file(const std::string& path, std::map<std
   std::uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
   if (header_len > kMaxHeaderBytes || header_len > file_size - 8) {
-    fail(path, "header length " + std::to_string(header_len) + " bytes exceeds the file (" +
-                   std::to_string(file_size) + " bytes) or the 100 MB limit");
+    fail(path, "header length " + std::to_string(header_len) + " bytes exceeds the file (" + std::to_string(file_size) +
+                   " bytes) or the 100 MB limit");
   }
   std::string header(header_len, '\0');
   if (!in.read(header.data(), static_cast<std::streamsize>(header_len))) {
@@ -109,15 +109,14 @@ std::map<std::string, HostArray> read_file(const std::string& path, std::map<std
     if (name == "__metadata__") {
       if (metadata) {
         for (auto m = e.begin(); m != e.end(); ++m) {
-          (*metadata)[m.key()] =
-              m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+          (*metadata)[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
         }
       }
       continue;
     }
-    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
-        !e.contains("data_offsets") || !e["dtype"].is_string() || !e["shape"].is_array() ||
-        !e["data_offsets"].is_array() || e["data_offsets"].size() != 2) {
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets") ||
+        !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2) {
       fail(path, "tensor \"" + name +
                      "\": expected {\"dtype\": string, \"shape\": [ints], \"data_offsets\": "
                      "[begin, end]}, got " +
@@ -133,24 +132,21 @@ std::map<std::string, HostArray> read_file(const std::string& path, std::map<std
     }
     for (const auto& d : e["shape"]) {
       if (!d.is_number_integer() || d.get<std::int64_t>() < 0) {
-        fail(path, "tensor \"" + name + "\": shape " + e["shape"].dump() +
-                       " must hold non-negative integers");
+        fail(path, "tensor \"" + name + "\": shape " + e["shape"].dump() + " must hold non-negative integers");
       }
       a.shape.push_back(d.get<std::int64_t>());
     }
     const auto& offs = e["data_offsets"];
     if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned()) {
-      fail(path, "tensor \"" + name + "\": data_offsets " + offs.dump() +
-                     " must be non-negative integers");
+      fail(path, "tensor \"" + name + "\": data_offsets " + offs.dump() + " must be non-negative integers");
     }
     const auto begin = offs[0].get<std::uint64_t>();
     const auto end = offs[1].get<std::uint64_t>();
     const auto expected = static_cast<std::uint64_t>(a.numel()) * elem;
     if (begin > end || end > data_len || end - begin != expected) {
-      fail(path, "tensor \"" + name + "\": data_offsets [" + std::to_string(begin) + ", " +
-                     std::to_string(end) + "] out of the " + std::to_string(data_len) +
-                     "-byte data section or not the " + std::to_string(expected) +
-                     " bytes its dtype and shape need");
+      fail(path, "tensor \"" + name + "\": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                     "] out of the " + std::to_string(data_len) + "-byte data section or not the " +
+                     std::to_string(expected) + " bytes its dtype and shape need");
     }
     if (!with_data) {
       out.emplace(name, std::move(a));
@@ -158,8 +154,7 @@ std::map<std::string, HostArray> read_file(const std::string& path, std::map<std
     }
     a.data.resize(expected);
     in.seekg(static_cast<std::streamoff>(8 + header_len + begin), std::ios::beg);
-    if (expected > 0 &&
-        !in.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(expected))) {
+    if (expected > 0 && !in.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(expected))) {
       fail(path, "cannot read the bytes of tensor \"" + name + "\"");
     }
     out.emplace(name, std::move(a));
@@ -187,12 +182,10 @@ std::vector<std::byte> safetensors_header(const std::map<std::string, TensorView
     for (const auto d : a.shape) numel *= static_cast<std::uint64_t>(d);
     const auto expected = numel * safetensors_dtype_size(a.dtype);
     if (a.data.size() != expected) {
-      throw RuntimeError("safetensors: tensor \"" + name + "\" holds " +
-                         std::to_string(a.data.size()) + " bytes; its dtype and shape need " +
-                         std::to_string(expected));
+      throw RuntimeError("safetensors: tensor \"" + name + "\" holds " + std::to_string(a.data.size()) +
+                         " bytes; its dtype and shape need " + std::to_string(expected));
     }
-    header[name] = {
-        {"dtype", a.dtype}, {"shape", a.shape}, {"data_offsets", {offset, offset + expected}}};
+    header[name] = {{"dtype", a.dtype}, {"shape", a.shape}, {"data_offsets", {offset, offset + expected}}};
     offset += expected;
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;

@@ -15,7 +15,7 @@ namespace memtrain::core {
 
 // One tensor held in host memory, as stored in the file.
 struct HostArray {
-  std::string dtype;  // safetensors name: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL
+  std::string dtype;                // safetensors name: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL
   std::vector<std::int64_t> shape;  // row-major
   std::vector<std::byte> data;      // numel * element size bytes, little-endian
 
@@ -29,8 +29,8 @@ std::size_t safetensors_dtype_size(const std::string& dtype);
 // given). Throws memtrain::RuntimeError naming the file and what is wrong when the file cannot
 // be read, the header is truncated or not JSON, an entry lacks dtype/shape/data_offsets, a
 // dtype is unknown, or an entry's byte range is out of bounds or disagrees with its shape.
-std::map<std::string, HostArray> read_safetensors(
-    const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+std::map<std::string, HostArray> read_safetensors(const std::string& path,
+                                                  std::map<std::string, std::string>* metadata = nullptr);
 
 // The header of the file at `path`, checked as read_safetensors checks it (every entry's dtype,
 // shape and byte range against the file), without reading the tensors: each array has its

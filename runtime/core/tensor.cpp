@@ -17,8 +17,8 @@ namespace {
 void report_lost_block(std::size_t bytes, const char* why) noexcept {
   static std::atomic<bool> said{false};
   if (said.exchange(true)) return;
-  std::fprintf(stderr, "memtrain: warning: a tensor's %zu bytes could not be returned to the allocator (%s)\n",
-               bytes, why);
+  std::fprintf(stderr, "memtrain: warning: a tensor's %zu bytes could not be returned to the allocator (%s)\n", bytes,
+               why);
 }
 
 }  // namespace
@@ -60,9 +60,7 @@ struct Tensor::Storage {
       report_lost_block(block.size, "an unknown exception");
     }
   }
-  void* ptr() const {
-    return parent ? static_cast<char*>(parent->ptr()) + byte_offset : block.ptr;
-  }
+  void* ptr() const { return parent ? static_cast<char*>(parent->ptr()) + byte_offset : block.ptr; }
 };
 
 std::string Tensor::shape_string(const std::vector<std::int64_t>& shape) {
@@ -89,8 +87,7 @@ Tensor Tensor::shaped(std::vector<std::int64_t> shape, DType dtype, const char* 
   return t;
 }
 
-Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
-                     memory::TagId tag) {
+Tensor Tensor::empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype, memory::TagId tag) {
   Tensor t = shaped(std::move(shape), dtype, "Tensor::empty");
   memory::Block block = ctx.allocator().allocate(t.nbytes(), ctx.stream(), tag);
   try {
@@ -113,13 +110,11 @@ void Tensor::bind(const Tensor& buffer, std::int64_t element_offset) {
     throw RuntimeError("Tensor::bind: " + describe() + " is not an unbound tensor");
   }
   if (!buffer.bound() || buffer.dtype_ != dtype_) {
-    throw RuntimeError("Tensor::bind: buffer " + buffer.describe() + " is unbound or not of " +
-                       dtype_name(dtype_));
+    throw RuntimeError("Tensor::bind: buffer " + buffer.describe() + " is unbound or not of " + dtype_name(dtype_));
   }
   if (element_offset < 0 || element_offset + numel_ > buffer.numel_) {
     throw RuntimeError("Tensor::bind: elements [" + std::to_string(element_offset) + ", " +
-                       std::to_string(element_offset + numel_) + ") do not fit in buffer " +
-                       buffer.describe());
+                       std::to_string(element_offset + numel_) + ") do not fit in buffer " + buffer.describe());
   }
   Storage& s = *storage_;
   s.parent = buffer.storage_;
@@ -140,8 +135,7 @@ void Tensor::bind(const Tensor& buffer, std::int64_t element_offset) {
 
 bool Tensor::bound() const { return storage_ && storage_->bound; }
 
-Tensor Tensor::zeros(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
-                     memory::TagId tag) {
+Tensor Tensor::zeros(Context& ctx, std::vector<std::int64_t> shape, DType dtype, memory::TagId tag) {
   Tensor t = empty(ctx, std::move(shape), dtype, tag);
   t.zero_();
   return t;
@@ -151,8 +145,7 @@ std::int64_t Tensor::dim(int i) const {
   const int n = ndim();
   const int j = i < 0 ? i + n : i;
   if (j < 0 || j >= n) {
-    throw RuntimeError("Tensor::dim(" + std::to_string(i) + ") out of range for tensor " +
-                       describe());
+    throw RuntimeError("Tensor::dim(" + std::to_string(i) + ") out of range for tensor " + describe());
   }
   return shape_[static_cast<std::size_t>(j)];
 }
@@ -203,8 +196,8 @@ std::string Tensor::describe() const {
 void Tensor::check_access(int dtype_code) const {
   if (!storage_) throw RuntimeError("Tensor::data: tensor is undefined");
   if (!storage_->bound) throw RuntimeError("Tensor::data: tensor " + describe() + " is not bound yet");
-  const bool ok = dtype_code == -1 ? (dtype_ == DType::f16 || dtype_ == DType::bf16)
-                                   : dtype_code == static_cast<int>(dtype_);
+  const bool ok =
+      dtype_code == -1 ? (dtype_ == DType::f16 || dtype_ == DType::bf16) : dtype_code == static_cast<int>(dtype_);
   if (!ok) {
     throw RuntimeError("Tensor::data: element type does not match tensor " + describe());
   }

@@ -26,11 +26,9 @@ class Tensor {
   // Uninitialised storage of numel * dtype_size bytes from ctx's allocator, on ctx's current
   // stream, accounted under `tag`. Throws memtrain::RuntimeError for a negative dimension and
   // memtrain::OutOfMemory (from the allocator) when the device is full.
-  static Tensor empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
-                      memory::TagId tag);
+  static Tensor empty(Context& ctx, std::vector<std::int64_t> shape, DType dtype, memory::TagId tag);
   // As empty(), filled with zero bytes (skipped in a dry run: the memory may not exist).
-  static Tensor zeros(Context& ctx, std::vector<std::int64_t> shape, DType dtype,
-                      memory::TagId tag);
+  static Tensor zeros(Context& ctx, std::vector<std::int64_t> shape, DType dtype, memory::TagId tag);
   // A tensor of `shape` and `dtype` without memory yet: bind() later gives it (and every copy
   // of the handle made before) a range of another tensor's storage. defined() is true, bound()
   // false, and data() throws memtrain::RuntimeError until then. Parameters' gradients start so:

@@ -18,9 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool is_blank(std::string_view line) {
-  return std::all_of(line.begin(), line.end(), [](char c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-  });
+  return std::all_of(line.begin(), line.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; });
 }
 
 std::string read_file(const fs::path& path) {
@@ -59,9 +58,9 @@ Corpus read_kjv() {
     if (is_blank(line)) continue;
     const auto verse = split_verse_reference(line);
     if (!verse) {
-      throw RuntimeError("data.corpus = kjv: line " + std::to_string(line_number) +
-                         " of `bible -f` output has no verse reference (like `Ge1:1 `): " +
-                         std::string(line.substr(0, 40)));
+      throw RuntimeError(
+          "data.corpus = kjv: line " + std::to_string(line_number) +
+          " of `bible -f` output has no verse reference (like `Ge1:1 `): " + std::string(line.substr(0, 40)));
     }
     if (corpus.segments.empty() || verse->book != book) {
       corpus.document_starts.push_back(corpus.segments.size());
@@ -106,8 +105,7 @@ Corpus read_corpus(const std::string& spec) {
                         " not found; expected kjv, a UTF-8 text file or a directory of .txt files");
     }
     corpus.source = spec;
-    const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> hasher(XXH64_createState(),
-                                                                          &XXH64_freeState);
+    const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> hasher(XXH64_createState(), &XXH64_freeState);
     XXH64_state_t* state = hasher.get();
     XXH64_reset(state, 0);
     const auto add = [&](const fs::path& file, const std::string& relative) {
@@ -138,8 +136,7 @@ Corpus read_corpus(const std::string& spec) {
     corpus.xxh64 = XXH64_digest(state);
   }
   if (corpus.segments.empty()) {
-    throw ConfigError("data.corpus: " + spec +
-                      " is empty (no non-blank line); expected UTF-8 text to train on");
+    throw ConfigError("data.corpus: " + spec + " is empty (no non-blank line); expected UTF-8 text to train on");
   }
   return corpus;
 }

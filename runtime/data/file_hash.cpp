@@ -14,8 +14,7 @@ namespace memtrain::data {
 std::uint64_t xxh64_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw RuntimeError("cannot read " + path + " to checksum it");
-  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(),
-                                                                   &XXH64_freeState);
+  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(), &XXH64_freeState);
   XXH64_reset(state.get(), 0);
   std::vector<char> buffer(1 << 20);
   while (in) {

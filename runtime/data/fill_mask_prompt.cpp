@@ -6,8 +6,7 @@
 
 namespace memtrain::data {
 
-core::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view text,
-                                  int max_length) {
+core::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view text, int max_length) {
   const SpecialTokens& special = tokenizer.special();
   std::vector<std::int32_t> row{special.cls};
   // Note [Space before a written mask]
@@ -17,15 +16,14 @@ core::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view tex
   // dropped here to give the model the input shape it was trained on.
   const auto ids = tokenizer.encode(text);
   for (std::size_t k = 0; k < ids.size(); ++k) {
-    const bool lone_space_before_mask = k + 1 < ids.size() && ids[k + 1] == special.mask &&
-                                        tokenizer.id_to_piece(ids[k]) == "\u2581";
+    const bool lone_space_before_mask =
+        k + 1 < ids.size() && ids[k + 1] == special.mask && tokenizer.id_to_piece(ids[k]) == "\u2581";
     if (!lone_space_before_mask) row.push_back(ids[k]);
   }
   row.push_back(special.sep);
   if (static_cast<int>(row.size()) > max_length) {
-    throw ConfigError("fill-mask prompt '" + std::string(text) + "' is " +
-                      std::to_string(row.size()) + " tokens with [CLS]/[SEP]; expected at most " +
-                      std::to_string(max_length));
+    throw ConfigError("fill-mask prompt '" + std::string(text) + "' is " + std::to_string(row.size()) +
+                      " tokens with [CLS]/[SEP]; expected at most " + std::to_string(max_length));
   }
   core::MlmBatch batch;
   batch.batch_size = 1;
@@ -39,9 +37,9 @@ core::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view tex
   if (batch.masked_positions.empty()) {
     throw ConfigError("fill-mask prompt '" + std::string(text) + "' has no [MASK]");
   }
-  batch.token_type_ids.assign(row.size(), 0);      // [1, T]
+  batch.token_type_ids.assign(row.size(), 0);     // [1, T]
   batch.attention_mask.assign(row.size(), 1.0f);  // [1, T]
-  batch.input_ids = std::move(row);                // [1, T]
+  batch.input_ids = std::move(row);               // [1, T]
   return batch;
 }
 

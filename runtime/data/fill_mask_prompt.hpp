@@ -13,7 +13,6 @@ namespace memtrain::data {
 // them to BertForMaskedLM::predict_log_probs); masked_labels hold the mask id there, since the
 // answer is unknown. first_sample = 0.
 // Throws ConfigError when the text has no [MASK] or the row would exceed max_length tokens.
-core::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view text,
-                                  int max_length);
+core::MlmBatch fill_mask_prompt(const Tokenizer& tokenizer, std::string_view text, int max_length);
 
 }  // namespace memtrain::data

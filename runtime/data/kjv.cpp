@@ -45,8 +45,8 @@ std::string run_bible_program() {
   while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, got);
   const int status = ::pclose(pipe);
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw RuntimeError("data.corpus = kjv: `" + *bible +
-                       " -f gen1:1-rev22:21` failed (status " + std::to_string(status) + ")");
+    throw RuntimeError("data.corpus = kjv: `" + *bible + " -f gen1:1-rev22:21` failed (status " +
+                       std::to_string(status) + ")");
   }
   return out;
 }

@@ -29,8 +29,7 @@ MlmDataset::MlmDataset(const DataConfig& config, int vocab_size, std::uint64_t s
       seed_(seed),
       masking_(config.mlm_probability, vocab_size, seed) {}
 
-MlmDataset::MlmDataset(const PreparedData& prepared, bool validation, const DataConfig& config,
-                       std::uint64_t seed)
+MlmDataset::MlmDataset(const PreparedData& prepared, bool validation, const DataConfig& config, std::uint64_t seed)
     : MlmDataset(config, prepared.vocab_size, seed) {
   const std::string& path = validation ? prepared.valid_tokens : prepared.train_tokens;
   TokenizedSplit split = read_token_file(path);
@@ -81,9 +80,7 @@ MlmDataset MlmDataset::mock(const DataConfig& config, int vocab_size, std::uint6
   return dataset;
 }
 
-std::uint64_t MlmDataset::num_sequences() const {
-  return mock_ ? (std::uint64_t{1} << 32) : pieces_.size();
-}
+std::uint64_t MlmDataset::num_sequences() const { return mock_ ? (std::uint64_t{1} << 32) : pieces_.size(); }
 
 int MlmDataset::row_length(std::uint64_t sample) const {
   if (!mock_) return static_cast<int>(pieces_[piece_index(sample)].length) + 2;
@@ -153,8 +150,8 @@ core::MlmBatch MlmDataset::batch(std::uint64_t first_sample, int batch_size) con
         std::int32_t* row = batch.input_ids.data() + offset;  // [lengths[b]] of [T]
         write_row(first_sample + static_cast<std::uint64_t>(b), lengths[b], row);
         masking_.mask(first_sample + static_cast<std::uint64_t>(b),
-                      std::span<std::int32_t>(row, static_cast<std::size_t>(lengths[b])), b * T,
-                      positions[t], labels[t]);
+                      std::span<std::int32_t>(row, static_cast<std::size_t>(lengths[b])), b * T, positions[t],
+                      labels[t]);
         std::fill_n(batch.attention_mask.begin() + offset, lengths[b], 1.0f);
       }
     } catch (...) {

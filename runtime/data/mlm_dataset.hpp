@@ -26,8 +26,7 @@ class MlmDataset {
   //
   // Throws ConfigError (seq_length < 3, mlm_probability outside (0, 1]) or RuntimeError
   // (unreadable or corrupt token file, a split without any sequence).
-  MlmDataset(const PreparedData& prepared, bool validation, const DataConfig& config,
-             std::uint64_t seed);
+  MlmDataset(const PreparedData& prepared, bool validation, const DataConfig& config, std::uint64_t seed);
 
   // data.mock: token ids uniform over the ordinary ids [kFirstOrdinaryId, vocab_size), no
   // tokenizer. Rows are seq_length long, or of a uniform length in [3, seq_length] with

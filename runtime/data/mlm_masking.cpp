@@ -12,10 +12,8 @@
 namespace memtrain::data {
 namespace {
 
-r123::Philox4x32::ctr_type philox_block(std::uint64_t seed, std::uint64_t a, std::uint32_t b,
-                                        std::uint32_t stream) {
-  const r123::Philox4x32::key_type key = {
-      {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+r123::Philox4x32::ctr_type philox_block(std::uint64_t seed, std::uint64_t a, std::uint32_t b, std::uint32_t stream) {
+  const r123::Philox4x32::key_type key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
   const r123::Philox4x32::ctr_type counter = {
       {static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(a >> 32), b, stream}};
   return r123::Philox4x32()(counter, key);
@@ -23,8 +21,7 @@ r123::Philox4x32::ctr_type philox_block(std::uint64_t seed, std::uint64_t a, std
 
 }  // namespace
 
-std::uint32_t philox_word(std::uint64_t seed, std::uint64_t a, std::uint32_t b,
-                          std::uint32_t stream, int word) {
+std::uint32_t philox_word(std::uint64_t seed, std::uint64_t a, std::uint32_t b, std::uint32_t stream, int word) {
   return philox_block(seed, a, b, stream)[word];
 }
 
@@ -36,29 +33,24 @@ void philox_words(std::uint64_t seed, std::uint64_t a, std::uint32_t first_b, st
     out[2][j] = first_b + static_cast<std::uint32_t>(j);
     out[3][j] = stream;
   }
-  kernels::philox4x32_10_lanes(
-      out, {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+  kernels::philox4x32_10_lanes(out, {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
 }
 
 MlmMasking::MlmMasking(float mlm_probability, int vocab_size, std::uint64_t seed)
     : vocab_size_(vocab_size), seed_(seed) {
   if (!(mlm_probability > 0.0f && mlm_probability <= 1.0f)) {
-    throw ConfigError("data.mlm_probability = " + std::to_string(mlm_probability) +
-                      "; expected a number in (0, 1]");
+    throw ConfigError("data.mlm_probability = " + std::to_string(mlm_probability) + "; expected a number in (0, 1]");
   }
   if (vocab_size <= kFirstOrdinaryId) {
     throw ConfigError("vocabulary of " + std::to_string(vocab_size) +
-                      " pieces has no ordinary tokens; expected more than " +
-                      std::to_string(kFirstOrdinaryId));
+                      " pieces has no ordinary tokens; expected more than " + std::to_string(kFirstOrdinaryId));
   }
   const double scaled = std::ldexp(static_cast<double>(mlm_probability), 32);
-  threshold_ = scaled >= 4294967295.0 ? std::numeric_limits<std::uint32_t>::max()
-                                      : static_cast<std::uint32_t>(scaled);
+  threshold_ = scaled >= 4294967295.0 ? std::numeric_limits<std::uint32_t>::max() : static_cast<std::uint32_t>(scaled);
 }
 
 void MlmMasking::mask(std::uint64_t sample, std::span<std::int32_t> row, std::int32_t offset,
-                      std::vector<std::int32_t>& positions,
-                      std::vector<std::int32_t>& labels) const {
+                      std::vector<std::int32_t>& positions, std::vector<std::int32_t>& labels) const {
   const std::size_t first = positions.size();
   std::int64_t fallback = -1;
   std::uint32_t fallback_draw = std::numeric_limits<std::uint32_t>::max();

@@ -43,8 +43,7 @@ class MlmMasking {
 // A uniform 32-bit word from Philox4x32-10 for (seed, a, b, stream), word `word` (0..3) of the
 // block. Shared by masking, shuffling and mock data so all randomness in runtime/data is
 // counter-based.
-std::uint32_t philox_word(std::uint64_t seed, std::uint64_t a, std::uint32_t b,
-                          std::uint32_t stream, int word);
+std::uint32_t philox_word(std::uint64_t seed, std::uint64_t a, std::uint32_t b, std::uint32_t stream, int word);
 
 // kernels::kPhiloxLanes consecutive blocks at once: out[w][j] = philox_word(seed, a, first_b + j,
 // stream, w) for j in [0, kernels::kPhiloxLanes) (b wraps modulo 2^32). Bitwise philox_word, at

@@ -35,24 +35,19 @@ constexpr const char* kValid = "valid.tokens";
 
 void check_settings(const DataConfig& config, int vocab_size) {
   if (config.tokenizer_type != "bpe" && config.tokenizer_type != "unigram") {
-    throw ConfigError("data.tokenizer_type = '" + config.tokenizer_type +
-                      "'; expected bpe or unigram");
+    throw ConfigError("data.tokenizer_type = '" + config.tokenizer_type + "'; expected bpe or unigram");
   }
   if (vocab_size <= static_cast<int>(kSpecialPieces.size())) {
-    throw ConfigError("model.vocab_size = " + std::to_string(vocab_size) +
-                      "; expected more than the 5 special tokens");
+    throw ConfigError("model.vocab_size = " + std::to_string(vocab_size) + "; expected more than the 5 special tokens");
   }
   if (config.cache_dir.empty()) throw ConfigError("data.cache_dir is empty; expected a directory");
 }
 
 // The settings that decide the outputs, as recorded in (and compared with) the manifest.
 json settings_json(const DataConfig& config, int vocab_size, const Corpus& corpus) {
-  return json{{"format_version", kFormatVersion},
-              {"corpus", corpus.source},
-              {"corpus_xxh64", hex64(corpus.xxh64)},
-              {"tokenizer_type", config.tokenizer_type},
-              {"vocab_size_requested", vocab_size},
-              {"validation_fraction", config.validation_fraction}};
+  return json{{"format_version", kFormatVersion},    {"corpus", corpus.source},
+              {"corpus_xxh64", hex64(corpus.xxh64)}, {"tokenizer_type", config.tokenizer_type},
+              {"vocab_size_requested", vocab_size},  {"validation_fraction", config.validation_fraction}};
 }
 
 std::string corpus_label(const std::string& source) {
@@ -67,8 +62,7 @@ std::string corpus_label(const std::string& source) {
 
 std::string key_name(const DataConfig& config, int vocab_size, const Corpus& corpus) {
   const std::string settings = core::json_text(settings_json(config, vocab_size, corpus));
-  return corpus_label(corpus.source) + "-" + config.tokenizer_type + "-" +
-         std::to_string(vocab_size) + "-" +
+  return corpus_label(corpus.source) + "-" + config.tokenizer_type + "-" + std::to_string(vocab_size) + "-" +
          hex64(XXH64(settings.data(), settings.size(), 0));
 }
 
@@ -154,9 +148,7 @@ void fsync_directory(const fs::path& dir) {
 // Removes the temporary directory unless it was renamed into place.
 class TemporaryDirectory {
  public:
-  explicit TemporaryDirectory(fs::path path) : path_(std::move(path)) {
-    fs::create_directories(path_);
-  }
+  explicit TemporaryDirectory(fs::path path) : path_(std::move(path)) { fs::create_directories(path_); }
   ~TemporaryDirectory() {
     std::error_code ignored;
     if (!path_.empty()) fs::remove_all(path_, ignored);
@@ -182,20 +174,19 @@ fs::path unique_sibling(const fs::path& dir, const std::string& prefix) {
                 std::to_string(ticks % 1000000));
 }
 
-json build(const DataConfig& config, int vocab_size, const Corpus& corpus, const json& settings,
-           const fs::path& dir, std::ostream& log) {
+json build(const DataConfig& config, int vocab_size, const Corpus& corpus, const json& settings, const fs::path& dir,
+           std::ostream& log) {
   const CorpusSplit split = split_corpus(corpus, config.validation_fraction);
-  log << "data: " << corpus.segments.size() << " segments in " << corpus.num_documents()
-      << " documents; " << split.validation.segments.size() << " held out for validation in "
-      << split.validation_ranges.size() << " ranges\n";
+  log << "data: " << corpus.segments.size() << " segments in " << corpus.num_documents() << " documents; "
+      << split.validation.segments.size() << " held out for validation in " << split.validation_ranges.size()
+      << " ranges\n";
 
   TokenizerSettings tokenizer_settings;
   tokenizer_settings.type = config.tokenizer_type;
   tokenizer_settings.vocab_size = vocab_size;
-  log << "data: training a " << config.tokenizer_type << " SentencePiece tokenizer ("
-      << vocab_size << " pieces) on the training split\n";
-  const int pieces = train_tokenizer(split.train.segments, tokenizer_settings,
-                                     (dir / "tokenizer").string());
+  log << "data: training a " << config.tokenizer_type << " SentencePiece tokenizer (" << vocab_size
+      << " pieces) on the training split\n";
+  const int pieces = train_tokenizer(split.train.segments, tokenizer_settings, (dir / "tokenizer").string());
   if (pieces < vocab_size) {
     log << "data: the tokenizer stopped at " << pieces << " pieces (the corpus supports no more; "
         << "model.vocab_size = " << vocab_size << " rows stay unused)\n";
@@ -204,25 +195,24 @@ json build(const DataConfig& config, int vocab_size, const Corpus& corpus, const
   const TokenizedSplit train = encode_split(split.train, tokenizer);
   const TokenizedSplit valid = encode_split(split.validation, tokenizer);
   if (train.tokens.empty() || valid.tokens.empty()) {
-    throw ConfigError("data.corpus: " + corpus.source + " gives " +
-                      std::to_string(train.tokens.size()) + " training and " +
-                      std::to_string(valid.tokens.size()) +
+    throw ConfigError("data.corpus: " + corpus.source + " gives " + std::to_string(train.tokens.size()) +
+                      " training and " + std::to_string(valid.tokens.size()) +
                       " validation tokens; expected a corpus large enough for both");
   }
   write_token_file((dir / kTrain).string(), train);
   write_token_file((dir / kValid).string(), valid);
-  log << "data: encoded " << train.tokens.size() << " training and " << valid.tokens.size()
-      << " validation tokens\n";
+  log << "data: encoded " << train.tokens.size() << " training and " << valid.tokens.size() << " validation tokens\n";
 
   json manifest = settings;
   manifest["vocab_size"] = pieces;
-  manifest["special"] = {{"pad", kSpecialTokens.pad}, {"unk", kSpecialTokens.unk},
-                         {"cls", kSpecialTokens.cls}, {"sep", kSpecialTokens.sep},
+  manifest["special"] = {{"pad", kSpecialTokens.pad},
+                         {"unk", kSpecialTokens.unk},
+                         {"cls", kSpecialTokens.cls},
+                         {"sep", kSpecialTokens.sep},
                          {"mask", kSpecialTokens.mask}};
   manifest["validation_ranges"] = split.validation_ranges;
   const auto counts = [](const TokenizedSplit& s) {
-    return json{{"documents", s.num_documents()}, {"segments", s.num_segments()},
-                {"tokens", s.tokens.size()}};
+    return json{{"documents", s.num_documents()}, {"segments", s.num_segments()}, {"tokens", s.tokens.size()}};
   };
   manifest["splits"] = {{"train", counts(train)}, {"valid", counts(valid)}};
   json files = json::object();
@@ -273,8 +263,7 @@ PreparedData prepare_data(const DataConfig& config, int vocab_size, std::ostream
                       " (a part of the path is a file); expected a directory path");
   }
   if (ec) {
-    throw RuntimeError("data.cache_dir: cannot create " + cache_dir.string() + ": " +
-                       ec.message());
+    throw RuntimeError("data.cache_dir: cannot create " + cache_dir.string() + ": " + ec.message());
   }
   TemporaryDirectory temporary(unique_sibling(cache_dir, ".tmp-" + dir.filename().string() + "-"));
   try {
@@ -301,13 +290,11 @@ PreparedData prepare_data(const DataConfig& config, int vocab_size, std::ostream
   fs::rename(temporary.path(), dir, ec);
   if (ec) {
     if (why_stale(dir, settings, &theirs).empty()) return describe(dir, theirs);
-    throw RuntimeError("cannot move the prepared data into " + dir.string() + ": " +
-                       ec.message());
+    throw RuntimeError("cannot move the prepared data into " + dir.string() + ": " + ec.message());
   }
   temporary.release();
   fsync_directory(cache_dir);
-  log << "data: ready: " << manifest.at("vocab_size").get<int>() << " pieces in "
-      << dir.string() << "\n";
+  log << "data: ready: " << manifest.at("vocab_size").get<int>() << " pieces in " << dir.string() << "\n";
   return describe(dir, manifest);
 }
 

@@ -10,10 +10,10 @@ namespace memtrain::data {
 
 // What prepare_data produces, all inside one cache directory.
 struct PreparedData {
-  std::string dir;              // <cache_dir>/<key>/
-  std::string tokenizer_model;  // path of the SentencePiece .model
+  std::string dir;                         // <cache_dir>/<key>/
+  std::string tokenizer_model;             // path of the SentencePiece .model
   std::string train_tokens, valid_tokens;  // binary token files (token_file.hpp)
-  int vocab_size = 0;  // pieces of the trained tokenizer (<= the requested model.vocab_size)
+  int vocab_size = 0;                      // pieces of the trained tokenizer (<= the requested model.vocab_size)
   SpecialTokens special = kSpecialTokens;
 };
 

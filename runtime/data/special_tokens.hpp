@@ -19,7 +19,6 @@ struct SpecialTokens {
 // agrees. Ordinary pieces therefore start at kFirstOrdinaryId.
 inline constexpr SpecialTokens kSpecialTokens{0, 1, 2, 3, 4};
 inline constexpr std::int32_t kFirstOrdinaryId = 5;
-inline constexpr std::array<std::string_view, 5> kSpecialPieces{"[PAD]", "[UNK]", "[CLS]", "[SEP]",
-                                                                "[MASK]"};
+inline constexpr std::array<std::string_view, 5> kSpecialPieces{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
 }  // namespace memtrain::data

@@ -91,16 +91,15 @@ TokenizedSplit read_token_file(const std::string& path) {
   }
   if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) throw bad("wrong magic bytes");
   if (header.version != kVersion) {
-    throw bad("version " + std::to_string(header.version) + ", expected " +
-              std::to_string(kVersion));
+    throw bad("version " + std::to_string(header.version) + ", expected " + std::to_string(kVersion));
   }
   // Guard the multiplications below against absurd counts in a damaged header.
   const std::uint64_t limit = size / 4;
   if (header.num_documents > limit || header.num_segments > limit || header.num_tokens > limit) {
     throw bad("counts larger than the file");
   }
-  const std::uint64_t expected = sizeof header + 8 * (header.num_documents + 1) +
-                                 8 * (header.num_segments + 1) + 4 * header.num_tokens;
+  const std::uint64_t expected =
+      sizeof header + 8 * (header.num_documents + 1) + 8 * (header.num_segments + 1) + 4 * header.num_tokens;
   if (size != expected) {
     throw bad(std::to_string(size) + " bytes, header implies " + std::to_string(expected));
   }
@@ -112,8 +111,7 @@ TokenizedSplit read_token_file(const std::string& path) {
           8 * static_cast<std::streamsize>(split.document_offsets.size()));
   in.read(reinterpret_cast<char*>(split.segment_offsets.data()),
           8 * static_cast<std::streamsize>(split.segment_offsets.size()));
-  in.read(reinterpret_cast<char*>(split.tokens.data()),
-          4 * static_cast<std::streamsize>(split.tokens.size()));
+  in.read(reinterpret_cast<char*>(split.tokens.data()), 4 * static_cast<std::streamsize>(split.tokens.size()));
   if (!in) throw bad("read failed");
   if (!ascending_from_zero(split.segment_offsets, header.num_tokens) ||
       !ascending_from_zero(split.document_offsets, header.num_segments)) {

@@ -15,8 +15,8 @@ Tokenizer::Tokenizer(const std::string& model_path)
   for (std::size_t id = 0; id < kSpecialPieces.size(); ++id) {
     const std::string piece = processor_->IdToPiece(static_cast<int>(id));
     if (piece != kSpecialPieces[id]) {
-      throw RuntimeError("tokenizer model " + model_path + " has piece '" + piece + "' at id " +
-                         std::to_string(id) + ", expected " + std::string(kSpecialPieces[id]));
+      throw RuntimeError("tokenizer model " + model_path + " has piece '" + piece + "' at id " + std::to_string(id) +
+                         ", expected " + std::string(kSpecialPieces[id]));
     }
   }
 }

@@ -46,15 +46,14 @@ int train_tokenizer(const std::vector<std::string>& sentences, const TokenizerSe
   }
   const int minimum = static_cast<int>(kSpecialPieces.size()) + 1;
   if (settings.vocab_size < minimum) {
-    throw ConfigError("model.vocab_size = " + std::to_string(settings.vocab_size) +
-                      " leaves no room for text pieces after the 5 special tokens; expected >= " +
-                      std::to_string(minimum));
+    throw ConfigError(
+        "model.vocab_size = " + std::to_string(settings.vocab_size) +
+        " leaves no room for text pieces after the 5 special tokens; expected >= " + std::to_string(minimum));
   }
   // SentencePiece skips lines above max_sentence_length and then fails with its own internal
   // check when none is left: say so in the corpus's terms instead.
-  if (!sentences.empty() && std::none_of(sentences.begin(), sentences.end(), [](const std::string& s) {
-        return s.size() <= kMaxSentenceBytes;
-      })) {
+  if (!sentences.empty() && std::none_of(sentences.begin(), sentences.end(),
+                                         [](const std::string& s) { return s.size() <= kMaxSentenceBytes; })) {
     throw ConfigError("data.corpus: every one of its " + std::to_string(sentences.size()) +
                       " training lines is longer than SentencePiece's " + std::to_string(kMaxSentenceBytes) +
                       "-byte sentence limit; expected text broken into lines (verses, paragraphs)");
@@ -98,9 +97,11 @@ int train_tokenizer(const std::vector<std::string>& sentences, const TokenizerSe
     static const std::regex required_chars("Vocabulary size is smaller than required_chars\\. ([0-9]+) vs ([0-9]+)\\.");
     std::smatch m;
     if (std::regex_search(message, m, required_chars)) {
-      throw ConfigError("model.vocab_size = " + std::to_string(settings.vocab_size) + " is too small for this corpus: " +
-                        "its training text has " + m[2].str() + " distinct characters, and each gets a piece of its own; "
-                        "expected model.vocab_size well above " + m[2].str() + " (the special tokens and merges need pieces too)");
+      throw ConfigError("model.vocab_size = " + std::to_string(settings.vocab_size) +
+                        " is too small for this corpus: " + "its training text has " + m[2].str() +
+                        " distinct characters, and each gets a piece of its own; "
+                        "expected model.vocab_size well above " +
+                        m[2].str() + " (the special tokens and merges need pieces too)");
     }
     if (reason != std::string::npos) {
       message.erase(0, reason);  // drop SentencePiece's source location and check expression
@@ -112,8 +113,7 @@ int train_tokenizer(const std::vector<std::string>& sentences, const TokenizerSe
   sentencepiece::SentencePieceProcessor trained;
   const auto loaded = trained.Load(model_prefix + ".model");
   if (!loaded.ok()) {
-    throw RuntimeError("cannot load the trained tokenizer " + model_prefix +
-                       ".model: " + loaded.ToString());
+    throw RuntimeError("cannot load the trained tokenizer " + model_prefix + ".model: " + loaded.ToString());
   }
   return trained.GetPieceSize();
 }

@@ -6,11 +6,10 @@
 
 namespace memtrain::train {
 
-double zero_bytes_per_parameter(const PrecisionConfig& precision, int zero_stage,
-                                int data_parallel_size) {
+double zero_bytes_per_parameter(const PrecisionConfig& precision, int zero_stage, int data_parallel_size) {
   if ((zero_stage != 0 && zero_stage != 1) || data_parallel_size < 1) {
-    throw ConfigError("zero_bytes_per_parameter: ZeRO stage " + std::to_string(zero_stage) +
-                      " over " + std::to_string(data_parallel_size) +
+    throw ConfigError("zero_bytes_per_parameter: ZeRO stage " + std::to_string(zero_stage) + " over " +
+                      std::to_string(data_parallel_size) +
                       " data-parallel ranks; expected stage 0 or 1 and at least one rank");
   }
   const double shards = zero_stage == 1 ? data_parallel_size : 1.0;

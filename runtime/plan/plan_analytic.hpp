@@ -16,8 +16,7 @@ namespace memtrain::train {
 // states K: 2 + 2 + 12 / N_d in mixed precision, 4 + 4 + 8 / N_d in fp32 (memtrain's shards are
 // the buckets' blocks, Note [ZeRO-1 shards the buckets], so this is exact when N_d divides
 // every bucket). Throws memtrain::ConfigError for zero_stage outside {0, 1} or N_d < 1.
-double zero_bytes_per_parameter(const PrecisionConfig& precision, int zero_stage = 0,
-                                int data_parallel_size = 1);
+double zero_bytes_per_parameter(const PrecisionConfig& precision, int zero_stage = 0, int data_parallel_size = 1);
 
 // Activation bytes one transformer layer stores for its backward pass, Korthikanti et al.
 // 2022, "Reducing Activation Recomputation in Large Transformer Models", section 4.1 and

@@ -12,8 +12,7 @@ std::int64_t per_layer_of(const Config& config, int world_size) {
 
 }  // namespace
 
-LayerActivationBytes measure_layer_activation_bytes(const Config& config, int world_size,
-                                                    const StepMeasurement& full) {
+LayerActivationBytes measure_layer_activation_bytes(const Config& config, int world_size, const StepMeasurement& full) {
   LayerActivationBytes r;
   r.num_layers = config.model.num_hidden_layers;
   const models::ModelOptions options = model_options(config);

@@ -28,7 +28,6 @@ struct LayerActivationBytes {
 // Measures both kinds for `config` on one rank of `world_size` (dry runs, plan_step.hpp).
 // `full` is measure_step(config, world_size), reused when every layer is of one kind. A
 // one-layer model gives 0 for its kind (nothing to subtract from).
-LayerActivationBytes measure_layer_activation_bytes(const Config& config, int world_size,
-                                                    const StepMeasurement& full);
+LayerActivationBytes measure_layer_activation_bytes(const Config& config, int world_size, const StepMeasurement& full);
 
 }  // namespace memtrain::train

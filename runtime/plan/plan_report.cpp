@@ -67,8 +67,7 @@ Fit fit(const StepMeasurement& step, const std::string& policy, const DeviceTarg
   return f;
 }
 
-bool fits_at_capacity(const StepMeasurement& step, const std::string& policy,
-                      const DeviceTarget& target) {
+bool fits_at_capacity(const StepMeasurement& step, const std::string& policy, const DeviceTarget& target) {
   const std::size_t capacity = target.allocator_capacity();
   return capacity > 0 && replay_step(step, policy, capacity).num_ooms == 0;
 }
@@ -100,9 +99,7 @@ std::string percent(double x) {
   return s;
 }
 
-nlohmann::json optional_json(const std::optional<std::int64_t>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json();
-}
+nlohmann::json optional_json(const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
 nlohmann::json layer_ratio(const std::optional<std::int64_t>& measured, double reference) {
   if (!measured || *measured <= 0 || reference <= 0) return nlohmann::json();
@@ -118,15 +115,14 @@ std::string ratio(double measured, double reference) {
 
 }  // namespace
 
-bool micro_batch_fits(const Config& config, int micro_batch_size, const std::string& policy,
-                      const DeviceTarget& target, int world_size) {
+bool micro_batch_fits(const Config& config, int micro_batch_size, const std::string& policy, const DeviceTarget& target,
+                      int world_size) {
   const auto step = measure_step(with_micro_batch(config, micro_batch_size, world_size), world_size);
   return fits_at_capacity(step, policy, target.limited_by(config.memory));
 }
 
 std::vector<PlanReport> make_plan(const Config& config_in, const DeviceTarget& target_in,
-                                  const std::vector<std::string>& policies, int world_size,
-                                  std::ostream& log) {
+                                  const std::vector<std::string>& policies, int world_size, std::ostream& log) {
   for (const auto& p : policies) check_policy(p);
   if (world_size < 1) throw ConfigError("--world-size " + std::to_string(world_size) + ": expected at least 1");
   const DeviceTarget target = target_in.for_world_size(world_size).limited_by(config_in.memory);
@@ -142,8 +138,9 @@ std::vector<PlanReport> make_plan(const Config& config_in, const DeviceTarget& t
   auto probe = [&](int micro_batch_size) -> const StepMeasurement& {
     auto it = probes.find(micro_batch_size);
     if (it == probes.end()) {
-      it = probes.emplace(micro_batch_size,
-                          measure_step(with_micro_batch(config, micro_batch_size, world_size), world_size))
+      it = probes
+               .emplace(micro_batch_size,
+                        measure_step(with_micro_batch(config, micro_batch_size, world_size), world_size))
                .first;
     }
     return it->second;
@@ -165,12 +162,11 @@ std::vector<PlanReport> make_plan(const Config& config_in, const DeviceTarget& t
     r.peak_reserved_bytes = static_cast<std::int64_t>(used.peak_reserved_bytes);
     r.utilization = used.utilization;
     r.fragmentation = used.fragmentation;
-    r.device_utilization = f.fits && target.capacity_bytes > 0
-                               ? static_cast<double>(r.peak_allocated_bytes) / static_cast<double>(target.capacity_bytes)
-                               : std::nan("");
+    r.device_utilization = f.fits && target.capacity_bytes > 0 ? static_cast<double>(r.peak_allocated_bytes) /
+                                                                     static_cast<double>(target.capacity_bytes)
+                                                               : std::nan("");
     r.needed_bytes = static_cast<std::int64_t>(f.unlimited.peak_reserved_bytes) + non_allocator;
-    r.max_micro_batch_size =
-        largest_micro_batch([&](int mb) { return fits_at_capacity(probe(mb), policy, target); });
+    r.max_micro_batch_size = largest_micro_batch([&](int mb) { return fits_at_capacity(probe(mb), policy, target); });
     r.max_micro_batch_size_is_lower_bound = r.max_micro_batch_size >= kMaxMicroBatchSearch;
     reports.push_back(std::move(r));
   }
@@ -180,12 +176,11 @@ std::vector<PlanReport> make_plan(const Config& config_in, const DeviceTarget& t
 }
 
 std::string PlanReport::does_not_fit_line() const {
-  const std::string line = "does not fit: needs " + bytes(needed_bytes) + ", has " +
-                           bytes(static_cast<std::int64_t>(target.capacity_bytes));
+  const std::string line =
+      "does not fit: needs " + bytes(needed_bytes) + ", has " + bytes(static_cast<std::int64_t>(target.capacity_bytes));
   if (target.allocator_limit == 0) return line;
-  return line + " (" + target.allocator_limit_key + " = " +
-         bytes(static_cast<std::int64_t>(target.allocator_limit)) + " caps the allocator at " +
-         bytes(static_cast<std::int64_t>(target.allocator_capacity())) + "; it needs " +
+  return line + " (" + target.allocator_limit_key + " = " + bytes(static_cast<std::int64_t>(target.allocator_limit)) +
+         " caps the allocator at " + bytes(static_cast<std::int64_t>(target.allocator_capacity())) + "; it needs " +
          bytes(peak_reserved_bytes) + " reserved)";
 }
 
@@ -207,7 +202,8 @@ nlohmann::json PlanReport::to_json() const {
   j["capacity_bytes"] = target.capacity_bytes;
   j["allocator_capacity_bytes"] = target.allocator_capacity();
   j["allocator_limit_bytes"] = target.allocator_limit != 0 ? nlohmann::json(target.allocator_limit) : nlohmann::json();
-  j["allocator_limit_key"] = target.allocator_limit != 0 ? nlohmann::json(target.allocator_limit_key) : nlohmann::json();
+  j["allocator_limit_key"] =
+      target.allocator_limit != 0 ? nlohmann::json(target.allocator_limit_key) : nlohmann::json();
   j["world_size"] = world_size;
   j["micro_batch_size"] = c.training.micro_batch_size;
   j["global_batch_size"] = c.training.global_batch_size;
@@ -226,7 +222,8 @@ nlohmann::json PlanReport::to_json() const {
                                 {"master_weight", step.model_state.master_weight},
                                 {"optimizer_state", step.model_state.optimizer_state}};
   j["activation_peak_bytes"] = step.activation_peak_bytes;
-  j["activation_bytes_per_layer"] = layer_activation.partial() ? nlohmann::json() : nlohmann::json(activation_bytes_per_layer);
+  j["activation_bytes_per_layer"] =
+      layer_activation.partial() ? nlohmann::json() : nlohmann::json(activation_bytes_per_layer);
   j["checkpointed_layers"] = layer_activation.checkpointed_layers;
   j["activation_bytes_per_checkpointed_layer"] = optional_json(layer_activation.checkpointed);
   j["activation_bytes_per_non_checkpointed_layer"] = optional_json(layer_activation.not_checkpointed);
@@ -264,17 +261,15 @@ nlohmann::json PlanReport::to_json() const {
       // Against the tensor-parallel row when there is one (a rank's layer), else memory.recompute's.
       {"activation_per_layer_ratio",
        layer_activation.partial() ? nlohmann::json()
-       : layer_reference > 0
-           ? nlohmann::json(static_cast<double>(activation_bytes_per_layer) / layer_reference)
-           : nlohmann::json(0.0)},
+       : layer_reference > 0      ? nlohmann::json(static_cast<double>(activation_bytes_per_layer) / layer_reference)
+                                  : nlohmann::json(0.0)},
       // Each kind of layer against its own row: checkpointed against memory.recompute's row,
       // stored against the no-recompute row (Note [Per-layer activations under partial recompute]).
       // Korthikanti has no tensor-parallel row for partial recompute: null under tp.
-      {"checkpointed_layer_ratio", k.tensor_parallel ? nlohmann::json()
-                                                     : layer_ratio(layer_activation.checkpointed, k.per_layer)},
+      {"checkpointed_layer_ratio",
+       k.tensor_parallel ? nlohmann::json() : layer_ratio(layer_activation.checkpointed, k.per_layer)},
       {"non_checkpointed_layer_ratio",
-       k.tensor_parallel ? nlohmann::json()
-                         : layer_ratio(layer_activation.not_checkpointed, k.no_recompute)}};
+       k.tensor_parallel ? nlohmann::json() : layer_ratio(layer_activation.not_checkpointed, k.no_recompute)}};
   return j;
 }
 
@@ -289,35 +284,34 @@ std::string PlanReport::to_text() const {
   const KorthikantiBytes k = korthikanti_activation_bytes(c);
   const auto& na = target.non_allocator;
   std::ostringstream o;
-  o << "memtrain plan: " << c.name << " on " << target.describe() << ", policy " << policy
-    << ", one rank of " << world_size << "\n"
-    << "  step             micro-batch " << c.training.micro_batch_size << " x "
-    << step.accumulation_steps << " accumulation, seq " << c.data.seq_length << ", precision "
-    << c.precision.dtype << ", recompute " << c.memory.recompute
+  o << "memtrain plan: " << c.name << " on " << target.describe() << ", policy " << policy << ", one rank of "
+    << world_size << "\n"
+    << "  step             micro-batch " << c.training.micro_batch_size << " x " << step.accumulation_steps
+    << " accumulation, seq " << c.data.seq_length << ", precision " << c.precision.dtype << ", recompute "
+    << c.memory.recompute
     << (c.memory.recompute != "none" && c.memory.recompute_num_layers > 0
             ? " (" + c.memory.recompute_method + ", " + std::to_string(c.memory.recompute_num_layers) + " layers)"
             : std::string())
     << ", attention " << c.memory.attention << "\n"
     << "  parameters       " << step.parameters
-    << (step.parameters_on_rank != step.parameters
-            ? " (" + std::to_string(step.parameters_on_rank) + " on this rank)"
-            : std::string())
+    << (step.parameters_on_rank != step.parameters ? " (" + std::to_string(step.parameters_on_rank) + " on this rank)"
+                                                   : std::string())
     << "\n"
-    << "  model states     " << bytes(ms.total()) << " = parameters " << bytes(ms.parameter)
-    << " + gradients " << bytes(ms.gradient) << " + master weights " << bytes(ms.master_weight)
-    << " + optimizer state " << bytes(ms.optimizer_state) << "\n"
-    << "    ZeRO stage " << c.parallel.zero_stage << " (" << zero_per_param
-    << " B/param)  " << bytes(static_cast<std::int64_t>(zero_bytes))
-    << " (measured/analytic " << ratio(static_cast<double>(ms.total()), zero_bytes) << ")\n"
+    << "  model states     " << bytes(ms.total()) << " = parameters " << bytes(ms.parameter) << " + gradients "
+    << bytes(ms.gradient) << " + master weights " << bytes(ms.master_weight) << " + optimizer state "
+    << bytes(ms.optimizer_state) << "\n"
+    << "    ZeRO stage " << c.parallel.zero_stage << " (" << zero_per_param << " B/param)  "
+    << bytes(static_cast<std::int64_t>(zero_bytes)) << " (measured/analytic "
+    << ratio(static_cast<double>(ms.total()), zero_bytes) << ")\n"
     << "  activations      peak " << bytes(step.activation_peak_bytes) << "\n";
   // Each kind of layer beside its own row of Korthikanti et al. 2022, Table 2 (16-bit, 1-byte
   // masks): Note [Per-layer activations under partial recompute].
-  const auto layer_line = [&](const char* kind, const std::optional<std::int64_t>& measured,
-                              double row, const char* formula) {
-    o << "    per " << (*kind ? std::string(kind) + " " : std::string()) << "layer " << (measured && *measured > 0 ? bytes(*measured) : std::string("n/a"))
-      << "; Korthikanti " << formula << " = " << bytes(static_cast<std::int64_t>(row))
-      << "; measured/analytic " << (measured ? ratio(static_cast<double>(*measured), row) : std::string("n/a"))
-      << "\n";
+  const auto layer_line = [&](const char* kind, const std::optional<std::int64_t>& measured, double row,
+                              const char* formula) {
+    o << "    per " << (*kind ? std::string(kind) + " " : std::string()) << "layer "
+      << (measured && *measured > 0 ? bytes(*measured) : std::string("n/a")) << "; Korthikanti " << formula << " = "
+      << bytes(static_cast<std::int64_t>(row)) << "; measured/analytic "
+      << (measured ? ratio(static_cast<double>(*measured), row) : std::string("n/a")) << "\n";
   };
   const auto& la = layer_activation;
   // A tensor-parallel rank's layers are compared with the tensor-parallel row only (below).
@@ -325,24 +319,21 @@ std::string PlanReport::to_text() const {
     layer_line(la.checkpointed ? "stored" : "", la.not_checkpointed, k.no_recompute, "sbh(34 + 5as/h)");
   }
   if (la.checkpointed && !k.tensor_parallel) {
-    const std::string kind = la.not_checkpointed ? "checkpointed (" + std::to_string(la.checkpointed_layers) +
-                                                       " of " + std::to_string(la.num_layers) + ")"
+    const std::string kind = la.not_checkpointed ? "checkpointed (" + std::to_string(la.checkpointed_layers) + " of " +
+                                                       std::to_string(la.num_layers) + ")"
                                                  : std::string();
     layer_line(kind.c_str(), la.checkpointed, k.per_layer, c.memory.recompute == "full" ? "2sbh" : "34sbh");
   }
   if (k.tensor_parallel) {
     o << "    tensor parallel " << c.parallel.tensor_model_parallel_size
-      << (c.parallel.sequence_parallel ? " + sequence parallel" : "")
-      << ": per layer of this rank "
-      << (la.partial() ? std::string("n/a") : bytes(activation_bytes_per_layer))
-      << "; Korthikanti "
-      << (c.parallel.sequence_parallel
-              ? (c.memory.recompute == "full"        ? "2sbh/t"
-                 : c.memory.recompute == "selective" ? "34sbh/t"
-                                                     : "sbh(34/t + 5as/(ht))")
-              : (c.memory.recompute == "full"        ? "2sbh"
-                 : c.memory.recompute == "selective" ? "sbh(10 + 24/t)"
-                                                     : "sbh(10 + 24/t + 5as/(ht))"))
+      << (c.parallel.sequence_parallel ? " + sequence parallel" : "") << ": per layer of this rank "
+      << (la.partial() ? std::string("n/a") : bytes(activation_bytes_per_layer)) << "; Korthikanti "
+      << (c.parallel.sequence_parallel ? (c.memory.recompute == "full"        ? "2sbh/t"
+                                          : c.memory.recompute == "selective" ? "34sbh/t"
+                                                                              : "sbh(34/t + 5as/(ht))")
+                                       : (c.memory.recompute == "full"        ? "2sbh"
+                                          : c.memory.recompute == "selective" ? "sbh(10 + 24/t)"
+                                                                              : "sbh(10 + 24/t + 5as/(ht))"))
       << " = " << bytes(static_cast<std::int64_t>(*k.tensor_parallel)) << "; measured/analytic "
       << (la.partial() ? std::string("n/a")
                        : ratio(static_cast<double>(activation_bytes_per_layer), *k.tensor_parallel))
@@ -361,14 +352,14 @@ std::string PlanReport::to_text() const {
     << "  peak reserved    " << bytes(peak_reserved_bytes) << "\n"
     << "  non-allocator    " << bytes(static_cast<std::int64_t>(na.total()))
     << (na.override_total ? " (--non-allocator)"
-                          : " (CUDA context " + bytes(static_cast<std::int64_t>(na.cuda_context)) +
-                                ", cuBLAS " + bytes(static_cast<std::int64_t>(na.cublas_workspace)) +
-                                ", NCCL " + bytes(static_cast<std::int64_t>(na.nccl_buffers)) + ")")
+                          : " (CUDA context " + bytes(static_cast<std::int64_t>(na.cuda_context)) + ", cuBLAS " +
+                                bytes(static_cast<std::int64_t>(na.cublas_workspace)) + ", NCCL " +
+                                bytes(static_cast<std::int64_t>(na.nccl_buffers)) + ")")
     << "\n"
-    << (target.allocator_limit != 0 ? "  allocator cap    " + bytes(static_cast<std::int64_t>(target.allocator_capacity())) +
-                                          " (" + target.allocator_limit_key + " = " +
-                                          bytes(static_cast<std::int64_t>(target.allocator_limit)) + ")\n"
-                                    : std::string())
+    << (target.allocator_limit != 0
+            ? "  allocator cap    " + bytes(static_cast<std::int64_t>(target.allocator_capacity())) + " (" +
+                  target.allocator_limit_key + " = " + bytes(static_cast<std::int64_t>(target.allocator_limit)) + ")\n"
+            : std::string())
     << "  utilization      " << percent(utilization) << " of reserved is allocated; "
     << (std::isnan(device_utilization) ? std::string("n/a (does not fit)") : percent(device_utilization))
     << " of the device\n"
@@ -377,9 +368,9 @@ std::string PlanReport::to_text() const {
     << "  needs            " << bytes(needed_bytes) << " of " << bytes(static_cast<std::int64_t>(target.capacity_bytes))
     << " (peak reserved with no limit + non-allocator)\n"
     << "  largest micro-batch that fits: "
-    << (max_micro_batch_size_is_lower_bound ? "at least " + std::to_string(max_micro_batch_size) +
-                                                  " (the search stops there)"
-                                            : std::to_string(max_micro_batch_size))
+    << (max_micro_batch_size_is_lower_bound
+            ? "at least " + std::to_string(max_micro_batch_size) + " (the search stops there)"
+            : std::to_string(max_micro_batch_size))
     << "\n"
     << "  " << (fits ? "fits" : does_not_fit_line()) << "\n";
   return o.str();

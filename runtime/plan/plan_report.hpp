@@ -22,14 +22,14 @@ struct PlanReport {
   std::string policy;
   DeviceTarget target;  // for the world size of the plan
   int world_size = 1;
-  Config config;        // as planned (memory.recompute resolved)
-  StepMeasurement step; // its trace is dropped once replayed (it can be large)
+  Config config;                                // as planned (memory.recompute resolved)
+  StepMeasurement step;                         // its trace is dropped once replayed (it can be large)
   std::int64_t activation_bytes_per_layer = 0;  // measured (plan_step.hpp); 0 for 1 layer
   // Checkpointed and stored layers apart (Note [Per-layer activations under partial recompute]).
   LayerActivationBytes layer_activation;
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;
-  double utilization = 0;         // peak allocated / peak reserved
+  double utilization = 0;  // peak allocated / peak reserved
   // peak allocated / target capacity; NaN (reported as n/a, JSON null) when the step does not
   // fit: the unlimited replay's peak is not on this device.
   double device_utilization = 0;
@@ -37,7 +37,7 @@ struct PlanReport {
   double fragmentation = 0;
   std::int64_t needed_bytes = 0;  // peak reserved with no limit + non-allocator bytes
   bool fits = false;
-  int max_micro_batch_size = 0;   // largest that fits this target (0 if none)
+  int max_micro_batch_size = 0;  // largest that fits this target (0 if none)
   // The search stopped at kMaxMicroBatchSearch while still fitting: the true largest is at least
   // max_micro_batch_size.
   bool max_micro_batch_size_is_lower_bound = false;
@@ -62,8 +62,8 @@ inline constexpr int kMaxMicroBatchSearch = 1 << 16;
 // Does `config` with micro-batch `micro_batch_size` (one micro-batch per rank) fit `target`
 // (capped by the config's memory.limit and memory.capacity, as the dry run's allocator is)
 // under `policy`? The predicate the search uses, public so tests can check its answer.
-bool micro_batch_fits(const Config& config, int micro_batch_size, const std::string& policy,
-                      const DeviceTarget& target, int world_size);
+bool micro_batch_fits(const Config& config, int micro_batch_size, const std::string& policy, const DeviceTarget& target,
+                      int world_size);
 
 // Plans `config` for one rank of `world_size` data-parallel ranks on `target` (the allocator
 // capped by memory.limit and memory.capacity when set: DeviceTarget::limited_by), once per policy
@@ -71,7 +71,6 @@ bool micro_batch_fits(const Config& config, int micro_batch_size, const std::str
 // recompute is resolved first (recompute_auto.hpp, logging to `log`). Throws ConfigError for an
 // unknown policy (naming --policy and the accepted names) or a config the trainer would refuse.
 std::vector<PlanReport> make_plan(const Config& config, const DeviceTarget& target,
-                                  const std::vector<std::string>& policies, int world_size,
-                                  std::ostream& log);
+                                  const std::vector<std::string>& policies, int world_size, std::ostream& log);
 
 }  // namespace memtrain::train

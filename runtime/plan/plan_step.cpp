@@ -43,8 +43,7 @@ std::vector<memory::TraceOp> to_trace_ops(const std::vector<memory::TraceEvent>&
   for (const auto& e : events) {
     if (e.kind != memory::TraceEventKind::alloc && e.kind != memory::TraceEventKind::free) continue;
     memory::TraceOp op;
-    op.kind = e.kind == memory::TraceEventKind::alloc ? memory::TraceOp::Kind::alloc
-                                                      : memory::TraceOp::Kind::free;
+    op.kind = e.kind == memory::TraceEventKind::alloc ? memory::TraceOp::Kind::alloc : memory::TraceOp::Kind::free;
     op.id = std::to_string(e.allocation_id);
     op.bytes = static_cast<std::size_t>(e.bytes);
     op.stream = e.stream;
@@ -92,8 +91,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   // are equal), including the staging buffers of its data-parallel group.
   auto grid = comms::ProcessGrid::simulated(world_size, config.parallel.tensor_model_parallel_size);
   comms::Communicator& world = grid.dp();
-  const BatchPlan plan =
-      BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, grid.dp_size(), 0);
+  const BatchPlan plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, grid.dp_size(), 0);
   MemoryConfig memory_config = config.memory;
   memory_config.capacity = 0;  // the whole demand; capacities are applied by replay
   memory_config.limit = 0;
@@ -101,8 +99,7 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   data::DataConfig data_config = config.data;
   data_config.dynamic_seq_length = false;  // every row full length
   const auto data = data::MlmDataset::mock(data_config, config.model.vocab_size, tc.seed);
-  const auto validation =
-      data::MlmDataset::mock(data_config, config.model.vocab_size, validation_seed(tc.seed));
+  const auto validation = data::MlmDataset::mock(data_config, config.model.vocab_size, validation_seed(tc.seed));
 
   memory::TraceRecorder trace;  // outlives the allocator's sink
   auto allocator = make_dry_run_allocator(memory_config, kUnlimitedBytes, "simulated plan device");
@@ -113,32 +110,27 @@ StepMeasurement measure_step(const Config& config, int world_size) {
     core::Context ctx(allocator);
     ctx.set_dry_run(true);
     // The trainer's order: model, gradient synchroniser, optimizer, scaler (trainer.cpp).
-    models::BertForMaskedLM model(
-        config.model, ctx, model_options(config),
-        tensor_parallel(config, &grid.tp()));
+    models::BertForMaskedLM model(config.model, ctx, model_options(config), tensor_parallel(config, &grid.tp()));
     const auto compression = gradient_compression(config);
-    comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), world, ctx, true,
-                                              gradient_reduction(config),
+    comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), world, ctx, true, gradient_reduction(config),
                                               compression ? &*compression : nullptr);
     const auto optimizer = make_optimizer(config, model, gradient_sync, world, ctx, &grid.tp());
     LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
     // checkpoint.async's staging copy, allocated up front as the trainer does.
-    const core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), *optimizer, gradient_sync.compressor(), grid, ctx);
+    const core::Tensor checkpoint_staging =
+        allocate_checkpoint_staging(config, model.parameters(), *optimizer, gradient_sync.compressor(), grid, ctx);
     m.parameters = model.num_parameters();
     for (const auto& p : model.parameters()) m.parameters_on_rank += p.value.numel();
     m.micro_batch_size = plan.micro_batch_size;
     m.accumulation_steps = plan.accumulation_steps();
     // Note [A plan measures the trainer's first steps and evaluations]
-    const auto evaluate = [&] {
-      evaluate_model(model, validation, world, tc.micro_batch_size, tc.eval_steps);
-    };
+    const auto evaluate = [&] { evaluate_model(model, validation, world, tc.micro_batch_size, tc.eval_steps); };
     evaluate();  // the trainer evaluates before the first step
     const std::int64_t steps = measured_steps(tc.max_steps);
     for (std::int64_t step = 1; step <= steps; ++step) {
       const std::size_t first_event = trace.size();
-      train_step(model, data, plan, world, *optimizer, step - 1,
-                 StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler, &gradient_sync,
-                 &grid.world());
+      train_step(model, data, plan, world, *optimizer, step - 1, StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler,
+                 &gradient_sync, &grid.world());
       training_windows.emplace_back(first_event, trace.size());
       if (step % tc.eval_interval == 0 || step == steps) evaluate();
     }
@@ -153,30 +145,24 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   }
   const auto& registry = memory::tag_registry();
   for (const auto& [tag, s] : m.stats.per_tag) {
-    m.per_tag_peak_bytes[tag == memory::kUntagged ? "untagged" : registry.name(tag)] =
-        s.requested_bytes.peak;
+    m.per_tag_peak_bytes[tag == memory::kUntagged ? "untagged" : registry.name(tag)] = s.requested_bytes.peak;
   }
-  m.activation_peak_bytes =
-      tag_peak_within(trace.events(), core::tags().activation, training_windows);
+  m.activation_peak_bytes = tag_peak_within(trace.events(), core::tags().activation, training_windows);
   m.trace = to_trace_ops(trace.events());
   return m;
 }
 
-std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size,
-                                                const StepMeasurement& full) {
+std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size, const StepMeasurement& full) {
   if (config.model.num_hidden_layers < 2) return 0;
   Config fewer = config;
   fewer.model.num_hidden_layers -= 1;
   // recompute_num_layers must stay a valid count for the smaller model.
-  fewer.memory.recompute_num_layers =
-      std::min(fewer.memory.recompute_num_layers, fewer.model.num_hidden_layers);
+  fewer.memory.recompute_num_layers = std::min(fewer.memory.recompute_num_layers, fewer.model.num_hidden_layers);
   return full.activation_peak_bytes - measure_step(fewer, world_size).activation_peak_bytes;
 }
 
-memory::ReplayReport replay_step(const StepMeasurement& step, const std::string& policy,
-                                 std::size_t capacity_bytes) {
-  return memory::replay_trace(step.trace, policy, std::max<std::size_t>(capacity_bytes, 1),
-                              "plan step");
+memory::ReplayReport replay_step(const StepMeasurement& step, const std::string& policy, std::size_t capacity_bytes) {
+  return memory::replay_trace(step.trace, policy, std::max<std::size_t>(capacity_bytes, 1), "plan step");
 }
 
 }  // namespace memtrain::train

@@ -16,7 +16,7 @@ namespace memtrain::train {
 // Bytes held by the model states after the optimizer's first step (requested bytes: what the
 // tensors need, before the allocator's rounding).
 struct ModelStateBytes {
-  std::int64_t parameter = 0;        // weights used by forward/backward (compute dtype)
+  std::int64_t parameter = 0;  // weights used by forward/backward (compute dtype)
   std::int64_t gradient = 0;
   std::int64_t master_weight = 0;    // f32 masters (16-bit precision only)
   std::int64_t optimizer_state = 0;  // AdamW moments
@@ -24,21 +24,21 @@ struct ModelStateBytes {
 };
 
 struct StepMeasurement {
-  std::int64_t parameters = 0;        // trainable scalars of the whole model
+  std::int64_t parameters = 0;  // trainable scalars of the whole model
   // Scalars this rank holds: its shards (with vocabulary padding) plus the replicated
   // parameters; `parameters` without tensor parallelism.
   std::int64_t parameters_on_rank = 0;
   int micro_batch_size = 0;
-  int accumulation_steps = 0;         // micro-batches of this rank in the step
-  std::int64_t steps = 0;             // optimizer steps measured (measured_steps)
+  int accumulation_steps = 0;  // micro-batches of this rank in the step
+  std::int64_t steps = 0;      // optimizer steps measured (measured_steps)
   ModelStateBytes model_state;
   // Peak requested bytes of tag activation during the training steps: what forward keeps for
   // backward (Korthikanti et al.'s quantity). The evaluations keep nothing for a backward pass
   // and are left out here; per_tag_peak_bytes and stats include them.
   std::int64_t activation_peak_bytes = 0;
   std::map<std::string, std::int64_t> per_tag_peak_bytes;  // tag name -> peak requested bytes
-  memory::MemoryStats stats;          // under memory.policy on a device with no limit
-  std::vector<memory::TraceOp> trace; // every alloc/free of the step, in order, for replay
+  memory::MemoryStats stats;                               // under memory.policy on a device with no limit
+  std::vector<memory::TraceOp> trace;                      // every alloc/free of the step, in order, for replay
 };
 
 // Note [A plan measures the trainer's first steps and evaluations]
@@ -93,12 +93,10 @@ StepMeasurement measure_step(const Config& config, int world_size);
 // `config` minus that of the same config with one layer fewer (the rest of the step, the
 // embeddings, head and the working set of one layer's backward, is the same in both).
 // 0 for a one-layer model (nothing to subtract from). `full` is measure_step(config, ...).
-std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size,
-                                                const StepMeasurement& full);
+std::int64_t measure_activation_bytes_per_layer(const Config& config, int world_size, const StepMeasurement& full);
 
 // A dry-run peak under `policy` on a device of `capacity_bytes`: the trace replayed (the
 // caching policies, or "planned"). num_ooms > 0 means it does not fit.
-memory::ReplayReport replay_step(const StepMeasurement& step, const std::string& policy,
-                                 std::size_t capacity_bytes);
+memory::ReplayReport replay_step(const StepMeasurement& step, const std::string& policy, std::size_t capacity_bytes);
 
 }  // namespace memtrain::train

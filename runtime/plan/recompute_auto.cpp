@@ -11,8 +11,7 @@ namespace memtrain::train {
 std::string RecomputeChoice::describe(int total_layers) const {
   if (recompute != "full") return recompute;
   if (num_layers == 0 || num_layers >= total_layers) return "full on every layer";
-  return "full on the first " + std::to_string(num_layers) + " of " + std::to_string(total_layers) +
-         " layers";
+  return "full on the first " + std::to_string(num_layers) + " of " + std::to_string(total_layers) + " layers";
 }
 
 std::vector<RecomputeChoice> recompute_candidates(int num_hidden_layers) {
@@ -39,9 +38,8 @@ Config resolve_recompute(const Config& config, int world_size, std::ostream& log
     if (choice.peak_reserved_bytes < smallest.peak_reserved_bytes) smallest = choice;
     if (static_cast<std::size_t>(choice.peak_reserved_bytes) <= budget) {
       log << "memtrain: memory.recompute auto: " << choice.describe(layers) << " (dry-run peak "
-          << memory::format_byte_size(static_cast<std::size_t>(choice.peak_reserved_bytes))
-          << " reserved under " << config.memory.policy << ", budget "
-          << memory::format_byte_size(budget) << ")\n";
+          << memory::format_byte_size(static_cast<std::size_t>(choice.peak_reserved_bytes)) << " reserved under "
+          << config.memory.policy << ", budget " << memory::format_byte_size(budget) << ")\n";
       return candidate;
     }
   }
@@ -49,8 +47,8 @@ Config resolve_recompute(const Config& config, int world_size, std::ostream& log
   const std::string where = origin == config.origin.end() ? "" : origin->second + ": ";
   throw ConfigError(where + "memory.budget = " + memory::format_byte_size(budget) +
                     ": no recompute setting fits; the smallest dry-run peak is " +
-                    memory::format_byte_size(static_cast<std::size_t>(smallest.peak_reserved_bytes)) +
-                    " reserved (" + smallest.describe(layers) + ", policy " + config.memory.policy +
+                    memory::format_byte_size(static_cast<std::size_t>(smallest.peak_reserved_bytes)) + " reserved (" +
+                    smallest.describe(layers) + ", policy " + config.memory.policy +
                     "); expected a budget of at least that, or a smaller micro_batch_size");
 }
 

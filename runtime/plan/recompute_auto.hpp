@@ -11,9 +11,9 @@
 namespace memtrain::train {
 
 struct RecomputeChoice {
-  std::string recompute;             // none | selective | full
-  std::string method = "uniform";    // memory.recompute_method
-  int num_layers = 0;                // memory.recompute_num_layers (0 = every layer)
+  std::string recompute;                 // none | selective | full
+  std::string method = "uniform";        // memory.recompute_method
+  int num_layers = 0;                    // memory.recompute_num_layers (0 = every layer)
   std::int64_t peak_reserved_bytes = 0;  // dry-run peak under memory.policy (filled when measured)
   // "none", "selective", "full on the first 3 of 24 layers", "full on every layer".
   std::string describe(int total_layers) const;

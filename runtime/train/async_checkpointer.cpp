@@ -14,9 +14,7 @@
 namespace memtrain::train {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 bool ready(const std::future<void>& f) {
   return !f.valid() || f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
@@ -59,17 +57,22 @@ std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& para
 }
 
 core::Tensor allocate_checkpoint_staging(const Config& config, const std::vector<models::Parameter>& params,
-                                         const Optimizer& optimizer, const comms::GradientCompressor* gradient_compressor,
+                                         const Optimizer& optimizer,
+                                         const comms::GradientCompressor* gradient_compressor,
                                          const comms::ProcessGrid& grid, core::Context& ctx) {
   if (!config.checkpoint.async || config.checkpoint.interval == 0) return {};
   const std::int64_t bytes = checkpoint_staging_bytes(params, optimizer, grid.dp_rank(), gradient_compressor);
   if (bytes == 0) return {};
-  return core::Tensor::empty(ctx, {(bytes + 3) / 4}, core::DType::f32, core::tags().checkpoint);  // [bytes / 4] raw bytes
+  return core::Tensor::empty(ctx, {(bytes + 3) / 4}, core::DType::f32,
+                             core::tags().checkpoint);  // [bytes / 4] raw bytes
 }
 
 AsyncCheckpointer::AsyncCheckpointer(core::Tensor staging, comms::ProcessGrid& grid, std::string root,
                                      checkpoint::WriteBudget* budget, SavedCallback on_saved)
-    : staging_(std::move(staging)), grid_(grid), root_(std::move(root)), budget_(budget),
+    : staging_(std::move(staging)),
+      grid_(grid),
+      root_(std::move(root)),
+      budget_(budget),
       on_saved_(std::move(on_saved)) {}
 
 AsyncCheckpointer::~AsyncCheckpointer() {
@@ -83,8 +86,7 @@ void AsyncCheckpointer::start(const CheckpointSource& src, std::int64_t step) {
   const std::string what = "writing checkpoint " + std::to_string(step);
   started_at_s_ = now_s();
   step_ = step;
-  run_on_root(world, "starting checkpoint " + std::to_string(step),
-              [&] { checkpoint::begin_checkpoint(root_, step); });
+  run_on_root(world, "starting checkpoint " + std::to_string(step), [&] { checkpoint::begin_checkpoint(root_, step); });
   const std::string dir = (std::filesystem::path(root_) / (checkpoint::step_directory_name(step) + ".tmp")).string();
   run_where(world, true, what, "another rank", [&] {
     RankFiles files = rank_files(src, grid_.tp_rank(), grid_.dp_rank());
@@ -92,9 +94,8 @@ void AsyncCheckpointer::start(const CheckpointSource& src, std::int64_t step) {
     if (!staging_.defined()) throw RuntimeError("checkpoint.async has no staging buffer on this rank");
     std::span<std::byte> buffer(reinterpret_cast<std::byte*>(staging_.data<float>()), staging_.nbytes());
     RankFiles copy = copy_into(files, buffer);
-    writing_ = std::async(std::launch::async, [this, copy = std::move(copy), dir] {
-      write_rank_files(copy, dir, budget_);
-    });
+    writing_ =
+        std::async(std::launch::async, [this, copy = std::move(copy), dir] { write_rank_files(copy, dir, budget_); });
   });
   if (world.rank() == 0) root_files_ = root_files(src, grid_, step);
   phase_ = Phase::writing;

@@ -41,7 +41,8 @@ std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& para
 // that write files, undefined elsewhere and when checkpoint.async is off or
 // checkpoint.interval is 0. Throws memtrain::OutOfMemory.
 core::Tensor allocate_checkpoint_staging(const Config& config, const std::vector<models::Parameter>& params,
-                                         const Optimizer& optimizer, const comms::GradientCompressor* gradient_compressor,
+                                         const Optimizer& optimizer,
+                                         const comms::GradientCompressor* gradient_compressor,
                                          const comms::ProcessGrid& grid, core::Context& ctx);
 
 class AsyncCheckpointer {
@@ -81,8 +82,8 @@ class AsyncCheckpointer {
   std::int64_t step_ = 0;
   double started_at_s_ = 0;
   RootFiles root_files_;
-  std::future<void> writing_;              // this rank's files (writers only)
-  std::future<std::string> committing_;    // rank 0's commit; the final path
+  std::future<void> writing_;            // this rank's files (writers only)
+  std::future<std::string> committing_;  // rank 0's commit; the final path
 };
 
 }  // namespace memtrain::train

@@ -26,8 +26,7 @@ struct BatchPlan {
   int accumulation_steps() const { return per_rank() / micro_batch_size; }
   // Global index of the first sample of micro-batch `micro` (0-based) of step `step` (0-based).
   std::uint64_t first_sample(std::int64_t step, int micro) const {
-    return static_cast<std::uint64_t>(step) * global_batch_size +
-           static_cast<std::uint64_t>(rank) * per_rank() +
+    return static_cast<std::uint64_t>(step) * global_batch_size + static_cast<std::uint64_t>(rank) * per_rank() +
            static_cast<std::uint64_t>(micro) * micro_batch_size;
   }
 };

@@ -32,7 +32,8 @@ std::vector<std::vector<std::int64_t>> rows_of(const nlohmann::json& j, const ch
                                                const std::string& file) {
   std::vector<std::vector<std::int64_t>> rows;
   if (!j.contains(key)) {
-    if (required) throw ConfigError(file + ": no \"" + key + "\"; expected {\"input_ids\": [[...]], \"labels\": [[...]]}");
+    if (required)
+      throw ConfigError(file + ": no \"" + key + "\"; expected {\"input_ids\": [[...]], \"labels\": [[...]]}");
     return rows;
   }
   const auto& a = j[key];
@@ -43,12 +44,14 @@ std::vector<std::vector<std::int64_t>> rows_of(const nlohmann::json& j, const ch
     for (std::size_t t = 0; t < a[r].size(); ++t) {
       const auto& v = a[r][t];
       const auto at = [&] {
-        return file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) + "] = " + printable(v.dump(), 40);
+        return file + ": " + key + "[" + std::to_string(r) + "][" + std::to_string(t) +
+               "] = " + printable(v.dump(), 40);
       };
       if (!v.is_number_integer()) throw ConfigError(at() + " is not an integer");
       // Ids are 32-bit: a larger value is refused as written, never wrapped (to -100 or else).
-      const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t{INT32_MAX}
-                                               : v.get<std::int64_t>() >= INT32_MIN && v.get<std::int64_t>() <= INT32_MAX;
+      const bool fits = v.is_number_unsigned()
+                            ? v.get<std::uint64_t>() <= std::uint64_t{INT32_MAX}
+                            : v.get<std::int64_t>() >= INT32_MIN && v.get<std::int64_t>() <= INT32_MAX;
       if (!fits) throw ConfigError(at() + " is outside the 32-bit integer range");
       row.push_back(v.get<std::int64_t>());
     }
@@ -94,7 +97,8 @@ EvalInput parse_eval_input(const std::string& path) {
   }
   // A FIFO without a writer would block the open forever, and a device (/dev/zero) never ends.
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    throw ConfigError(path + ": is not a regular file (a pipe, device or special file); expected a JSON file of "
+    throw ConfigError(path +
+                      ": is not a regular file (a pipe, device or special file); expected a JSON file of "
                       "token ids");
   }
   std::ifstream in(path, std::ios::binary);
@@ -110,7 +114,8 @@ EvalInput parse_eval_input(const std::string& path) {
     // The file is {"key": [[id, ...], ...]}: values sit at depth 3 at most. Deeper nesting is
     // refused as it is read (100,000 nested lists once overflowed the stack).
     if (depth > 3) {
-      throw ConfigError(path + ": lists nested deeper than rows of ids; expected {\"input_ids\": [[...]], "
+      throw ConfigError(path +
+                        ": lists nested deeper than rows of ids; expected {\"input_ids\": [[...]], "
                         "\"labels\": [[...]]}");
     }
     if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
@@ -133,7 +138,8 @@ EvalInput parse_eval_input(const std::string& path) {
     where << path << ':' << line << ':' << column << ": not valid JSON here; expected a JSON object of token ids";
     throw ConfigError(where.str());
   } catch (const nlohmann::json::out_of_range&) {  // 406: a number such as 3e400 overflows a double
-    throw ConfigError(path + ": a number too large to read (beyond a double's range); expected token ids, integers "
+    throw ConfigError(path +
+                      ": a number too large to read (beyond a double's range); expected token ids, integers "
                       "of the vocabulary");
   }
   if (!j.is_object()) throw ConfigError(path + ": not a JSON object");
@@ -185,8 +191,8 @@ EvalInput parse_eval_input(const std::string& path) {
       if (!types.empty()) e.token_type_ids[i] = static_cast<std::int32_t>(types[r][t]);
       if (!mask.empty()) {
         if (mask[r][t] != 0 && mask[r][t] != 1) {
-          throw ConfigError(path + ": attention_mask[" + std::to_string(r) + "][" + std::to_string(t) + "] = " +
-                            std::to_string(mask[r][t]) + "; expected 0 or 1");
+          throw ConfigError(path + ": attention_mask[" + std::to_string(r) + "][" + std::to_string(t) +
+                            "] = " + std::to_string(mask[r][t]) + "; expected 0 or 1");
         }
         e.attention_mask[i] = static_cast<float>(mask[r][t]);
       }
@@ -199,12 +205,13 @@ TokenEval evaluate_tokens(const std::string& dir, const EvalInput& in, std::ostr
   LoadedModel l = load_model(dir, log);
   const auto& m = l.config.model;
   if (in.seq_length > m.max_position_embeddings) {
-    throw ConfigError(in.source + ": rows of " + std::to_string(in.seq_length) + " tokens exceed model.max_position_embeddings = " +
-                      std::to_string(m.max_position_embeddings));
+    throw ConfigError(in.source + ": rows of " + std::to_string(in.seq_length) +
+                      " tokens exceed model.max_position_embeddings = " + std::to_string(m.max_position_embeddings));
   }
   const auto where = [&](std::size_t i) {  // "[row][t]" (a stream: GCC 12 warns falsely on a + chain here)
     std::ostringstream o;
-    o << '[' << i / static_cast<std::size_t>(in.seq_length) << "][" << i % static_cast<std::size_t>(in.seq_length) << ']';
+    o << '[' << i / static_cast<std::size_t>(in.seq_length) << "][" << i % static_cast<std::size_t>(in.seq_length)
+      << ']';
     return o.str();
   };
   for (std::size_t i = 0; i < in.input_ids.size(); ++i) {
@@ -241,7 +248,7 @@ TokenEval evaluate_tokens(const std::string& dir, const EvalInput& in, std::ostr
     core::MlmBatch batch;
     batch.batch_size = rows;
     batch.seq_length = in.seq_length;
-    batch.input_ids.assign(in.input_ids.begin() + first, in.input_ids.begin() + first + n);              // [rows, T]
+    batch.input_ids.assign(in.input_ids.begin() + first, in.input_ids.begin() + first + n);                 // [rows, T]
     batch.token_type_ids.assign(in.token_type_ids.begin() + first, in.token_type_ids.begin() + first + n);  // [rows, T]
     batch.attention_mask.assign(in.attention_mask.begin() + first, in.attention_mask.begin() + first + n);  // [rows, T]
     for (std::size_t i = 0; i < n; ++i) {

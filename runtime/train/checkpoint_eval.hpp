@@ -15,8 +15,8 @@ namespace memtrain::train {
 // that are not scored, optional "attention_mask" (default ones) and "token_type_ids" (default
 // zeros); every array [B, T] of integers.
 struct EvalInput {
-  int batch_size = 0;  // B
-  int seq_length = 0;  // T
+  int batch_size = 0;                        // B
+  int seq_length = 0;                        // T
   std::vector<std::int32_t> input_ids;       // [B, T]
   std::vector<std::int32_t> token_type_ids;  // [B, T]
   std::vector<float> attention_mask;         // [B, T], 0 or 1

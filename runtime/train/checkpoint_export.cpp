@@ -62,7 +62,8 @@ void remove_earlier_tokenizer(const std::string& out) {
   const auto status = fs::symlink_status(p, ec);
   if (ec || status.type() == fs::file_type::not_found) return;
   if (status.type() == fs::file_type::directory) {
-    throw ConfigError("export-hf: " + p.string() + " is a directory; expected the file of an earlier export, or "
+    throw ConfigError("export-hf: " + p.string() +
+                      " is a directory; expected the file of an earlier export, or "
                       "another OUT");
   }
   if (!fs::remove(p, ec) || ec) {
@@ -103,8 +104,8 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
   fs::create_directories(out, ec);
   if (ec) throw RuntimeError("export-hf: cannot create " + out + ": " + ec.message());
   const std::string dtype = fp32 || c.precision.dtype == "fp32" ? "float32"
-                            : c.precision.dtype == "fp16"      ? "float16"
-                                                               : "bfloat16";
+                            : c.precision.dtype == "fp16"       ? "float16"
+                                                                : "bfloat16";
   nlohmann::ordered_json j;
   j["architectures"] = {"BertForMaskedLM"};
   j["model_type"] = "bert";
@@ -132,8 +133,9 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
   std::string note = "# Tokenizer\n\n";
   if (c.data.mock) {
     remove_earlier_tokenizer(out);
-    note += "This model was trained on data.mock: uniform random token ids in [0, vocab_size), with no "
-            "tokenizer. Feed it ids directly.\n";
+    note +=
+        "This model was trained on data.mock: uniform random token ids in [0, vocab_size), with no "
+        "tokenizer. Feed it ids directly.\n";
   } else {
     // The SentencePiece model of the run's data cache, when this machine has it: the cache the
     // checkpoint was trained on (meta.json's data_key), not the one the corpus as it is now
@@ -141,9 +143,9 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
     // name (hand-edited) is not followed.
     std::string model;
     const std::string key = read_checkpoint_meta(dir).data_key;
-    const bool plain_key = !key.empty() && key != "." && key != ".." &&
-                           key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-                               std::string::npos;
+    const bool plain_key =
+        !key.empty() && key != "." && key != ".." &&
+        key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
     if (plain_key) {
       model = (fs::path(c.data.cache_dir) / key / "tokenizer.model").string();
     } else if (key.empty()) {  // a checkpoint from before data_key: the corpus's current key
@@ -156,8 +158,8 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
     // `--force` over an earlier export: its tokenizer.model belongs to another model's ids, and
     // a symbolic link there must be replaced, not written through (copy_file follows it).
     remove_earlier_tokenizer(out);
-    const bool copied = !model.empty() && fs::is_regular_file(model, ec) &&
-                        fs::copy_file(model, fs::path(out) / "tokenizer.model", ec);
+    const bool copied =
+        !model.empty() && fs::is_regular_file(model, ec) && fs::copy_file(model, fs::path(out) / "tokenizer.model", ec);
     note += "The ids come from memtrain's SentencePiece model (data.tokenizer_type: " + c.data.tokenizer_type +
             ", vocab_size " + std::to_string(c.model.vocab_size) + "), " +
             (copied ? std::string("copied here as tokenizer.model")

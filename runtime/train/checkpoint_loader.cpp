@@ -46,12 +46,12 @@ T field(const nlohmann::json& j, const char* key, const std::string& file) {
   // nlohmann converts a float to an integer type without a word (1e300 became INT64_MIN).
   if constexpr (std::is_integral_v<T>) {
     const auto& v = j.at(key);
-    const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
-                      : v.is_number_integer()
-                          ? v.get<std::int64_t>() >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
-                                static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.get<std::int64_t>())) <=
-                                    static_cast<std::uint64_t>(std::numeric_limits<T>::max())
-                          : false;
+    const bool fits =
+        v.is_number_unsigned()  ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+        : v.is_number_integer() ? v.get<std::int64_t>() >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+                                      static_cast<std::uint64_t>(std::max<std::int64_t>(0, v.get<std::int64_t>())) <=
+                                          static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                                : false;
     if (!fits) {
       throw RuntimeError(file + ": field \"" + key + "\" = " + v.dump() + "; expected an integer in [" +
                          std::to_string(std::numeric_limits<T>::min()) + ", " +
@@ -61,7 +61,9 @@ T field(const nlohmann::json& j, const char* key, const std::string& file) {
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
-    const char* expected = std::is_same_v<T, std::string> ? "a string" : std::is_integral_v<T> ? "an integer" : "a number";
+    const char* expected = std::is_same_v<T, std::string> ? "a string"
+                           : std::is_integral_v<T>        ? "an integer"
+                                                          : "a number";
     throw RuntimeError(file + ": field \"" + key + "\" has the wrong type: " + printable(j.at(key).dump(), 80) +
                        "; expected " + expected);
   }
@@ -166,15 +168,15 @@ void load_zero_shards(const std::string& dir, const CheckpointMeta& meta, const 
 
 }  // namespace
 
-void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArray>& arrays,
-               const std::string& name, const std::string& file) {
+void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArray>& arrays, const std::string& name,
+                     const std::string& file) {
   const auto it = arrays.find(name);
   if (it == arrays.end()) throw RuntimeError(file + ": no tensor " + name + " (a checkpoint of another model?)");
   const core::HostArray& a = it->second;
   const std::string dtype = core::dtype_name(t.dtype());
   if (a.dtype != dtype || a.shape != t.shape()) {
-    throw RuntimeError(file + ": tensor " + name + " is " + a.dtype + " " + shape_text(a.shape) +
-                       ", the model's is " + dtype + " " + shape_text(t.shape()));
+    throw RuntimeError(file + ": tensor " + name + " is " + a.dtype + " " + shape_text(a.shape) + ", the model's is " +
+                       dtype + " " + shape_text(t.shape()));
   }
   if (t.nbytes() == 0) return;
   t.copy_from_host(a.data.data());  // a memcpy on the CPU, a copy to the GPU's memory there
@@ -220,12 +222,14 @@ void check_tensor_parallel_size(const std::string& dir, const CheckpointMeta& me
                            std::to_string(meta.tensor_model_parallel_size) + ", this run has " +
                            std::to_string(tp_size) + "; ";
   if (zero || meta.zero_stage != 0) {
-    throw ConfigError(what + "ZeRO-1 shards are not resharded onto another tensor-parallel size: resume with the "
-                             "checkpoint's tensor_model_parallel_size");
+    throw ConfigError(what +
+                      "ZeRO-1 shards are not resharded onto another tensor-parallel size: resume with the "
+                      "checkpoint's tensor_model_parallel_size");
   }
   if (compressed) {
-    throw ConfigError(what + "compression state is per rank and bucket layout and is not resharded: resume with "
-                             "the checkpoint's tensor_model_parallel_size");
+    throw ConfigError(what +
+                      "compression state is per rank and bucket layout and is not resharded: resume with "
+                      "the checkpoint's tensor_model_parallel_size");
   }
 }
 
@@ -237,7 +241,8 @@ void check_checkpoint_data(const std::string& dir, const CheckpointMeta& meta, c
   throw ConfigError("checkpoint " + dir + " was trained on data " + printable(meta.data_key, 80) +
                     ", and this run's data is " + printable(data_key, 80) +
                     " (data.corpus's contents, data.mock or the tokenizer settings differ: other token ids); "
-                    "expected the data the checkpoint was trained on, or " + otherwise);
+                    "expected the data the checkpoint was trained on, or " +
+                    otherwise);
 }
 
 void check_checkpoint_layout(const std::string& dir, const Config& config, int tp_size, int dp_size,
@@ -255,9 +260,8 @@ void check_checkpoint_layout(const std::string& dir, const Config& config, int t
   }
 }
 
-void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
-                     std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler,
-                     comms::GradientCompressor* gradient_compressor) {
+void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid, std::vector<models::Parameter>& params,
+                     Optimizer& optimizer, LossScaler& scaler, comms::GradientCompressor* gradient_compressor) {
   const CheckpointMeta meta = read_checkpoint_meta(dir);
   auto* adamw = dynamic_cast<AdamW*>(&optimizer);
   auto* zero = dynamic_cast<ZeroAdamW*>(&optimizer);
@@ -283,8 +287,9 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
   // tensor-parallel size]).
   MergedCheckpoint whole;
   if (reshard) whole = merge_tensor_parallel_checkpoint(dir, meta.tensor_model_parallel_size, !zero);
-  const auto put = [&](core::Tensor& t, const models::Parameter& p, const std::map<std::string, core::HostArray>& arrays,
-                       const std::string& name, const std::string& file) {
+  const auto put = [&](core::Tensor& t, const models::Parameter& p,
+                       const std::map<std::string, core::HostArray>& arrays, const std::string& name,
+                       const std::string& file) {
     if (!reshard) return copy_array_into(t, arrays, name, file);
     const auto it = arrays.find(name);
     if (it == arrays.end()) throw RuntimeError(file + ": no tensor " + name + " (a checkpoint of another model?)");
@@ -336,7 +341,8 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
       std::vector<std::int32_t> flags;
       const auto it = arrays.find(std::string(prefix) + ".flags");
       if (it != arrays.end()) {
-        if (it->second.dtype != "I32") throw RuntimeError(file + ": " + it->first + " is " + it->second.dtype + ", not I32");
+        if (it->second.dtype != "I32")
+          throw RuntimeError(file + ": " + it->first + " is " + it->second.dtype + ", not I32");
         flags.resize(static_cast<std::size_t>(it->second.numel()));
         std::memcpy(flags.data(), it->second.data.data(), flags.size() * sizeof(std::int32_t));
       }
@@ -350,8 +356,8 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
 
   const std::string state_file = (fs::path(dir) / "trainer_state.json").string();
   const nlohmann::json state = read_json(state_file);
-  const nlohmann::json ls = state.is_object() && state.contains("loss_scaler") ? state["loss_scaler"]
-                                                                               : nlohmann::json();
+  const nlohmann::json ls =
+      state.is_object() && state.contains("loss_scaler") ? state["loss_scaler"] : nlohmann::json();
   const std::string where = state_file + " loss_scaler";
   LossScaler::State s;
   s.scale = field<double>(ls, "scale", where);

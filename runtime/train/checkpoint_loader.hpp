@@ -23,15 +23,15 @@ struct CheckpointMeta {
   int data_parallel_size = 1;
   int lr_decay_steps = 0;
   std::string dtype;
-  int zero_stage = 0;  // absent in checkpoints from before ZeRO-1 was saved: 0
+  int zero_stage = 0;    // absent in checkpoints from before ZeRO-1 was saved: 0
   std::string data_key;  // TrainingData::data_key; empty in checkpoints from before 2026-12-05
 };
 
 // Copies arrays[name] into `t` after checking that its dtype and shape are t's. Throws
 // RuntimeError "<source>: no tensor NAME" or "<source>: tensor NAME is F16 [2, 3], the model's
 // is F32 [2, 3]".
-void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArray>& arrays,
-                     const std::string& name, const std::string& source);
+void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArray>& arrays, const std::string& name,
+                     const std::string& source);
 
 // Reads dir/meta.json. Throws RuntimeError naming the file and the field when it is missing,
 // not JSON, or a field is absent or of the wrong type.
@@ -70,8 +70,8 @@ void check_checkpoint_layout(const std::string& dir, const Config& config, int t
 // compression-tpXX-dpYY file, so such a checkpoint loads only on its data-parallel size (the
 // error feedback is per rank; ConfigError naming both sizes). Not collective: the caller
 // reports a failure on one rank to the others (run_where).
-void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid,
-                     std::vector<models::Parameter>& params, Optimizer& optimizer, LossScaler& scaler,
+void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid, std::vector<models::Parameter>& params,
+                     Optimizer& optimizer, LossScaler& scaler,
                      comms::GradientCompressor* gradient_compressor = nullptr);
 
 }  // namespace memtrain::train

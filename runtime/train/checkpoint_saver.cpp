@@ -36,8 +36,7 @@ core::TensorView view_of(const core::Tensor& t, RankFiles& f) {
 
 // header, then each view's bytes in name order: the pieces of one safetensors file.
 void write_safetensors_durably(const std::string& path, const std::map<std::string, core::TensorView>& tensors,
-                               const std::map<std::string, std::string>& metadata,
-                               checkpoint::WriteBudget* budget) {
+                               const std::map<std::string, std::string>& metadata, checkpoint::WriteBudget* budget) {
   const std::vector<std::byte> header = core::safetensors_header(tensors, metadata);
   std::vector<std::span<const std::byte>> pieces{header};
   for (const auto& [name, v] : tensors) pieces.push_back(v.data);
@@ -46,9 +45,12 @@ void write_safetensors_durably(const std::string& path, const std::map<std::stri
 
 const char* sharding_name(models::Sharding s) {
   switch (s) {
-    case models::Sharding::replicated: return "replicated";
-    case models::Sharding::dim0: return "dim0";
-    case models::Sharding::dim1: return "dim1";
+    case models::Sharding::replicated:
+      return "replicated";
+    case models::Sharding::dim0:
+      return "dim0";
+    case models::Sharding::dim1:
+      return "dim1";
   }
   return "?";
 }
@@ -106,8 +108,10 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
   if (zero) {
     nlohmann::ordered_json pieces = nlohmann::ordered_json::object();
     const auto piece_view = [](const float* data, std::int64_t n) {
-      return core::TensorView{"F32", {n}, std::span<const std::byte>(reinterpret_cast<const std::byte*>(data),
-                                                                     static_cast<std::size_t>(n) * 4)};
+      return core::TensorView{
+          "F32",
+          {n},
+          std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), static_cast<std::size_t>(n) * 4)};
     };
     for (const auto& pc : zero->state_pieces()) {
       const std::string& name = src.params[pc.param].name;
@@ -123,10 +127,13 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
   f.step_bytes.resize(sizeof step);
   std::memcpy(f.step_bytes.data(), &step, sizeof step);
   f.optimizer["step"] = core::TensorView{"I64", {}, std::span<const std::byte>(f.step_bytes)};
-  f.model_metadata = {{"format", "pt"}, {"memtrain_tp_rank", std::to_string(tp_rank)}, {"memtrain_shards", layout.dump()}};
+  f.model_metadata = {
+      {"format", "pt"}, {"memtrain_tp_rank", std::to_string(tp_rank)}, {"memtrain_shards", layout.dump()}};
   if (dp_rank != 0) f.model.clear();  // the replicas are equal: data-parallel rank 0 writes it
   f.model_name = dp_rank == 0 ? model_file_name(tp_rank) : std::string();
-  f.optimizer_name = zero ? optimizer_file_name(tp_rank, dp_rank) : dp_rank == 0 ? optimizer_file_name(tp_rank) : std::string();
+  f.optimizer_name = zero           ? optimizer_file_name(tp_rank, dp_rank)
+                     : dp_rank == 0 ? optimizer_file_name(tp_rank)
+                                    : std::string();
   if (f.optimizer_name.empty()) f.optimizer.clear();
 
   // Note [Compression state in checkpoints]: every rank's own.
@@ -161,8 +168,8 @@ std::int64_t tensor_bytes(const RankFiles& f) {
 RankFiles copy_into(const RankFiles& f, std::span<std::byte> staging) {
   const std::int64_t need = tensor_bytes(f);
   if (static_cast<std::int64_t>(staging.size()) < need) {
-    throw RuntimeError("checkpoint staging buffer holds " + std::to_string(staging.size()) + " bytes; the state needs " +
-                       std::to_string(need));
+    throw RuntimeError("checkpoint staging buffer holds " + std::to_string(staging.size()) +
+                       " bytes; the state needs " + std::to_string(need));
   }
   RankFiles out;
   out.model_name = f.model_name;
@@ -200,12 +207,10 @@ RootFiles root_files(const CheckpointSource& src, const comms::ProcessGrid& grid
   RootFiles r;
   const LossScaler::State s = src.scaler.state();
   nlohmann::ordered_json trainer;
-  trainer["loss_scaler"] = {{"enabled", src.scaler.enabled()},
-                            {"scale", s.scale},
-                            {"growth_tracker", s.growth_tracker},
-                            {"consecutive_overflows", s.consecutive_overflows},
-                            {"skipped_steps", s.skipped_steps},
-                            {"consecutive_overflows_at_min", s.consecutive_overflows_at_min}};
+  trainer["loss_scaler"] = {
+      {"enabled", src.scaler.enabled()},    {"scale", s.scale},
+      {"growth_tracker", s.growth_tracker}, {"consecutive_overflows", s.consecutive_overflows},
+      {"skipped_steps", s.skipped_steps},   {"consecutive_overflows_at_min", s.consecutive_overflows_at_min}};
   r.trainer_state_json = core::json_text(trainer, 2) + "\n";
   r.config_yaml = src.canonical_config_yaml;
   auto& meta = r.meta;
@@ -241,11 +246,10 @@ std::string compression_file_name(int tp_rank, int dp_rank) {
   return s;
 }
 
-std::string save_checkpoint(const CheckpointSource& src, comms::ProcessGrid& grid,
-                            const std::string& root, std::int64_t step, checkpoint::WriteBudget* budget) {
+std::string save_checkpoint(const CheckpointSource& src, comms::ProcessGrid& grid, const std::string& root,
+                            std::int64_t step, checkpoint::WriteBudget* budget) {
   comms::Communicator& world = grid.world();
-  run_on_root(world, "starting checkpoint " + std::to_string(step),
-              [&] { checkpoint::begin_checkpoint(root, step); });
+  run_on_root(world, "starting checkpoint " + std::to_string(step), [&] { checkpoint::begin_checkpoint(root, step); });
   const std::string dir = (fs::path(root) / (checkpoint::step_directory_name(step) + ".tmp")).string();
   run_where(world, true, "writing checkpoint " + std::to_string(step), "another rank",
             [&] { write_rank_files(rank_files(src, grid.tp_rank(), grid.dp_rank()), dir, budget); });

@@ -60,9 +60,9 @@ struct CheckpointSource {
 // [length] f32, and the metadata "memtrain_zero_pieces" {name: [offset, length]} (offsets in
 // the parameter's flat order), so a load onto another data-parallel size can reshard.
 struct RankFiles {
-  std::string model_name;      // empty: this rank writes no model file (dp_rank > 0)
-  std::string optimizer_name;  // empty: no optimizer file (replicated state, dp_rank > 0)
-  std::string compression_name;  // empty: no compressor. Every rank writes its own.
+  std::string model_name;                             // empty: this rank writes no model file (dp_rank > 0)
+  std::string optimizer_name;                         // empty: no optimizer file (replicated state, dp_rank > 0)
+  std::string compression_name;                       // empty: no compressor. Every rank writes its own.
   std::map<std::string, core::TensorView> model;      // <Hugging Face name> -> stored dtype
   std::map<std::string, core::TensorView> optimizer;  // exp_avg, exp_avg_sq, master, "step"
   std::map<std::string, std::string> model_metadata;
@@ -71,8 +71,8 @@ struct RankFiles {
   // flags as "<prefix>.flags" (I32).
   std::map<std::string, core::TensorView> compression;
   std::map<std::string, std::string> compression_metadata;
-  std::vector<std::byte> step_bytes;                  // the optimizer's step count, int64
-  std::vector<std::vector<std::byte>> owned;          // bytes the flags' views point into
+  std::vector<std::byte> step_bytes;          // the optimizer's step count, int64
+  std::vector<std::vector<std::byte>> owned;  // bytes the flags' views point into
 };
 
 // This rank's files of `source`, viewing its tensors in place. Throws memtrain::RuntimeError
@@ -111,7 +111,6 @@ std::string commit_root_files(const std::string& checkpoints_root, std::int64_t 
 // checkpoint's path (on every rank). Throws memtrain::RuntimeError on every rank when a write
 // fails on any of them. async_checkpointer.hpp writes the same bytes in the background.
 std::string save_checkpoint(const CheckpointSource& source, comms::ProcessGrid& grid,
-                            const std::string& checkpoints_root, std::int64_t step,
-                            checkpoint::WriteBudget* budget);
+                            const std::string& checkpoints_root, std::int64_t step, checkpoint::WriteBudget* budget);
 
 }  // namespace memtrain::train

@@ -19,7 +19,7 @@ struct EvalResult {
 // [0, eval_steps * micro_batch_size)), capped to the sequences it has, so every evaluation of a
 // run, with any dp, sees the same masked tokens. Rank r evaluates batches r, r + dp, ...; sums
 // are all-reduced. Dropout is off (model.evaluate).
-EvalResult evaluate_model(models::BertForMaskedLM& model, const data::MlmDataset& validation,
-                          comms::Communicator& comm, int micro_batch_size, int eval_steps);
+EvalResult evaluate_model(models::BertForMaskedLM& model, const data::MlmDataset& validation, comms::Communicator& comm,
+                          int micro_batch_size, int eval_steps);
 
 }  // namespace memtrain::train

@@ -25,8 +25,8 @@ std::string readable_piece(std::string piece) {
 
 }  // namespace
 
-FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
-                         const std::string& text, int top_k, int max_positions) {
+FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer, const std::string& text,
+                         int top_k, int max_positions) {
   const core::MlmBatch batch = data::fill_mask_prompt(tokenizer, text, max_positions);
   const auto log_probs = model.predict_log_probs(batch, batch.masked_positions);  // [P, V]
   const std::size_t V = log_probs.size() / batch.masked_positions.size();
@@ -52,18 +52,15 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
   return result;
 }
 
-FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
-                         const FillMaskProbe& probe, int top_k, int max_positions) {
+FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer, const FillMaskProbe& probe,
+                         int top_k, int max_positions) {
   FillMaskResult result = fill_mask(model, tokenizer, probe.text, top_k, max_positions);
-  result.label = probe.reference + (probe.held_out ? ", held out" : ", training text") +
-                 "; answer: " + probe.answer;
+  result.label = probe.reference + (probe.held_out ? ", held out" : ", training text") + "; answer: " + probe.answer;
   return result;
 }
 
-std::string format_fill_mask_probes(models::BertForMaskedLM& model,
-                                    const data::Tokenizer& tokenizer,
-                                    const std::vector<FillMaskProbe>& probes, int top_k,
-                                    int max_positions) {
+std::string format_fill_mask_probes(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
+                                    const std::vector<FillMaskProbe>& probes, int top_k, int max_positions) {
   std::string text;
   for (const auto& probe : probes) {
     try {
@@ -97,8 +94,7 @@ const std::vector<FillMaskProbe>& fill_mask_probes() {
   static const std::vector<FillMaskProbe> kProbes = {
       {"Ge1:3", "And God said, Let there be [MASK]", "light", false},
       {"Psa100:1", "Make a joyful noise unto the [MASK], all ye lands.", "LORD", true},
-      {"Psa103:1", "Bless the LORD, O my [MASK]: and all that is within me, bless his holy name.",
-       "soul", true},
+      {"Psa103:1", "Bless the LORD, O my [MASK]: and all that is within me, bless his holy name.", "soul", true},
       {"Exo25:2",
        "Speak unto the children of [MASK], that they bring me an offering: of every man that "
        "giveth it willingly with his heart ye shall take my offering.",

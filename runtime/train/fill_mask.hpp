@@ -33,12 +33,12 @@ struct FillMaskProbe {
 // keeps the `top_k` most probable tokens among the ordinary pieces the tokenizer has
 // (Note [Fill-mask candidates]). Throws ConfigError when `text` has no [MASK] or is longer than
 // max_positions tokens.
-FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
-                         const std::string& text, int top_k, int max_positions);
+FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer, const std::string& text,
+                         int top_k, int max_positions);
 
 // fill_mask on probe.text, labelled with the probe's reference, held-out status and answer.
-FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
-                         const FillMaskProbe& probe, int top_k, int max_positions);
+FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer, const FillMaskProbe& probe,
+                         int top_k, int max_positions);
 
 // Note [Fill-mask candidates]
 // model.vocab_size is an upper bound on the tokenizer's size (the unigram trainer stops where
@@ -52,10 +52,8 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
 // for a probe: one that cannot be run (longer than max_positions tokens, ...) becomes the
 // one-line note "  skipped <reference>: <reason>", because a finished run must not fail on
 // its illustration.
-std::string format_fill_mask_probes(models::BertForMaskedLM& model,
-                                    const data::Tokenizer& tokenizer,
-                                    const std::vector<FillMaskProbe>& probes, int top_k,
-                                    int max_positions);
+std::string format_fill_mask_probes(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
+                                    const std::vector<FillMaskProbe>& probes, int top_k, int max_positions);
 
 // "And God said, Let there be [MASK]\n    light 0.412 | the 0.101 | ..." (one line per mask).
 std::string format_fill_mask(const FillMaskResult& result);

@@ -32,8 +32,7 @@ constexpr std::int64_t kChunk = 4096;
 
 // Elements [lo, lo + n) of `grad` (f32, f16 or bf16) as float into out [n], times multiplier
 // (skipped when 1, so f32 stays bitwise). Host memory only: the CPU's staging.
-inline void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std::int64_t n,
-                      float multiplier) {
+inline void read_grad(float* out, const core::Tensor& grad, std::int64_t lo, std::int64_t n, float multiplier) {
   if (is_half(grad.dtype())) {
     kernels::convert_half_to_float(out, grad.data<std::uint16_t>() + lo, n, format_of(grad.dtype()));
   } else {
@@ -54,7 +53,7 @@ struct GradientRun {
 // Elements [lo, lo + n) of `grad` as a run.
 inline GradientRun run_of(const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
   const void* at = is_half(grad.dtype()) ? static_cast<const void*>(grad.data<std::uint16_t>() + lo)
-                                          : static_cast<const void*>(grad.data<float>() + lo);
+                                         : static_cast<const void*>(grad.data<float>() + lo);
   return {at, grad.dtype(), n};
 }
 
@@ -73,8 +72,7 @@ inline bool all_finite(const kernels::OpContext& kc, const GradientRun& r) {
 }
 
 // The same over elements [lo, lo + n) of `grad`.
-inline double sum_of_squares(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo,
-                             std::int64_t n) {
+inline double sum_of_squares(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo, std::int64_t n) {
   return sum_of_squares(kc, run_of(grad, lo, n));
 }
 inline bool all_finite(const kernels::OpContext& kc, const core::Tensor& grad, std::int64_t lo, std::int64_t n) {

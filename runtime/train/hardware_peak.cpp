@@ -11,7 +11,7 @@
 namespace memtrain::train {
 namespace {
 
-std::string read_text(const char *path) {
+std::string read_text(const char* path) {
   std::ifstream in(path);
   std::ostringstream s;
   s << in.rdbuf();
@@ -26,7 +26,7 @@ std::string fixed(double x, int digits) {
 
 }  // namespace
 
-void read_clock(HardwarePeak &peak, const std::string &max_freq_khz, std::istream &cpuinfo) {
+void read_clock(HardwarePeak& peak, const std::string& max_freq_khz, std::istream& cpuinfo) {
   peak.clock_hz = 0;
   try {
     const double khz = std::stod(max_freq_khz);
@@ -35,7 +35,7 @@ void read_clock(HardwarePeak &peak, const std::string &max_freq_khz, std::istrea
       peak.clock_source = "cpufreq cpuinfo_max_freq";
       return;
     }
-  } catch (const std::exception &) {
+  } catch (const std::exception&) {
     // Absent or unreadable: fall through to /proc/cpuinfo.
   }
   static const std::regex nominal(R"(@\s*([0-9]+(\.[0-9]+)?)\s*GHz)");
@@ -82,8 +82,7 @@ std::string HardwarePeak::describe() const {
   std::string s = std::to_string(cores) + (cores == 1 ? " core x " : " cores x ");
   s += flops_per_cycle > 0 ? std::to_string(flops_per_cycle) + " FLOP/cycle (" + core_name + ")"
                            : "unknown FLOP/cycle (OpenBLAS kernels '" + core_name + "')";
-  s += clock_hz > 0 ? " x " + fixed(clock_hz / 1e9, 2) + " GHz (" + clock_source + ")"
-                    : " x " + clock_source;
+  s += clock_hz > 0 ? " x " + fixed(clock_hz / 1e9, 2) + " GHz (" + clock_source + ")" : " x " + clock_source;
   s += flops() > 0 ? " = " + fixed(flops() / 1e9, 1) + " GFLOP/s" : ": peak unknown, mfu null";
   return s;
 }

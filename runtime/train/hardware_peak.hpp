@@ -47,6 +47,6 @@ HardwarePeak hardware_peak_bf16(int cores);
 // `max_freq_khz` is the text of cpuinfo_max_freq ("" when absent), `cpuinfo`
 // the content of /proc/cpuinfo. Sets clock_hz and clock_source of `peak`.
 // Exposed for tests.
-void read_clock(HardwarePeak &peak, const std::string &max_freq_khz, std::istream &cpuinfo);
+void read_clock(HardwarePeak& peak, const std::string& max_freq_khz, std::istream& cpuinfo);
 
 }  // namespace memtrain::train

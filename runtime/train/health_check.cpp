@@ -46,8 +46,8 @@ std::string hex(std::uint64_t h) {
 }
 
 // "" when every member of `group` has the same digest, else the line naming who differs.
-std::string compare(comms::Communicator& group, comms::Communicator& world, std::uint64_t digest,
-                    const char* what, std::int64_t step) {
+std::string compare(comms::Communicator& group, comms::Communicator& world, std::uint64_t digest, const char* what,
+                    std::int64_t step) {
   const int n = group.size();
   std::vector<std::int64_t> slots(static_cast<std::size_t>(2 * n), 0);  // digest, world rank
   std::int64_t bits = 0;
@@ -61,8 +61,10 @@ std::string compare(comms::Communicator& group, comms::Communicator& world, std:
   std::int64_t majority = votes.begin()->first;
   int best = 0, ties = 0;
   for (const auto& [d, c] : votes) {
-    if (c > best) best = c, majority = d, ties = 1;
-    else if (c == best) ++ties;
+    if (c > best)
+      best = c, majority = d, ties = 1;
+    else if (c == best)
+      ++ties;
   }
   std::string line = "step " + std::to_string(step) + ": the " + what + " replicas disagree:";
   for (int r = 0; r < n; ++r) {
@@ -95,8 +97,7 @@ std::uint64_t parameter_digest(const std::vector<models::Parameter>& params, boo
   return XXH64_digest(state.get());
 }
 
-std::string check_replicas(const std::vector<models::Parameter>& params, comms::ProcessGrid& grid,
-                           std::int64_t step) {
+std::string check_replicas(const std::vector<models::Parameter>& params, comms::ProcessGrid& grid, std::int64_t step) {
   std::string found = compare(grid.dp(), grid.world(), parameter_digest(params, false), "data-parallel", step);
   if (grid.tp_size() > 1) {
     const std::string tp = compare(grid.tp(), grid.world(), parameter_digest(params, true),

@@ -30,8 +30,7 @@ std::uint64_t parameter_digest(const std::vector<models::Parameter>& params, boo
 // data-parallel group on all parameters, every tensor-parallel group on its replicated ones.
 // Returns "" when all agree on every rank, else (on every rank) one line naming the step, the
 // group and the world ranks whose digest differs from the majority (both, with two replicas).
-std::string check_replicas(const std::vector<models::Parameter>& params, comms::ProcessGrid& grid,
-                           std::int64_t step);
+std::string check_replicas(const std::vector<models::Parameter>& params, comms::ProcessGrid& grid, std::int64_t step);
 
 // MEMTRAIN_FAULT=nan_grad: element 0 of the first parameter's gradient becomes NaN.
 void inject_nan_gradient(models::BertForMaskedLM& model);

@@ -20,15 +20,14 @@ std::string str(T v) {
 
 void require(bool ok, const char* key, const char* expected, const std::string& got) {
   if (!ok) {
-    throw ConfigError(std::string("precision.loss_scale.") + key + " must be " + expected +
-                      ", got " + got);
+    throw ConfigError(std::string("precision.loss_scale.") + key + " must be " + expected + ", got " + got);
   }
 }
 
 void require_state(bool ok, const char* field, const char* expected, const std::string& got) {
   if (!ok) {
-    throw ConfigError(std::string("loss scaler state: ") + field + " must be " + expected +
-                      ", got " + got + " (corrupted checkpoint, or one from another config)");
+    throw ConfigError(std::string("loss scaler state: ") + field + " must be " + expected + ", got " + got +
+                      " (corrupted checkpoint, or one from another config)");
   }
 }
 
@@ -49,23 +48,18 @@ void LossScaler::validate(const LossScaleConfig& c) {
   };
   require(normal_float(c.initial_scale), "initial_scale", "a normal float (in [1.18e-38, 3.40e38])",
           str(c.initial_scale));
-  require(std::isfinite(c.growth_factor) && c.growth_factor > 1, "growth_factor", "> 1",
-          str(c.growth_factor));
-  require(c.backoff_factor > 0 && c.backoff_factor < 1, "backoff_factor", "in (0, 1)",
-          str(c.backoff_factor));
+  require(std::isfinite(c.growth_factor) && c.growth_factor > 1, "growth_factor", "> 1", str(c.growth_factor));
+  require(c.backoff_factor > 0 && c.backoff_factor < 1, "backoff_factor", "in (0, 1)", str(c.backoff_factor));
   require(c.growth_interval >= 1, "growth_interval", ">= 1", str(c.growth_interval));
   require(c.hysteresis >= 1, "hysteresis", ">= 1", str(c.hysteresis));
   require(normal_float(c.min_loss_scale), "min_loss_scale", "a normal float (in [1.18e-38, 3.40e38])",
           str(c.min_loss_scale));
   require(c.min_loss_scale <= c.initial_scale, "min_loss_scale",
-          ("<= precision.loss_scale.initial_scale = " + str(c.initial_scale)).c_str(),
-          str(c.min_loss_scale));
-  require(c.max_skipped_steps_at_min >= 1, "max_skipped_steps_at_min", ">= 1",
-          str(c.max_skipped_steps_at_min));
+          ("<= precision.loss_scale.initial_scale = " + str(c.initial_scale)).c_str(), str(c.min_loss_scale));
+  require(c.max_skipped_steps_at_min >= 1, "max_skipped_steps_at_min", ">= 1", str(c.max_skipped_steps_at_min));
 }
 
-LossScaler::LossScaler(const LossScaleConfig& config, bool enabled)
-    : config_(config), enabled_(enabled) {
+LossScaler::LossScaler(const LossScaleConfig& config, bool enabled) : config_(config), enabled_(enabled) {
   validate(config);
   if (enabled_) state_.scale = config.initial_scale;
 }
@@ -116,13 +110,12 @@ bool LossScaler::update(bool found_non_finite) {
   s.growth_tracker = 0;
   if (s.scale <= config_.min_loss_scale) {
     if (++s.consecutive_overflows_at_min >= config_.max_skipped_steps_at_min) {
-      throw NonFiniteStreak(
-          "fp16 gradients overflowed " + str(s.consecutive_overflows_at_min) +
-          " consecutive steps at the minimum loss scale " + str(config_.min_loss_scale) +
-          ", so training on would train on garbage: look for inf/NaN in the inputs or a "
-          "diverged loss, lower training.lr, or use precision.dtype: bf16 (float's range, no "
-          "loss scaling); precision.loss_scale.min_loss_scale and max_skipped_steps_at_min "
-          "(or health.max_consecutive_skips) set this limit");
+      throw NonFiniteStreak("fp16 gradients overflowed " + str(s.consecutive_overflows_at_min) +
+                            " consecutive steps at the minimum loss scale " + str(config_.min_loss_scale) +
+                            ", so training on would train on garbage: look for inf/NaN in the inputs or a "
+                            "diverged loss, lower training.lr, or use precision.dtype: bf16 (float's range, no "
+                            "loss scaling); precision.loss_scale.min_loss_scale and max_skipped_steps_at_min "
+                            "(or health.max_consecutive_skips) set this limit");
     }
   }
   if (++s.consecutive_overflows >= config_.hysteresis) {
@@ -134,20 +127,16 @@ bool LossScaler::update(bool found_non_finite) {
 void LossScaler::load(const State& st) {
   require_state(std::isfinite(st.scale) && st.scale > 0 && finite_as_float(st.scale), "scale",
                 "finite (in float) and > 0", str(st.scale));
-  require_state(st.growth_tracker >= 0 && st.growth_tracker < config_.growth_interval,
-                "growth_tracker",
-                ("in [0, precision.loss_scale.growth_interval = " +
-                 str(config_.growth_interval) + ")").c_str(),
+  require_state(st.growth_tracker >= 0 && st.growth_tracker < config_.growth_interval, "growth_tracker",
+                ("in [0, precision.loss_scale.growth_interval = " + str(config_.growth_interval) + ")").c_str(),
                 str(st.growth_tracker));
-  require_state(st.consecutive_overflows >= 0, "consecutive_overflows", ">= 0",
-                str(st.consecutive_overflows));
+  require_state(st.consecutive_overflows >= 0, "consecutive_overflows", ">= 0", str(st.consecutive_overflows));
   require_state(st.skipped_steps >= 0, "skipped_steps", ">= 0", str(st.skipped_steps));
-  require_state(st.consecutive_overflows_at_min >= 0 &&
-                    st.consecutive_overflows_at_min < config_.max_skipped_steps_at_min,
-                "consecutive_overflows_at_min",
-                ("in [0, precision.loss_scale.max_skipped_steps_at_min = " +
-                 str(config_.max_skipped_steps_at_min) + ")").c_str(),
-                str(st.consecutive_overflows_at_min));
+  require_state(
+      st.consecutive_overflows_at_min >= 0 && st.consecutive_overflows_at_min < config_.max_skipped_steps_at_min,
+      "consecutive_overflows_at_min",
+      ("in [0, precision.loss_scale.max_skipped_steps_at_min = " + str(config_.max_skipped_steps_at_min) + ")").c_str(),
+      str(st.consecutive_overflows_at_min));
   // A disabled scaler keeps scale 1: a fp16 checkpoint resumed in bf16 must not scale.
   state_ = st;
   if (!enabled_) {

@@ -43,10 +43,10 @@ class LossScaler {
   // Everything needed to resume exactly (saved in checkpoints).
   struct State {
     double scale = 1.0;
-    int growth_tracker = 0;                 // clean steps since the last growth or overflow
-    int consecutive_overflows = 0;          // the hysteresis counter
-    std::int64_t skipped_steps = 0;         // all overflowing steps of the run
-    int consecutive_overflows_at_min = 0;   // toward max_skipped_steps_at_min
+    int growth_tracker = 0;                // clean steps since the last growth or overflow
+    int consecutive_overflows = 0;         // the hysteresis counter
+    std::int64_t skipped_steps = 0;        // all overflowing steps of the run
+    int consecutive_overflows_at_min = 0;  // toward max_skipped_steps_at_min
     bool operator==(const State&) const = default;
   };
 

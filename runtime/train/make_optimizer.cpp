@@ -36,12 +36,12 @@ std::unique_ptr<Optimizer> make_optimizer(const Config& config, models::BertForM
   const auto& tc = config.training;
   const AdamWOptions options{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay};
   if (tc.optimizer == "onebit_adam") {
-    return std::make_unique<OneBitAdam>(model.parameters(), model.gradient_buckets(), sync, dp, ctx,
-                                        options, OneBitAdamOptions{config.compression.freeze_step, onebit_options(config), config.training.seed});
+    return std::make_unique<OneBitAdam>(
+        model.parameters(), model.gradient_buckets(), sync, dp, ctx, options,
+        OneBitAdamOptions{config.compression.freeze_step, onebit_options(config), config.training.seed});
   }
   if (config.parallel.zero_stage == 1) {
-    return std::make_unique<ZeroAdamW>(model.parameters(), model.gradient_buckets(), sync, dp, ctx,
-                                       options, tp_group);
+    return std::make_unique<ZeroAdamW>(model.parameters(), model.gradient_buckets(), sync, dp, ctx, options, tp_group);
   }
   return std::make_unique<AdamW>(model.parameters(), ctx, options, tp_group);
 }

@@ -19,8 +19,7 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 
 void write_trace_csv_file(const std::string& path, const std::vector<memory::TraceEvent>& events) {
   try {
-    core::write_file_atomically(path,
-                                [&](std::ostream& out) { memory::write_trace_csv(out, events); });
+    core::write_file_atomically(path, [&](std::ostream& out) { memory::write_trace_csv(out, events); });
   } catch (const std::invalid_argument& e) {
     throw RuntimeError("cannot write " + path + ": " + e.what());
   }
@@ -28,12 +27,10 @@ void write_trace_csv_file(const std::string& path, const std::vector<memory::Tra
 
 }  // namespace
 
-void write_memory_outputs(const memory::CachingAllocator& allocator,
-                          const memory::TraceRecorder* trace, const RunDirectory& run_dir) {
-  const std::vector<memory::TraceEvent> events =
-      trace ? trace->events() : std::vector<memory::TraceEvent>{};
-  write_json(run_dir.file("memory_snapshot.json"),
-             memory::memory_snapshot_json(allocator.snapshot(), events));
+void write_memory_outputs(const memory::CachingAllocator& allocator, const memory::TraceRecorder* trace,
+                          const RunDirectory& run_dir) {
+  const std::vector<memory::TraceEvent> events = trace ? trace->events() : std::vector<memory::TraceEvent>{};
+  write_json(run_dir.file("memory_snapshot.json"), memory::memory_snapshot_json(allocator.snapshot(), events));
   if (trace) {
     write_json(run_dir.file("memory_trace.json"), memory::chrome_trace_json(events));
     write_trace_csv_file(run_dir.file("memory_trace.csv"), events);

@@ -17,7 +17,7 @@ namespace memtrain::train {
 // temporary file and a rename (write_file_atomically), so a failed write never replaces a good
 // file with a partial one. Throws RuntimeError, with the OS reason, when a file cannot be
 // written.
-void write_memory_outputs(const memory::CachingAllocator& allocator,
-                          const memory::TraceRecorder* trace, const RunDirectory& run_dir);
+void write_memory_outputs(const memory::CachingAllocator& allocator, const memory::TraceRecorder* trace,
+                          const RunDirectory& run_dir);
 
 }  // namespace memtrain::train

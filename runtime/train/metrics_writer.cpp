@@ -58,8 +58,7 @@ void MetricsWriter::write(const EvalMetrics& m) {
   write_line(core::json_text(j));
 }
 
-void MetricsWriter::write_resumed(std::int64_t step, const std::string& checkpoint, int checkpoint_dp,
-                                  int dp) {
+void MetricsWriter::write_resumed(std::int64_t step, const std::string& checkpoint, int checkpoint_dp, int dp) {
   nlohmann::ordered_json j;
   j["resumed_from"] = step;
   j["checkpoint"] = checkpoint;
@@ -68,8 +67,7 @@ void MetricsWriter::write_resumed(std::int64_t step, const std::string& checkpoi
   write_line(core::json_text(j));
 }
 
-void MetricsWriter::write_rolled_back(std::int64_t step, const std::string& checkpoint,
-                                      const std::string& reason) {
+void MetricsWriter::write_rolled_back(std::int64_t step, const std::string& checkpoint, const std::string& reason) {
   nlohmann::ordered_json j;
   j["rolled_back_to"] = step;
   j["checkpoint"] = checkpoint;

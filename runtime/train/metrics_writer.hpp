@@ -11,7 +11,7 @@ namespace memtrain::train {
 // (averaged over the steps since the previous log line); memory in bytes of the model's allocator.
 struct TrainMetrics {
   std::int64_t step = 0;
-  double loss = 0;            // mean over the masked tokens of the global batch
+  double loss = 0;  // mean over the masked tokens of the global batch
   double lr = 0;
   double grad_norm = 0;     // global L2 norm before clipping
   double tokens_per_s = 0;  // global (all ranks) input tokens per second
@@ -43,8 +43,8 @@ struct TrainMetrics {
   std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;
   std::int64_t peak_allocated_bytes = 0;
-  double loss_scale = 1;             // fp16 dynamic loss scale the logged step ran with; 1 otherwise
-  std::int64_t skipped_steps = 0;    // steps skipped for inf/NaN gradients so far in the run
+  double loss_scale = 1;           // fp16 dynamic loss scale the logged step ran with; 1 otherwise
+  std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients so far in the run
 };
 
 // One evaluation on the fixed validation set.

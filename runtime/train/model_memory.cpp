@@ -22,8 +22,9 @@ namespace {
 std::size_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) {
-    throw RuntimeError("memory.limit: cannot read the host's physical memory size (sysconf); set "
-                       "memory.capacity to size the shared ledger");
+    throw RuntimeError(
+        "memory.limit: cannot read the host's physical memory size (sysconf); set "
+        "memory.capacity to size the shared ledger");
   }
   return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
 }
@@ -98,18 +99,16 @@ std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfi
     if (needs_vmm) {
       auto host = std::make_shared<memory::HostVirtualMemoryResource>();
       if (quota) {
-        upstream = join([&] {
-          return std::make_shared<memory::QuotaVirtualMemoryResource>(host, ledger, job_share(config));
-        });
+        upstream =
+            join([&] { return std::make_shared<memory::QuotaVirtualMemoryResource>(host, ledger, job_share(config)); });
       } else {
         upstream = host;
       }
     } else {
       auto host = std::make_shared<memory::HostResource>(256, config.host_huge_pages);
       if (quota) {
-        upstream = join([&] {
-          return std::make_shared<memory::QuotaResourceAdaptor>(host, ledger, job_share(config));
-        });
+        upstream =
+            join([&] { return std::make_shared<memory::QuotaResourceAdaptor>(host, ledger, job_share(config)); });
       } else {
         upstream = host;
       }
@@ -131,8 +130,7 @@ std::shared_ptr<memory::CachingAllocator> make_cuda_model_allocator(core::CudaDe
 }
 #endif
 
-std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryConfig& config,
-                                                                 std::size_t capacity_bytes,
+std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryConfig& config, std::size_t capacity_bytes,
                                                                  const std::string& device_name) {
   memory::AllocatorOptions options = allocator_options(config);
   if (config.limit != 0 && (options.capacity == 0 || config.limit < options.capacity)) {

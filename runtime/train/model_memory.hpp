@@ -30,8 +30,7 @@ std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfi
 // memory.reservation do not join the host's ledger (nothing is taken from the host); a
 // memory.limit still caps what the allocator may reserve, as memory.capacity does.
 // Throws ConfigError naming memory.policy as make_model_allocator does.
-std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryConfig& config,
-                                                                 std::size_t capacity_bytes,
+std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryConfig& config, std::size_t capacity_bytes,
                                                                  const std::string& device_name);
 
 #if MEMTRAIN_HAVE_CUDA

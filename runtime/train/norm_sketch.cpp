@@ -11,8 +11,7 @@ constexpr std::int64_t kBitsPerBlock = 128;  // one Philox block: 4 words of 32 
 static_assert(NormSketch::kBuckets % kBitsPerBlock == 0);
 }  // namespace
 
-NormSketch::NormSketch(std::uint64_t seed, std::uint64_t step)
-    : seed_(seed), step_(step), buckets_(kBuckets, 0.0) {}
+NormSketch::NormSketch(std::uint64_t seed, std::uint64_t step) : seed_(seed), step_(step), buckets_(kBuckets, 0.0) {}
 
 void NormSketch::add(std::uint32_t tensor, const float* x, std::int64_t n) {
   const kernels::PhiloxStream signs(kernels::RngKey{seed_, step_, kSketchLayer, tensor, 0});

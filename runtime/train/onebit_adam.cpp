@@ -18,10 +18,9 @@ const kernels::OpContext kCpu{};
 
 }  // namespace
 
-OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params,
-                       const std::vector<comms::GradientBucket>& buckets,
-                       comms::GradientSynchronizer& sync, comms::Communicator& dp,
-                       core::Context& ctx, AdamWOptions options, OneBitAdamOptions onebit)
+OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params, const std::vector<comms::GradientBucket>& buckets,
+                       comms::GradientSynchronizer& sync, comms::Communicator& dp, core::Context& ctx,
+                       AdamWOptions options, OneBitAdamOptions onebit)
     : params_(params),
       buckets_(buckets),
       dp_(dp),
@@ -38,8 +37,8 @@ OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params,
   }
   for (const auto& p : params) {
     if (p.value.dtype() != core::DType::f32 || p.grad.dtype() != core::DType::f32) {
-      throw RuntimeError("OneBitAdam: parameter " + p.name + " is " + p.value.describe() +
-                         " with a " + core::dtype_name(p.grad.dtype()) +
+      throw RuntimeError("OneBitAdam: parameter " + p.name + " is " + p.value.describe() + " with a " +
+                         core::dtype_name(p.grad.dtype()) +
                          " gradient; 1-bit Adam takes f32 parameters and gradients only");
     }
   }
@@ -106,8 +105,8 @@ void OneBitAdam::step(double lr, double grad_multiplier) {
       auto& p = params_[i];
       const auto wd = static_cast<float>(p.weight_decay ? options_.weight_decay : 0.0);
       if (multiplier != 1.0f) kernels::scale_inplace(p.grad.data<float>(), p.grad.numel(), multiplier);
-      kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), m_[i].data<float>(),
-                            v_[i].data<float>(), p.value.numel(), flr, b1, b2, eps, wd, step_);
+      kernels::adamw_update(p.value.data<float>(), p.grad.data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+                            p.value.numel(), flr, b1, b2, eps, wd, step_);
     }
     return;
   }
@@ -149,8 +148,7 @@ void OneBitAdam::step(double lr, double grad_multiplier) {
     auto& p = params_[i];
     const auto wd = static_cast<float>(p.weight_decay ? options_.weight_decay : 0.0);
     kernels::adam_frozen_variance_update(p.value.data<float>(), m_[i].data<float>(), v_[i].data<float>(),
-                                         p.value.numel(), flr, b1, b2, eps, wd, step_,
-                                         onebit_.freeze_step);
+                                         p.value.numel(), flr, b1, b2, eps, wd, step_, onebit_.freeze_step);
   }
 }
 

@@ -62,7 +62,7 @@ namespace memtrain::train {
 
 // Settings of 1-bit Adam beyond AdamW's.
 struct OneBitAdamOptions {
-  std::int64_t freeze_step = 400;  // optimizer steps of plain Adam before the variance freezes
+  std::int64_t freeze_step = 400;    // optimizer steps of plain Adam before the variance freezes
   comms::OneBitOptions compression;  // how the momentum is compressed
   std::uint64_t seed = 0;            // the norm sketch's signs (the same on every rank)
 };
@@ -76,8 +76,8 @@ struct OneBitAdamOptions {
 class OneBitAdam final : public Optimizer {
  public:
   OneBitAdam(std::vector<models::Parameter>& params, const std::vector<comms::GradientBucket>& buckets,
-             comms::GradientSynchronizer& sync, comms::Communicator& dp, core::Context& ctx,
-             AdamWOptions options, OneBitAdamOptions onebit);
+             comms::GradientSynchronizer& sync, comms::Communicator& dp, core::Context& ctx, AdamWOptions options,
+             OneBitAdamOptions onebit);
 
   // Before the freeze (and with one rank), AdamW's; after it the sketch's estimate of the summed
   // gradient's norm (Note [1-bit Adam clips by a sketch of the summed norm]), collective over dp.
@@ -108,11 +108,11 @@ class OneBitAdam final : public Optimizer {
   AdamWOptions options_;
   OneBitAdamOptions onebit_;
   bool dry_run_;
-  std::vector<core::Tensor> m_buffers_;  // [bucket numel] f32, per bucket
-  std::vector<core::Tensor> m_, v_;      // per parameter; m_ are views of m_buffers_
+  std::vector<core::Tensor> m_buffers_;                // [bucket numel] f32, per bucket
+  std::vector<core::Tensor> m_, v_;                    // per parameter; m_ are views of m_buffers_
   std::optional<comms::OneBitCompressor> compressor_;  // with more than one rank
   std::int64_t step_ = 0;
-  comms::GradientSyncStats comm_;  // this step's momentum sum
+  comms::GradientSyncStats comm_;               // this step's momentum sum
   mutable comms::GradientSyncStats norm_comm_;  // grad_norm's sketch sum, counted by the next step
 };
 

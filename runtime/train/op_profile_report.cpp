@@ -25,8 +25,8 @@ nlohmann::json reference_json(const nlohmann::json& rows, double step_seconds, c
           {"sgemm_flops", reference.sgemm_flops},
           {"memcpy_bytes_per_s", reference.memcpy_bytes_per_s},
           {"model_flops_per_s", flops_per_s},
-          {"sgemm_fraction", reference.sgemm_flops > 0 ? nlohmann::json(flops_per_s / reference.sgemm_flops)
-                                                       : nlohmann::json(nullptr)},
+          {"sgemm_fraction",
+           reference.sgemm_flops > 0 ? nlohmann::json(flops_per_s / reference.sgemm_flops) : nlohmann::json(nullptr)},
           {"optimizer_memcpy_fraction", optimizer > 0 && reference.memcpy_bytes_per_s > 0
                                             ? nlohmann::json(optimizer / reference.memcpy_bytes_per_s)
                                             : nlohmann::json(nullptr)}};
@@ -68,10 +68,12 @@ std::string format_op_profile(const core::OpProfile& profile, std::int64_t steps
     }
     const double flops = row["flops"].get<double>(), bytes = row["bytes"].get<double>();
     char speed[32] = "";
-    if (s > 0 && flops > 0) std::snprintf(speed, sizeof speed, "%.1f GFLOP/s", flops / s / 1e9);
-    else if (s > 0 && bytes > 0) std::snprintf(speed, sizeof speed, "%.2f GB/s", bytes / s / 1e9);
-    std::snprintf(line, sizeof line, "  %-30s %-34s %6.1f %9.2f %5.1f%% %10s\n",
-                  row["op"].get<std::string>().c_str(), row["shape"].get<std::string>().c_str(),
+    if (s > 0 && flops > 0)
+      std::snprintf(speed, sizeof speed, "%.1f GFLOP/s", flops / s / 1e9);
+    else if (s > 0 && bytes > 0)
+      std::snprintf(speed, sizeof speed, "%.2f GB/s", bytes / s / 1e9);
+    std::snprintf(line, sizeof line, "  %-30s %-34s %6.1f %9.2f %5.1f%% %10s\n", row["op"].get<std::string>().c_str(),
+                  row["shape"].get<std::string>().c_str(),
                   static_cast<double>(row["calls"].get<std::int64_t>()) * per_step, 1e3 * s * per_step, share(s),
                   speed);
     out += line;

@@ -13,10 +13,10 @@ namespace memtrain::train {
 // threads after the steps: an sgemm on the FFN's up-projection shape (sgemm_peak.hpp) for the
 // step's model FLOP/s, and memcpy's bandwidth (memcpy_bandwidth.hpp) for the optimizer's GB/s.
 struct StepReference {
-  std::string sgemm_shape;          // e.g. "[1024, 768] x [768, 3072]"
-  double sgemm_flops = 0;           // FLOP/s of that sgemm
-  double memcpy_bytes_per_s = 0;    // bytes read + written per second
-  double model_flops = 0;           // this rank's model FLOPs over all the profiled steps
+  std::string sgemm_shape;        // e.g. "[1024, 768] x [768, 3072]"
+  double sgemm_flops = 0;         // FLOP/s of that sgemm
+  double memcpy_bytes_per_s = 0;  // bytes read + written per second
+  double model_flops = 0;         // this rank's model FLOPs over all the profiled steps
 };
 
 // The profile of `steps` training steps that took `step_seconds` of wall time in all (this

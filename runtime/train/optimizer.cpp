@@ -43,18 +43,17 @@ AdamW::AdamW(std::vector<models::Parameter>& params, core::Context& ctx, AdamWOp
                          "ZeroAdamW keeps the masters)");
     }
     if (is_half(p.value.dtype()) && p.grad.dtype() != p.value.dtype() && kc_.device != kernels::Device::cpu) {
-      throw RuntimeError("AdamW: parameter " + p.name + " is " + p.value.describe() + " with a " +
-                         p.grad.describe() + " gradient; mixed storage is staged through host "
-                         "memory and runs on the CPU only, not on " + ctx.device());
+      throw RuntimeError("AdamW: parameter " + p.name + " is " + p.value.describe() + " with a " + p.grad.describe() +
+                         " gradient; mixed storage is staged through host "
+                         "memory and runs on the CPU only, not on " +
+                         ctx.device());
     }
   }
   m_.reserve(params.size());
   v_.reserve(params.size());
   for (const auto& p : params) {
-    m_.push_back(core::Tensor::zeros(ctx, p.value.shape(), core::DType::f32,
-                                     core::tags().optimizer_state));
-    v_.push_back(core::Tensor::zeros(ctx, p.value.shape(), core::DType::f32,
-                                     core::tags().optimizer_state));
+    m_.push_back(core::Tensor::zeros(ctx, p.value.shape(), core::DType::f32, core::tags().optimizer_state));
+    v_.push_back(core::Tensor::zeros(ctx, p.value.shape(), core::DType::f32, core::tags().optimizer_state));
   }
 }
 
@@ -69,7 +68,8 @@ double AdamW::grad_norm() const {
   // shards' squares are summed over the group and the replicated squares added once. The data-
   // parallel sum happened before: every dp rank holds the same gradients.
   double sharded = 0.0, replicated = 0.0;
-  for (const auto& p : params_) (p.sharded() ? sharded : replicated) += detail::sum_of_squares(kc_, p.grad, 0, p.grad.numel());
+  for (const auto& p : params_)
+    (p.sharded() ? sharded : replicated) += detail::sum_of_squares(kc_, p.grad, 0, p.grad.numel());
   tp_group_->allreduce_sum(&sharded, 1);
   return std::sqrt(sharded + replicated);
 }
@@ -108,8 +108,8 @@ void AdamW::step(double lr, double grad_multiplier) {
     float* v = v_[i].data<float>();
     if (!p.master.defined()) {
       // fp32: the weights are their own master.
-      kernels::ops::adamw_update(kc_, p.value.data<float>(), p.grad.data<float>(), m, v, p.value.numel(), flr,
-                                 b1, b2, eps, wd, t, multiplier);
+      kernels::ops::adamw_update(kc_, p.value.data<float>(), p.grad.data<float>(), m, v, p.value.numel(), flr, b1, b2,
+                                 eps, wd, t, multiplier);
       continue;
     }
     float* master = p.master.data<float>();
@@ -117,8 +117,8 @@ void AdamW::step(double lr, double grad_multiplier) {
     if (p.grad.dtype() == p.value.dtype()) {
       // One pass converting as it goes (bf16's conversions are bit operations that vectorize;
       // f16's go a block at a time through L1); bitwise the chunked path below.
-      kernels::ops::adamw_update_half(kc_, master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(),
-                                      flr, b1, b2, eps, wd, t, multiplier, format_of(p.value.dtype()));
+      kernels::ops::adamw_update_half(kc_, master, value, p.grad.data<std::uint16_t>(), m, v, p.value.numel(), flr, b1,
+                                      b2, eps, wd, t, multiplier, format_of(p.value.dtype()));
       continue;
     }
     // Note [Master updates in stack-sized chunks]

@@ -29,15 +29,13 @@ std::string format_progress(const Progress& p) {
   char speed[48] = "dry run";  // NaN tokens_per_s: nothing was computed (Progress)
   if (!std::isnan(p.tokens_per_s)) std::snprintf(speed, sizeof speed, "%.0f tokens/s", p.tokens_per_s);
   char buf[160];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | %s | ETA %s | mem %s",
-                static_cast<long long>(p.step), static_cast<long long>(p.total_steps), p.loss,
-                speed, format_duration(p.eta_s).c_str(),
+  std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f | %s | ETA %s | mem %s", static_cast<long long>(p.step),
+                static_cast<long long>(p.total_steps), p.loss, speed, format_duration(p.eta_s).c_str(),
                 memory::format_byte_size(p.allocated_bytes).c_str());
   return buf;
 }
 
-ProgressLine::ProgressLine(std::ostream& out, bool is_terminal)
-    : out_(out), is_terminal_(is_terminal) {}
+ProgressLine::ProgressLine(std::ostream& out, bool is_terminal) : out_(out), is_terminal_(is_terminal) {}
 
 ProgressLine::~ProgressLine() { break_line(); }
 

@@ -95,10 +95,12 @@ void check_ranks_agree(comms::Communicator& world, const Config& config, const R
   }
   if (first < 0) return;
   const std::string what = comms::broadcast_string(world, difference, first);
-  throw ConfigError("the ranks were started with different settings (an MPMD launch, or a config file that differs "
-                    "between nodes?): rank " + std::to_string(first) + " has " + what +
-                    (count > 1 ? " (" + std::to_string(count) + " ranks differ from rank 0)" : std::string()) +
-                    "; expected every rank to run the same config and options");
+  throw ConfigError(
+      "the ranks were started with different settings (an MPMD launch, or a config file that differs "
+      "between nodes?): rank " +
+      std::to_string(first) + " has " + what +
+      (count > 1 ? " (" + std::to_string(count) + " ranks differ from rank 0)" : std::string()) +
+      "; expected every rank to run the same config and options");
 }
 
 }  // namespace memtrain::train

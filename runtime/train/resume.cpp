@@ -37,8 +37,8 @@ ResumePoint find_resume_point(const std::string& run_dir, ResumeMode mode, const
                               std::ostream& warnings) {
   const std::string root = (fs::path(run_dir) / "checkpoints").string();
   std::error_code ec;
-  const auto stored = fs::is_directory(root, ec) ? checkpoint::list_checkpoints(root)
-                                                 : std::vector<checkpoint::StoredCheckpoint>{};
+  const auto stored =
+      fs::is_directory(root, ec) ? checkpoint::list_checkpoints(root) : std::vector<checkpoint::StoredCheckpoint>{};
   if (stored.empty()) {
     if (mode == ResumeMode::required) {
       throw ConfigError("--resume required: run directory " + run_dir + " has no checkpoints");
@@ -73,7 +73,9 @@ ResumePoint find_resume_point(const std::string& run_dir, ResumeMode mode, const
       message += "\n  ";
       message += c;
     }
-    message += "\n(docs/config.md, \"Resuming\", lists the keys a resume may change; use another --run-dir to start a new run)";
+    message +=
+        "\n(docs/config.md, \"Resuming\", lists the keys a resume may change; use another --run-dir to start a new "
+        "run)";
     throw ConfigError(message);
   }
   ResumePoint point;

@@ -16,8 +16,8 @@ namespace memtrain::train {
 // collective: a ConfigError when any rank's failure was one (every rank then exits 2, the
 // usage code), else a RuntimeError.
 template <class Work>
-void run_where(comms::Communicator& comm, bool mine, const std::string& what,
-               const std::string& elsewhere, Work&& work) {
+void run_where(comms::Communicator& comm, bool mine, const std::string& what, const std::string& elsewhere,
+               Work&& work) {
   std::exception_ptr error;
   std::int64_t failed[2] = {0, 0};  // any failure, config failures
   if (mine) {

@@ -52,7 +52,8 @@ void write_description(const fs::path& dir, const std::string& trajectory_hash, 
   run["created_at"] = created_at.empty() ? now : created_at;
   if (!created_at.empty()) run["last_started_at"] = now;
   run["world_size"] = world_size;
-  core::write_file_atomically((dir / "run.json").string(), [&](std::ostream& out) { out << core::json_text(run, 2) << '\n'; });
+  core::write_file_atomically((dir / "run.json").string(),
+                              [&](std::ostream& out) { out << core::json_text(run, 2) << '\n'; });
 }
 
 // True for an empty directory or one holding only the lock file (Note [One job per run
@@ -67,8 +68,7 @@ bool holds_only_the_lock(const fs::path& dir) {
 
 }  // namespace
 
-std::string RunDirectory::default_path(const std::string& config_name,
-                                       std::chrono::system_clock::time_point now) {
+std::string RunDirectory::default_path(const std::string& config_name, std::chrono::system_clock::time_point now) {
   const std::time_t tt = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
   localtime_r(&tt, &tm);
@@ -79,8 +79,8 @@ std::string RunDirectory::default_path(const std::string& config_name,
 
 RunDirectory RunDirectory::open(const std::string& path, const std::string& trajectory_hash,
                                 const std::string& config_yaml, const std::string& config_name,
-                                const std::string& config_path, int world_size,
-                                std::optional<RunDirectoryLock> held, bool seen_new) {
+                                const std::string& config_path, int world_size, std::optional<RunDirectoryLock> held,
+                                bool seen_new) {
   const fs::path dir(path);
   std::error_code ec;
   // Another job created and wrote the directory between this one's first look (its resume
@@ -88,17 +88,20 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
   // log every step a second time into that job's metrics.jsonl (Note [One job per run
   // directory]).
   const auto refuse_raced = [&] {
-    throw ConfigError("run directory " + path + " was created by another job while this one was starting; "
+    throw ConfigError("run directory " + path +
+                      " was created by another job while this one was starting; "
                       "expected one job per run directory: start this one again to resume that run, or choose "
                       "another --run-dir");
   };
   if (fs::exists(dir, ec)) {
     if (!fs::is_directory(dir, ec)) {
-      throw ConfigError("run directory " + path + " exists and is not a directory; expected a "
+      throw ConfigError("run directory " + path +
+                        " exists and is not a directory; expected a "
                         "new or existing run directory (--run-dir)");
     }
     const auto refuse_foreign = [&] {
-      throw ConfigError("run directory " + path + " is not empty and has no run.json; "
+      throw ConfigError("run directory " + path +
+                        " is not empty and has no run.json; "
                         "refusing to write into it: expected a new directory or one written "
                         "by the same config (--run-dir)");
     };
@@ -111,14 +114,17 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
       if (previous.empty() && fs::exists(dir / "run.json", ec)) {
         // Damaged or hand-edited: the directory is a run, and "has no run.json" would send the
         // user looking for a file that is there.
-        throw ConfigError("run directory " + path + ": run.json is unreadable or not a JSON object with a "
+        throw ConfigError("run directory " + path +
+                          ": run.json is unreadable or not a JSON object with a "
                           "trajectory_hash string; refusing to write into it: expected the run.json memtrain "
                           "wrote, or another --run-dir");
       }
       if (previous.empty()) refuse_foreign();
       if (previous != trajectory_hash) {
-        throw ConfigError("run directory " + path + " was written by a different config "
-                          "(trajectory_hash " + previous + ", this config's " + trajectory_hash +
+        throw ConfigError("run directory " + path +
+                          " was written by a different config "
+                          "(trajectory_hash " +
+                          previous + ", this config's " + trajectory_hash +
                           "); refusing to overwrite it: choose another --run-dir");
       }
       // The same trajectory may continue with other settings (Note [What a resume may change]:
@@ -152,8 +158,6 @@ bool RunDirectory::is_lockable(const std::string& path) {
   return fs::is_directory(dir, ec) && (holds_only_the_lock(dir) || fs::exists(dir / "run.json", ec));
 }
 
-std::string RunDirectory::file(const std::string& name) const {
-  return (fs::path(path_) / name).string();
-}
+std::string RunDirectory::file(const std::string& name) const { return (fs::path(path_) / name).string(); }
 
 }  // namespace memtrain::train

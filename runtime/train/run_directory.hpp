@@ -22,8 +22,7 @@ namespace memtrain::train {
 class RunDirectory {
  public:
   // runs/<config_name>-<YYYYmmdd-HHMMSS> (local time), relative to the working directory.
-  static std::string default_path(const std::string& config_name,
-                                  std::chrono::system_clock::time_point now);
+  static std::string default_path(const std::string& config_name, std::chrono::system_clock::time_point now);
 
   // Creates `path` (with parents) and writes config.yaml (`config_yaml`) and run.json
   // ({trajectory_hash, config_name, config_path, created_at, world_size}), or reuses it when it
@@ -39,9 +38,8 @@ class RunDirectory {
   // Throws ConfigError: `path` is a file; its run.json names another trajectory_hash (both
   // hashes in the message); it is non-empty without a readable run.json; another job holds its
   // lock (RunDirectoryLock::acquire). Throws RuntimeError when a file cannot be written.
-  static RunDirectory open(const std::string& path, const std::string& trajectory_hash,
-                           const std::string& config_yaml, const std::string& config_name,
-                           const std::string& config_path, int world_size,
+  static RunDirectory open(const std::string& path, const std::string& trajectory_hash, const std::string& config_yaml,
+                           const std::string& config_name, const std::string& config_path, int world_size,
                            std::optional<RunDirectoryLock> held = std::nullopt, bool seen_new = false);
 
   // True when `path` is a directory that open() would lock rather than refuse: empty, holding

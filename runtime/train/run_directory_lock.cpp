@@ -82,8 +82,9 @@ RunDirectoryLock RunDirectoryLock::acquire(const std::string& dir, double wait_s
     }
     if (!said && wait_seconds > 0) {
       const std::string holder = holder_of(fd);
-      std::cerr << "memtrain: run directory " << dir << " is locked by " << (holder.empty() ? "another process" : holder)
-                << "; waiting up to " << wait_seconds << " s for it to end\n";
+      std::cerr << "memtrain: run directory " << dir << " is locked by "
+                << (holder.empty() ? "another process" : holder) << "; waiting up to " << wait_seconds
+                << " s for it to end\n";
       said = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

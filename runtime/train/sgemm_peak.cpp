@@ -23,9 +23,9 @@ double measure_sgemm_flops(core::Context& ctx, int m, int n, int k, bool trans_b
     throw std::invalid_argument(what);
   }
   const auto tag = core::tags().temporary;
-  auto a = core::Tensor::zeros(ctx, {m, k}, core::DType::f32, tag);  // [m, k]
+  auto a = core::Tensor::zeros(ctx, {m, k}, core::DType::f32, tag);                              // [m, k]
   auto b = core::Tensor::zeros(ctx, {trans_b ? n : k, trans_b ? k : n}, core::DType::f32, tag);  // [n, k] or [k, n]
-  auto c = core::Tensor::zeros(ctx, {m, n}, core::DType::f32, tag);  // [m, n]
+  auto c = core::Tensor::zeros(ctx, {m, n}, core::DType::f32, tag);                              // [m, n]
   // Non-trivial values: some BLAS paths are faster on zeros (denormal-free, but keep it honest).
   float* pa = a.data<float>();
   float* pb = b.data<float>();

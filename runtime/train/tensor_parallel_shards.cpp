@@ -24,8 +24,7 @@ struct Layout {
   std::int64_t offset = 0, full_extent = 0, valid_extent = 0;
 };
 
-std::map<std::string, Layout> layouts_of(const std::map<std::string, std::string>& metadata,
-                                         const std::string& file) {
+std::map<std::string, Layout> layouts_of(const std::map<std::string, std::string>& metadata, const std::string& file) {
   std::map<std::string, Layout> out;
   const auto it = metadata.find("memtrain_shards");
   if (it == metadata.end()) return out;
@@ -33,8 +32,11 @@ std::map<std::string, Layout> layouts_of(const std::map<std::string, std::string
     const auto j = nlohmann::json::parse(it->second);
     for (const auto& [name, l] : j.items()) {
       const std::string sharding = l.at("sharding").get<std::string>();
-      Layout layout{sharding == "dim0" ? 0 : sharding == "dim1" ? 1 : -1, l.at("offset").get<std::int64_t>(),
-                    l.at("full_extent").get<std::int64_t>(), l.at("valid_extent").get<std::int64_t>()};
+      Layout layout{sharding == "dim0"   ? 0
+                    : sharding == "dim1" ? 1
+                                         : -1,
+                    l.at("offset").get<std::int64_t>(), l.at("full_extent").get<std::int64_t>(),
+                    l.at("valid_extent").get<std::int64_t>()};
       if (layout.dim < 0 || layout.valid_extent < 0 || layout.valid_extent > layout.full_extent) {
         throw RuntimeError(file + ": tensor " + name + " has the shard layout " + l.dump() +
                            "; expected sharding dim0 or dim1 and 0 <= valid_extent <= full_extent");
@@ -114,12 +116,12 @@ std::map<std::string, core::HostArray> merge_files(const std::string& dir, int t
       }
       const std::int64_t extent = a->second.shape[static_cast<std::size_t>(dim)];
       const std::int64_t offset = l->second.offset;
-      if (offset < 0 || offset + extent > layout.full_extent ||
-          blocks_of(a->second.shape, dim).outer != b.outer || blocks_of(a->second.shape, dim).inner != b.inner) {
+      if (offset < 0 || offset + extent > layout.full_extent || blocks_of(a->second.shape, dim).outer != b.outer ||
+          blocks_of(a->second.shape, dim).inner != b.inner) {
         throw RuntimeError(files[r] + ": tensor " + name + " shard " + shape_text(a->second.shape) + " at [" +
                            std::to_string(offset) + ", " + std::to_string(offset + extent) +
-                           ") does not fit its full extent " + std::to_string(layout.full_extent) + " or rank 0's shape " +
-                           shape_text(first.shape));
+                           ") does not fit its full extent " + std::to_string(layout.full_extent) +
+                           " or rank 0's shape " + shape_text(first.shape));
       }
       // Only indices below valid_extent are kept: the rest is padding.
       const std::int64_t keep = std::max<std::int64_t>(0, std::min(extent, layout.valid_extent - offset));
@@ -140,9 +142,11 @@ std::map<std::string, core::HostArray> merge_files(const std::string& dir, int t
 MergedCheckpoint merge_tensor_parallel_checkpoint(const std::string& dir, int tp, bool with_optimizer) {
   MergedCheckpoint m;
   Layouts layouts;
-  m.model = merge_files(dir, tp, [](int r) { return model_file_name(r); }, true, layouts);
+  m.model = merge_files(
+      dir, tp, [](int r) { return model_file_name(r); }, true, layouts);
   if (with_optimizer) {
-    m.optimizer = merge_files(dir, tp, [](int r) { return optimizer_file_name(r); }, false, layouts);
+    m.optimizer = merge_files(
+        dir, tp, [](int r) { return optimizer_file_name(r); }, false, layouts);
   }
   return m;
 }

@@ -11,9 +11,7 @@ namespace memtrain::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 bool has_half_grads(const std::vector<models::Parameter>& params) {
   for (const auto& p : params) {
@@ -37,10 +35,9 @@ void sum_gradients(models::BertForMaskedLM& model, comms::Communicator& comm) {
 
 }  // namespace
 
-StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
-                      const BatchPlan& plan, comms::Communicator& comm, Optimizer& optimizer,
-                      std::int64_t step, const StepSettings& settings, LossScaler* scaler,
-                      comms::GradientSynchronizer* gradient_sync, comms::Communicator* world) {
+StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data, const BatchPlan& plan,
+                      comms::Communicator& comm, Optimizer& optimizer, std::int64_t step, const StepSettings& settings,
+                      LossScaler* scaler, comms::GradientSynchronizer* gradient_sync, comms::Communicator* world) {
   comms::Communicator& everyone = world != nullptr ? *world : comm;
   StepResult r;
   model.zero_grad();
@@ -60,8 +57,8 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   r.time_comm_s += seconds_since(t0);
   r.num_masked = counts[0];
   r.num_tokens = counts[1];
-  r.model_flops = model.step_flops(static_cast<double>(counts[1]), static_cast<double>(counts[2]),
-                                   static_cast<double>(counts[0]));
+  r.model_flops =
+      model.step_flops(static_cast<double>(counts[1]), static_cast<double>(counts[2]), static_cast<double>(counts[0]));
 
   // Loss scaling multiplies the loss (here: its gradient, the seed of the backward pass) so
   // that small fp16 gradients do not flush to zero (Micikevicius et al. 2018, section 3.2).
@@ -81,14 +78,12 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   for (std::size_t a = 0; a < batches.size(); ++a) {
     if (a + 1 == batches.size() && gradient_sync != nullptr) {
       gradient_sync->begin_step(step);
-      model.set_gradient_ready_hook(
-          [gradient_sync](std::size_t i) { gradient_sync->mark_ready(i); },
-          [gradient_sync](std::size_t i, const std::vector<std::int32_t>& late_rows) {
-            gradient_sync->mark_rows_ready(i, late_rows);
-          });
+      model.set_gradient_ready_hook([gradient_sync](std::size_t i) { gradient_sync->mark_ready(i); },
+                                    [gradient_sync](std::size_t i, const std::vector<std::int32_t>& late_rows) {
+                                      gradient_sync->mark_rows_ready(i, late_rows);
+                                    });
     }
-    const auto stats = model.forward_backward(batches[a], grad_scale, settings.seed,
-                                              static_cast<std::uint64_t>(step));
+    const auto stats = model.forward_backward(batches[a], grad_scale, settings.seed, static_cast<std::uint64_t>(step));
     loss_sum += stats.loss_sum;
     r.time_forward_s += stats.forward_s;
     r.time_backward_s += stats.backward_s;
@@ -112,8 +107,9 @@ StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& da
   };
   {
     // Note [Profiling ops in the step]: the wait for what backward did not hide.
-    const core::ScopedOp op(model.context().op_profile(), "gradient_sync.wait",
-                            [] { return core::ScopedOp::Description{"data-parallel", 0.0, 0.0}; });
+    const core::ScopedOp op(model.context().op_profile(), "gradient_sync.wait", [] {
+      return core::ScopedOp::Description{"data-parallel", 0.0, 0.0};
+    });
     if (gradient_sync != nullptr) {
       gradient_sync->finish();
     } else {

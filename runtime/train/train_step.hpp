@@ -16,8 +16,8 @@ namespace memtrain::train {
 
 struct StepSettings {
   double lr = 0;
-  double grad_clip = 0;     // max global gradient norm; 0 disables
-  std::uint64_t seed = 0;   // dropout key (training.seed)
+  double grad_clip = 0;    // max global gradient norm; 0 disables
+  std::uint64_t seed = 0;  // dropout key (training.seed)
   // Called on this rank once its gradients are summed, before they are checked for inf/NaN
   // (MEMTRAIN_FAULT=nan_grad); unset: nothing.
   std::function<void(models::BertForMaskedLM&)> after_gradients{};
@@ -29,8 +29,8 @@ struct StepResult {
   std::int64_t num_tokens = 0;  // input tokens (B x T summed over micro-batches and ranks)
   // Model FLOPs of the step (BertForMaskedLM::step_flops of its micro-batches on every rank).
   double model_flops = 0;
-  double grad_norm = 0;         // global norm of the summed, unscaled gradients, before clipping
-                                // (NaN on a skipped step)
+  double grad_norm = 0;  // global norm of the summed, unscaled gradients, before clipping
+                         // (NaN on a skipped step)
   // Seconds on this rank. forward and backward as the model measures them inside
   // forward_backward (StepStats); comm: the count, gradient, overflow-flag and loss
   // all-reduces; optimizer: the overflow check, clipping + AdamW.
@@ -80,10 +80,9 @@ struct StepResult {
 // sum run over it. Under tensor parallelism (a ProcessGrid) `world` is the whole job, over
 // which the fp16 overflow vote runs, since the ranks of a tensor-parallel group check
 // different shards; null means `comm` is the world.
-StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data,
-                      const BatchPlan& plan, comms::Communicator& comm, Optimizer& optimizer,
-                      std::int64_t step, const StepSettings& settings, LossScaler* scaler = nullptr,
-                      comms::GradientSynchronizer* gradient_sync = nullptr,
+StepResult train_step(models::BertForMaskedLM& model, const data::MlmDataset& data, const BatchPlan& plan,
+                      comms::Communicator& comm, Optimizer& optimizer, std::int64_t step, const StepSettings& settings,
+                      LossScaler* scaler = nullptr, comms::GradientSynchronizer* gradient_sync = nullptr,
                       comms::Communicator* world = nullptr);
 
 }  // namespace memtrain::train

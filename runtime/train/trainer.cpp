@@ -68,9 +68,7 @@ namespace memtrain::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // training.num_threads, or 0 = this node's cores shared evenly by its ranks.
 int compute_threads(int configured, const comms::Communicator& comm) {
@@ -183,8 +181,7 @@ int train(const Config& config, const RunOptions& options) {
 
   check_data_parallel_size(config, grid.dp_size());
   const auto& tc = config.training;
-  const auto plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, grid.dp_size(),
-                                    grid.dp_rank());
+  const auto plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, grid.dp_size(), grid.dp_rank());
   const int threads = compute_threads(tc.num_threads, world);
   kernels::set_num_threads(threads);
 
@@ -194,9 +191,8 @@ int train(const Config& config, const RunOptions& options) {
   if (config.memory.recompute == "auto" && !options.resolve_recompute) {
     throw ConfigError("memory.recompute: auto needs a planner (RunOptions::resolve_recompute)");
   }
-  const Config resolved = config.memory.recompute == "auto"
-                              ? options.resolve_recompute(config, world.size(), out)
-                              : config;
+  const Config resolved =
+      config.memory.recompute == "auto" ? options.resolve_recompute(config, world.size(), out) : config;
   memory::TraceRecorder trace;  // declared before the allocator: it must outlive the sink
   const bool dry = options.dry_run.has_value();
   const checkpoint::FaultPlan faults = checkpoint::fault_plan_from_environment();
@@ -226,14 +222,14 @@ int train(const Config& config, const RunOptions& options) {
 #if MEMTRAIN_HAVE_CUDA
   std::unique_ptr<core::CudaDevice> cuda_device;
   if (on_gpu) cuda_device = make_cuda_device(config, world.local_rank());
-  auto allocator = dry      ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
-                                                     "simulated " + target.describe())
-                   : on_gpu ? make_cuda_model_allocator(*cuda_device, config.memory)
-                            : make_model_allocator(config.memory);
+  auto allocator =
+      dry      ? make_dry_run_allocator(config.memory, target.allocator_capacity(), "simulated " + target.describe())
+      : on_gpu ? make_cuda_model_allocator(*cuda_device, config.memory)
+               : make_model_allocator(config.memory);
 #else
-  auto allocator = dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(),
-                                                "simulated " + target.describe())
-                       : make_model_allocator(config.memory);
+  auto allocator =
+      dry ? make_dry_run_allocator(config.memory, target.allocator_capacity(), "simulated " + target.describe())
+          : make_model_allocator(config.memory);
 #endif
   if (config.memory.trace) allocator->set_event_sink(trace.sink());
   core::OpProfile op_profile;  // `train --profile-ops`: ctx points to it during a profiled step
@@ -261,9 +257,7 @@ int train(const Config& config, const RunOptions& options) {
   // The tensor-parallel group, counted: metrics.jsonl reports its bytes and time per step.
   comms::CountingCommunicator tp_group(grid.tp());
   const models::ModelOptions model_opts = model_options(resolved);
-  models::BertForMaskedLM model(
-      config.model, ctx, model_opts,
-      tensor_parallel(config, &tp_group));
+  models::BertForMaskedLM model(config.model, ctx, model_opts, tensor_parallel(config, &tp_group));
   // Note [Buckets overlap backward]: under tensor parallelism only with MPI_THREAD_MULTIPLE.
   const auto compression = gradient_compression(config);
   // Note [Data parallelism on GPUs]
@@ -281,17 +275,18 @@ int train(const Config& config, const RunOptions& options) {
       model.gradient_buckets(), gradient_group, ctx,
       !on_gpu && config.parallel.overlap_grad_reduce && (grid.tp_size() == 1 || world.allows_concurrent_calls()),
       gradient_reduction(config), compression ? &*compression : nullptr);
-  const std::unique_ptr<Optimizer> optimizer =
-      make_optimizer(config, model, gradient_sync, *comm, ctx, &tp_group);
+  const std::unique_ptr<Optimizer> optimizer = make_optimizer(config, model, gradient_sync, *comm, ctx, &tp_group);
   init_parameters(model, *optimizer, tc.seed);
   // fp16 only: bf16 and fp32 have float's exponent range (LossScaler's class comment).
   // Note [One rule for steps that cannot be taken]: health.max_consecutive_skips, when set, is
   // the one limit on skipped steps in every precision.
   LossScaleConfig loss_scale = config.precision.loss_scale;
-  if (config.health.max_consecutive_skips > 0) loss_scale.max_skipped_steps_at_min = config.health.max_consecutive_skips;
+  if (config.health.max_consecutive_skips > 0)
+    loss_scale.max_skipped_steps_at_min = config.health.max_consecutive_skips;
   LossScaler scaler(loss_scale, config.precision.dtype == "fp16");
   // checkpoint.async: allocated up front, as `memtrain plan` counts it (plan_step.cpp).
-  core::Tensor checkpoint_staging = allocate_checkpoint_staging(config, model.parameters(), *optimizer, gradient_sync.compressor(), grid, ctx);
+  core::Tensor checkpoint_staging =
+      allocate_checkpoint_staging(config, model.parameters(), *optimizer, gradient_sync.compressor(), grid, ctx);
 
   // Note [No half-written run directory]
   // A run directory is the record of a run; one holding only config.yaml because the corpus
@@ -302,15 +297,14 @@ int train(const Config& config, const RunOptions& options) {
   // gets "-2" (and so on) rather than appending to, or being refused by, the first one's.
   std::string run_path = options.run_dir;
   if (run_path.empty() && options.resume == ResumeMode::required && !dry) {
-    throw ConfigError("--resume required needs --run-dir DIR, the run directory to resume (without one, "
-                      "every run gets a new timestamped directory, which has no checkpoints)");
+    throw ConfigError(
+        "--resume required needs --run-dir DIR, the run directory to resume (without one, "
+        "every run gets a new timestamped directory, which has no checkpoints)");
   }
   if (run_path.empty()) {
-    const std::string base =
-        RunDirectory::default_path(config.name, std::chrono::system_clock::now());
+    const std::string base = RunDirectory::default_path(config.name, std::chrono::system_clock::now());
     run_path = base;
-    for (int n = 2; std::filesystem::exists(run_path); ++n)
-      run_path = base + "-" + std::to_string(n);
+    for (int n = 2; std::filesystem::exists(run_path); ++n) run_path = base + "-" + std::to_string(n);
   }
   std::optional<RunDirectory> run_dir;
   std::optional<MetricsWriter> metrics;
@@ -336,8 +330,8 @@ int train(const Config& config, const RunOptions& options) {
       check_checkpoint_layout(resume.checkpoint, config, grid.tp_size(), grid.dp_size(), data.data_key);
     }
     // Note [What a resume may change]: the directory belongs to a trajectory.
-    run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config),
-                                 config.name, config.path, world.size(), std::move(lock), seen_new);
+    run_dir = RunDirectory::open(run_path, trajectory_hash(config), canonical_yaml(config), config.name, config.path,
+                                 world.size(), std::move(lock), seen_new);
     // A resume drops the logged steps after its checkpoint; starting over in a directory that
     // has logged steps (no checkpoint, none valid, a supervisor's relaunch before the first
     // one) drops them all: the run logs them again, and no step may appear twice. A compute
@@ -370,11 +364,12 @@ int train(const Config& config, const RunOptions& options) {
     });
     char line[64];
     std::snprintf(line, sizeof line, " in %.2f s\n", seconds_since(t0));
-    out << "memtrain: resumed from checkpoint " << resume.checkpoint << " (step " << resume.step
-        << ")" << line << std::flush;
+    out << "memtrain: resumed from checkpoint " << resume.checkpoint << " (step " << resume.step << ")" << line
+        << std::flush;
     if (resume.step >= config.training.max_steps) {
-      out << "memtrain: the checkpoint's step " << resume.step << " is at or past training.max_steps = "
-          << config.training.max_steps << ": no steps to train (raise training.max_steps to continue)\n"
+      out << "memtrain: the checkpoint's step " << resume.step
+          << " is at or past training.max_steps = " << config.training.max_steps
+          << ": no steps to train (raise training.max_steps to continue)\n"
           << std::flush;
     }
   }
@@ -395,8 +390,7 @@ int train(const Config& config, const RunOptions& options) {
     const int node_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     // A run whose GEMMs use bf16 dot products is measured against their peak.
     const int peak_cores = std::min(threads, std::max(1, node_cores / std::max(1, world.local_size())));
-    const HardwarePeak hw =
-        model_opts.native_bf16_gemm ? hardware_peak_bf16(peak_cores) : hardware_peak(peak_cores);
+    const HardwarePeak hw = model_opts.native_bf16_gemm ? hardware_peak_bf16(peak_cores) : hardware_peak(peak_cores);
     double peak_flops = hw.flops();
     if (!dry) {
       core::Context probe(make_model_allocator(MemoryConfig{}));
@@ -409,14 +403,12 @@ int train(const Config& config, const RunOptions& options) {
     world.allreduce_sum(&peak_flops, 1);
     if (peak_known > 0) peak_flops = 0.0;
 
-    out << "memtrain: training " << config.name << ": " << model.num_parameters() << " parameters, "
-        << tc.max_steps << " steps of " << tc.global_batch_size << " sequences x "
-        << config.data.seq_length << " tokens (micro-batch " << tc.micro_batch_size << " x "
-        << plan.accumulation_steps() << " accumulation x " << grid.dp_size() << " data-parallel"
-        << (grid.tp_size() > 1 ? " x " + std::to_string(grid.tp_size()) + " tensor-parallel" : "")
+    out << "memtrain: training " << config.name << ": " << model.num_parameters() << " parameters, " << tc.max_steps
+        << " steps of " << tc.global_batch_size << " sequences x " << config.data.seq_length << " tokens (micro-batch "
+        << tc.micro_batch_size << " x " << plan.accumulation_steps() << " accumulation x " << grid.dp_size()
+        << " data-parallel" << (grid.tp_size() > 1 ? " x " + std::to_string(grid.tp_size()) + " tensor-parallel" : "")
         << " ranks), " << threads << " threads/rank\n"
-        << "memtrain: hardware peak " << hw.describe() << (world.size() > 1 ? " per rank" : "")
-        << "; sgemm "
+        << "memtrain: hardware peak " << hw.describe() << (world.size() > 1 ? " per rank" : "") << "; sgemm "
         << (dry ? std::string("not measured (dry run)")
                 : "measured " + std::to_string(static_cast<long>(sgemm_flops / 1e9)) + " GFLOP/s")
         << "\n"
@@ -431,20 +423,17 @@ int train(const Config& config, const RunOptions& options) {
                                   : " (GEMMs in fp32 on converted operands: no bf16 dot products here; ") +
                       kernels::bf16_gemm_description() + ")"
                 : "")
-        << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")"
-                             : "")
+        << (scaler.enabled() ? " (dynamic loss scaling from " + plain_number(scaler.scale()) + ")" : "")
         << ", recompute " << resolved.memory.recompute
-        << (resolved.memory.recompute_num_layers > 0
-                ? " (" + std::to_string(resolved.memory.recompute_num_layers) + " layers, " +
-                      resolved.memory.recompute_method + ")"
-                : "")
+        << (resolved.memory.recompute_num_layers > 0 ? " (" + std::to_string(resolved.memory.recompute_num_layers) +
+                                                           " layers, " + resolved.memory.recompute_method + ")"
+                                                     : "")
         << ", attention " << config.memory.attention << "\n"
         << "memtrain: run directory " << run_path << "\n";
     if (dry) {
       out << "memtrain: dry run on simulated " << target.describe() << ": allocator capacity "
           << memory::format_byte_size(target.allocator_capacity()) << " (non-allocator "
-          << memory::format_byte_size(target.non_allocator.total())
-          << "); no math runs, losses are not computed\n";
+          << memory::format_byte_size(target.non_allocator.total()) << "); no math runs, losses are not computed\n";
     }
 
     // Note [ECC counts through NVML, loaded at run time]: GPU builds, at the replica checks. On
@@ -466,8 +455,8 @@ int train(const Config& config, const RunOptions& options) {
     }
 #endif
 
-    ProgressLine progress(out, root && progress_is_live(options.progress, stdout_is_terminal(),
-                                                         comms::launched_by_mpi()));
+    ProgressLine progress(out,
+                          root && progress_is_live(options.progress, stdout_is_terminal(), comms::launched_by_mpi()));
 
     // `write`: false for the evaluation at a resumed step that metrics.jsonl already has.
     auto evaluate_and_log = [&](std::int64_t step, bool write = true) {
@@ -477,8 +466,7 @@ int train(const Config& config, const RunOptions& options) {
         if (write) metrics->write(to_metrics(step, e));
         progress.break_line();
         char line[160];
-        std::snprintf(line, sizeof line,
-                      "eval step %lld | loss %.4f | accuracy %.2f %% | perplexity %.1f\n",
+        std::snprintf(line, sizeof line, "eval step %lld | loss %.4f | accuracy %.2f %% | perplexity %.1f\n",
                       static_cast<long long>(step), e.loss, 100.0 * e.accuracy, e.perplexity);
         out << line << std::flush;
       }
@@ -498,9 +486,8 @@ int train(const Config& config, const RunOptions& options) {
     const std::string hash = config_hash(config);
     // MEMTRAIN_FAULT=kill_in_checkpoint counts over all of this process's checkpoints, so a
     // test can die inside the second one with the first one complete.
-    checkpoint::WriteBudget budget = faults.kill_in_checkpoint
-                                         ? checkpoint::WriteBudget(*faults.kill_in_checkpoint)
-                                         : checkpoint::WriteBudget();
+    checkpoint::WriteBudget budget =
+        faults.kill_in_checkpoint ? checkpoint::WriteBudget(*faults.kill_in_checkpoint) : checkpoint::WriteBudget();
     auto saved_line = [&](std::int64_t at, const std::string& path, double seconds, const char* how) {
       progress.break_line();
       char line[96];
@@ -517,8 +504,8 @@ int train(const Config& config, const RunOptions& options) {
     }
     // `final`: the run stops after it, so an asynchronous one is waited for.
     auto save = [&](std::int64_t at, bool final) {
-      const CheckpointSource source{config,    model.parameters(),         *optimizer,   scaler,
-                                    canonical, hash, gradient_sync.compressor(), data.data_key};
+      const CheckpointSource source{config, model.parameters(),         *optimizer,   scaler, canonical,
+                                    hash,   gradient_sync.compressor(), data.data_key};
       if (async_checkpoints) {
         async_checkpoints->start(source, at);
         if (final) async_checkpoints->wait();
@@ -542,16 +529,14 @@ int train(const Config& config, const RunOptions& options) {
     int stop_signal = 0;
     auto stop_requested = [&] {
       const int local = stop.signal();
-      std::int64_t votes[3] = {local == SIGTERM ? 1 : 0, local == SIGUSR1 ? 1 : 0,
-                               local == SIGINT ? 1 : 0};
+      std::int64_t votes[3] = {local == SIGTERM ? 1 : 0, local == SIGUSR1 ? 1 : 0, local == SIGINT ? 1 : 0};
       if (world.size() > 1) world.allreduce_sum(votes, 3);
       stop_signal = votes[0] > 0 ? SIGTERM : votes[1] > 0 ? SIGUSR1 : votes[2] > 0 ? SIGINT : 0;
       return stop_signal != 0;
     };
     std::optional<TrainingLog> log;
     if (root) {
-      log.emplace(*metrics, progress,
-                  TrainingLogSettings{tc.max_steps, tc.log_interval, peak_flops, sgemm_flops, dry});
+      log.emplace(*metrics, progress, TrainingLogSettings{tc.max_steps, tc.log_interval, peak_flops, sgemm_flops, dry});
     }
     double last_loss = std::nan("");
     std::int64_t step = resume.step;
@@ -617,10 +602,9 @@ int train(const Config& config, const RunOptions& options) {
     bool interrupted = stop_requested();
     while (!interrupted && step < tc.max_steps) {
       ++step;
-      StepSettings settings{
-          kernels::learning_rate(static_cast<int>(step), effective_lr_decay_steps(tc), tc.warmup_steps, tc.lr,
-                                 tc.min_lr, tc.lr_schedule),
-          tc.grad_clip, tc.seed};
+      StepSettings settings{kernels::learning_rate(static_cast<int>(step), effective_lr_decay_steps(tc),
+                                                   tc.warmup_steps, tc.lr, tc.min_lr, tc.lr_schedule),
+                            tc.grad_clip, tc.seed};
       if (faults.nan_grad && faults.nan_grad->covers(step, world.rank()) && step > nan_injected_through) {
         nan_injected_through = step;
         settings.after_gradients = [](models::BertForMaskedLM& m) { inject_nan_gradient(m); };
@@ -647,9 +631,9 @@ int train(const Config& config, const RunOptions& options) {
       }
       if (r.skipped && root) {
         progress.break_line();
-        out << "memtrain: step " << step << ": inf/NaN gradients at loss scale " << r.loss_scale
-            << "; step skipped (" << r.skipped_steps << " so far), loss scale now " << scaler.scale()
-            << "\n" << std::flush;
+        out << "memtrain: step " << step << ": inf/NaN gradients at loss scale " << r.loss_scale << "; step skipped ("
+            << r.skipped_steps << " so far), loss scale now " << scaler.scale() << "\n"
+            << std::flush;
       }
       if (dry) r.loss = r.grad_norm = std::nan("");
       const double wall = seconds_since(t0);
@@ -686,8 +670,8 @@ int train(const Config& config, const RunOptions& options) {
         }
         last_consistent_step = step;
       }
-      const bool saving_stop = interrupted && (stop_signal == SIGTERM || stop_signal == SIGUSR1 ||
-                                               config.checkpoint.on_interrupt);
+      const bool saving_stop =
+          interrupted && (stop_signal == SIGTERM || stop_signal == SIGUSR1 || config.checkpoint.on_interrupt);
       if (async_checkpoints) async_checkpoints->poll();
       if (checkpointing && (step % config.checkpoint.interval == 0 || step == tc.max_steps || saving_stop)) {
         save(step, step == tc.max_steps || interrupted);
@@ -744,8 +728,7 @@ int train(const Config& config, const RunOptions& options) {
     return interrupted ? stopped_exit_code(stop_signal) : 0;
   } catch (const OutOfMemory&) {
     if (root && run_dir) {
-      out << "\nmemtrain: out of memory; the allocator at the failure:\n"
-          << allocator->memory_summary() << std::flush;
+      out << "\nmemtrain: out of memory; the allocator at the failure:\n" << allocator->memory_summary() << std::flush;
       try {
         write_memory_outputs(*allocator, config.memory.trace ? &trace : nullptr, *run_dir);
       } catch (const std::exception& e) {

@@ -24,13 +24,11 @@ std::string cache_key_of(const std::string& dir) {
 
 std::uint64_t validation_seed(std::uint64_t seed) { return seed + kValidationSeedOffset; }
 
-TrainingData load_training_data(const Config& config, comms::Communicator& comm,
-                                std::ostream& log) {
+TrainingData load_training_data(const Config& config, comms::Communicator& comm, std::ostream& log) {
   const std::uint64_t seed = config.training.seed;
   TrainingData out;
   if (config.data.mock) {
-    out.train = std::make_unique<data::MlmDataset>(
-        data::MlmDataset::mock(config.data, config.model.vocab_size, seed));
+    out.train = std::make_unique<data::MlmDataset>(data::MlmDataset::mock(config.data, config.model.vocab_size, seed));
     out.validation = std::make_unique<data::MlmDataset>(
         data::MlmDataset::mock(config.data, config.model.vocab_size, validation_seed(seed)));
     out.data_key = data_key_of(config);
@@ -44,8 +42,8 @@ TrainingData load_training_data(const Config& config, comms::Communicator& comm,
     prepared = data::prepare_data(config.data, config.model.vocab_size, quiet);
   }
   out.train = std::make_unique<data::MlmDataset>(prepared, /*validation=*/false, config.data, seed);
-  out.validation = std::make_unique<data::MlmDataset>(prepared, /*validation=*/true, config.data,
-                                                      validation_seed(seed));
+  out.validation =
+      std::make_unique<data::MlmDataset>(prepared, /*validation=*/true, config.data, validation_seed(seed));
   out.tokenizer.emplace(prepared.tokenizer_model);
   out.data_key = cache_key_of(prepared.dir);
   return out;

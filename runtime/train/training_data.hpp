@@ -28,8 +28,7 @@ struct TrainingData {
 // prepares (or reuses) the cache with data::prepare_data, logging to `log`, while the others
 // wait; they then open the verified cache. Errors are prepare_data's (ConfigError for a bad
 // corpus, RuntimeError for I/O), raised on rank 0 and reported on every rank (run_on_root).
-TrainingData load_training_data(const Config& config, comms::Communicator& comm,
-                                std::ostream& log);
+TrainingData load_training_data(const Config& config, comms::Communicator& comm, std::ostream& log);
 
 // TrainingData::data_key of `config`'s data without preparing it: "mock", or the name of the
 // cache directory prepare_data would use (it reads the corpus to hash it; prepare_data's

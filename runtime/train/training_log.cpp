@@ -4,8 +4,7 @@
 
 namespace memtrain::train {
 
-TrainingLog::TrainingLog(MetricsWriter& metrics, ProgressLine& progress,
-                         TrainingLogSettings settings)
+TrainingLog::TrainingLog(MetricsWriter& metrics, ProgressLine& progress, TrainingLogSettings settings)
     : metrics_(metrics), progress_(progress), settings_(settings) {}
 
 void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, double wall_s,
@@ -28,22 +27,20 @@ void TrainingLog::record(std::int64_t step, const StepResult& r, double lr, doub
   const bool log_now = force || step % settings_.log_interval == 0;
   if (progress_.live() || log_now) {
     const double seconds_per_step = train_s_ / static_cast<double>(step);
-    progress_.update(Progress{step, settings_.max_steps, r.loss,
-                              settings_.dry_run ? std::numeric_limits<double>::quiet_NaN()
-                                                : static_cast<double>(tokens_) / train_s_,
-                              static_cast<double>(settings_.max_steps - step) * seconds_per_step,
-                              static_cast<std::size_t>(mem.allocated_bytes.current)});
+    progress_.update(
+        Progress{step, settings_.max_steps, r.loss,
+                 settings_.dry_run ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(tokens_) / train_s_,
+                 static_cast<double>(settings_.max_steps - step) * seconds_per_step,
+                 static_cast<std::size_t>(mem.allocated_bytes.current)});
   }
   if (log_now) write(step, r, lr, mem);
 }
 
-void TrainingLog::flush(std::int64_t step, const StepResult& r, double lr,
-                        const memory::MemoryStats& mem) {
+void TrainingLog::flush(std::int64_t step, const StepResult& r, double lr, const memory::MemoryStats& mem) {
   if (window_steps_ > 0) write(step, r, lr, mem);
 }
 
-void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
-                        const memory::MemoryStats& mem) {
+void TrainingLog::write(std::int64_t step, const StepResult& r, double lr, const memory::MemoryStats& mem) {
   const double n = window_steps_;
   TrainMetrics m;
   m.step = step;
@@ -72,9 +69,8 @@ void TrainingLog::write(std::int64_t step, const StepResult& r, double lr,
   m.tp_comm_bytes = window_tp_comm_bytes_ / n;
   m.comm_bytes = window_comm_bytes_ / n;
   m.time_comm_exposed_s = window_comm_exposed_s_ / n;
-  m.compression_ratio = r.comm_bytes > 0 ? static_cast<double>(r.uncompressed_comm_bytes) /
-                                               static_cast<double>(r.comm_bytes)
-                                         : 1.0;
+  m.compression_ratio =
+      r.comm_bytes > 0 ? static_cast<double>(r.uncompressed_comm_bytes) / static_cast<double>(r.comm_bytes) : 1.0;
   m.allocated_bytes = mem.allocated_bytes.current;
   m.reserved_bytes = mem.reserved_bytes.current;
   m.peak_allocated_bytes = mem.allocated_bytes.peak;

@@ -12,9 +12,9 @@ namespace memtrain::train {
 struct TrainingLogSettings {
   std::int64_t max_steps = 0;
   int log_interval = 1;
-  double peak_flops = 0;       // hardware peak FLOP/s of all ranks (MFU's denominator); 0 = unknown
-  double sgemm_flops = 0;      // sgemm FLOP/s measured at start, all ranks (sgemm_fraction's)
-  bool dry_run = false;        // speeds, mfu and sgemm_fraction are NaN (null): no math ran
+  double peak_flops = 0;   // hardware peak FLOP/s of all ranks (MFU's denominator); 0 = unknown
+  double sgemm_flops = 0;  // sgemm FLOP/s measured at start, all ranks (sgemm_fraction's)
+  bool dry_run = false;    // speeds, mfu and sgemm_fraction are NaN (null): no math ran
 };
 
 // A training line every log_interval steps (and on demand: the last step), whose times,
@@ -27,14 +27,14 @@ class TrainingLog {
 
   // Step `step` (1-based) took `wall_s` seconds on this rank. `force` logs it whatever the
   // interval. Throws RuntimeError when metrics.jsonl cannot be written.
-  void record(std::int64_t step, const StepResult& r, double lr, double wall_s,
-              const memory::MemoryStats& mem, bool force);
+  void record(std::int64_t step, const StepResult& r, double lr, double wall_s, const memory::MemoryStats& mem,
+              bool force);
   // Writes the training line of the steps recorded since the previous line, if any (a run that
   // stops between log intervals still logs its last step). Throws as record.
   void flush(std::int64_t step, const StepResult& r, double lr, const memory::MemoryStats& mem);
 
-  double train_s() const { return train_s_; }        // seconds in steps so far
-  std::int64_t tokens() const { return tokens_; }    // input tokens so far (all ranks)
+  double train_s() const { return train_s_; }      // seconds in steps so far
+  std::int64_t tokens() const { return tokens_; }  // input tokens so far (all ranks)
 
  private:
   void write(std::int64_t step, const StepResult& r, double lr, const memory::MemoryStats& mem);

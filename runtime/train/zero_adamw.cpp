@@ -94,8 +94,7 @@ void ZeroAdamW::init_master(std::size_t param, const float* draw) {
   for (auto& b : blocks_) {
     for (const auto& pc : b.pieces) {
       if (pc.param != param) continue;
-      std::copy(draw + pc.param_offset, draw + pc.param_offset + pc.length,
-                b.master.data<float>() + pc.state_offset);
+      std::copy(draw + pc.param_offset, draw + pc.param_offset + pc.length, b.master.data<float>() + pc.state_offset);
     }
   }
 }
@@ -155,8 +154,8 @@ void ZeroAdamW::update(Block& b, double lr, float multiplier) {
     if (!is_half(value_dtype_)) {
       // fp32: the values are their own masters, updated in place as AdamW does.
       float* grad = g.data<float>() + pc.bucket_offset;
-      kernels::adamw_update(p.value.data<float>() + pc.param_offset, grad, m + pc.state_offset,
-                            v + pc.state_offset, pc.length, flr, b1, b2, eps, wd, t, multiplier);
+      kernels::adamw_update(p.value.data<float>() + pc.param_offset, grad, m + pc.state_offset, v + pc.state_offset,
+                            pc.length, flr, b1, b2, eps, wd, t, multiplier);
       continue;
     }
     float* master = b.master.data<float>() + pc.state_offset;
@@ -167,8 +166,8 @@ void ZeroAdamW::update(Block& b, double lr, float multiplier) {
     if (g.dtype() == value_dtype_) {
       // A 16-bit bucket of the values' format: one pass converting as it goes, bitwise the
       // chunked path below (as AdamW::step).
-      kernels::adamw_update_half(master, value, g.data<std::uint16_t>() + pc.bucket_offset, mp, vp, pc.length, flr,
-                                 b1, b2, eps, wd, t, multiplier, format);
+      kernels::adamw_update_half(master, value, g.data<std::uint16_t>() + pc.bucket_offset, mp, vp, pc.length, flr, b1,
+                                 b2, eps, wd, t, multiplier, format);
       continue;
     }
     const std::int64_t chunks = (pc.length + kChunk - 1) / kChunk;
@@ -190,8 +189,8 @@ void ZeroAdamW::pack(Block& b) {
   for (const auto& pc : b.pieces) {
     const auto& p = params_[pc.param];
     if (is_half(value_dtype_)) {
-      auto* words = is_half(buf.dtype()) ? buf.data<std::uint16_t>()
-                                         : reinterpret_cast<std::uint16_t*>(buf.data<float>());
+      auto* words =
+          is_half(buf.dtype()) ? buf.data<std::uint16_t>() : reinterpret_cast<std::uint16_t*>(buf.data<float>());
       std::memcpy(words + pc.bucket_offset, p.value.data<std::uint16_t>() + pc.param_offset,
                   sizeof(std::uint16_t) * pc.length);
     } else {

@@ -45,8 +45,8 @@ class ZeroAdamW final : public Optimizer {
   // init_parameters callback). All references must outlive the optimizer. Throws memtrain::RuntimeError when sync does not reduce-scatter
   // or a 16-bit parameter still has a master.
   ZeroAdamW(std::vector<models::Parameter>& params, std::vector<comms::GradientBucket>& buckets,
-            comms::GradientSynchronizer& sync, comms::Communicator& dp, core::Context& ctx,
-            AdamWOptions options, comms::Communicator* tp_group = nullptr);
+            comms::GradientSynchronizer& sync, comms::Communicator& dp, core::Context& ctx, AdamWOptions options,
+            comms::Communicator* tp_group = nullptr);
 
   // Copies this rank's pieces of parameter `param`'s f32 draw [numel] into its masters.
   void init_master(std::size_t param, const float* draw);

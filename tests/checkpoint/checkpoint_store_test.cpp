@@ -32,8 +32,8 @@ class Dir {
  public:
   Dir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("memtrain_ckpt_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    path_ =
+        fs::temp_directory_path() / ("memtrain_ckpt_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -245,7 +245,8 @@ TEST(CheckpointVerify, AManifestNamingFilesOutsideItsDirectoryIsRefused) {
     std::ofstream(dir + "/manifest.json") << "{\"version\": 1, \"files\": {\"" + name + "\": " + digest + "}}";
     const auto r = verify_checkpoint(dir);
     ASSERT_FALSE(r.problems.empty()) << name;
-    EXPECT_EQ(r.problems[0], "manifest.json: entry \"" + name + "\" is not a file name inside the checkpoint directory");
+    EXPECT_EQ(r.problems[0],
+              "manifest.json: entry \"" + name + "\" is not a file name inside the checkpoint directory");
   }
   std::ofstream(dir + "/manifest.json") << "{\"version\": 2, \"files\": {}}";
   EXPECT_EQ(verify_checkpoint(dir).problems,
@@ -264,8 +265,8 @@ TEST(CheckpointVerify, TheNewestValidOneIsChosenAndTheSkippedOnesNamed) {
   ASSERT_TRUE(chosen.has_value());
   EXPECT_EQ(chosen->step, 4);
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_EQ(warnings[0], "skipping checkpoint " + newest +
-                             ": b.bin: 1 bytes, the manifest records 3 (truncated or overwritten)");
+  EXPECT_EQ(warnings[0],
+            "skipping checkpoint " + newest + ": b.bin: 1 bytes, the manifest records 3 (truncated or overwritten)");
   EXPECT_FALSE(newest_valid_checkpoint(d.sub("nothing-here"), &warnings).has_value());
 }
 
@@ -311,7 +312,9 @@ TEST(FaultPlan, ParsesTheDocumentedFaultsAndRefusesOthers) {
     return std::string("no error");
   };
   EXPECT_EQ(error("kill_at_stp=3").rfind("MEMTRAIN_FAULT=kill_at_stp=3: unknown fault kill_at_stp; expected ", 0), 0u);
-  EXPECT_EQ(error("kill_at_step=-1").rfind("MEMTRAIN_FAULT=kill_at_step=-1: kill_at_step = -1 is not a non-negative integer", 0), 0u);
+  EXPECT_EQ(error("kill_at_step=-1")
+                .rfind("MEMTRAIN_FAULT=kill_at_step=-1: kill_at_step = -1 is not a non-negative integer", 0),
+            0u);
   EXPECT_EQ(error("kill_at_step").rfind("MEMTRAIN_FAULT=kill_at_step: kill_at_step has no value", 0), 0u);
   // kill_at_step=STEP:RANK kills one rank only.
   const FaultPlan one = parse_fault_plan("kill_at_step=3:1");
@@ -319,16 +322,23 @@ TEST(FaultPlan, ParsesTheDocumentedFaultsAndRefusesOthers) {
   EXPECT_FALSE(one.kills_after(3, 0));
   EXPECT_FALSE(one.kills_after(2, 1));
   EXPECT_TRUE(p.kills_after(3, 0) && p.kills_after(3, 5));
-  EXPECT_EQ(error("kill_at_step=3:x").rfind("MEMTRAIN_FAULT=kill_at_step=3:x: kill_at_step = 3:x is not a non-negative integer (in x)", 0), 0u);
-  EXPECT_EQ(error("kill_in_checkpoint=3:1").rfind("MEMTRAIN_FAULT=kill_in_checkpoint=3:1: kill_in_checkpoint = 3:1; expected BYTES", 0), 0u);
+  EXPECT_EQ(error("kill_at_step=3:x")
+                .rfind("MEMTRAIN_FAULT=kill_at_step=3:x: kill_at_step = 3:x is not a non-negative integer (in x)", 0),
+            0u);
+  EXPECT_EQ(error("kill_in_checkpoint=3:1")
+                .rfind("MEMTRAIN_FAULT=kill_in_checkpoint=3:1: kill_in_checkpoint = 3:1; expected BYTES", 0),
+            0u);
   const FaultPlan nan = parse_fault_plan("nan_grad=4:1:3,flip_param=2:0");
   ASSERT_TRUE(nan.nan_grad && nan.flip_param);
   EXPECT_FALSE(nan.nan_grad->covers(3, 1));
   EXPECT_TRUE(nan.nan_grad->covers(4, 1) && nan.nan_grad->covers(6, 1));
   EXPECT_FALSE(nan.nan_grad->covers(7, 1) || nan.nan_grad->covers(5, 0));
   EXPECT_TRUE(nan.flip_param->covers(2, 0) && !nan.flip_param->covers(3, 0));
-  EXPECT_EQ(error("nan_grad=4").rfind("MEMTRAIN_FAULT=nan_grad=4: nan_grad = 4; expected STEP:RANK or STEP:RANK:COUNT", 0), 0u);
-  EXPECT_EQ(error("nan_grad=4:0:0").rfind("MEMTRAIN_FAULT=nan_grad=4:0:0: nan_grad = 4:0:0: COUNT 0 injects nothing", 0), 0u);
+  EXPECT_EQ(
+      error("nan_grad=4").rfind("MEMTRAIN_FAULT=nan_grad=4: nan_grad = 4; expected STEP:RANK or STEP:RANK:COUNT", 0),
+      0u);
+  EXPECT_EQ(
+      error("nan_grad=4:0:0").rfind("MEMTRAIN_FAULT=nan_grad=4:0:0: nan_grad = 4:0:0: COUNT 0 injects nothing", 0), 0u);
   // A fault on a rank the job does not have would never fire.
   const auto rank_error = [](const std::string& text, int world) {
     try {

@@ -74,8 +74,8 @@ void expect_same_files(const Scratch& s, const std::string& reference, const std
 TEST(AsyncCheckpoint, WritesTheSynchronousFilesByteForByte) {
   Scratch s;
   for (const char* dtype : {"fp32", "fp16"}) {
-    const std::string cfg = checkpoint_config(s, std::string(dtype) + ".yaml", 5, 2,
-                                              "precision:\n  dtype: " + std::string(dtype) + "\n");
+    const std::string cfg =
+        checkpoint_config(s, std::string(dtype) + ".yaml", 5, 2, "precision:\n  dtype: " + std::string(dtype) + "\n");
     const std::string sync = std::string("sync-") + dtype, async = std::string("async-") + dtype;
     ASSERT_EQ(s.memtrain("train --config " + cfg + " --run-dir " + sync).exit_code, 0);
     const auto r = s.memtrain("train --config " + cfg + " --run-dir " + async + kAsync);
@@ -99,11 +99,13 @@ TEST(AsyncCheckpoint, AKillDuringABackgroundWriteResumesFromTheLastWholeCheckpoi
   Scratch s;
   const std::string cfg = checkpoint_config(s, "c.yaml", 6, 2);
   ASSERT_EQ(s.memtrain("train --config " + cfg + " --run-dir straight").exit_code, 0);
-  ASSERT_EQ(s.memtrain("train --config " + cfg + " --run-dir killed" + kAsync, "MEMTRAIN_FAULT=kill_at_step=3")
-                .exit_code,
-            137);
+  ASSERT_EQ(
+      s.memtrain("train --config " + cfg + " --run-dir killed" + kAsync, "MEMTRAIN_FAULT=kill_at_step=3").exit_code,
+      137);
   const bool committed = fs::exists(s.path("killed/checkpoints/latest"));
-  if (committed) { EXPECT_EQ(slurp(s.path("killed/checkpoints/latest")), "step-00000002\n"); }
+  if (committed) {
+    EXPECT_EQ(slurp(s.path("killed/checkpoints/latest")), "step-00000002\n");
+  }
   auto r = s.memtrain("train --config " + cfg + " --run-dir killed" + kAsync);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(contains(r.out, "memtrain: resumed from checkpoint killed/checkpoints/step-00000002 (step 2)"), committed)
@@ -128,8 +130,7 @@ TEST(AsyncCheckpoint, AKillDuringABackgroundWriteResumesFromTheLastWholeCheckpoi
 // voted done. The checkpoints are the synchronous run's.
 TEST(AsyncCheckpoint, TwoWritersUnderMpirunCommitTheSynchronousFiles) {
   Scratch s;
-  const std::string cfg =
-      checkpoint_config(s, "tp.yaml", 4, 2, "parallel:\n  tensor_model_parallel_size: 2\n");
+  const std::string cfg = checkpoint_config(s, "tp.yaml", 4, 2, "parallel:\n  tensor_model_parallel_size: 2\n");
   const auto sync = s.mpirun(2, "train --config " + cfg + " --run-dir sync");
   ASSERT_EQ(sync.exit_code, 0) << sync.err;
   const auto async = s.mpirun(2, std::string("train --config ") + cfg + " --run-dir async" + kAsync);

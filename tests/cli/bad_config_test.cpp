@@ -35,20 +35,23 @@ TEST(BadConfig, MissingFile) {
   Scratch s;
   const auto r = s.memtrain("train --config missing.yaml");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrain: config error: missing.yaml: config file not found; expected a YAML file such as "
-                   "configs/tiny.yaml\n");
+  EXPECT_EQ(r.err,
+            "memtrain: config error: missing.yaml: config file not found; expected a YAML file such as "
+            "configs/tiny.yaml\n");
 }
 
 TEST(BadConfig, EmptyFileDoesNotTrainDefaults) {
-  expect_config_error("# nothing here\n", "exp.yaml: config file is empty; expected a YAML mapping with sections model, data");
+  expect_config_error("# nothing here\n",
+                      "exp.yaml: config file is empty; expected a YAML mapping with sections model, data");
 }
 
 TEST(BadConfig, DevNullIsNotAConfig) {
   Scratch s;
   const auto r = s.memtrain("train --config /dev/null --run-dir run");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrain: config error: /dev/null: is not a regular file (a pipe, device or special file); "
-                   "expected a YAML file such as configs/tiny.yaml\n");
+  EXPECT_EQ(r.err,
+            "memtrain: config error: /dev/null: is not a regular file (a pipe, device or special file); "
+            "expected a YAML file such as configs/tiny.yaml\n");
   EXPECT_FALSE(std::filesystem::exists(s.path("run")));
 }
 
@@ -115,10 +118,12 @@ TEST(BadConfig, EmptyCorpusAndDirectoryWithoutTextNameTheLine) {
   std::filesystem::create_directories(s.path("cdir/sub"));
   s.write("cdir/sub/notes.md", "text");
   const std::pair<std::string, std::string> cases[] = {
-      {"empty.txt", "exp.yaml:2: data.corpus = empty.txt: is empty (no non-blank line); expected UTF-8 text to "
-                    "train on\n"},
-      {"cdir", "exp.yaml:2: data.corpus = cdir: directory contains no .txt files; expected a directory of UTF-8 "
-               ".txt files\n"}};
+      {"empty.txt",
+       "exp.yaml:2: data.corpus = empty.txt: is empty (no non-blank line); expected UTF-8 text to "
+       "train on\n"},
+      {"cdir",
+       "exp.yaml:2: data.corpus = cdir: directory contains no .txt files; expected a directory of UTF-8 "
+       ".txt files\n"}};
   for (const auto& [corpus, message] : cases) {
     s.write("exp.yaml", "data:\n  corpus: " + corpus + "\n");
     for (const std::string verb : {"train --run-dir run", "data prepare"}) {
@@ -144,7 +149,8 @@ TEST(BadConfig, ACacheDirBelowAFileIsAConfigError) {
 
 // A list, mapping or empty string as a key names no key: said so, with no suggestion.
 TEST(BadConfig, AKeyThatIsNotANonEmptyStringIsNamed) {
-  expect_config_error("[a]: 1\n", "exp.yaml:1: key [a] is a list; expected a non-empty string (a section or key name)\n");
+  expect_config_error("[a]: 1\n",
+                      "exp.yaml:1: key [a] is a list; expected a non-empty string (a section or key name)\n");
   expect_config_error("training:\n  {a: 1}: 2\n",
                       "exp.yaml:2: key {a: 1} is a mapping; expected a non-empty string (a section or key name)\n");
   expect_config_error(std::string(kTinyMockYaml) + "  \"\": 1\n",
@@ -159,8 +165,9 @@ TEST(BadConfig, KjvWithoutTheBibleProgram) {
 }
 
 TEST(BadConfig, FeatureNotBuiltYet) {
-  expect_config_error(std::string(kTinyMockYaml) + "compression:\n  method: topk\n",
-                      "exp.yaml:17: compression.method = topk: not supported yet; expected one of none, powersgd, onebit");
+  expect_config_error(
+      std::string(kTinyMockYaml) + "compression:\n  method: topk\n",
+      "exp.yaml:17: compression.method = topk: not supported yet; expected one of none, powersgd, onebit");
 }
 
 // device: cuda on a machine without a usable GPU (these build machines: no driver, so
@@ -188,14 +195,12 @@ TEST(BadConfig, DeviceNamesAreCpuCudaOrCudaN) {
 }
 
 TEST(BadConfig, BadSetArgumentIsNamed) {
-  expect_config_error(kTinyMockYaml,
-                      "--set training.lr=fast: training.lr = fast: not a number; expected a number > 0",
+  expect_config_error(kTinyMockYaml, "--set training.lr=fast: training.lr = fast: not a number; expected a number > 0",
                       "--set training.lr=fast");
 }
 
 TEST(BadConfig, BadAllocConfIsNamed) {
-  expect_config_error(kTinyMockYaml, "MEMTRAIN_ALLOC_CONF=bogus_option:1: ", "",
-                      "MEMTRAIN_ALLOC_CONF=bogus_option:1");
+  expect_config_error(kTinyMockYaml, "MEMTRAIN_ALLOC_CONF=bogus_option:1: ", "", "MEMTRAIN_ALLOC_CONF=bogus_option:1");
 }
 
 // precision.bf16_gemm: training with native on a CPU without bf16 dot products (made one here
@@ -210,8 +215,9 @@ TEST(BadConfig, NativeBf16GemmWithoutBf16DotProducts) {
   s.write("exp.yaml", kTinyMockYaml);
   const auto r = s.memtrain("train --config exp.yaml --set precision.dtype=bf16 --set precision.bf16_gemm=native",
                             "ONEDNN_MAX_CPU_ISA=AVX2");
-  EXPECT_TRUE(contains(r.err, ", avx2, capped by ONEDNN_MAX_CPU_ISA=AVX2; native needs AVX512_BF16 or AMX); "
-                              "expected auto or fp32 here"))
+  EXPECT_TRUE(contains(r.err,
+                       ", avx2, capped by ONEDNN_MAX_CPU_ISA=AVX2; native needs AVX512_BF16 or AMX); "
+                       "expected auto or fp32 here"))
       << r.err;
 }
 
@@ -224,7 +230,8 @@ TEST(BadConfig, NativeBf16GemmIsOnlyRefusedForABf16TrainingRun) {
   const std::string native = " --set precision.bf16_gemm=native";
   const auto plan = s.memtrain("plan --config exp.yaml --target a100-40gb --set precision.dtype=bf16" + native, cap);
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
-  const auto dry = s.memtrain("train --config exp.yaml --dry-run --run-dir dry --set precision.dtype=bf16" + native, cap);
+  const auto dry =
+      s.memtrain("train --config exp.yaml --dry-run --run-dir dry --set precision.dtype=bf16" + native, cap);
   EXPECT_EQ(dry.exit_code, 0) << dry.err;
   const auto fp16 = s.memtrain("train --config exp.yaml --run-dir fp16 --set precision.dtype=fp16" + native, cap);
   EXPECT_EQ(fp16.exit_code, 0) << fp16.err;

@@ -58,8 +58,7 @@ TEST(CheckpointCli, SavedEveryIntervalAndAtTheEndAndVerified) {
   const auto model = core::read_safetensors(s.path("run/checkpoints/step-00000005/model-tp00.safetensors"));
   ASSERT_TRUE(model.count("bert.embeddings.word_embeddings.weight"));
   EXPECT_EQ(model.at("bert.embeddings.word_embeddings.weight").shape, (std::vector<std::int64_t>{64, 32}));
-  EXPECT_EQ(optim.at("bert.embeddings.word_embeddings.weight.exp_avg").shape,
-            (std::vector<std::int64_t>{64, 32}));
+  EXPECT_EQ(optim.at("bert.embeddings.word_embeddings.weight.exp_avg").shape, (std::vector<std::int64_t>{64, 32}));
 
   const auto v = s.memtrain("checkpoint verify run/checkpoints/step-00000005");
   EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
@@ -132,15 +131,18 @@ TEST(CheckpointCli, ARunDirectoryIsNotACheckpointAndPointsAtItsNewest) {
       const auto r = s.memtrain("checkpoint " + verb + " " + dir);
       EXPECT_EQ(r.exit_code, 2) << verb << " " << dir;
       EXPECT_TRUE(r.out.empty()) << r.out;
-      EXPECT_EQ(r.err, "memtrain: config error: checkpoint " + dir + ": not a checkpoint directory (no manifest.json "
-                       "or meta.json); expected one of its checkpoints, such as run/checkpoints/step-00000002\n");
+      EXPECT_EQ(r.err, "memtrain: config error: checkpoint " + dir +
+                           ": not a checkpoint directory (no manifest.json "
+                           "or meta.json); expected one of its checkpoints, such as run/checkpoints/step-00000002\n");
     }
   }
   fs::create_directories(s.path("empty"));
   const auto empty = s.memtrain("checkpoint inspect empty");
   EXPECT_EQ(empty.exit_code, 2);
-  EXPECT_TRUE(contains(empty.err, "checkpoint empty: not a checkpoint directory (no manifest.json or meta.json); "
-                                  "expected a checkpoint directory such as")) << empty.err;
+  EXPECT_TRUE(contains(empty.err,
+                       "checkpoint empty: not a checkpoint directory (no manifest.json or meta.json); "
+                       "expected a checkpoint directory such as"))
+      << empty.err;
   fs::create_directories(s.path("run/checkpoints/step-00000002/stray"));
   const auto stray = s.memtrain("checkpoint inspect run/checkpoints/step-00000002");
   EXPECT_EQ(stray.exit_code, 1);
@@ -168,8 +170,8 @@ TEST(CheckpointCli, KilledInsideACheckpointWriteLeavesThePreviousOne) {
 
 TEST(CheckpointCli, KillAtStepDiesAfterThatStepWithTheLastCheckpointOnDisk) {
   Scratch s;
-  const auto r = s.memtrain("train --config " + config(s, "c.yaml", 5, 2) + " --run-dir run",
-                            "MEMTRAIN_FAULT=kill_at_step=3");
+  const auto r =
+      s.memtrain("train --config " + config(s, "c.yaml", 5, 2) + " --run-dir run", "MEMTRAIN_FAULT=kill_at_step=3");
   EXPECT_EQ(r.exit_code, 137);
   EXPECT_EQ(slurp(s.path("run/checkpoints/latest")), "step-00000002\n");
   EXPECT_TRUE(contains(slurp(s.path("run/metrics.jsonl")), "\"step\":3,"));
@@ -204,8 +206,8 @@ TEST(CheckpointCli, TwoRanksWriteOneFilePerTensorParallelRank) {
 
 TEST(CheckpointCli, AnUnknownFaultIsAConfigError) {
   Scratch s;
-  const auto r = s.memtrain("train --config " + config(s, "c.yaml", 2, 2) + " --run-dir run",
-                            "MEMTRAIN_FAULT=kill_everything=1");
+  const auto r =
+      s.memtrain("train --config " + config(s, "c.yaml", 2, 2) + " --run-dir run", "MEMTRAIN_FAULT=kill_everything=1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "MEMTRAIN_FAULT=kill_everything=1: unknown fault kill_everything; expected "));
   EXPECT_FALSE(fs::exists(s.path("run")));

@@ -29,7 +29,7 @@ struct Method {
   const char* name;
   const char* yaml;
   const char* training;  // lines added to the training section
-  const char* tensor;  // one state tensor the compression file must hold, different on each rank
+  const char* tensor;    // one state tensor the compression file must hold, different on each rank
 };
 
 // dp = 2 (global batch 4 of micro-batches 2), dropout on, compressing early (1-bit Adam: frozen
@@ -90,14 +90,15 @@ TEST_P(CompressionCheckpoint, KillAndResumeContinueBitwiseWithEveryRanksState) {
   EXPECT_EQ(slurp(s.path("straight/metrics.jsonl")), metrics);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Methods, CompressionCheckpoint,
-    ::testing::Values(
-        Method{"powersgd", "compression:\n  method: powersgd\n  rank: 2\n  start_iter: 1\n", "", "gradient_sync.bucket0.matrix0.error"},
-        Method{"onebit", "compression:\n  method: onebit\n  start_iter: 1\n", "", "gradient_sync.bucket0.worker_error"},
-        Method{"onebit_adam", "compression:\n  freeze_step: 1\n", "  optimizer: onebit_adam\n",
-               "onebit_adam.bucket0.server_error"}),
-    [](const ::testing::TestParamInfo<Method>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Methods, CompressionCheckpoint,
+                         ::testing::Values(Method{"powersgd",
+                                                  "compression:\n  method: powersgd\n  rank: 2\n  start_iter: 1\n", "",
+                                                  "gradient_sync.bucket0.matrix0.error"},
+                                           Method{"onebit", "compression:\n  method: onebit\n  start_iter: 1\n", "",
+                                                  "gradient_sync.bucket0.worker_error"},
+                                           Method{"onebit_adam", "compression:\n  freeze_step: 1\n",
+                                                  "  optimizer: onebit_adam\n", "onebit_adam.bucket0.server_error"}),
+                         [](const ::testing::TestParamInfo<Method>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace memtrain::cli

@@ -58,8 +58,7 @@ TEST(DryRunSummary, SaysDryRunInsteadOfTokensPerSecondAndWritesNullSpeeds) {
   ASSERT_EQ(lines.size(), 2u);
   for (const auto& j : lines) {
     EXPECT_TRUE(j["tokens_per_s"].is_null()) << j.dump();
-    for (const char* key :
-         {"mfu", "sgemm_fraction", "model_flops_per_s", "peak_flops", "sgemm_flops"}) {
+    for (const char* key : {"mfu", "sgemm_fraction", "model_flops_per_s", "peak_flops", "sgemm_flops"}) {
       EXPECT_TRUE(j[key].is_null()) << key << " in " << j.dump();
     }
   }

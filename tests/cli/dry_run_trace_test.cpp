@@ -75,8 +75,7 @@ TEST_P(DryRunTrace, EqualsTheComputeRunEventForEvent) {
   const auto real = s.memtrain("train --config exp.yaml --run-dir real " + sets);
   // Every setting listed is built: one the config rejects is a regression, not a skip.
   ASSERT_EQ(real.exit_code, 0) << "setting '" << GetParam().name << "' rejected: " << real.err;
-  const auto dry =
-      s.memtrain("train --config exp.yaml --run-dir dry --dry-run --target 1GiB " + sets);
+  const auto dry = s.memtrain("train --config exp.yaml --run-dir dry --dry-run --target 1GiB " + sets);
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
 
   const auto real_rows = trace_rows(s.path("real/memory_trace.csv"));
@@ -94,27 +93,23 @@ TEST_P(DryRunTrace, EqualsTheComputeRunEventForEvent) {
 // before. Tensor parallelism's traces are compared on every rank in train_mpi_tests.
 INSTANTIATE_TEST_SUITE_P(
     EverySetting, DryRunTrace,
-    ::testing::Values(Setting{"fp32", ""},
-                      Setting{"pytorch_policy", "--set memory.policy=pytorch"},
-                      Setting{"vmm_stitch", "--set memory.policy=vmm_stitch"},
-                      Setting{"expandable_segments", "--set memory.expandable_segments=true"},
-                      Setting{"dynamic_seq_length", "--set data.dynamic_seq_length=true"},
-                      Setting{"fp16", "--set precision.dtype=fp16"},
-                      Setting{"bf16", "--set precision.dtype=bf16"},
-                      Setting{"bf16_fp32_grads",
-                              "--set precision.dtype=bf16 --set precision.fp32_grad_accumulation=true"},
-                      Setting{"selective", "--set memory.recompute=selective"},
-                      Setting{"full", "--set memory.recompute=full"},
-                      Setting{"full_block_1",
-                              "--set memory.recompute=full --set memory.recompute_method=block "
-                              "--set memory.recompute_num_layers=1"},
-                      Setting{"flash", "--set memory.attention=flash"},
-                      Setting{"fp16_full_flash",
-                              "--set precision.dtype=fp16 --set memory.recompute=full "
-                              "--set memory.attention=flash"},
-                      Setting{"small_buckets", "--set parallel.bucket_size_mb=0.01"},
-                      Setting{"zero1", "--set parallel.zero_stage=1"},
-                      Setting{"zero1_bf16", "--set parallel.zero_stage=1 --set precision.dtype=bf16"}),
+    ::testing::Values(
+        Setting{"fp32", ""}, Setting{"pytorch_policy", "--set memory.policy=pytorch"},
+        Setting{"vmm_stitch", "--set memory.policy=vmm_stitch"},
+        Setting{"expandable_segments", "--set memory.expandable_segments=true"},
+        Setting{"dynamic_seq_length", "--set data.dynamic_seq_length=true"},
+        Setting{"fp16", "--set precision.dtype=fp16"}, Setting{"bf16", "--set precision.dtype=bf16"},
+        Setting{"bf16_fp32_grads", "--set precision.dtype=bf16 --set precision.fp32_grad_accumulation=true"},
+        Setting{"selective", "--set memory.recompute=selective"}, Setting{"full", "--set memory.recompute=full"},
+        Setting{"full_block_1",
+                "--set memory.recompute=full --set memory.recompute_method=block "
+                "--set memory.recompute_num_layers=1"},
+        Setting{"flash", "--set memory.attention=flash"},
+        Setting{"fp16_full_flash",
+                "--set precision.dtype=fp16 --set memory.recompute=full "
+                "--set memory.attention=flash"},
+        Setting{"small_buckets", "--set parallel.bucket_size_mb=0.01"}, Setting{"zero1", "--set parallel.zero_stage=1"},
+        Setting{"zero1_bf16", "--set parallel.zero_stage=1 --set precision.dtype=bf16"}),
     [](const ::testing::TestParamInfo<Setting>& info) { return std::string(info.param.name); });
 
 // The row without its stream column: a GPU run allocates on its device's compute stream, a dry
@@ -143,7 +138,8 @@ TEST(DryRunTraceOnGpu, EqualsTheGpuRunEventForEvent) {
     const auto real = s.memtrain(std::string("train --config exp.yaml --run-dir real --set device=cuda ") + sets);
     ASSERT_EQ(real.exit_code, 0) << real.err;
     const auto dry = s.memtrain(std::string("train --config exp.yaml --run-dir dry --dry-run --target 1GiB "
-                                            "--set device=cuda ") + sets);
+                                            "--set device=cuda ") +
+                                sets);
     ASSERT_EQ(dry.exit_code, 0) << dry.err;
     const auto real_rows = trace_rows(s.path("real/memory_trace.csv"));
     const auto dry_rows = trace_rows(s.path("dry/memory_trace.csv"));
@@ -214,8 +210,10 @@ TEST(DryRun, AnEmptyTargetIsAUsageError) {
   s.write("exp.yaml", kTraceYaml);
   const auto r = s.memtrain("train --config exp.yaml --dry-run --target '' --run-dir d");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "--target: empty; expected a value, as `memtrain train --help` says: Simulated device "
-                              "of --dry-run: a100-40gb")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "--target: empty; expected a value, as `memtrain train --help` says: Simulated device "
+                       "of --dry-run: a100-40gb"))
+      << r.err;
   EXPECT_FALSE(std::filesystem::exists(s.path("d")));
 }
 

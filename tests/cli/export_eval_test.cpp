@@ -74,17 +74,16 @@ std::map<std::string, Entry> parse_safetensors(const std::string& path, nlohmann
 // BertForMaskedLM's state dict for this config (transformers' modeling_bert: no pooler in the
 // masked-LM model; the decoder weight is tied to the word embeddings).
 std::map<std::string, std::vector<std::int64_t>> hf_layout(int V, int C, int I, int P, int layers) {
-  std::map<std::string, std::vector<std::int64_t>> m = {
-      {"bert.embeddings.word_embeddings.weight", {V, C}},
-      {"bert.embeddings.position_embeddings.weight", {P, C}},
-      {"bert.embeddings.token_type_embeddings.weight", {2, C}},
-      {"bert.embeddings.LayerNorm.weight", {C}},
-      {"bert.embeddings.LayerNorm.bias", {C}},
-      {"cls.predictions.transform.dense.weight", {C, C}},
-      {"cls.predictions.transform.dense.bias", {C}},
-      {"cls.predictions.transform.LayerNorm.weight", {C}},
-      {"cls.predictions.transform.LayerNorm.bias", {C}},
-      {"cls.predictions.bias", {V}}};
+  std::map<std::string, std::vector<std::int64_t>> m = {{"bert.embeddings.word_embeddings.weight", {V, C}},
+                                                        {"bert.embeddings.position_embeddings.weight", {P, C}},
+                                                        {"bert.embeddings.token_type_embeddings.weight", {2, C}},
+                                                        {"bert.embeddings.LayerNorm.weight", {C}},
+                                                        {"bert.embeddings.LayerNorm.bias", {C}},
+                                                        {"cls.predictions.transform.dense.weight", {C, C}},
+                                                        {"cls.predictions.transform.dense.bias", {C}},
+                                                        {"cls.predictions.transform.LayerNorm.weight", {C}},
+                                                        {"cls.predictions.transform.LayerNorm.bias", {C}},
+                                                        {"cls.predictions.bias", {V}}};
   for (int l = 0; l < layers; ++l) {
     const std::string p = "bert.encoder.layer." + std::to_string(l) + ".";
     for (const char* qkv : {"query", "key", "value"}) {
@@ -136,10 +135,13 @@ TEST(ExportHf, NamesShapesAndFormatAreBertForMaskedLMs) {
   EXPECT_EQ(cfg["model_type"], "bert");
   EXPECT_EQ(cfg["architectures"], nlohmann::json::array({"BertForMaskedLM"}));
   EXPECT_EQ(cfg["hidden_act"], "gelu");
-  for (const auto& [key, value] :
-       std::map<std::string, int>{{"vocab_size", 64}, {"hidden_size", 32}, {"num_hidden_layers", 2},
-                                  {"num_attention_heads", 4}, {"intermediate_size", 64},
-                                  {"max_position_embeddings", 16}, {"type_vocab_size", 2}}) {
+  for (const auto& [key, value] : std::map<std::string, int>{{"vocab_size", 64},
+                                                             {"hidden_size", 32},
+                                                             {"num_hidden_layers", 2},
+                                                             {"num_attention_heads", 4},
+                                                             {"intermediate_size", 64},
+                                                             {"max_position_embeddings", 16},
+                                                             {"type_vocab_size", 2}}) {
     EXPECT_EQ(cfg[key], value) << key;
   }
   EXPECT_EQ(cfg["layer_norm_eps"], 1e-12);
@@ -164,8 +166,9 @@ TEST(ExportHf, RefusesToReplaceFilesInOutUnlessForced) {
   s.write("hf/config.json", "kept");
   const auto again = s.memtrain("export-hf " + ckpt + " hf");
   EXPECT_EQ(again.exit_code, 2);
-  EXPECT_EQ(again.err, "memtrain: config error: export-hf: OUT hf already holds config.json, model.safetensors, "
-                       "TOKENIZER.md; expected a new or empty directory, or --force to replace them\n");
+  EXPECT_EQ(again.err,
+            "memtrain: config error: export-hf: OUT hf already holds config.json, model.safetensors, "
+            "TOKENIZER.md; expected a new or empty directory, or --force to replace them\n");
   EXPECT_EQ(slurp(s.path("hf/config.json")), "kept");
   fs::create_directories(s.path("other"));
   s.write("other/TOKENIZER.md", "notes");
@@ -223,8 +226,9 @@ TEST(ExportHf, RefusesTensorsThatDisagreeWithTheConfig) {
 TEST(ExportHf, TensorParallelShardsAreMergedWithoutTheVocabularyPadding) {
   Scratch s;
   ASSERT_EQ(s.memtrain("train --config " + config(s, "one.yaml", 1) + " --run-dir one").exit_code, 0);
-  const auto two = s.mpirun(2, "train --config " + config(s, "two.yaml", 1, "parallel:\n  tensor_model_parallel_size: 2\n") +
-                                   " --run-dir two");
+  const auto two =
+      s.mpirun(2, "train --config " + config(s, "two.yaml", 1, "parallel:\n  tensor_model_parallel_size: 2\n") +
+                      " --run-dir two");
   ASSERT_EQ(two.exit_code, 0) << two.err;
   ASSERT_EQ(s.memtrain("export-hf one/checkpoints/step-00000001 hf1").exit_code, 0);
   const auto r = s.memtrain("export-hf two/checkpoints/step-00000001 hf2");
@@ -246,7 +250,8 @@ TEST(ExportHf, TensorParallelShardsAreMergedWithoutTheVocabularyPadding) {
 TEST(ExportHf, Fp16IsKeptAsStoredOrWidenedExactly) {
   Scratch s;
   ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 1, "precision:\n  dtype: fp16\n") + " --run-dir run")
-                .exit_code, 0);
+                .exit_code,
+            0);
   ASSERT_EQ(s.memtrain("export-hf run/checkpoints/step-00000001 stored").exit_code, 0);
   ASSERT_EQ(s.memtrain("export-hf run/checkpoints/step-00000001 wide --fp32").exit_code, 0);
   nlohmann::json m;
@@ -260,7 +265,8 @@ TEST(ExportHf, Fp16IsKeptAsStoredOrWidenedExactly) {
   const auto w = floats(wide.at(q));
   ASSERT_EQ(w.size() * 2, stored.at(q).bytes.size());
   for (std::size_t i = 0; i < w.size(); ++i) {
-    const std::uint16_t h = static_cast<std::uint16_t>(stored.at(q).bytes[2 * i] | (stored.at(q).bytes[2 * i + 1] << 8));
+    const std::uint16_t h =
+        static_cast<std::uint16_t>(stored.at(q).bytes[2 * i] | (stored.at(q).bytes[2 * i + 1] << 8));
     ASSERT_EQ(w[i], half_to_float(h)) << i;
   }
 }
@@ -271,8 +277,8 @@ TEST(ExportHf, Fp16IsKeptAsStoredOrWidenedExactly) {
 TEST(EvalCheckpoint, ANativeBf16GemmCheckpointLoadsWithoutBf16DotProducts) {
   if (!kernels::bf16_gemm_native()) GTEST_SKIP() << "training with native needs bf16 dot products";
   Scratch s;
-  ASSERT_EQ(s.memtrain("train --config " +
-                       config(s, "c.yaml", 1, "precision:\n  dtype: bf16\n  bf16_gemm: native\n") + " --run-dir run")
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 1, "precision:\n  dtype: bf16\n  bf16_gemm: native\n") +
+                       " --run-dir run")
                 .exit_code,
             0);
   const std::string ckpt = "run/checkpoints/step-00000001", cap = "ONEDNN_MAX_CPU_ISA=AVX2";
@@ -354,15 +360,18 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
       {R"({"input_ids": [[1,64]], "labels": [[1,2]]})", "bad.json: input_ids[0][1] = 64 is outside"},  // names the file
       {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_masks": [[1,1]]})",
        "bad.json: unknown key \"attention_masks\"; expected input_ids, labels, attention_mask or token_type_ids"},
-      {R"({"input_ids": [[1,2],[3]], "labels": [[1,2],[3,4]]})", "bad.json: input_ids[1] has 1 values, input_ids[0] has 2"},
+      {R"({"input_ids": [[1,2],[3]], "labels": [[1,2],[3,4]]})",
+       "bad.json: input_ids[1] has 1 values, input_ids[0] has 2"},
       {R"({"input_ids": [[1,2]], "labels": [[1,1]], "labels": [[-100,-100]]})",
        "bad.json: key \"labels\" appears twice; expected each key once"},
       {R"({"input_ids": [[1,2.5]], "labels": [[1,2]]})", "bad.json: input_ids[0][1] = 2.5 is not an integer"},
       {R"({"input_ids": [[1,64]], "labels": [[1,2]]})", "input_ids[0][1] = 64 is outside the vocabulary [0, 64)"},
       {R"({"input_ids": [[1,2]], "labels": [[-100,-100]]})", "no labelled position (every label is -100)"},
       {R"({"input_ids": [[1,2]], "labels": [[-5,1]]})", "labels[0][0] = -5; expected -100 or an id in [0, 64)"},
-      {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_mask": [[1,2]]})", "attention_mask[0][1] = 2; expected 0 or 1"},
-      {R"({"input_ids": [[1,2]], "labels": [[1,1]], "token_type_ids": [[0,2]]})", "token_type_ids[0][1] = 2 is outside [0, 2)"},
+      {R"({"input_ids": [[1,2]], "labels": [[1,1]], "attention_mask": [[1,2]]})",
+       "attention_mask[0][1] = 2; expected 0 or 1"},
+      {R"({"input_ids": [[1,2]], "labels": [[1,1]], "token_type_ids": [[0,2]]})",
+       "token_type_ids[0][1] = 2 is outside [0, 2)"},
       {R"({"input_ids": [[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]], "labels": [[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]]})",
        "rows of 17 tokens exceed model.max_position_embeddings = 16"},
       // 100,000 nested lists overflowed the stack (SIGSEGV); refused as they are read.
@@ -384,7 +393,8 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
   for (const std::string& input : {std::string("fifo.json"), std::string("/dev/zero")}) {
     const auto special = s.memtrain("eval --checkpoint " + ckpt + " --input " + input);
     EXPECT_EQ(special.exit_code, 2) << input;
-    EXPECT_TRUE(contains(special.err, input + ": is not a regular file (a pipe, device or special file)")) << special.err;
+    EXPECT_TRUE(contains(special.err, input + ": is not a regular file (a pipe, device or special file)"))
+        << special.err;
     EXPECT_LT(special.err.size(), 300u) << input;
   }
   std::filesystem::create_directories(s.path("dir.json"));

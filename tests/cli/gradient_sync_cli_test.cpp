@@ -20,15 +20,16 @@ std::string mpirun_with_failure(int failing_rank, const std::string& args) {
   const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
   const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
   return "MEMTRAIN_TEST_FAIL_GRADIENT_SYNC=" + std::to_string(failing_rank) +
-         " timeout -k 10 300 mpirun --oversubscribe" + root +
-         " -x MEMTRAIN_TEST_FAIL_GRADIENT_SYNC -np 2 '" + binary + "' " + args;
+         " timeout -k 10 300 mpirun --oversubscribe" + root + " -x MEMTRAIN_TEST_FAIL_GRADIENT_SYNC -np 2 '" + binary +
+         "' " + args;
 }
 
 TEST(GradientSyncCli, TwoRanksLogTheGradientBytesOfEveryStep) {
   Scratch s;
   s.write("c.yaml", testing::kTinyMockYaml);
-  const testing::Run r = s.mpirun(2, "train --config c.yaml --run-dir run --set training.global_batch_size=4 "
-                                     "--set training.log_interval=1 --set parallel.bucket_size_mb=0.01");
+  const testing::Run r = s.mpirun(2,
+                                  "train --config c.yaml --run-dir run --set training.global_batch_size=4 "
+                                  "--set training.log_interval=1 --set parallel.bucket_size_mb=0.01");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(s.path("run/metrics.jsonl"));
   int steps = 0;
@@ -48,8 +49,8 @@ TEST(GradientSyncCli, TwoRanksLogTheGradientBytesOfEveryStep) {
 TEST(GradientSyncCli, AFailedCommunicationThreadEndsEveryRankWithAMessage) {
   Scratch s;
   s.write("c.yaml", testing::kTinyMockYaml);
-  const testing::Run r = s.shell(mpirun_with_failure(
-      1, "train --config c.yaml --run-dir run --set training.global_batch_size=4"));
+  const testing::Run r =
+      s.shell(mpirun_with_failure(1, "train --config c.yaml --run-dir run --set training.global_batch_size=4"));
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.exit_code, 124) << "the job hung: " << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain[rank 1]: "));

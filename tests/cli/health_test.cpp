@@ -61,7 +61,8 @@ TEST(Health, AStreakOfNansRollsBackAndEndsOnTheCleanRunsState) {
   const auto r = s.memtrain("train --config " + cfg + " --run-dir run", "MEMTRAIN_FAULT=nan_grad=3:0:2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "memtrain: health: step 4: gradients were inf/NaN in 2 consecutive steps")) << r.out;
-  EXPECT_TRUE(contains(r.out, "rolled back to checkpoint run/checkpoints/step-00000002 (step 2, rollback 1 of at most 2)"));
+  EXPECT_TRUE(
+      contains(r.out, "rolled back to checkpoint run/checkpoints/step-00000002 (step 2, rollback 1 of at most 2)"));
   EXPECT_EQ(losses(s, "run"), losses(s, "clean"));  // steps 3 and 4 logged once: the clean reruns
   expect_same_state(s, "clean", "run", 5);
   int rolled = 0;
@@ -103,9 +104,12 @@ TEST(Health, ARiseInAGpusUncorrectedEccCountRollsBack) {
   ASSERT_EQ(s.mpirun(2, "train --config " + cfg + " --run-dir clean").exit_code, 0);
   const auto r = s.shell(fake_nvml_mpirun("4:1", 2) + "train --config " + cfg + " --run-dir run");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "memtrain: health: GPU ECC counts read through NVML every 1 steps (2 of 2 ranks see ECC-capable GPUs)\n")) << r.out;
-  EXPECT_TRUE(contains(r.out, "memtrain: health: step 3: uncorrected ECC errors rose since step 2 on world rank 1 "
-                              "(GPU 0: 0 -> 1); rolled back to checkpoint run/checkpoints/step-00000002 (step 2"))
+  EXPECT_TRUE(contains(
+      r.out, "memtrain: health: GPU ECC counts read through NVML every 1 steps (2 of 2 ranks see ECC-capable GPUs)\n"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out,
+                       "memtrain: health: step 3: uncorrected ECC errors rose since step 2 on world rank 1 "
+                       "(GPU 0: 0 -> 1); rolled back to checkpoint run/checkpoints/step-00000002 (step 2"))
       << r.out;
   EXPECT_EQ(losses(s, "run"), losses(s, "clean"));
   expect_same_state(s, "clean", "run", 5);
@@ -123,7 +127,8 @@ TEST(Health, WithoutACheckpointOrPastMaxRollbacksTheRunStops) {
   const auto a = s.memtrain("train --config " + none + " --run-dir a", "MEMTRAIN_FAULT=nan_grad=2:0:2");
   EXPECT_EQ(a.exit_code, 1);
   EXPECT_TRUE(contains(a.err, "no checkpoint to roll back to (checkpoint.interval is 0)")) << a.err;
-  const std::string some = checkpoint_config(s, "some.yaml", 5, 2, "health:\n  max_consecutive_skips: 2\n  max_rollbacks: 0\n");
+  const std::string some =
+      checkpoint_config(s, "some.yaml", 5, 2, "health:\n  max_consecutive_skips: 2\n  max_rollbacks: 0\n");
   const auto b = s.memtrain("train --config " + some + " --run-dir b", "MEMTRAIN_FAULT=nan_grad=3:0:2");
   EXPECT_EQ(b.exit_code, 1);
   EXPECT_TRUE(contains(b.err, "stopping after 0 rollbacks (health.max_rollbacks)")) << b.err;

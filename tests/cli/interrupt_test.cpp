@@ -92,8 +92,7 @@ struct Interrupted {
 
 // Starts argv, waits until 3 training lines are logged, sends `sig` to the child (or to its
 // process group) and waits for the end.
-Interrupted interrupt_run(const Scratch& s, const std::vector<std::string>& argv, int sig,
-                          bool group) {
+Interrupted interrupt_run(const Scratch& s, const std::vector<std::string>& argv, int sig, bool group) {
   const std::string metrics = s.path("run/metrics.jsonl");
   const pid_t pid = spawn(s, argv);
   Interrupted r;
@@ -187,8 +186,8 @@ TEST(Interrupt, SigtermSavesACheckpointOfTheStepItStoppedAfter) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(r.final_step));
   EXPECT_EQ(slurp(s.path("run/checkpoints/latest")), std::string(name) + "\n");
-  const auto meta = nlohmann::json::parse(slurp(s.path("run/checkpoints/" + std::string(name) + "/meta.json")),
-                                          nullptr, false);
+  const auto meta =
+      nlohmann::json::parse(slurp(s.path("run/checkpoints/" + std::string(name) + "/meta.json")), nullptr, false);
   ASSERT_TRUE(meta.is_object());
   EXPECT_EQ(meta["step"].get<std::int64_t>(), r.final_step);
 }
@@ -226,8 +225,7 @@ std::vector<std::string> mpirun_args(const std::string& binary) {
 }
 
 TEST(Interrupt, SigusrOneToMpirunStopsBothRanksAfterTheSameStepWithExit138) {
-  ASSERT_EQ(std::system("command -v mpirun >/dev/null 2>&1"), 0)
-      << "mpirun not found (openmpi-bin)";
+  ASSERT_EQ(std::system("command -v mpirun >/dev/null 2>&1"), 0) << "mpirun not found (openmpi-bin)";
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
   const auto r = interrupt_run(s, mpirun_args(kBinary), SIGUSR1, /*group=*/false);
@@ -242,8 +240,7 @@ TEST(Interrupt, SigusrOneToMpirunStopsBothRanksAfterTheSameStepWithExit138) {
 // snapshot. A grace of 10 s instead of Open MPI's 1 s keeps a loaded machine from turning that
 // into a race; what is checked is that nothing hangs and nothing is lost.
 TEST(Interrupt, CtrlCToMpirunEndsTheJobWithWholeMetricsAndTheFinalEvaluation) {
-  ASSERT_EQ(std::system("command -v mpirun >/dev/null 2>&1"), 0)
-      << "mpirun not found (openmpi-bin)";
+  ASSERT_EQ(std::system("command -v mpirun >/dev/null 2>&1"), 0) << "mpirun not found (openmpi-bin)";
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
   auto argv = mpirun_args(kBinary);

@@ -40,7 +40,8 @@ TEST(OpProfileCli, TheEncoderGemmsAreTheModelsClosedForm) {
   const struct {
     const char* shape;
     double per_step, in, out;
-  } gemms[] = {{"[32, 32] x [32, 32]^T", 4, C, C}, {"[32, 32] x [64, 32]^T", 1, C, I}, {"[32, 64] x [32, 64]^T", 1, I, C}};
+  } gemms[] = {
+      {"[32, 32] x [32, 32]^T", 4, C, C}, {"[32, 32] x [64, 32]^T", 1, C, I}, {"[32, 64] x [32, 64]^T", 1, I, C}};
   for (const auto& g : gemms) {
     const auto& fwd = rows[{"gemm.forward", g.shape}];
     const auto& bwd = rows[{"gemm.backward", g.shape}];
@@ -70,7 +71,8 @@ TEST(OpProfileCli, TheEncoderGemmsAreTheModelsClosedForm) {
 
 TEST(OpProfileCli, ADryRunHasNoOpsToTime) {
   Scratch s;
-  const auto r = s.memtrain("train --config " + s.write("c.yaml", kTinyMockYaml) + " --run-dir run --dry-run --profile-ops");
+  const auto r =
+      s.memtrain("train --config " + s.write("c.yaml", kTinyMockYaml) + " --run-dir run --dry-run --profile-ops");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "--profile-ops times the ops' math, and --dry-run does none")) << r.err;
   EXPECT_FALSE(fs::exists(s.path("run")));

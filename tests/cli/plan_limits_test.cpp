@@ -54,21 +54,19 @@ TEST(PlanLimits, MemoryLimitAndCapacityCapTheAllocator) {
   const std::int64_t reserved = free["peak_reserved_bytes"].get<std::int64_t>();
   EXPECT_TRUE(free["allocator_limit_bytes"].is_null());
 
-  const auto limited =
-      plan_json(s, "--target a100-40gb --set memory.limit=" + bytes_arg(reserved / 2), 3);
+  const auto limited = plan_json(s, "--target a100-40gb --set memory.limit=" + bytes_arg(reserved / 2), 3);
   EXPECT_FALSE(limited["fits"].get<bool>());
   EXPECT_EQ(limited["allocator_capacity_bytes"].get<std::int64_t>(), reserved / 2);
   EXPECT_EQ(limited["allocator_limit_key"], "memory.limit");
   EXPECT_EQ(limited["max_micro_batch_size"].get<int>() < 4, true);
 
-  const auto capped =
-      plan_json(s, "--target a100-40gb --set memory.capacity=" + bytes_arg(2 * reserved), 0);
+  const auto capped = plan_json(s, "--target a100-40gb --set memory.capacity=" + bytes_arg(2 * reserved), 0);
   EXPECT_TRUE(capped["fits"].get<bool>());
   EXPECT_EQ(capped["allocator_capacity_bytes"].get<std::int64_t>(), 2 * reserved);
   EXPECT_EQ(capped["allocator_limit_key"], "memory.capacity");
 
-  const auto text = s.memtrain("plan --config exp.yaml --target a100-40gb --set memory.limit=" +
-                               bytes_arg(reserved / 2));
+  const auto text =
+      s.memtrain("plan --config exp.yaml --target a100-40gb --set memory.limit=" + bytes_arg(reserved / 2));
   EXPECT_EQ(text.exit_code, 3);
   EXPECT_TRUE(contains(text.out, "allocator cap"));
   EXPECT_TRUE(contains(text.err, "memory.limit = "));
@@ -79,11 +77,9 @@ TEST(PlanLimits, MemoryLimitAndCapacityCapTheAllocator) {
 TEST(PlanLimits, DryRunWithTheSameLimitAgreesWithPlan) {
   Scratch s;
   s.write("exp.yaml", kYaml);
-  const std::int64_t reserved =
-      plan_json(s, "--target a100-40gb", 0)["peak_reserved_bytes"].get<std::int64_t>();
-  const auto r = s.memtrain(
-      "train --config exp.yaml --run-dir run --dry-run --target a100-40gb --set memory.limit=" +
-      bytes_arg(reserved / 2));
+  const std::int64_t reserved = plan_json(s, "--target a100-40gb", 0)["peak_reserved_bytes"].get<std::int64_t>();
+  const auto r = s.memtrain("train --config exp.yaml --run-dir run --dry-run --target a100-40gb --set memory.limit=" +
+                            bytes_arg(reserved / 2));
   EXPECT_EQ(r.exit_code, 1) << r.err;
 }
 
@@ -92,8 +88,7 @@ TEST(PlanLimits, NonAllocatorNotBelowTheTargetIsAUsageError) {
   Scratch s;
   s.write("exp.yaml", kYaml);
   const char* expected = "--non-allocator 41.00 GiB is not smaller than the target's 40.00 GiB";
-  const auto train =
-      s.memtrain("train --config exp.yaml --run-dir run --dry-run --non-allocator 41GiB");
+  const auto train = s.memtrain("train --config exp.yaml --run-dir run --dry-run --non-allocator 41GiB");
   EXPECT_EQ(train.exit_code, 2) << train.err;
   EXPECT_TRUE(contains(train.err, expected));
   const auto plan = s.memtrain("plan --config exp.yaml --target a100-40gb --non-allocator 41GiB");
@@ -185,15 +180,14 @@ TEST(PlanLimits, NeededBytesIsTheUnlimitedDemandOnAnyTarget) {
     const std::int64_t demand = free["peak_reserved_bytes"].get<std::int64_t>();
     EXPECT_EQ(free["needed_bytes"].get<std::int64_t>(), demand);
     for (const std::int64_t target : {demand - (demand / 10), demand - 1}) {
-      const auto r = s.memtrain("plan --config exp.yaml --json --policy " + std::string(policy) +
-                                " --target " + bytes_arg(target));
+      const auto r = s.memtrain("plan --config exp.yaml --json --policy " + std::string(policy) + " --target " +
+                                bytes_arg(target));
       const auto j = nlohmann::json::parse(r.out);
       EXPECT_EQ(j["needed_bytes"].get<std::int64_t>(), demand) << policy << " at " << target;
       EXPECT_EQ(j["fits"].get<bool>(), r.exit_code == 0);
     }
     const auto gpu = plan_json(s, std::string("--policy ") + policy + " --target a100-40gb", 0);
-    EXPECT_EQ(gpu["needed_bytes"].get<std::int64_t>(),
-              demand + gpu["non_allocator_bytes"].get<std::int64_t>());
+    EXPECT_EQ(gpu["needed_bytes"].get<std::int64_t>(), demand + gpu["non_allocator_bytes"].get<std::int64_t>());
   }
 }
 
@@ -221,8 +215,7 @@ TEST(PlanLimits, TextReportExplainsFragmentationAndListsTagsWithoutATrailingSepa
   s.write("exp.yaml", kYaml);
   const auto r = s.memtrain("plan --config exp.yaml --target 1GiB");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(
-      r.out, "(1 - largest free block / free bytes in reserved segments, at peak reserved)"));
+  EXPECT_TRUE(contains(r.out, "(1 - largest free block / free bytes in reserved segments, at peak reserved)"));
   const auto at = r.out.find("peak per tag");
   ASSERT_NE(at, std::string::npos);
   const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
@@ -235,12 +228,9 @@ TEST(PlanLimits, WorldSizeThatIsNotAPositiveIntegerSaysWhatWasExpected) {
   Scratch s;
   s.write("exp.yaml", kYaml);
   for (const char* bad : {"two", "0", "-1", "2x", "99999999999", "1048577"}) {
-    const auto r =
-        s.memtrain(std::string("plan --config exp.yaml --target 1GiB --world-size ") + bad);
+    const auto r = s.memtrain(std::string("plan --config exp.yaml --target 1GiB --world-size ") + bad);
     EXPECT_EQ(r.exit_code, 2) << bad;
-    EXPECT_TRUE(
-        contains(r.err, std::string("--world-size ") + bad + ": expected an integer in [1, 1048576]"))
-        << bad;
+    EXPECT_TRUE(contains(r.err, std::string("--world-size ") + bad + ": expected an integer in [1, 1048576]")) << bad;
   }
 }
 
@@ -263,11 +253,10 @@ TEST(PlanLimits, WorldSizeThatDoesNotDivideTheBatchNamesTheFlagAndTheKeysLine) {
 TEST(PlanLimits, PartialRecomputeComparesEachKindOfLayerWithItsOwnRow) {
   Scratch s;
   s.write("exp.yaml", kYaml);
-  const auto j =
-      plan_json(s,
-                "--target 1GiB --set model.num_hidden_layers=4 --set memory.recompute=full "
-                "--set memory.recompute_num_layers=2 --set model.intermediate_size=256",
-                0);
+  const auto j = plan_json(s,
+                           "--target 1GiB --set model.num_hidden_layers=4 --set memory.recompute=full "
+                           "--set memory.recompute_num_layers=2 --set model.intermediate_size=256",
+                           0);
   const double sq = 32, b = 4, h = 64, a = 4, sbh = sq * b * h;
   EXPECT_EQ(j["checkpointed_layers"].get<int>(), 2);
   EXPECT_TRUE(j["activation_bytes_per_layer"].is_null());
@@ -275,8 +264,7 @@ TEST(PlanLimits, PartialRecomputeComparesEachKindOfLayerWithItsOwnRow) {
   const double stored = 4 * (16 * sbh + a * sq * sq * b) + 16 * sq * b;
   EXPECT_EQ(j["activation_bytes_per_non_checkpointed_layer"].get<double>(), stored);
   EXPECT_DOUBLE_EQ(j["analytic"]["checkpointed_layer_ratio"].get<double>(), 2.0);
-  EXPECT_DOUBLE_EQ(j["analytic"]["non_checkpointed_layer_ratio"].get<double>(),
-                   stored / (sbh * (34 + 5 * a * sq / h)));
+  EXPECT_DOUBLE_EQ(j["analytic"]["non_checkpointed_layer_ratio"].get<double>(), stored / (sbh * (34 + 5 * a * sq / h)));
   EXPECT_TRUE(j["analytic"]["activation_per_layer_ratio"].is_null());
   const auto r = s.memtrain(
       "plan --config exp.yaml --target 1GiB --set model.num_hidden_layers=4 --set "

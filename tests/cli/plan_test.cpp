@@ -36,8 +36,7 @@ const char* kPlanYaml =
 // tied to the word embeddings): embeddings V*h + P*h + 2*h + LayerNorm 2h; per layer QKV and
 // output 4h^2 + 4h, two LayerNorms 4h, MLP 2*h*I + I + h; head transform h^2 + h, LayerNorm 2h,
 // decoder bias V.
-std::int64_t bert_parameters(std::int64_t V, std::int64_t h, std::int64_t L, std::int64_t I,
-                             std::int64_t P) {
+std::int64_t bert_parameters(std::int64_t V, std::int64_t h, std::int64_t L, std::int64_t I, std::int64_t P) {
   const std::int64_t embeddings = V * h + P * h + 2 * h + 2 * h;
   const std::int64_t layer = 4 * h * h + 4 * h + 4 * h + 2 * h * I + I + h;
   const std::int64_t head = h * h + h + 2 * h + V;
@@ -55,10 +54,9 @@ TEST(Plan, FittingConfigExitsZeroWithEveryDocumentedKey) {
   s.write("exp.yaml", kPlanYaml);
   const auto j = plan_json(s, "--target a100-40gb", 0);
   ASSERT_TRUE(j.is_object());
-  for (const char* key :
-       {"policy", "parameters", "model_state_bytes", "activation_peak_bytes", "peak_allocated_bytes",
-        "peak_reserved_bytes", "non_allocator_bytes", "utilization", "fragmentation", "fits",
-        "max_micro_batch_size", "per_tag_peak_bytes"}) {
+  for (const char* key : {"policy", "parameters", "model_state_bytes", "activation_peak_bytes", "peak_allocated_bytes",
+                          "peak_reserved_bytes", "non_allocator_bytes", "utilization", "fragmentation", "fits",
+                          "max_micro_batch_size", "per_tag_peak_bytes"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["policy"], "best_fit");  // memory.policy's default
@@ -75,9 +73,9 @@ TEST(Plan, TextReportNamesEveryFigure) {
   s.write("exp.yaml", kPlanYaml);
   const auto r = s.memtrain("plan --config exp.yaml --target h100-80gb");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* line : {"parameters", "model states", "ZeRO stage 0 (16 B/param)", "Korthikanti", "peak allocated",
-                           "peak reserved", "non-allocator", "utilization", "fragmentation",
-                           "largest micro-batch that fits", "fits"}) {
+  for (const char* line :
+       {"parameters", "model states", "ZeRO stage 0 (16 B/param)", "Korthikanti", "peak allocated", "peak reserved",
+        "non-allocator", "utilization", "fragmentation", "largest micro-batch that fits", "fits"}) {
     EXPECT_TRUE(contains(r.out, line));
   }
 }
@@ -128,38 +126,36 @@ TEST_P(Zero1Accounting, ModelStatesFollowThePapersStageOneFormulaExactly) {
   const Zero1Case& c = GetParam();
   Scratch s;
   s.write("exp.yaml", kPlanYaml);
-  const auto j = plan_json(s, std::string("--target 1GiB --set parallel.zero_stage=1 --set training.global_batch_size=16 --world-size ") +
-                                  std::to_string(c.world) + " " + c.sets, 0);
+  const auto j = plan_json(
+      s,
+      std::string("--target 1GiB --set parallel.zero_stage=1 --set training.global_batch_size=16 --world-size ") +
+          std::to_string(c.world) + " " + c.sets,
+      0);
   const std::int64_t n = bert_parameters(100, 64, 2, 128, 32);
   ASSERT_EQ(n % 4, 0);
   EXPECT_EQ(j["zero_stage"].get<int>(), 1);
   const auto& parts = j["model_state_breakdown"];
   EXPECT_EQ(parts["master_weight"].get<std::int64_t>() + parts["optimizer_state"].get<std::int64_t>(),
             n * c.sharded / c.world);
-  EXPECT_EQ(j["model_state_bytes"].get<std::int64_t>(),
-            n * c.value_and_gradient + n * c.sharded / c.world);
+  EXPECT_EQ(j["model_state_bytes"].get<std::int64_t>(), n * c.value_and_gradient + n * c.sharded / c.world);
   EXPECT_DOUBLE_EQ(j["analytic"]["zero_bytes_per_parameter"].get<double>(),
                    c.value_and_gradient + static_cast<double>(c.sharded) / c.world);
   EXPECT_DOUBLE_EQ(j["analytic"]["model_state_ratio"].get<double>(), 1.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Stages, Zero1Accounting,
-    ::testing::Values(Zero1Case{"fp32_dp2", "", 2, 8, 8}, Zero1Case{"fp32_dp4", "", 4, 8, 8},
-                      Zero1Case{"bf16_dp2", "--set precision.dtype=bf16", 2, 4, 12},
-                      Zero1Case{"bf16_dp4", "--set precision.dtype=bf16", 4, 4, 12},
-                      Zero1Case{"fp16_dp4", "--set precision.dtype=fp16", 4, 4, 12}),
-    [](const ::testing::TestParamInfo<Zero1Case>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Stages, Zero1Accounting,
+                         ::testing::Values(Zero1Case{"fp32_dp2", "", 2, 8, 8}, Zero1Case{"fp32_dp4", "", 4, 8, 8},
+                                           Zero1Case{"bf16_dp2", "--set precision.dtype=bf16", 2, 4, 12},
+                                           Zero1Case{"bf16_dp4", "--set precision.dtype=bf16", 4, 4, 12},
+                                           Zero1Case{"fp16_dp4", "--set precision.dtype=fp16", 4, 4, 12}),
+                         [](const ::testing::TestParamInfo<Zero1Case>& info) { return std::string(info.param.name); });
 
 INSTANTIATE_TEST_SUITE_P(
     Precisions, ZeroAccounting,
-    ::testing::Values(ZeroCase{"fp32", "", 4, 4, 0},
-                      ZeroCase{"fp16", "--set precision.dtype=fp16", 2, 2, 4},
+    ::testing::Values(ZeroCase{"fp32", "", 4, 4, 0}, ZeroCase{"fp16", "--set precision.dtype=fp16", 2, 2, 4},
                       ZeroCase{"bf16", "--set precision.dtype=bf16", 2, 2, 4},
-                      ZeroCase{
-                          "bf16_fp32_grads",
-                          "--set precision.dtype=bf16 --set precision.fp32_grad_accumulation=true",
-                          2, 4, 4}),
+                      ZeroCase{"bf16_fp32_grads",
+                               "--set precision.dtype=bf16 --set precision.fp32_grad_accumulation=true", 2, 4, 4}),
     [](const ::testing::TestParamInfo<ZeroCase>& info) { return std::string(info.param.name); });
 
 TEST(Plan, UnknownTargetIsExitTwoWithTheNames) {
@@ -183,7 +179,8 @@ TEST(Plan, UnknownPolicyIsExitTwoWithTheNames) {
 TEST(Plan, APolicyGivenTwiceIsExitTwo) {
   Scratch s;
   s.write("exp.yaml", kPlanYaml);
-  const auto r = s.memtrain("plan --config exp.yaml --target a100-40gb --policy pytorch --policy best_fit --policy pytorch");
+  const auto r =
+      s.memtrain("plan --config exp.yaml --target a100-40gb --policy pytorch --policy best_fit --policy pytorch");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain: config error: --policy pytorch is given twice; expected each policy once"));
   EXPECT_EQ(r.out, "");
@@ -207,8 +204,8 @@ TEST(Plan, TinyCapacityIsExitThreeNeedsXHasY) {
 TEST(Plan, SeveralPoliciesGiveAnArrayInTheirOrder) {
   Scratch s;
   s.write("exp.yaml", kPlanYaml);
-  const auto j = plan_json(
-      s, "--target a100-40gb --policy pytorch --policy best_fit --policy vmm_stitch --policy planned", 0);
+  const auto j =
+      plan_json(s, "--target a100-40gb --policy pytorch --policy best_fit --policy vmm_stitch --policy planned", 0);
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 4u);
   EXPECT_EQ(j[0]["policy"], "pytorch");
@@ -247,9 +244,10 @@ TEST(Plan, SixteenBitDataParallelPlanHoldsTheStagingBuffer) {
   // With buckets of 10 KiB every gradient larger than 5120 bf16 elements is a bucket of its
   // own, and the largest is an MLP weight, intermediate 128 x hidden 64 (more than the 100 x 64
   // word embeddings).
-  const auto small = plan_json(
-      s, "--target 1GiB --set precision.dtype=bf16 --set parallel.bucket_size_mb=0.009765625 "
-         "--world-size 2", 0);
+  const auto small = plan_json(s,
+                               "--target 1GiB --set precision.dtype=bf16 --set parallel.bucket_size_mb=0.009765625 "
+                               "--world-size 2",
+                               0);
   EXPECT_EQ(small["per_tag_peak_bytes"]["communication"].get<std::int64_t>(), 128 * 64 * 4);
 }
 

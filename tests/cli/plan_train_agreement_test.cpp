@@ -45,9 +45,8 @@ constexpr const char* kDevice = "--target 128MiB --non-allocator 0";
 
 int train_exit(const Scratch& s, const std::string& recompute, int micro_batch_size) {
   const std::string mb = std::to_string(micro_batch_size);
-  const auto r = s.memtrain("train --config exp.yaml --dry-run " + std::string(kDevice) +
-                            " --run-dir run-" + mb + " --set memory.recompute=" + recompute +
-                            " --set training.micro_batch_size=" + mb +
+  const auto r = s.memtrain("train --config exp.yaml --dry-run " + std::string(kDevice) + " --run-dir run-" + mb +
+                            " --set memory.recompute=" + recompute + " --set training.micro_batch_size=" + mb +
                             " --set training.global_batch_size=" + mb);
   return r.exit_code;
 }
@@ -58,21 +57,17 @@ TEST_P(PlanTrainAgreement, TrainFitsPlansLargestMicroBatchAndNotOneMore) {
   Scratch s;
   s.write("exp.yaml", kYaml);
   const std::string recompute = GetParam();
-  const auto r = s.memtrain("plan --config exp.yaml --json " + std::string(kDevice) +
-                            " --set memory.recompute=" + recompute);
+  const auto r =
+      s.memtrain("plan --config exp.yaml --json " + std::string(kDevice) + " --set memory.recompute=" + recompute);
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 3) << r.err;
   const int n = nlohmann::json::parse(r.out)["max_micro_batch_size"].get<int>();
   ASSERT_GT(n, 1) << "the device must hold a few sequences for the check to mean anything";
-  EXPECT_EQ(train_exit(s, recompute, n), 0)
-      << "train --dry-run ran out of memory at plan's n = " << n;
+  EXPECT_EQ(train_exit(s, recompute, n), 0) << "train --dry-run ran out of memory at plan's n = " << n;
   EXPECT_EQ(train_exit(s, recompute, n + 1), 1) << "train --dry-run fitted n + 1 = " << n + 1;
 }
 
-INSTANTIATE_TEST_SUITE_P(Recompute, PlanTrainAgreement,
-                         ::testing::Values("none", "selective", "full"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Recompute, PlanTrainAgreement, ::testing::Values("none", "selective", "full"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace memtrain::cli

@@ -34,15 +34,15 @@ TEST(RankAgreement, AnotherModelSizeOnRankOneIsOneConfigError) {
   const auto r = mpmd(s, "train --config " + cfg + " --run-dir run",
                       "train --config " + cfg + " --run-dir run --set model.hidden_size=64");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(occurrences(r.err, "rank 1 has model.hidden_size: 64 where rank 0 has model.hidden_size: 32"), 1)
-      << r.err;
+  EXPECT_EQ(occurrences(r.err, "rank 1 has model.hidden_size: 64 where rank 0 has model.hidden_size: 32"), 1) << r.err;
   EXPECT_FALSE(std::filesystem::exists(s.path("run"))) << "a run directory was left behind";
 }
 
 TEST(RankAgreement, ACommandLineOptionThatDiffersIsNamed) {
   Scratch s;
   const std::string cfg = s.write("c.yaml", kTinyMockYaml);
-  const auto r = mpmd(s, "train --config " + cfg + " --run-dir a", "train --config " + cfg + " --run-dir a --profile-ops");
+  const auto r =
+      mpmd(s, "train --config " + cfg + " --run-dir a", "train --config " + cfg + " --run-dir a --profile-ops");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "rank 1 has --profile-ops: yes where rank 0 has --profile-ops: no")) << r.err;
 }

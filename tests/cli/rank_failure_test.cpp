@@ -39,8 +39,8 @@ bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 
 
 // `command` run by /bin/sh in the scratch directory, its output captured.
 testing::Run run_shell(const Scratch& s, const std::string& command) {
-  const std::string full = "cd '" + s.path("") + "' && " + command + " >'" + s.path(".stdout") +
-                           "' 2>'" + s.path(".stderr") + "'";
+  const std::string full =
+      "cd '" + s.path("") + "' && " + command + " >'" + s.path(".stdout") + "' 2>'" + s.path(".stderr") + "'";
   const int status = std::system(full.c_str());
   testing::Run run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -59,8 +59,8 @@ TEST(RankFailure, OutOfMemoryOnOneRankEndsTheJobNonZeroWithoutHanging) {
   // even the model (an out-of-memory on rank 1 alone). `timeout` bounds a regression (a hang)
   // to 60 s, reported as exit 124.
   const std::string mpirun = "timeout -s KILL 60 mpirun --oversubscribe --allow-run-as-root ";
-  const std::string args = "-np 1 '" + binary + "' " + common + "--target 1GiB --run-dir run0 : " +
-                           "-np 1 '" + binary + "' " + common + "--target 1KiB --run-dir run1";
+  const std::string args = "-np 1 '" + binary + "' " + common + "--target 1GiB --run-dir run0 : " + "-np 1 '" + binary +
+                           "' " + common + "--target 1KiB --run-dir run1";
   const auto r = run_shell(s, mpirun + args);
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.exit_code, 124) << "the job hung until timeout killed it";

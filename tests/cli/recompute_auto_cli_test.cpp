@@ -28,8 +28,8 @@ TEST(RecomputeAutoCli, TrainLogsItsChoiceForAHugeBudget) {
 TEST(RecomputeAutoCli, BudgetNothingFitsIsExitTwoBeforeTheRunDirectory) {
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
-  const auto r = s.memtrain(
-      "train --config exp.yaml --run-dir run --set memory.recompute=auto --set memory.budget=1KiB");
+  const auto r =
+      s.memtrain("train --config exp.yaml --run-dir run --set memory.recompute=auto --set memory.budget=1KiB");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "--set memory.budget=1KiB: memory.budget = 1.00 KiB: no recompute setting fits"));
   EXPECT_FALSE(std::ifstream(s.path("run/config.yaml")).good());
@@ -40,8 +40,8 @@ TEST(RecomputeAutoCli, BudgetNothingFitsIsExitTwoBeforeTheRunDirectory) {
 TEST(RecomputeAutoCli, PlanReportsTheResolvedSetting) {
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);
-  const auto r = s.memtrain(
-      "plan --config exp.yaml --target 1GiB --json --set memory.recompute=auto --set memory.budget=1TiB");
+  const auto r =
+      s.memtrain("plan --config exp.yaml --target 1GiB --json --set memory.recompute=auto --set memory.budget=1TiB");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["recompute"], "none");
   EXPECT_TRUE(contains(r.err, "memory.recompute auto: none"));

@@ -32,7 +32,8 @@ TEST(Replay, JsonReportsTheTrace) {
   EXPECT_EQ(j.at("events"), 4);
   EXPECT_EQ(j.at("num_ooms"), 0);
   EXPECT_GE(j.at("peak_allocated_bytes").get<std::uint64_t>(), 3u << 20);
-  for (const char* key : {"peak_reserved_bytes", "utilization", "fragmentation", "first_oom_event", "num_alloc_retries"}) {
+  for (const char* key :
+       {"peak_reserved_bytes", "utilization", "fragmentation", "first_oom_event", "num_alloc_retries"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
 }
@@ -68,8 +69,9 @@ TEST(Replay, ADirectoryForTheTraceIsNamedAsOne) {
   std::filesystem::create_directories(s.path("tr"));
   const auto r = s.memtrain("replay --trace tr --policy best_fit --capacity 1GiB");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrain: trace error: tr: is a directory; expected a trace file (op,id,bytes,stream,tag, or "
-                   "RMM's log)\n");
+  EXPECT_EQ(r.err,
+            "memtrain: trace error: tr: is a directory; expected a trace file (op,id,bytes,stream,tag, or "
+            "RMM's log)\n");
 }
 
 // A request larger than the device (here 2^64 - 1 bytes, which no alignment can round) is an

@@ -20,9 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::checkpoint_config;
+using testing::contains;
 using testing::expect_same_state;
 using testing::losses;
-using testing::contains;
 using testing::Scratch;
 using testing::slurp;
 
@@ -47,8 +47,9 @@ TEST(ResumeCli, ACheckpointPastMaxStepsSaysThereIsNothingToTrain) {
   const auto before = losses(s, "run");
   const auto r = s.memtrain("train --config " + checkpoint_config(s, "d.yaml", 3, 2) + " --run-dir run");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "memtrain: the checkpoint's step 4 is at or past training.max_steps = 3: no steps to "
-                              "train (raise training.max_steps to continue)"))
+  EXPECT_TRUE(contains(r.out,
+                       "memtrain: the checkpoint's step 4 is at or past training.max_steps = 3: no steps to "
+                       "train (raise training.max_steps to continue)"))
       << r.out;
   EXPECT_EQ(losses(s, "run"), before);
 }
@@ -92,8 +93,9 @@ TEST(ResumeCli, ACorruptedOrTruncatedNewestCheckpointIsSkippedWithAWarning) {
     EXPECT_EQ(s.memtrain("checkpoint verify " + dir).exit_code, 1) << damage;
     const auto r = s.memtrain("train --config " + cfg + " --run-dir " + run);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    const std::string file = std::string(damage) == "flip" ? "model-tp00.safetensors: XXH64 "
-                                                           : "optimizer-tp00.safetensors: 100 bytes, the manifest records ";
+    const std::string file = std::string(damage) == "flip"
+                                 ? "model-tp00.safetensors: XXH64 "
+                                 : "optimizer-tp00.safetensors: 100 bytes, the manifest records ";
     EXPECT_TRUE(contains(r.err, "memtrain: warning: skipping checkpoint " + dir + ": " + file)) << damage;
     EXPECT_TRUE(contains(r.out, "resumed from checkpoint " + run + "/checkpoints/step-00000002 (step 2)")) << damage;
     EXPECT_EQ(losses(s, run), losses(s, "straight")) << damage;
@@ -158,7 +160,8 @@ TEST(ResumeCli, AnotherMicroBatchSizeContinuesWithinRounding) {
   for (const char* micro : {"1", "4"}) {
     const std::string run = std::string("micro") + micro;
     ASSERT_EQ(s.memtrain("train --config " + short_cfg + " --run-dir " + run).exit_code, 0);
-    const auto r = s.memtrain("train --config " + cfg + " --run-dir " + run + " --resume required --set training.micro_batch_size=" + micro);
+    const auto r = s.memtrain("train --config " + cfg + " --run-dir " + run +
+                              " --resume required --set training.micro_batch_size=" + micro);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto got = losses(s, run);
     ASSERT_EQ(got.size(), 4u) << run;

@@ -23,8 +23,9 @@ using testing::slurp;
 
 // 400 lines of words drawn from a small list: enough for a 256-piece BPE tokenizer.
 std::string corpus(const char* name_of_the_prophet) {
-  const std::string words[] = {"and", "the", "lord", "said", "unto", name_of_the_prophet, "land", "of", "egypt",
-                               "people", "went", "out", "into", "city", "house", "king", "water", "light"};
+  const std::string words[] = {"and",  "the",  "lord",  "said",   "unto",  name_of_the_prophet,
+                               "land", "of",   "egypt", "people", "went",  "out",
+                               "into", "city", "house", "king",   "water", "light"};
   std::mt19937 rng(7);
   std::ostringstream out;
   for (int line = 0; line < 400; ++line) {
@@ -184,8 +185,9 @@ TEST(ResumeData, ARunDirectoryForACheckpointIsAUsageError) {
   for (const std::string command : {"eval --checkpoint run", "export-hf run hf", "checkpoint verify run"}) {
     const auto r = s.memtrain(command);
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
-    EXPECT_TRUE(contains(r.err, "checkpoint run: not a checkpoint directory (no manifest.json or meta.json); expected "
-                                "one of its checkpoints, such as run/checkpoints/step-0000000"))
+    EXPECT_TRUE(contains(r.err,
+                         "checkpoint run: not a checkpoint directory (no manifest.json or meta.json); expected "
+                         "one of its checkpoints, such as run/checkpoints/step-0000000"))
         << command << ": " << r.err;
   }
 }

@@ -31,9 +31,8 @@ class Scratch {
  public:
   Scratch() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("memtrain_cli_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-            std::to_string(::getpid()));
+    dir_ = std::filesystem::temp_directory_path() / ("memtrain_cli_" + std::string(info->test_suite_name()) + "_" +
+                                                     info->name() + "_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -72,14 +71,14 @@ class Scratch {
     const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
     const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
     const std::string forward = env.empty() ? "" : " -x " + env.substr(0, env.find('='));
-    return shell((env.empty() ? "" : env + " ") + "timeout -k 10 300 mpirun --oversubscribe" + root +
-                 forward + " -np " + std::to_string(ranks) + " '" + binary + "' " + args);
+    return shell((env.empty() ? "" : env + " ") + "timeout -k 10 300 mpirun --oversubscribe" + root + forward +
+                 " -np " + std::to_string(ranks) + " '" + binary + "' " + args);
   }
 
   // `command` run by /bin/sh in the scratch directory, output captured.
   Run shell(const std::string& command) const {
-    const std::string line = "cd '" + dir_.string() + "' && " + command + " >'" +
-                             path(".stdout") + "' 2>'" + path(".stderr") + "'";
+    const std::string line =
+        "cd '" + dir_.string() + "' && " + command + " >'" + path(".stdout") + "' 2>'" + path(".stderr") + "'";
     const int status = std::system(line.c_str());
     Run run;
     run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

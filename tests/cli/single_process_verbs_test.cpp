@@ -23,7 +23,8 @@ comms::EnvLookup lookup(const std::map<std::string, std::string>& environment) {
   };
 }
 
-const char* kSingleProcessVerbs[] = {"eval", "plan", "data", "replay", "checkpoint", "export-hf", "supervise", "--version", "--help"};
+const char* kSingleProcessVerbs[] = {"eval",      "plan",      "data",      "replay", "checkpoint",
+                                     "export-hf", "supervise", "--version", "--help"};
 
 TEST(SingleProcessVerbs, EveryOtherVerbRefusesSeveralRanks) {
   const auto two = lookup({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}});
@@ -39,8 +40,9 @@ TEST(SingleProcessVerbs, EveryOtherVerbRefusesSeveralRanks) {
 TEST(SingleProcessVerbs, TrainRunsAsManyRanks) {
   const auto four = lookup({{"OMPI_COMM_WORLD_SIZE", "4"}});
   EXPECT_FALSE(multi_rank_refusal("train", four).has_value());
-  EXPECT_EQ(*multi_rank_refusal("", four), "memtrain runs as one process, and this is one of the 4 ranks of an MPI launch; "
-                                           "expected it without mpirun (only train runs as several ranks)");
+  EXPECT_EQ(*multi_rank_refusal("", four),
+            "memtrain runs as one process, and this is one of the 4 ranks of an MPI launch; "
+            "expected it without mpirun (only train runs as several ranks)");
 }
 
 TEST(SingleProcessVerbs, OneRankOrNoLauncherRunsAsBefore) {
@@ -87,9 +89,9 @@ TEST(SingleProcessVerbs, AnMpmdLaunchBesideTrainingRanksEnds) {
   Scratch s;
   const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
   const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
-  const auto r = s.shell("timeout -k 10 120 mpirun --oversubscribe" + root + " -n 2 '" + binary +
-                         "' train --config '" + s.write("tiny.yaml", testing::kTinyMockYaml) + "' --run-dir run : -n 1 '" +
-                         binary + "' checkpoint inspect run");
+  const auto r = s.shell("timeout -k 10 120 mpirun --oversubscribe" + root + " -n 2 '" + binary + "' train --config '" +
+                         s.write("tiny.yaml", testing::kTinyMockYaml) + "' --run-dir run : -n 1 '" + binary +
+                         "' checkpoint inspect run");
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.exit_code, 124) << "the job hung:\n" << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain checkpoint runs as one process, and this is one of the 3 ranks"));
@@ -106,8 +108,8 @@ TEST(SingleProcessVerbs, EvalAndVersionBesideTrainingRanksEndTheJob) {
   const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
   const std::string config = s.write("tiny.yaml", testing::kTinyMockYaml);
   for (const std::string other : {"eval --checkpoint nowhere", "--version"}) {
-    const auto r = s.shell("timeout -k 10 120 mpirun --oversubscribe" + root + " -n 1 '" + binary + "' train --config '" +
-                           config + "' --run-dir run : -n 1 '" + binary + "' " + other);
+    const auto r = s.shell("timeout -k 10 120 mpirun --oversubscribe" + root + " -n 1 '" + binary +
+                           "' train --config '" + config + "' --run-dir run : -n 1 '" + binary + "' " + other);
     EXPECT_NE(r.exit_code, 0) << other << ": " << r.err;
     EXPECT_NE(r.exit_code, 124) << other << ": the job hung";
     EXPECT_TRUE(contains(r.err, "runs as one process, and this is one of the 2 ranks")) << other << ": " << r.err;

@@ -37,12 +37,13 @@ std::string dp_config(const Scratch& s) {
 TEST(Supervise, AJobWhoseRankWasKilledIsRelaunchedAndEndsOnTheUninterruptedState) {
   Scratch s;
   const std::string cfg = dp_config(s);
-  ASSERT_EQ(s.shell("MEMTRAIN_FAULT= timeout 300 " + mpirun(2) + " train --config " + cfg + " --run-dir straight")
-                .exit_code, 0);
+  ASSERT_EQ(
+      s.shell("MEMTRAIN_FAULT= timeout 300 " + mpirun(2) + " train --config " + cfg + " --run-dir straight").exit_code,
+      0);
   // Rank 1 dies after step 3; step 2's checkpoint is on disk.
-  const auto r = s.shell("MEMTRAIN_FAULT=kill_at_step=3:1 timeout 600 '" + binary() +
-                         "' supervise --max-restarts 2 --backoff 0 -- " + mpirun(2) + " train --config " + cfg +
-                         " --run-dir run");
+  const auto r =
+      s.shell("MEMTRAIN_FAULT=kill_at_step=3:1 timeout 600 '" + binary() +
+              "' supervise --max-restarts 2 --backoff 0 -- " + mpirun(2) + " train --config " + cfg + " --run-dir run");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain supervise: exit ")) << r.err;
   EXPECT_TRUE(contains(r.err, "; restart 1 of 2 in 0 s: ")) << r.err;
@@ -62,10 +63,11 @@ TEST(Supervise, SigtermStopsTheJobCleanlyAndWaitsForItsRanks) {
   const std::string run = "run-term-" + std::to_string(::getpid());
   const auto r = s.shell("true; { '" + binary() + "' supervise --backoff 0 -- " + mpirun(2) + " train --config " + cfg +
                          " --set training.max_steps=1000000 --set training.lr_decay_steps=1000000"
-                         " --set training.global_batch_size=4 --set training.log_interval=1 --run-dir " + run +
-                         " & sup=$!; for i in $(seq 1200); do [ -s " + run +
+                         " --set training.global_batch_size=4 --set training.log_interval=1 --run-dir " +
+                         run + " & sup=$!; for i in $(seq 1200); do [ -s " + run +
                          "/metrics.jsonl ] && break; sleep 0.1; done; kill -TERM $sup; wait $sup; rc=$?;"
-                         " left=$(ps -eo args | grep -c '^" + binary() + " train .*run-te[r]m-" + std::to_string(::getpid()) +
+                         " left=$(ps -eo args | grep -c '^" +
+                         binary() + " train .*run-te[r]m-" + std::to_string(::getpid()) +
                          "'); echo \"left $left\"; exit $rc; }");  // ranks' command lines only, not this shell's
   EXPECT_EQ(r.exit_code, 143) << r.out << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain supervise: stopped by Terminated (forwarded to the job as SIGUSR1")) << r.err;
@@ -81,13 +83,15 @@ TEST(Supervise, ASignalDuringTheBackoffStopsWithoutARelaunch) {
   const std::string cfg = checkpoint_config(s, "c.yaml", 4, 2);
   // The supervisor's stderr goes to .err, watched for its first restart line, then shown.
   const auto r = s.shell("true; { { MEMTRAIN_FAULT=kill_at_step=3 '" + binary() + "' supervise --backoff 600 -- '" +
-                         binary() + "' train --config " + cfg + " --run-dir run & sup=$!;"
+                         binary() + "' train --config " + cfg +
+                         " --run-dir run & sup=$!;"
                          " for i in $(seq 1200); do grep -q 'restart 1 of' .err 2>/dev/null && break; sleep 0.1; done;"
                          " kill -TERM $sup; wait $sup; } 2>.err; rc=$?; cat .err >&2; exit $rc; }");
   EXPECT_EQ(r.exit_code, 143) << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain supervise: exit 137 (Killed); restart 1 of 3 in 600 s")) << r.err;
-  EXPECT_TRUE(contains(r.err, "memtrain supervise: stopped by Terminated during the backoff after exit 137 (Killed), "
-                              "not restarted"))
+  EXPECT_TRUE(contains(r.err,
+                       "memtrain supervise: stopped by Terminated during the backoff after exit 137 (Killed), "
+                       "not restarted"))
       << r.err;
 }
 
@@ -97,9 +101,9 @@ TEST(Supervise, MinRanksThatTheConfigCannotRunOnAreRefusedAtStart) {
   Scratch s;
   const std::string cfg = dp_config(s);
   const auto refused = [&](const std::string& sets, int min_ranks, int ranks = 2) {
-    const auto r = s.shell("timeout 120 '" + binary() + "' supervise --backoff 0 --min-ranks " +
-                           std::to_string(min_ranks) + " -- " + mpirun(ranks) + " train --config " + cfg + sets +
-                           " --run-dir run");
+    const auto r =
+        s.shell("timeout 120 '" + binary() + "' supervise --backoff 0 --min-ranks " + std::to_string(min_ranks) +
+                " -- " + mpirun(ranks) + " train --config " + cfg + sets + " --run-dir run");
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_FALSE(std::filesystem::exists(s.path("run"))) << "the job ran";
     return r.err;
@@ -123,11 +127,12 @@ TEST(Supervise, MinRanksThatTheConfigCannotRunOnAreRefusedAtStart) {
 TEST(Supervise, MinRanksRelaunchesOntoFewerRanks) {
   Scratch s;
   const std::string cfg = dp_config(s);
-  ASSERT_EQ(s.shell("MEMTRAIN_FAULT= timeout 300 " + mpirun(2) + " train --config " + cfg + " --run-dir straight")
-                .exit_code, 0);
-  const auto r = s.shell("MEMTRAIN_FAULT=kill_at_step=3:0 timeout 600 '" + binary() +
-                         "' supervise --backoff 0 --min-ranks 1 -- " + mpirun(2) + " train --config " + cfg +
-                         " --run-dir run");
+  ASSERT_EQ(
+      s.shell("MEMTRAIN_FAULT= timeout 300 " + mpirun(2) + " train --config " + cfg + " --run-dir straight").exit_code,
+      0);
+  const auto r =
+      s.shell("MEMTRAIN_FAULT=kill_at_step=3:0 timeout 600 '" + binary() + "' supervise --backoff 0 --min-ranks 1 -- " +
+              mpirun(2) + " train --config " + cfg + " --run-dir run");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, " -np 1 ")) << r.err;
   const auto expected = losses(s, "straight");
@@ -144,14 +149,15 @@ TEST(Supervise, MinRanksRelaunchesOntoFewerRanks) {
 TEST(Supervise, ExcludeHostRelaunchesWithoutThatHost) {
   Scratch s;
   const std::string cfg = dp_config(s);
-  ASSERT_EQ(s.shell("MEMTRAIN_FAULT= timeout 300 " + mpirun(2) + " train --config " + cfg + " --run-dir straight")
-                .exit_code, 0);
+  ASSERT_EQ(
+      s.shell("MEMTRAIN_FAULT= timeout 300 " + mpirun(2) + " train --config " + cfg + " --run-dir straight").exit_code,
+      0);
   const std::string launcher = std::string("mpirun --oversubscribe") +
                                (::geteuid() == 0 ? " --allow-run-as-root" : "") +
                                " -x MEMTRAIN_FAULT -np 2 --host localhost:1,127.0.0.1:1 '" + binary() + "'";
   const auto r = s.shell("MEMTRAIN_FAULT=kill_at_step=3:1 timeout 600 '" + binary() +
-                         "' supervise --backoff 0 --exclude-host 127.0.0.1 -- " + launcher + " train --config " +
-                         cfg + " --run-dir run");
+                         "' supervise --backoff 0 --exclude-host 127.0.0.1 -- " + launcher + " train --config " + cfg +
+                         " --run-dir run");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, " -np 1 --host localhost:1 ")) << r.err;
   EXPECT_TRUE(contains(r.out, "resumed from checkpoint run/checkpoints/step-00000002 (step 2)")) << r.out;
@@ -165,8 +171,8 @@ TEST(Supervise, ExcludeHostRelaunchesWithoutThatHost) {
 
 // The relaunch command, read from the supervisor's log, for a job that always fails.
 std::string relaunch_of(const Scratch& s, const std::string& options, const std::string& job_args) {
-  const auto r = s.memtrain("supervise --max-restarts 1 --backoff 0 " + options + " -- sh -c 'exit 1' sh " +
-                            job_args + " --run-dir x");
+  const auto r = s.memtrain("supervise --max-restarts 1 --backoff 0 " + options + " -- sh -c 'exit 1' sh " + job_args +
+                            " --run-dir x");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const std::string mark = "restart 1 of 1 in 0 s: ";
   const auto at = r.err.find(mark);
@@ -269,7 +275,8 @@ TEST(Supervise, UsageErrorsExit2) {
   // More ranks than launched would only fail at the first relaunch, after a crash.
   const auto more = s.memtrain("supervise --min-ranks 3 -- sh -c 'exit 1' sh -np 2 --run-dir x");
   EXPECT_EQ(more.exit_code, 2);
-  EXPECT_TRUE(contains(more.err, "--min-ranks 3: more than the 2 ranks the command launches (-np 2); expected at most 2"))
+  EXPECT_TRUE(
+      contains(more.err, "--min-ranks 3: more than the 2 ranks the command launches (-np 2); expected at most 2"))
       << more.err;
   EXPECT_FALSE(contains(more.err, "restart 1")) << more.err;
   const auto zero = s.memtrain("supervise --min-ranks 0 -- sh -c 'exit 1' sh --run-dir x");

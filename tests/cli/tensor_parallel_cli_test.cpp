@@ -31,8 +31,9 @@ TEST(TensorParallelCli, WorldThatTheTensorParallelSizeDoesNotDivideExitsTwoOnce)
   s.write("c.yaml", std::string(kTinyMockYaml) + "parallel:\n  tensor_model_parallel_size: 2\n");
   const testing::Run r = s.mpirun(3, "train --config c.yaml --run-dir run");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(count(r.err, "parallel.tensor_model_parallel_size = 2: does not divide the world of 3 "
-                         "ranks"),
+  EXPECT_EQ(count(r.err,
+                  "parallel.tensor_model_parallel_size = 2: does not divide the world of 3 "
+                  "ranks"),
             1u)
       << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain: config error: c.yaml:17: "));
@@ -46,8 +47,9 @@ TEST(TensorParallelCli, HeadsThatTheTensorParallelSizeDoesNotSplitExitTwoOnce) {
   s.write("c.yaml", std::string(kTinyMockYaml) + "parallel:\n  tensor_model_parallel_size: 3\n");
   const testing::Run r = s.mpirun(3, "train --config c.yaml --run-dir run");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(count(r.err, "model.num_attention_heads = 4: not divisible by "
-                         "parallel.tensor_model_parallel_size = 3"),
+  EXPECT_EQ(count(r.err,
+                  "model.num_attention_heads = 4: not divisible by "
+                  "parallel.tensor_model_parallel_size = 3"),
             1u)
       << r.err;
   EXPECT_TRUE(contains(r.err, "c.yaml:"));
@@ -60,9 +62,10 @@ TEST(TensorParallelCli, PlanWithTensorParallelism) {
   s.write("c.yaml", std::string(kTinyMockYaml) + "parallel:\n  tensor_model_parallel_size: 2\n");
   const testing::Run bad = s.memtrain("plan --config c.yaml --target 1GiB");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  EXPECT_TRUE(contains(bad.err, "--world-size 1 (the default): c.yaml:17: "
-                                "parallel.tensor_model_parallel_size = 2: does not divide the "
-                                "world of 1 rank;"));
+  EXPECT_TRUE(contains(bad.err,
+                       "--world-size 1 (the default): c.yaml:17: "
+                       "parallel.tensor_model_parallel_size = 2: does not divide the "
+                       "world of 1 rank;"));
   const testing::Run r = s.memtrain("plan --config c.yaml --target 1GiB --world-size 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -70,8 +73,7 @@ TEST(TensorParallelCli, PlanWithTensorParallelism) {
   const double row = j["analytic"]["korthikanti_tensor_parallel_bytes_per_layer"].get<double>();
   EXPECT_GT(row, 0.0);
   EXPECT_DOUBLE_EQ(j["analytic"]["activation_per_layer_ratio"].get<double>(), measured / row);
-  EXPECT_EQ(j["parameters_on_rank"].get<std::int64_t>() < j["parameters"].get<std::int64_t>(),
-            true);
+  EXPECT_EQ(j["parameters_on_rank"].get<std::int64_t>() < j["parameters"].get<std::int64_t>(), true);
 }
 
 // An error that only rank 1 meets (here: its own config file is missing, an MPMD launch) is
@@ -83,8 +85,8 @@ TEST(TensorParallelCli, ErrorOfAnotherRankNamesItAndEndsTheJob) {
   const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
   const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
   const testing::Run r = s.shell("timeout -k 10 300 mpirun --oversubscribe" + root + " -np 1 '" + binary +
-                        "' train --config c.yaml --run-dir run : -np 1 '" + binary +
-                        "' train --config missing.yaml --run-dir run");
+                                 "' train --config c.yaml --run-dir run : -np 1 '" + binary +
+                                 "' train --config missing.yaml --run-dir run");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain[rank 1]: config error: "));
   EXPECT_TRUE(contains(r.err, "missing.yaml"));
@@ -94,14 +96,13 @@ TEST(TensorParallelCli, ErrorOfAnotherRankNamesItAndEndsTheJob) {
 // rounding of a different summation order) at every logged step.
 TEST(TensorParallelCli, LaunchScriptTrainsTheRunOfOneProcess) {
   Scratch s;
-  s.write("c.yaml", std::string(kTinyMockYaml) +
-                        "  log_interval: 1\n  warmup_steps: 0\n  num_threads: 1\n");
+  s.write("c.yaml", std::string(kTinyMockYaml) + "  log_interval: 1\n  warmup_steps: 0\n  num_threads: 1\n");
   const testing::Run one = s.memtrain("train --config c.yaml --run-dir one");
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const testing::Run two = s.shell("MEMTRAIN_BIN='" + std::string(MEMTRAIN_BINARY_DIR) + "/memtrain' '" +
-                          std::string(MEMTRAIN_SOURCE_DIR) +
-                          "/scripts/launch.sh' -n 2 c.yaml --set "
-                          "parallel.tensor_model_parallel_size=2 --run-dir two");
+  const testing::Run two =
+      s.shell("MEMTRAIN_BIN='" + std::string(MEMTRAIN_BINARY_DIR) + "/memtrain' '" + std::string(MEMTRAIN_SOURCE_DIR) +
+              "/scripts/launch.sh' -n 2 c.yaml --set "
+              "parallel.tensor_model_parallel_size=2 --run-dir two");
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_TRUE(contains(two.out, "1 data-parallel x 2 tensor-parallel ranks"));
   const std::string a = slurp(s.path("one/metrics.jsonl")), b = slurp(s.path("two/metrics.jsonl"));

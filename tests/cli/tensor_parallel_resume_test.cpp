@@ -49,8 +49,9 @@ class TensorParallelKill : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TensorParallelKill, ResumesBitwiseOnTheSameTensorParallelSize) {
   Scratch s;
-  const std::string cfg = checkpoint_config(s, "c.yaml", 4, 2, std::string("precision:\n  dtype: ") + GetParam() +
-                                                                    "\nparallel:\n  tensor_model_parallel_size: 2\n");
+  const std::string cfg = checkpoint_config(
+      s, "c.yaml", 4, 2,
+      std::string("precision:\n  dtype: ") + GetParam() + "\nparallel:\n  tensor_model_parallel_size: 2\n");
   const auto straight = s.mpirun(2, "train --config " + cfg + " --run-dir straight");
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
   EXPECT_NE(s.mpirun(2, "train --config " + cfg + " --run-dir killed", "MEMTRAIN_FAULT=kill_at_step=3").exit_code, 0);
@@ -90,8 +91,10 @@ TEST_P(TensorParallelResume, ContinuesTheTrajectoryOnAnotherTensorParallelSize) 
   const auto down = s.memtrain("train --config " + cfg + " --run-dir down --resume required" + kTp1);
   ASSERT_EQ(down.exit_code, 0) << down.err;
   EXPECT_TRUE(contains(down.out, "resumed from checkpoint down/checkpoints/step-00000002 (step 2)")) << down.out;
-  EXPECT_TRUE(contains(down.err, "was written with tensor_model_parallel_size 2: its shards are merged and cut "
-                                 "for 1")) << down.err;
+  EXPECT_TRUE(contains(down.err,
+                       "was written with tensor_model_parallel_size 2: its shards are merged and cut "
+                       "for 1"))
+      << down.err;
   expect_continues(s, "straight", "down", rel);
   // Its own checkpoint is a tp = 1 one: one file per kind, whole tensors, and it verifies.
   const std::string dir = s.path("down/checkpoints/step-00000004/");
@@ -99,8 +102,7 @@ TEST_P(TensorParallelResume, ContinuesTheTrajectoryOnAnotherTensorParallelSize) 
   EXPECT_FALSE(fs::exists(dir + "model-tp01.safetensors"));
   EXPECT_EQ(nlohmann::json::parse(slurp(dir + "meta.json"))["tensor_model_parallel_size"], 1);
   const std::string q = "bert.encoder.layer.0.attention.self.query.weight";
-  EXPECT_EQ(core::read_safetensors(dir + "model-tp00.safetensors").at(q).shape,
-            (std::vector<std::int64_t>{32, 32}));
+  EXPECT_EQ(core::read_safetensors(dir + "model-tp00.safetensors").at(q).shape, (std::vector<std::int64_t>{32, 32}));
   EXPECT_EQ(s.memtrain("checkpoint verify down/checkpoints/step-00000004").exit_code, 0);
 
   // tp = 1 -> 2: each of two ranks cuts its shard out of the whole tensors.
@@ -132,8 +134,7 @@ TEST(TensorParallelResumeRefusal, ZeroAndCompressionStateRefuseAnotherTensorPara
   for (const auto& [extra, why] : cases) {
     Scratch s;
     const std::string cfg = checkpoint_config(s, "c.yaml", 4, 2, extra);
-    ASSERT_EQ(s.mpirun(2, "train --config " + checkpoint_config(s, "short.yaml", 2, 2, extra) + " --run-dir run" +
-                              kTp2)
+    ASSERT_EQ(s.mpirun(2, "train --config " + checkpoint_config(s, "short.yaml", 2, 2, extra) + " --run-dir run" + kTp2)
                   .exit_code,
               0)
         << extra;

@@ -52,9 +52,10 @@ TEST(TrainRun, RunDirectoryWithAnInvalidRunJsonIsNamedAsSuch) {
   s.write("run/run.json", "{\"trajectory_hash\": ");
   const auto r = s.memtrain("train --config exp.yaml --run-dir run");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(r.err, "memtrain: config error: run directory run: run.json is unreadable or not a JSON object with a "
-                   "trajectory_hash string; refusing to write into it: expected the run.json memtrain wrote, or "
-                   "another --run-dir\n");
+  EXPECT_EQ(r.err,
+            "memtrain: config error: run directory run: run.json is unreadable or not a JSON object with a "
+            "trajectory_hash string; refusing to write into it: expected the run.json memtrain wrote, or "
+            "another --run-dir\n");
   EXPECT_EQ(read(s.path("run/metrics.jsonl")), metrics);
 }
 
@@ -72,8 +73,9 @@ TEST(TrainRun, ARunDirectoryInUseByAnotherJobIsRefused) {
   const auto r = s.shell("true; { flock -o run/.lock sleep 60 & holder=$!; sleep 0.5; '" + binary +
                          "' train --config exp.yaml --run-dir run; rc=$?; kill $holder; wait $holder; exit $rc; }");
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_TRUE(contains(r.err, "memtrain: config error: run directory run is in use by another job (a process holds "
-                              "run/.lock); expected a run directory that no running job writes to"))
+  EXPECT_TRUE(contains(r.err,
+                       "memtrain: config error: run directory run is in use by another job (a process holds "
+                       "run/.lock); expected a run directory that no running job writes to"))
       << r.err;
   EXPECT_TRUE(contains(r.err, "is locked by another process; waiting up to 10 s")) << r.err;
   EXPECT_EQ(read(s.path("run/metrics.jsonl")), metrics);
@@ -86,7 +88,10 @@ TEST(TrainRun, AnEmptyRunDirIsAUsageError) {
   s.write("exp.yaml", kTinyMockYaml);
   const auto r = s.memtrain("train --config exp.yaml --run-dir ''");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(contains(r.err, "memtrain: usage error: --run-dir: empty; expected a value, as `memtrain train --help` says: Run directory")) << r.err;
+  EXPECT_TRUE(contains(
+      r.err,
+      "memtrain: usage error: --run-dir: empty; expected a value, as `memtrain train --help` says: Run directory"))
+      << r.err;
   EXPECT_FALSE(std::filesystem::exists(s.path("runs")));
 }
 

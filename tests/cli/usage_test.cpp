@@ -36,8 +36,9 @@ TEST(Usage, NoVerbIsAUsageError) {
   Scratch s;
   const auto r = s.memtrain("");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "memtrain: usage error: no verb; expected train, plan, data, replay, checkpoint, "
-                              "eval, export-hf or supervise"))
+  EXPECT_TRUE(contains(r.err,
+                       "memtrain: usage error: no verb; expected train, plan, data, replay, checkpoint, "
+                       "eval, export-hf or supervise"))
       << r.err;
 }
 
@@ -45,14 +46,17 @@ TEST(Usage, UnknownVerbIsNamed) {
   Scratch s;
   const auto r = s.memtrain("trian --config x.yaml");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrain: usage error: unknown verb 'trian'; expected train, plan, data, replay, checkpoint, eval, export-hf or supervise (see memtrain --help)\n");
+  EXPECT_EQ(r.err,
+            "memtrain: usage error: unknown verb 'trian'; expected train, plan, data, replay, checkpoint, eval, "
+            "export-hf or supervise (see memtrain --help)\n");
 }
 
 TEST(Usage, UnknownDataSubcommandIsNamed) {
   Scratch s;
   const auto r = s.memtrain("data frob --config x.yaml");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "memtrain: usage error: unknown data subcommand 'frob'; expected prepare (see memtrain data --help)\n");
+  EXPECT_EQ(r.err,
+            "memtrain: usage error: unknown data subcommand 'frob'; expected prepare (see memtrain data --help)\n");
 }
 
 TEST(Usage, TrainWithoutConfigIsAUsageError) {
@@ -76,8 +80,9 @@ TEST(Usage, UnknownSuperviseOptionIsNamedNotTheCommand) {
   Scratch s;
   auto r = s.memtrain("supervise --bogus 1 -- mpirun -np 1 memtrain train --config c.yaml --run-dir d");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "memtrain: usage error: unknown option --bogus of memtrain supervise; expected --help, "
-                              "--max-restarts, --backoff, --min-ranks, --exclude-host"))
+  EXPECT_TRUE(contains(r.err,
+                       "memtrain: usage error: unknown option --bogus of memtrain supervise; expected --help, "
+                       "--max-restarts, --backoff, --min-ranks, --exclude-host"))
       << r.err;
   EXPECT_FALSE(contains(r.err, "mpirun")) << r.err;
   r = s.memtrain("supervise --exclude-host -- mpirun -np 1 memtrain train --config c.yaml --run-dir d");
@@ -134,8 +139,10 @@ TEST(Usage, UnknownSubVerbOptionIsNamed) {
   Scratch s;
   const auto r = s.memtrain("data prepare --config x.yaml --cache-dir c");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "memtrain: usage error: unknown option --cache-dir of memtrain data prepare; expected "
-                              "--help, --config, --set (see memtrain data prepare --help)")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "memtrain: usage error: unknown option --cache-dir of memtrain data prepare; expected "
+                       "--help, --config, --set (see memtrain data prepare --help)"))
+      << r.err;
 }
 
 // CLI11's counting words ("At Most 1 required but received 2", "Could not convert") are said as
@@ -151,10 +158,12 @@ TEST(Usage, ParseErrorsSayWhatWasWrongAndWhatWasExpected) {
       {"supervise --max-restarts abc -- true --run-dir x",
        "--max-restarts = abc: not a number of the option's type, or out of its range; expected a value as "
        "`memtrain supervise --help` describes"},
-      {"supervise --min-ranks 0 -- true --run-dir x", "--min-ranks = 0: out of range; expected an integer in [1, 1048576]"},
+      {"supervise --min-ranks 0 -- true --run-dir x",
+       "--min-ranks = 0: out of range; expected an integer in [1, 1048576]"},
       {"supervise", "memtrain supervise needs the job to run after --; expected `memtrain supervise [options] -- "},
       {"data", "memtrain data needs a sub-verb (see memtrain data --help)"},
-      {"checkpoint verify a b", "unexpected argument b; expected only the arguments `memtrain checkpoint --help` lists"},
+      {"checkpoint verify a b",
+       "unexpected argument b; expected only the arguments `memtrain checkpoint --help` lists"},
       {"checkpoint verify a b c", "unexpected arguments b c; expected only the arguments"},  // CLI11 lists "c b"
       {"replay --trace t.csv --policy best_fit --capacity 1GiB extra",
        "unexpected argument extra; expected only the arguments `memtrain replay --help` lists"},

@@ -31,9 +31,9 @@ using testing::slurp;
 
 // dp = 2 (global batch 4 of micro-batches 2), fp16 with masters in the shards, dropout on.
 std::string zero_config(const Scratch& s, const std::string& name, int max_steps, int zero_stage) {
-  std::string text = slurp(checkpoint_config(s, name, max_steps, 2,
-                                             "precision:\n  dtype: fp16\nparallel:\n  zero_stage: " +
-                                                 std::to_string(zero_stage) + "\n"));
+  std::string text = slurp(
+      checkpoint_config(s, name, max_steps, 2,
+                        "precision:\n  dtype: fp16\nparallel:\n  zero_stage: " + std::to_string(zero_stage) + "\n"));
   text.replace(text.find("  global_batch_size: 2\n"), 23, "  global_batch_size: 4\n");
   return s.write(name, text);
 }
@@ -51,8 +51,7 @@ std::map<std::string, std::vector<float>> gathered(const std::string& dir, const
   std::map<std::string, std::int64_t> covered;
   for (int r = 0; r < shards; ++r) {
     std::map<std::string, std::string> meta;
-    const auto arrays =
-        core::read_safetensors(dir + "/optimizer-tp00-dp0" + std::to_string(r) + ".safetensors", &meta);
+    const auto arrays = core::read_safetensors(dir + "/optimizer-tp00-dp0" + std::to_string(r) + ".safetensors", &meta);
     const auto pieces = nlohmann::json::parse(meta.at("memtrain_zero_pieces"));
     for (auto it = pieces.begin(); it != pieces.end(); ++it) {
       auto& full = out[it.key()];

@@ -251,8 +251,7 @@ TEST(GradientSynchronizer, ADryRunAllocatesTheStagingBufferAndSendsNothing) {
 }
 
 // One bucket of a [3] gradient, a [rows, cols] table marked split_rows, and a [2] gradient.
-std::vector<GradientBucket> split_bucket(core::Context& ctx, core::DType dtype, std::int64_t rows,
-                                         std::int64_t cols) {
+std::vector<GradientBucket> split_bucket(core::Context& ctx, core::DType dtype, std::int64_t rows, std::int64_t cols) {
   const std::vector<GradientSpec> specs = {
       {20, "a", {3}}, {21, "table", {rows, cols}, /*split_rows=*/true}, {22, "b", {2}}};
   return make_gradient_buckets(ctx, specs, dtype, std::int64_t{1} << 40);
@@ -405,7 +404,8 @@ TEST(GradientSynchronizer, CompressionStartsAtItsIterationAndCountsBothPayloads)
 // staging buffer (its own size, tag communication) and back, for PowerSGD at full rank (the sum
 // exactly, up to bf16 rounding) and for 1-bit (the staging only: its sum needs an all-to-all).
 TEST(GradientSynchronizer, SixteenBitBucketsAreCompressedInF32) {
-  for (auto method : {GradientSynchronizer::CompressionMethod::powersgd, GradientSynchronizer::CompressionMethod::onebit}) {
+  for (auto method :
+       {GradientSynchronizer::CompressionMethod::powersgd, GradientSynchronizer::CompressionMethod::onebit}) {
     auto alloc = std::make_shared<TestAllocator>();
     core::Context ctx(alloc);
     auto buckets = split_bucket(ctx, core::DType::bf16, 6, 4);  // [3 | 6 x 4 | 2]

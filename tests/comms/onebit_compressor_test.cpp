@@ -58,7 +58,7 @@ TEST(OneBitPacking, PackThenUnpackGivesTheSigns) {
 // bf16 as torch.tensor(s).bfloat16() rounds: to nearest, ties to even (s positive, finite).
 double to_bf16(double s) {
   int e = 0;
-  std::frexp(s, &e);                      // s = f 2^e, f in [0.5, 1)
+  std::frexp(s, &e);                          // s = f 2^e, f in [0.5, 1)
   const double ulp = std::ldexp(1.0, e - 8);  // 8 significant bits
   return std::nearbyint(s / ulp) * ulp;       // default rounding mode: ties to even
 }
@@ -100,7 +100,8 @@ TEST(OneBitCompressor, OneRankFirstStepIsTheBlockScaleTimesTheSigns) {
       for (int j = lo; j < hi; ++j) {
         sum += k.options.scale == OneBitScale::rms ? double{g0[j]} * g0[j] : std::fabs(double{g0[j]});
       }
-      scales.push_back(static_cast<float>(k.options.scale == OneBitScale::rms ? std::sqrt(sum / (hi - lo)) : sum / (hi - lo)));
+      scales.push_back(
+          static_cast<float>(k.options.scale == OneBitScale::rms ? std::sqrt(sum / (hi - lo)) : sum / (hi - lo)));
     }
     const double S = to_bf16(*std::max_element(scales.begin(), scales.end()));
     for (int lo = 0; lo < 21; lo += k.block) {

@@ -179,9 +179,7 @@ TEST(PowerSgdCompressor, ANonFiniteStepLeavesErrorsAndQUntouched) {
   step(a, ca, g3, 2);
   step(b, cb, g3, 2);
   EXPECT_EQ(std::memcmp(a.grad(), b.grad(), static_cast<std::size_t>(a.numel()) * 4), 0);
-  EXPECT_EQ(std::memcmp(ca.matrices(0)[0].error.data<float>(), cb.matrices(0)[0].error.data<float>(),
-                        16 * 8 * 4),
-            0);
+  EXPECT_EQ(std::memcmp(ca.matrices(0)[0].error.data<float>(), cb.matrices(0)[0].error.data<float>(), 16 * 8 * 4), 0);
 }
 
 // A zero gradient orthonormalises to zeros: no NaN anywhere.

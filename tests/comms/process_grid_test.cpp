@@ -36,13 +36,13 @@ TEST(CountingCommunicator, CountsCallsAndBytesAndForwards) {
   std::vector<float> f(10, 1.0f), big(40);
   std::vector<double> d(3);
   std::vector<std::uint16_t> h(5), hbig(20);
-  c.allreduce_sum(f.data(), 10);            // 40
-  c.allreduce_max(d.data(), 3);             // 24
-  c.allgather(f.data(), big.data(), 10);    // 40
-  c.allgather(h.data(), hbig.data(), 5);    // 10
+  c.allreduce_sum(f.data(), 10);                   // 40
+  c.allreduce_max(d.data(), 3);                    // 24
+  c.allgather(f.data(), big.data(), 10);           // 40
+  c.allgather(h.data(), hbig.data(), 5);           // 10
   c.reduce_scatter_sum(big.data(), f.data(), 10);  // 160
-  c.alltoall(big.data(), big.data(), 10);   // 160
-  c.broadcast(d.data(), 24, 0);             // 24
+  c.alltoall(big.data(), big.data(), 10);          // 160
+  c.broadcast(d.data(), 24, 0);                    // 24
   EXPECT_EQ(c.counts().calls, 7);
   EXPECT_EQ(c.counts().bytes, 40 + 24 + 40 + 10 + 160 + 160 + 24);
   EXPECT_GE(c.counts().seconds, 0.0);
@@ -80,9 +80,7 @@ TEST(ProcessGrid, RefusesATensorParallelSizeThatDoesNotDivideTheWorld) {
     check_grid(6, 4);
     FAIL() << "no error";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.tensor_model_parallel_size = 4"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("parallel.tensor_model_parallel_size = 4"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("6 ranks"), std::string::npos) << e.what();
   }
 }

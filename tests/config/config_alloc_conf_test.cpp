@@ -21,9 +21,7 @@ class ScopedAllocConf {
   ~ScopedAllocConf() { ::unsetenv("MEMTRAIN_ALLOC_CONF"); }
 };
 
-std::string yaml_with_memory() {
-  return std::string(kMinimalYaml) + "memory:\n  policy: pytorch\n  trace: true\n";
-}
+std::string yaml_with_memory() { return std::string(kMinimalYaml) + "memory:\n  policy: pytorch\n  trace: true\n"; }
 
 TEST(AllocConf, NamedKeysReplaceTheFileAndOthersStay) {
   ConfigFiles files;
@@ -73,8 +71,10 @@ TEST(AllocConf, OptionThatDoesNothingInTheResultingConfigIsRejected) {
   ScopedAllocConf env("expandable_segments:true");
   const std::string path = files.write("c.yaml", std::string(kMinimalYaml) + "memory:\n  policy: no_cache\n");
   const std::string msg = load_error(path);
-  EXPECT_TRUE(contains(msg, "MEMTRAIN_ALLOC_CONF=expandable_segments:true: memory.expandable_segments = true: has no "
-                            "effect with memory.policy = no_cache (" + path + ":"))
+  EXPECT_TRUE(contains(msg,
+                       "MEMTRAIN_ALLOC_CONF=expandable_segments:true: memory.expandable_segments = true: has no "
+                       "effect with memory.policy = no_cache (" +
+                           path + ":"))
       << msg;
 }
 
@@ -82,11 +82,11 @@ TEST(AllocConf, RuleAcrossSourcesNamesWhereEachKeyWasSet) {
   // The option comes from the variable and the policy from --set: the message names both.
   ConfigFiles files;
   ScopedAllocConf env("garbage_collection_threshold:0.5,capacity:1GiB");
-  const std::string msg =
-      load_error(files.write("c.yaml", kMinimalYaml), {"memory.policy=no_cache"});
-  EXPECT_TRUE(contains(msg, "MEMTRAIN_ALLOC_CONF=garbage_collection_threshold:0.5,capacity:1GiB: "
-                            "memory.garbage_collection_threshold = 0.5: has no effect with memory.policy = no_cache "
-                            "(--set memory.policy=no_cache)"))
+  const std::string msg = load_error(files.write("c.yaml", kMinimalYaml), {"memory.policy=no_cache"});
+  EXPECT_TRUE(contains(msg,
+                       "MEMTRAIN_ALLOC_CONF=garbage_collection_threshold:0.5,capacity:1GiB: "
+                       "memory.garbage_collection_threshold = 0.5: has no effect with memory.policy = no_cache "
+                       "(--set memory.policy=no_cache)"))
       << msg;
 }
 

@@ -17,8 +17,8 @@
 namespace memtrain::train {
 namespace {
 
-using testing::contains;
 using testing::ConfigFiles;
+using testing::contains;
 using testing::kMinimalYaml;
 
 std::string refusal(const Config& c) {
@@ -57,12 +57,12 @@ TEST(CudaSupport, EachValueAGpuRunDoesNotTrainYetIsNamedWithWhereItWasSet) {
   EXPECT_EQ(refusal(load_config(path, {"device=cuda", "memory.attention=flash", "model.hidden_size=512",
                                        "model.num_attention_heads=4"})),
             "");
-  const std::string wide = refusal(load_config(path, {"device=cuda", "memory.attention=flash", "model.hidden_size=512",
-                                                      "model.num_attention_heads=2"}));
+  const std::string wide = refusal(load_config(
+      path, {"device=cuda", "memory.attention=flash", "model.hidden_size=512", "model.num_attention_heads=2"}));
   EXPECT_TRUE(contains(wide, "memory.attention = flash: training on cuda has no flash attention for heads of 256"))
       << wide;
-  const std::string what = refusal(load_config(path, {"device=cuda", "precision.dtype=bf16",
-                                                      "precision.fp32_grad_accumulation=true"}));
+  const std::string what =
+      refusal(load_config(path, {"device=cuda", "precision.dtype=bf16", "precision.fp32_grad_accumulation=true"}));
   EXPECT_TRUE(contains(what, "precision.fp32_grad_accumulation = true: training on cuda has no update")) << what;
   for (const auto& [set, message] : cases) {
     const std::string what = refusal(load_config(path, {"device=cuda", set}));

@@ -15,8 +15,8 @@
 namespace memtrain::train {
 namespace {
 
-using testing::contains;
 using testing::ConfigFiles;
+using testing::contains;
 using testing::kMinimalYaml;
 using testing::load_error;
 
@@ -51,7 +51,7 @@ TEST(ConfigErrors, YamlMergeKeyIsNamedAsUnsupported) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", with("compression:\n  <<: {method: onebit}\n"));
   EXPECT_TRUE(contains(load_error(path), path + ":9: compression.<< = {method: onebit}: a YAML merge key, which "
-                                                 "memtrain's config does not support; expected the keys written out"))
+                                                "memtrain's config does not support; expected the keys written out"))
       << load_error(path);
 }
 
@@ -72,8 +72,8 @@ TEST(ConfigErrors, UnknownSectionSuggestsTheClosestSection) {
 TEST(ConfigErrors, WrongTypeNamesTheExpectedType) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", with("training:\n  max_steps: many\n"));
-  EXPECT_TRUE(contains(load_error(path),
-              path + ":9: training.max_steps = many: not an integer; expected an integer in [1, "));
+  EXPECT_TRUE(
+      contains(load_error(path), path + ":9: training.max_steps = many: not an integer; expected an integer in [1, "));
 }
 
 TEST(ConfigErrors, NonBooleanHugePagesNamesTheExpectedValues) {
@@ -85,13 +85,13 @@ TEST(ConfigErrors, NonBooleanHugePagesNamesTheExpectedValues) {
 TEST(ConfigErrors, FractionalIntegerIsRejected) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  micro_batch_size: 2.5\n"))),
-              "training.micro_batch_size = 2.5: not an integer"));
+                       "training.micro_batch_size = 2.5: not an integer"));
 }
 
 TEST(ConfigErrors, ListWhereAScalarBelongs) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr: [1, 2]\n"))),
-              "training.lr = [1, 2]: is a list; expected a number > 0"));
+                       "training.lr = [1, 2]: is a list; expected a number > 0"));
 }
 
 TEST(ConfigErrors, EmptyValue) {
@@ -103,20 +103,20 @@ TEST(ConfigErrors, EmptyValue) {
 TEST(ConfigErrors, BooleanMustBeTrueOrFalse) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("memory:\n  trace: maybe\n"))),
-              "memory.trace = maybe: not a boolean; expected true or false"));
+                       "memory.trace = maybe: not a boolean; expected true or false"));
 }
 
 TEST(ConfigErrors, UnknownChoiceListsTheChoices) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr_schedule: exponential\n"))),
-              "training.lr_schedule = exponential: unknown value; expected one of cosine, linear, constant"));
+                       "training.lr_schedule = exponential: unknown value; expected one of cosine, linear, constant"));
 }
 
 TEST(ConfigErrors, ProbabilityOutOfRange) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", "model:\n  hidden_dropout_prob: 1.5\ndata:\n  mock: true\n");
   EXPECT_TRUE(contains(load_error(path),
-              path + ":2: model.hidden_dropout_prob = 1.5: out of range; expected a number in [0, 1)"));
+                       path + ":2: model.hidden_dropout_prob = 1.5: out of range; expected a number in [0, 1)"));
 }
 
 // A float key holds what its text rounds to in single precision; a value that would round out
@@ -128,8 +128,9 @@ TEST(ConfigErrors, FloatKeysRefuseValuesThatRoundOutOfRange) {
                        "the value written); expected a number in (0, 1)"));
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", "data:\n  mock: true\n  mlm_probability: 1e-50\n")),
                        "data.mlm_probability = 1e-50: too small for single precision (it would be stored as 0"));
-  EXPECT_TRUE(contains(load_error(files.write("c.yaml", "model:\n  layer_norm_eps: 0.999999999\ndata:\n  mock: true\n")),
-                       "model.layer_norm_eps = 0.999999999: out of range in single precision (it would be stored as 1)"));
+  EXPECT_TRUE(
+      contains(load_error(files.write("c.yaml", "model:\n  layer_norm_eps: 0.999999999\ndata:\n  mock: true\n")),
+               "model.layer_norm_eps = 0.999999999: out of range in single precision (it would be stored as 1)"));
 }
 
 // AdamW's kernels take lr, the betas, eps and weight decay as float (kernels/cpu/adamw.hpp):
@@ -151,7 +152,8 @@ TEST(ConfigErrors, OptimizerKeysRefuseValuesTheKernelWouldSeeOutOfRange) {
                        "training.weight_decay = 1e-50: too small for single precision (it would be stored as 0, not as "
                        "the value written); expected a number >= 0"));
   // Values a float holds within range load, as doubles.
-  const Config c = load_config(files.write("c.yaml", with("training:\n  adam_beta2: 0.9999999\n  adam_eps: 1e-44\n")), {});
+  const Config c =
+      load_config(files.write("c.yaml", with("training:\n  adam_beta2: 0.9999999\n  adam_eps: 1e-44\n")), {});
   EXPECT_EQ(c.training.adam_beta2, 0.9999999);
   EXPECT_EQ(c.training.adam_eps, 1e-44);
 }
@@ -159,7 +161,7 @@ TEST(ConfigErrors, OptimizerKeysRefuseValuesTheKernelWouldSeeOutOfRange) {
 TEST(ConfigErrors, NegativeLearningRate) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr: -1e-3\n"))),
-              "training.lr = -1e-3: out of range; expected a number > 0"));
+                       "training.lr = -1e-3: out of range; expected a number > 0"));
 }
 
 TEST(ConfigErrors, NotANumberIsRejected) {
@@ -170,63 +172,65 @@ TEST(ConfigErrors, NotANumberIsRejected) {
 TEST(ConfigErrors, ZeroMicroBatchSize) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  micro_batch_size: 0\n"))),
-              "training.micro_batch_size = 0: out of range; expected an integer in [1, "));
+                       "training.micro_batch_size = 0: out of range; expected an integer in [1, "));
 }
 
 TEST(ConfigErrors, ZeroGlobalBatchSize) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  global_batch_size: 0\n"))),
-              "training.global_batch_size = 0: out of range"));
+                       "training.global_batch_size = 0: out of range"));
 }
 
 TEST(ConfigErrors, HeadsThatDoNotDivideHiddenSizeNameBothKeysAndLines) {
   ConfigFiles files;
-  const std::string path = files.write("c.yaml", "model:\n  hidden_size: 100\n  num_attention_heads: 3\ndata:\n  mock: true\n");
-  EXPECT_TRUE(contains(load_error(path), path + ":3: model.num_attention_heads = 3: does not divide "
-                                                 "model.hidden_size = 100 (" + path + ":2); expected a divisor of 100"));
+  const std::string path =
+      files.write("c.yaml", "model:\n  hidden_size: 100\n  num_attention_heads: 3\ndata:\n  mock: true\n");
+  EXPECT_TRUE(contains(load_error(path), path +
+                                             ":3: model.num_attention_heads = 3: does not divide "
+                                             "model.hidden_size = 100 (" +
+                                             path + ":2); expected a divisor of 100"));
 }
 
 // Tensor parallelism splits heads and intermediate features: a size that does not split is
 // refused at load time, naming the key set last and where.
 TEST(ConfigErrors, TensorParallelSizeThatDoesNotSplitHeadsOrMlp) {
   ConfigFiles files;
-  const std::string a =
-      files.write("a.yaml", "parallel:\n  tensor_model_parallel_size: 5\ndata:\n  mock: true\n");
+  const std::string a = files.write("a.yaml", "parallel:\n  tensor_model_parallel_size: 5\ndata:\n  mock: true\n");
   EXPECT_TRUE(contains(load_error(a), a + ":2: parallel.tensor_model_parallel_size = 5: does not "
                                           "divide model.num_attention_heads = 12 (default); "
                                           "expected a divisor of 12"))
       << load_error(a);
-  const std::string b = files.write(
-      "b.yaml",
-      "parallel:\n  tensor_model_parallel_size: 4\nmodel:\n  intermediate_size: 1026\ndata:\n"
-      "  mock: true\n");
-  EXPECT_TRUE(contains(load_error(b), b + ":4: model.intermediate_size = 1026: not divisible by "
-                                          "parallel.tensor_model_parallel_size = 4 (" + b +
-                                          ":2); expected a multiple of 4"))
+  const std::string b =
+      files.write("b.yaml",
+                  "parallel:\n  tensor_model_parallel_size: 4\nmodel:\n  intermediate_size: 1026\ndata:\n"
+                  "  mock: true\n");
+  EXPECT_TRUE(contains(load_error(b), b +
+                                          ":4: model.intermediate_size = 1026: not divisible by "
+                                          "parallel.tensor_model_parallel_size = 4 (" +
+                                          b + ":2); expected a multiple of 4"))
       << load_error(b);
 }
 
 // Sequence parallelism needs a tensor-parallel group and lengths that split evenly.
 TEST(ConfigErrors, SequenceParallelWithoutTensorParallelOrEvenLengths) {
   ConfigFiles files;
-  const std::string a =
-      files.write("a.yaml", "parallel:\n  sequence_parallel: true\ndata:\n  mock: true\n");
+  const std::string a = files.write("a.yaml", "parallel:\n  sequence_parallel: true\ndata:\n  mock: true\n");
   EXPECT_TRUE(contains(load_error(a), a + ":2: parallel.sequence_parallel = true: means nothing "
                                           "with parallel.tensor_model_parallel_size = 1"))
       << load_error(a);
-  const std::string b = files.write(
-      "b.yaml",
-      "parallel:\n  tensor_model_parallel_size: 4\n  sequence_parallel: true\ndata:\n"
-      "  mock: true\n  seq_length: 126\n");
+  const std::string b = files.write("b.yaml",
+                                    "parallel:\n  tensor_model_parallel_size: 4\n  sequence_parallel: true\ndata:\n"
+                                    "  mock: true\n  seq_length: 126\n");
   EXPECT_TRUE(contains(load_error(b), b + ":6: data.seq_length = 126: not divisible by "
                                           "parallel.tensor_model_parallel_size = 4"))
       << load_error(b);
-  const std::string d = files.write(
-      "d.yaml",
-      "parallel:\n  tensor_model_parallel_size: 2\n  sequence_parallel: true\ndata:\n"
-      "  mock: true\n  dynamic_seq_length: true\n");
-  EXPECT_TRUE(contains(load_error(d), d + ":6: data.dynamic_seq_length = true: is set with "
-                                          "parallel.sequence_parallel = true (" + d + ":3)"))
+  const std::string d = files.write("d.yaml",
+                                    "parallel:\n  tensor_model_parallel_size: 2\n  sequence_parallel: true\ndata:\n"
+                                    "  mock: true\n  dynamic_seq_length: true\n");
+  EXPECT_TRUE(contains(load_error(d), d +
+                                          ":6: data.dynamic_seq_length = true: is set with "
+                                          "parallel.sequence_parallel = true (" +
+                                          d + ":3)"))
       << load_error(d);
 }
 
@@ -236,8 +240,8 @@ TEST(ConfigErrors, ZeroStagesTwoAndThreeAndEmptyBuckets) {
   for (const char* stage : {"2", "3"}) {
     const std::string a = files.write(std::string("z") + stage + ".yaml",
                                       std::string("data:\n  mock: true\nparallel:\n  zero_stage: ") + stage + "\n");
-    EXPECT_TRUE(contains(load_error(a), a + ":4: parallel.zero_stage = " + stage + ": ZeRO stage " + stage +
-                                            " is not supported"))
+    EXPECT_TRUE(contains(load_error(a),
+                         a + ":4: parallel.zero_stage = " + stage + ": ZeRO stage " + stage + " is not supported"))
         << load_error(a);
   }
   const std::string b = files.write("b.yaml", "data:\n  mock: true\nparallel:\n  zero_stage: 4\n");
@@ -254,38 +258,45 @@ TEST(ConfigErrors, ZeroStagesTwoAndThreeAndEmptyBuckets) {
 // named with their line; the options are accepted (and do nothing) with method none.
 TEST(ConfigErrors, CompressionNeedsStageZeroFp32AndValidOptions) {
   ConfigFiles files;
-  const std::string a = files.write(
-      "a.yaml", "data:\n  mock: true\nparallel:\n  zero_stage: 1\ncompression:\n  method: powersgd\n");
-  EXPECT_TRUE(contains(load_error(a), a + ":6: compression.method = powersgd: gradient compression needs ZeRO "
-                                          "stage 0, and parallel.zero_stage = 1 (" + a + ":4)"))
+  const std::string a =
+      files.write("a.yaml", "data:\n  mock: true\nparallel:\n  zero_stage: 1\ncompression:\n  method: powersgd\n");
+  EXPECT_TRUE(contains(load_error(a), a +
+                                          ":6: compression.method = powersgd: gradient compression needs ZeRO "
+                                          "stage 0, and parallel.zero_stage = 1 (" +
+                                          a + ":4)"))
       << load_error(a);
   // 16-bit gradients are compressed in f32 (Note [16-bit gradients are compressed in f32]).
-  const std::string b = files.write(
-      "b.yaml", "data:\n  mock: true\nprecision:\n  dtype: bf16\ncompression:\n  method: powersgd\n");
+  const std::string b =
+      files.write("b.yaml", "data:\n  mock: true\nprecision:\n  dtype: bf16\ncompression:\n  method: powersgd\n");
   EXPECT_EQ(load_config(b, {}).compression.method, "powersgd");
   const std::string c = files.write("c.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  rank: 0\n");
   EXPECT_TRUE(contains(load_error(c), c + ":5: compression.rank = 0")) << load_error(c);
-  const std::string d = files.write(
-      "d.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  min_compression_rate: -1\n");
+  const std::string d =
+      files.write("d.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  min_compression_rate: -1\n");
   EXPECT_TRUE(contains(load_error(d), d + ":5: compression.min_compression_rate = -1")) << load_error(d);
   // 1-bit Adam compresses the momentum: a gradient compressor beside it, 16-bit, ZeRO-1 and
   // tensor parallelism are refused; freeze_step with a gradient compressor is refused too.
   const std::string h = files.write(
       "h.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  method: onebit\n");
-  EXPECT_TRUE(contains(load_error(h), h + ":6: compression.method = onebit: compresses the gradients, and "
-                                          "training.optimizer = onebit_adam (" + h + ":4) compresses the momentum"))
+  EXPECT_TRUE(contains(load_error(h), h +
+                                          ":6: compression.method = onebit: compresses the gradients, and "
+                                          "training.optimizer = onebit_adam (" +
+                                          h + ":4) compresses the momentum"))
       << load_error(h);
-  const std::string i = files.write(
-      "i.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\nprecision:\n  dtype: bf16\n");
+  const std::string i =
+      files.write("i.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\nprecision:\n  dtype: bf16\n");
   EXPECT_TRUE(contains(load_error(i), i + ":4: training.optimizer = onebit_adam: not supported yet with "
                                           "precision.dtype = bf16"))
       << load_error(i);
-  const std::string j = files.write(
-      "j.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\nparallel:\n  zero_stage: 1\n");
-  EXPECT_TRUE(contains(load_error(j), j + ":4: training.optimizer = onebit_adam: needs ZeRO stage 0, and "
-                                          "parallel.zero_stage = 1 (" + j + ":6) shards the optimizer state")) << load_error(j);
-  const std::string k = files.write(
-      "k.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  freeze_step: 5\n");
+  const std::string j =
+      files.write("j.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\nparallel:\n  zero_stage: 1\n");
+  EXPECT_TRUE(contains(load_error(j), j +
+                                          ":4: training.optimizer = onebit_adam: needs ZeRO stage 0, and "
+                                          "parallel.zero_stage = 1 (" +
+                                          j + ":6) shards the optimizer state"))
+      << load_error(j);
+  const std::string k =
+      files.write("k.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  freeze_step: 5\n");
   EXPECT_TRUE(contains(load_error(k), k + ":5: compression.freeze_step = 5: is an option of training.optimizer = "
                                           "onebit_adam, which training.optimizer = adamw (default) does not use; "
                                           "expected no compression.freeze_step with compression.method = powersgd, or "
@@ -295,36 +306,46 @@ TEST(ConfigErrors, CompressionNeedsStageZeroFp32AndValidOptions) {
       "l.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  freeze_step: 0\n");
   EXPECT_TRUE(contains(load_error(l), l + ":6: compression.freeze_step = 0")) << load_error(l);
   const Config adam = load_config(
-      files.write("m.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  freeze_step: 7\n"), {});
+      files.write("m.yaml",
+                  "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  freeze_step: 7\n"),
+      {});
   EXPECT_EQ(adam.compression.freeze_step, 7);
   // PowerSGD's options mean nothing to 1-bit: refused, with the method's line.
   const std::string f = files.write("f.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  rank: 8\n");
-  EXPECT_TRUE(contains(load_error(f), f + ":5: compression.rank = 8: is a PowerSGD option and compression.method = "
-                                          "onebit (" + f + ":4) has no use for it"))
+  EXPECT_TRUE(contains(load_error(f), f +
+                                          ":5: compression.rank = 8: is a PowerSGD option and compression.method = "
+                                          "onebit (" +
+                                          f + ":4) has no use for it"))
       << load_error(f);
   const std::string g = files.write(
       "g.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  warm_start: false\n  start_iter: 3\n");
   EXPECT_TRUE(contains(load_error(g), g + ":5: compression.warm_start = false: is a PowerSGD option")) << load_error(g);
   // 1-bit's blocks are whole words of signs; its options mean nothing to PowerSGD; the scale is
   // one of two.
-  const std::string n = files.write("n.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  block_size: 24\n");
+  const std::string n =
+      files.write("n.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  block_size: 24\n");
   EXPECT_TRUE(contains(load_error(n), n + ":5: compression.block_size = 24: is not a whole number of 16-bit words "
                                           "of signs; expected 0 (one scale per chunk) or a multiple of 16"))
       << load_error(n);
   const std::string o = files.write("o.yaml", "data:\n  mock: true\ncompression:\n  method: powersgd\n  scale: rms\n");
-  EXPECT_TRUE(contains(load_error(o), o + ":5: compression.scale = rms: is a 1-bit option and compression.method = "
-                                          "powersgd (" + o + ":4) has no use for it"))
+  EXPECT_TRUE(contains(load_error(o), o +
+                                          ":5: compression.scale = rms: is a 1-bit option and compression.method = "
+                                          "powersgd (" +
+                                          o + ":4) has no use for it"))
       << load_error(o);
   const std::string p = files.write("p.yaml", "data:\n  mock: true\ncompression:\n  method: onebit\n  scale: max\n");
   EXPECT_TRUE(contains(load_error(p), p + ":5: compression.scale")) << load_error(p);
   const Config blocks = load_config(
-      files.write("q.yaml", "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  block_size: 0\n"
-                            "  scale: rms\n"), {});
+      files.write("q.yaml",
+                  "data:\n  mock: true\ntraining:\n  optimizer: onebit_adam\ncompression:\n  block_size: 0\n"
+                  "  scale: rms\n"),
+      {});
   EXPECT_EQ(blocks.compression.block_size, 0);
   EXPECT_EQ(blocks.compression.scale, "rms");
-  const std::string e = files.write(
-      "e.yaml", "data:\n  mock: true\nparallel:\n  zero_stage: 1\ncompression:\n  method: none\n  rank: 8\n"
-                "  start_iter: 0\n  warm_start: false\n");
+  const std::string e =
+      files.write("e.yaml",
+                  "data:\n  mock: true\nparallel:\n  zero_stage: 1\ncompression:\n  method: none\n  rank: 8\n"
+                  "  start_iter: 0\n  warm_start: false\n");
   const Config ok = load_config(e, {});
   EXPECT_EQ(ok.compression.rank, 8);
   EXPECT_EQ(ok.compression.start_iter, 0);
@@ -333,16 +354,21 @@ TEST(ConfigErrors, CompressionNeedsStageZeroFp32AndValidOptions) {
 
 TEST(ConfigErrors, SeqLengthAboveMaxPositionEmbeddings) {
   ConfigFiles files;
-  const std::string clean = files.write("d.yaml", "model:\n  max_position_embeddings: 512\ndata:\n  mock: true\n  seq_length: 1024\n");
-  EXPECT_TRUE(contains(load_error(clean), clean + ":5: data.seq_length = 1024: exceeds "
-                                                   "model.max_position_embeddings = 512 (" + clean + ":2); expected at most 512"));
+  const std::string clean =
+      files.write("d.yaml", "model:\n  max_position_embeddings: 512\ndata:\n  mock: true\n  seq_length: 1024\n");
+  EXPECT_TRUE(contains(load_error(clean), clean +
+                                              ":5: data.seq_length = 1024: exceeds "
+                                              "model.max_position_embeddings = 512 (" +
+                                              clean + ":2); expected at most 512"));
 }
 
 TEST(ConfigErrors, GlobalBatchNotAMultipleOfMicroBatch) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", with("training:\n  micro_batch_size: 4\n  global_batch_size: 10\n"));
-  EXPECT_TRUE(contains(load_error(path), path + ":10: training.global_batch_size = 10: not a multiple of "
-                                                 "training.micro_batch_size = 4 (" + path + ":9); expected a multiple of 4"));
+  EXPECT_TRUE(contains(load_error(path), path +
+                                             ":10: training.global_batch_size = 10: not a multiple of "
+                                             "training.micro_batch_size = 4 (" +
+                                             path + ":9); expected a multiple of 4"));
 }
 
 TEST(ConfigErrors, GlobalBatchNotAMultipleOfMicroTimesRanks) {
@@ -354,15 +380,15 @@ TEST(ConfigErrors, GlobalBatchNotAMultipleOfMicroTimesRanks) {
     FAIL() << "accepted 8 = 4 x 4 ranks x 0.5 steps";
   } catch (const ConfigError& e) {
     EXPECT_TRUE(contains(std::string(e.what()),
-                path + ":10: training.global_batch_size = 8: not a multiple of training.micro_batch_size x "
-                                 "data-parallel size = 4 x 4 = 16; expected a multiple of 16"));
+                         path + ":10: training.global_batch_size = 8: not a multiple of training.micro_batch_size x "
+                                "data-parallel size = 4 x 4 = 16; expected a multiple of 16"));
   }
 }
 
 TEST(ConfigErrors, MinLrAboveLr) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("training:\n  lr: 1e-4\n  min_lr: 1e-3\n"))),
-              "training.min_lr = 0.001: above training.lr = 0.0001"));
+                       "training.min_lr = 0.001: above training.lr = 0.0001"));
 }
 
 TEST(ConfigErrors, DuplicateKeyNamesBothLines) {
@@ -386,8 +412,9 @@ TEST(ConfigErrors, CorpusThatIsALoopOfLinksIsNamedAsSuch) {
   std::filesystem::create_symlink(b, a);
   std::filesystem::create_symlink(a, b);
   const std::string path = files.write("c.yaml", "data:\n  corpus: " + a + "\n");
-  EXPECT_TRUE(contains(load_error(path), path + ":2: data.corpus = " + a +
-                                             ": a symbolic link that leads to no file (Too many levels of symbolic links)"))
+  EXPECT_TRUE(contains(
+      load_error(path),
+      path + ":2: data.corpus = " + a + ": a symbolic link that leads to no file (Too many levels of symbolic links)"))
       << load_error(path);
 }
 
@@ -423,7 +450,8 @@ TEST(ConfigErrors, KjvCorpusWithoutTheBibleProgram) {
   const std::string path = files.write("c.yaml", "data:\n  corpus: kjv\n");
   ScopedPath empty(files.dir());
   const std::string msg = load_error(path);
-  EXPECT_TRUE(contains(msg, path + ":2: data.corpus = kjv: the `bible` program (Debian package bible-kjv) is not in PATH"));
+  EXPECT_TRUE(
+      contains(msg, path + ":2: data.corpus = kjv: the `bible` program (Debian package bible-kjv) is not in PATH"));
 }
 
 TEST(ConfigErrors, DefaultKjvCorpusWithoutTheBibleProgramSaysDefault) {
@@ -464,8 +492,9 @@ TEST(ConfigErrors, EmptyConfigFileIsRejected) {
   ConfigFiles files;
   for (const std::string text : {"", "# only a comment\n\n", "~\n", "---\n"}) {
     const std::string path = files.write("c.yaml", text);
-    EXPECT_EQ(load_error(path), path + ": config file is empty; expected a YAML mapping with sections model, data, "
-                                       "training, precision, memory, parallel, compression, checkpoint, health")
+    EXPECT_EQ(load_error(path), path +
+                                    ": config file is empty; expected a YAML mapping with sections model, data, "
+                                    "training, precision, memory, parallel, compression, checkpoint, health")
         << "text: " << text;
   }
 }
@@ -479,8 +508,9 @@ TEST(ConfigErrors, FifoIsRejectedWithoutOpeningIt) {
   ConfigFiles files;
   const std::string path = files.dir() + "/fifo.yaml";
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  EXPECT_EQ(load_error(path), path + ": is not a regular file (a pipe, device or special file); expected a YAML "
-                                     "file such as configs/tiny.yaml");
+  EXPECT_EQ(load_error(path), path +
+                                  ": is not a regular file (a pipe, device or special file); expected a YAML "
+                                  "file such as configs/tiny.yaml");
 }
 
 TEST(ConfigErrors, ProcMemIsNotAConfig) {
@@ -508,7 +538,8 @@ TEST(ConfigErrors, EvalStepsZeroIsOutOfRange) {
   // The evaluator runs at least one batch, so 0 would silently mean 1.
   ConfigFiles files;
   const std::string path = files.write("c.yaml", with("training:\n  eval_steps: 0\n"));
-  EXPECT_EQ(load_error(path), path + ":9: training.eval_steps = 0: out of range; expected an integer in [1, 1000000000]");
+  EXPECT_EQ(load_error(path),
+            path + ":9: training.eval_steps = 0: out of range; expected an integer in [1, 1000000000]");
 }
 
 TEST(ConfigErrors, NotYamlNamesTheLine) {
@@ -554,17 +585,17 @@ TEST_P(NotSupportedYet, IsRejectedWithThePhrase) {
   EXPECT_TRUE(contains(msg, GetParam().message + ": not supported yet; expected "));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ConfigErrors, NotSupportedYet,
-    ::testing::Values(NotBuilt{"compression:\n  method: topk\n", "compression.method = topk"},
-                      NotBuilt{"health:\n  stall_timeout: 60\n", "health.stall_timeout = 60"},
-                      NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"},
-                      NotBuilt{"training:\n  deterministic: true\n", "training.deterministic = true"},
-                      NotBuilt{"parallel:\n  pipeline_model_parallel_size: 2\n",
-                               "parallel.pipeline_model_parallel_size = 2"}),
-    [](const ::testing::TestParamInfo<NotBuilt>& info) {
-      return memtrain::testing::case_name(info.param.message, info.index);
-    });
+INSTANTIATE_TEST_SUITE_P(ConfigErrors, NotSupportedYet,
+                         ::testing::Values(NotBuilt{"compression:\n  method: topk\n", "compression.method = topk"},
+                                           NotBuilt{"health:\n  stall_timeout: 60\n", "health.stall_timeout = 60"},
+                                           NotBuilt{"training:\n  optimizer: sgd\n", "training.optimizer = sgd"},
+                                           NotBuilt{"training:\n  deterministic: true\n",
+                                                    "training.deterministic = true"},
+                                           NotBuilt{"parallel:\n  pipeline_model_parallel_size: 2\n",
+                                                    "parallel.pipeline_model_parallel_size = 2"}),
+                         [](const ::testing::TestParamInfo<NotBuilt>& info) {
+                           return memtrain::testing::case_name(info.param.message, info.index);
+                         });
 
 // Checkpoints hold every optimizer's and compressor's state: checkpointing loads with each.
 TEST(ConfigErrors, CheckpointsLoadWithEveryOptimizerAndCompressor) {
@@ -595,8 +626,10 @@ TEST(ConfigErrors, ReservationAboveLimitNamesBothKeys) {
   ConfigFiles files;
   const std::string path =
       files.write("c.yaml", with("memory:\n  capacity: 8GiB\n  limit: 1GiB\n  reservation: 2GiB\n"));
-  EXPECT_TRUE(contains(load_error(path), path + ":11: memory.reservation = 2147483648: exceeds memory.limit = "
-                                                 "1073741824 (" + path + ":10); expected at most memory.limit"));
+  EXPECT_TRUE(contains(load_error(path), path +
+                                             ":11: memory.reservation = 2147483648: exceeds memory.limit = "
+                                             "1073741824 (" +
+                                             path + ":10); expected at most memory.limit"));
 }
 
 TEST(ConfigErrors, ReservationWithoutCapacityIsRefusedWithTheReason) {
@@ -621,76 +654,80 @@ TEST(ConfigErrors, LimitAboveCapacityWouldDoNothing) {
 
 TEST(ConfigErrors, LimitThatIsNotASize) {
   ConfigFiles files;
-  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("memory:\n  limit: lots\n"))),
-                       ":9: memory.limit = lots: "));
+  EXPECT_TRUE(
+      contains(load_error(files.write("c.yaml", with("memory:\n  limit: lots\n"))), ":9: memory.limit = lots: "));
 }
 
 TEST(ConfigErrors, LimitAndReservationWithinCapacityLoad) {
   ConfigFiles files;
-  const Config c = load_config(
-      files.write("c.yaml", with("memory:\n  capacity: 4GiB\n  limit: 2GiB\n  reservation: 1GiB\n"
-                                 "  garbage_collection_threshold: 0.5\n")),
-      {});
+  const Config c =
+      load_config(files.write("c.yaml", with("memory:\n  capacity: 4GiB\n  limit: 2GiB\n  reservation: 1GiB\n"
+                                             "  garbage_collection_threshold: 0.5\n")),
+                  {});
   EXPECT_EQ(c.memory.limit, 2ull << 30);
   EXPECT_EQ(c.memory.reservation, 1ull << 30);
   // A limit alone is a bound the collection threshold can be measured against.
-  EXPECT_NO_THROW(load_config(files.write("d.yaml", with("memory:\n  limit: 2GiB\n  garbage_collection_threshold: 0.5\n")), {}));
+  EXPECT_NO_THROW(
+      load_config(files.write("d.yaml", with("memory:\n  limit: 2GiB\n  garbage_collection_threshold: 0.5\n")), {}));
 }
 
 TEST(ConfigErrors, NoCachePolicyWithMaxSplitSizeDoesNothing) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", with("memory:\n  policy: no_cache\n  max_split_size: 64MiB\n"));
   EXPECT_TRUE(contains(load_error(path), path + ":10: memory.max_split_size = 67108864: has no effect with "
-                                                 "memory.policy = no_cache"));
+                                                "memory.policy = no_cache"));
 }
 
 TEST(ConfigErrors, NoCachePolicyWithExpandableSegmentsDoesNothing) {
   ConfigFiles files;
-  EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("memory:\n  policy: no_cache\n  expandable_segments: true\n"))),
-              "memory.expandable_segments = true: has no effect with memory.policy = no_cache"));
+  EXPECT_TRUE(
+      contains(load_error(files.write("c.yaml", with("memory:\n  policy: no_cache\n  expandable_segments: true\n"))),
+               "memory.expandable_segments = true: has no effect with memory.policy = no_cache"));
 }
 
 TEST(ConfigErrors, CollectionThresholdWithoutCapacityDoesNothing) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", with("memory:\n  garbage_collection_threshold: 0.8\n"));
   EXPECT_TRUE(contains(load_error(path), path + ":9: memory.garbage_collection_threshold = 0.8: has no effect "
-                                                 "without memory.capacity"));
+                                                "without memory.capacity"));
 }
 
 TEST(ConfigErrors, MaxSplitSizeAtOrBelowTwentyMiB) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("memory:\n  max_split_size: 20MiB\n"))),
-              "memory.max_split_size = 20MiB: out of range; expected a size above 20MiB"));
+                       "memory.max_split_size = 20MiB: out of range; expected a size above 20MiB"));
 }
 
 TEST(ConfigErrors, MaxSplitSizeThatIsNotASize) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", with("memory:\n  max_split_size: lots\n"))),
-              "memory.max_split_size = lots: not a size"));
+                       "memory.max_split_size = lots: not a size"));
 }
 
 TEST(SetErrors, BadValueNamesTheArgument) {
   ConfigFiles files;
-  EXPECT_EQ(load_error(files.write("c.yaml", kMinimalYaml), {"model.hidden_size=abc"}),
-            "--set model.hidden_size=abc: model.hidden_size = abc: not an integer; expected an integer in [1, 1048576]");
+  EXPECT_EQ(
+      load_error(files.write("c.yaml", kMinimalYaml), {"model.hidden_size=abc"}),
+      "--set model.hidden_size=abc: model.hidden_size = abc: not an integer; expected an integer in [1, 1048576]");
 }
 
 TEST(SetErrors, UnknownKeySuggests) {
   ConfigFiles files;
-  EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"training.max_step=5"}),
-              "--set training.max_step=5: training.max_step = 5: unknown key (did you mean training.max_steps?)"));
+  EXPECT_TRUE(
+      contains(load_error(files.write("c.yaml", kMinimalYaml), {"training.max_step=5"}),
+               "--set training.max_step=5: training.max_step = 5: unknown key (did you mean training.max_steps?)"));
 }
 
 TEST(SetErrors, MissingEquals) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"training.max_steps"}),
-              "--set training.max_steps: no '='; expected section.key=value"));
+                       "--set training.max_steps: no '='; expected section.key=value"));
 }
 
 TEST(SetErrors, SectionWithoutKey) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"model=5"}),
-              "--set model=5: model is a section; expected section.key=value"));
+                       "--set model=5: model is a section; expected section.key=value"));
 }
 
 TEST(SetErrors, EmptyKey) {
@@ -712,14 +749,15 @@ TEST(SetErrors, UnknownSectionIsNamedAsInAFile) {
 TEST(SetErrors, CrossKeyRuleBlamesTheOverride) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"model.num_attention_heads=5"}),
-              "--set model.num_attention_heads=5: model.num_attention_heads = 5: does not divide "
-                        "model.hidden_size = 32"));
+                       "--set model.num_attention_heads=5: model.num_attention_heads = 5: does not divide "
+                       "model.hidden_size = 32"));
 }
 
 TEST(SetErrors, NotSupportedYetThroughSet) {
   ConfigFiles files;
   EXPECT_TRUE(contains(load_error(files.write("c.yaml", kMinimalYaml), {"compression.method=topk"}),
-              "--set compression.method=topk: compression.method = topk: not supported yet; expected one of none, powersgd, onebit"));
+                       "--set compression.method=topk: compression.method = topk: not supported yet; expected one of "
+                       "none, powersgd, onebit"));
 }
 
 }  // namespace

@@ -55,24 +55,58 @@ TEST(ConfigHash, ChangesWhenAnyKeyChanges) {
   ConfigFiles files;
   const std::string path = files.write("a.yaml", "data:\n  mock: true\n");
   const std::string base = config_hash(load_config(path, {}));
-  const std::vector<std::string> changes = {
-      "model.vocab_size=1000", "model.hidden_size=384", "model.num_hidden_layers=2", "model.num_attention_heads=6",
-      "model.intermediate_size=100", "model.max_position_embeddings=1024", "model.type_vocab_size=1",
-      "model.layer_norm_eps=1e-5", "model.hidden_dropout_prob=0", "model.attention_probs_dropout_prob=0",
-      "model.initializer_range=0.03", "data.corpus=other", "data.seq_length=64", "data.dynamic_seq_length=true",
-      "data.mlm_probability=0.2", "data.tokenizer_type=unigram", "data.cache_dir=/tmp/c",
-      "data.validation_fraction=0.1", "training.micro_batch_size=4", "training.global_batch_size=16",
-      "training.max_steps=7", "training.lr=0.01", "training.min_lr=1e-6", "training.warmup_steps=3",
-      "training.lr_schedule=cosine", "training.weight_decay=0", "training.adam_beta1=0.5",
-      "training.adam_beta2=0.9", "training.adam_eps=1e-7", "training.grad_clip=2", "training.seed=1",
-      "training.log_interval=1", "training.eval_interval=2", "training.eval_steps=3", "training.num_threads=1",
-      "memory.policy=pytorch", "memory.trace=true", "memory.max_split_size=1GiB", "memory.capacity=1GiB",
-      "memory.expandable_segments=true", "memory.limit=1GiB", "precision.dtype=bf16",
-      "precision.fp32_grad_accumulation=true", "precision.loss_scale.initial_scale=1024",
-      "precision.loss_scale.growth_factor=4", "precision.loss_scale.backoff_factor=0.25",
-      "precision.loss_scale.growth_interval=100", "precision.loss_scale.hysteresis=2",
-      "precision.loss_scale.min_loss_scale=0.5", "precision.loss_scale.max_skipped_steps_at_min=3",
-      "memory.recompute=full", "memory.attention=flash"};
+  const std::vector<std::string> changes = {"model.vocab_size=1000",
+                                            "model.hidden_size=384",
+                                            "model.num_hidden_layers=2",
+                                            "model.num_attention_heads=6",
+                                            "model.intermediate_size=100",
+                                            "model.max_position_embeddings=1024",
+                                            "model.type_vocab_size=1",
+                                            "model.layer_norm_eps=1e-5",
+                                            "model.hidden_dropout_prob=0",
+                                            "model.attention_probs_dropout_prob=0",
+                                            "model.initializer_range=0.03",
+                                            "data.corpus=other",
+                                            "data.seq_length=64",
+                                            "data.dynamic_seq_length=true",
+                                            "data.mlm_probability=0.2",
+                                            "data.tokenizer_type=unigram",
+                                            "data.cache_dir=/tmp/c",
+                                            "data.validation_fraction=0.1",
+                                            "training.micro_batch_size=4",
+                                            "training.global_batch_size=16",
+                                            "training.max_steps=7",
+                                            "training.lr=0.01",
+                                            "training.min_lr=1e-6",
+                                            "training.warmup_steps=3",
+                                            "training.lr_schedule=cosine",
+                                            "training.weight_decay=0",
+                                            "training.adam_beta1=0.5",
+                                            "training.adam_beta2=0.9",
+                                            "training.adam_eps=1e-7",
+                                            "training.grad_clip=2",
+                                            "training.seed=1",
+                                            "training.log_interval=1",
+                                            "training.eval_interval=2",
+                                            "training.eval_steps=3",
+                                            "training.num_threads=1",
+                                            "memory.policy=pytorch",
+                                            "memory.trace=true",
+                                            "memory.max_split_size=1GiB",
+                                            "memory.capacity=1GiB",
+                                            "memory.expandable_segments=true",
+                                            "memory.limit=1GiB",
+                                            "precision.dtype=bf16",
+                                            "precision.fp32_grad_accumulation=true",
+                                            "precision.loss_scale.initial_scale=1024",
+                                            "precision.loss_scale.growth_factor=4",
+                                            "precision.loss_scale.backoff_factor=0.25",
+                                            "precision.loss_scale.growth_interval=100",
+                                            "precision.loss_scale.hysteresis=2",
+                                            "precision.loss_scale.min_loss_scale=0.5",
+                                            "precision.loss_scale.max_skipped_steps_at_min=3",
+                                            "memory.recompute=full",
+                                            "memory.attention=flash"};
   for (const auto& change : changes) {
     // data.corpus is hashed but not checked when mock: true.
     EXPECT_NE(config_hash(load_config(path, {change})), base) << change;
@@ -103,14 +137,16 @@ TEST(ConfigHash, CanonicalTextLoadsBackToTheSameConfig) {
 TEST(ConfigHash, CanonicalTextLoadsBackWithEveryCompressionMethod) {
   ConfigFiles files;
   for (const std::vector<std::string>& sets :
-       {std::vector<std::string>{"compression.method=powersgd"}, {"compression.method=onebit"},
+       {std::vector<std::string>{"compression.method=powersgd"},
+        {"compression.method=onebit"},
         {"training.optimizer=onebit_adam", "compression.freeze_step=5", "compression.scale=rms"}}) {
     const Config c = load_config(files.write("a.yaml", kMinimalYaml), sets);
     const Config back = load_config(files.write("canonical.yaml", canonical_yaml(c)), {});
     EXPECT_EQ(canonical_yaml(back), canonical_yaml(c)) << sets[0];
   }
-  EXPECT_THROW(load_config(files.write("b.yaml", kMinimalYaml), {"compression.method=powersgd", "compression.block_size=512"}),
-               ConfigError);
+  EXPECT_THROW(
+      load_config(files.write("b.yaml", kMinimalYaml), {"compression.method=powersgd", "compression.block_size=512"}),
+      ConfigError);
   EXPECT_THROW(load_config(files.write("c.yaml", kMinimalYaml), {"compression.method=onebit", "compression.rank=8"}),
                ConfigError);
 }

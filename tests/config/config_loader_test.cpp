@@ -58,8 +58,7 @@ TEST(ShippedConfigs, TinyIsSmallEnoughForTheTenMinuteJob) {
 // bible-kjv is one of the packages scripts/install_deps.sh installs: its absence is a failure.
 TEST(ShippedConfigs, AllLoadWithTheKjvCorpus) {
   ASSERT_FALSE(find_program("bible").empty()) << "bible-kjv not installed (scripts/install_deps.sh)";
-  for (const char* name :
-       {"main.yaml", "tiny.yaml", "bert-base.yaml", "bert-large.yaml", "bench-bert.yaml"}) {
+  for (const char* name : {"main.yaml", "tiny.yaml", "bert-base.yaml", "bert-large.yaml", "bench-bert.yaml"}) {
     EXPECT_NO_THROW(load_config(shipped(name), {})) << name;
   }
 }
@@ -255,7 +254,8 @@ TEST(SetOverride, CanRepairWhatTheFileGotWrongBeforeValidation) {
 TEST(CheckDataParallelSize, AcceptsMultiplesOfMicroTimesRanks) {
   ConfigFiles files;
   const Config c = load_config(
-      files.write("c.yaml", std::string(kMinimalYaml) + "training:\n  micro_batch_size: 4\n  global_batch_size: 16\n"), {});
+      files.write("c.yaml", std::string(kMinimalYaml) + "training:\n  micro_batch_size: 4\n  global_batch_size: 16\n"),
+      {});
   EXPECT_NO_THROW(check_data_parallel_size(c, 1));
   EXPECT_NO_THROW(check_data_parallel_size(c, 2));
   EXPECT_NO_THROW(check_data_parallel_size(c, 4));

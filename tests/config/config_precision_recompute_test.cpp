@@ -15,8 +15,8 @@
 namespace memtrain::train {
 namespace {
 
-using testing::contains;
 using testing::ConfigFiles;
+using testing::contains;
 using testing::kMinimalYaml;
 using testing::load_error;
 
@@ -26,16 +26,16 @@ std::string with(const std::string& extra) { return std::string(kMinimalYaml) + 
 TEST(PrecisionConfig, EveryKeyLoadsFromTheFileWithANestedLossScale) {
   ConfigFiles files;
   const Config c = load_config(files.write("c.yaml", with("precision:\n"
-                                                           "  dtype: fp16\n"
-                                                           "  fp32_grad_accumulation: true\n"
-                                                           "  loss_scale:\n"
-                                                           "    initial_scale: 1024\n"
-                                                           "    growth_factor: 4\n"
-                                                           "    backoff_factor: 0.25\n"
-                                                           "    growth_interval: 100\n"
-                                                           "    hysteresis: 2\n"
-                                                           "    min_loss_scale: 0.5\n"
-                                                           "    max_skipped_steps_at_min: 3\n")),
+                                                          "  dtype: fp16\n"
+                                                          "  fp32_grad_accumulation: true\n"
+                                                          "  loss_scale:\n"
+                                                          "    initial_scale: 1024\n"
+                                                          "    growth_factor: 4\n"
+                                                          "    backoff_factor: 0.25\n"
+                                                          "    growth_interval: 100\n"
+                                                          "    hysteresis: 2\n"
+                                                          "    min_loss_scale: 0.5\n"
+                                                          "    max_skipped_steps_at_min: 3\n")),
                                {});
   EXPECT_EQ(c.precision.dtype, "fp16");
   EXPECT_TRUE(c.precision.fp32_grad_accumulation);
@@ -69,20 +69,19 @@ TEST(PrecisionConfig, NestedKeysAreSetThroughSet) {
                                {"precision.dtype=bf16", "precision.loss_scale.growth_interval=7"});
   EXPECT_EQ(c.precision.dtype, "bf16");
   EXPECT_EQ(c.precision.loss_scale.growth_interval, 7);
-  EXPECT_EQ(c.origin.at("precision.loss_scale.growth_interval"),
-            "--set precision.loss_scale.growth_interval=7");
+  EXPECT_EQ(c.origin.at("precision.loss_scale.growth_interval"), "--set precision.loss_scale.growth_interval=7");
 }
 
 TEST(PrecisionConfig, UnknownDtypeListsTheAcceptedOnes) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", with("precision:\n  dtype: fp8\n"));
-  EXPECT_TRUE(contains(load_error(path),
-                       path + ":9: precision.dtype = fp8: unknown value; expected one of fp32, fp16, bf16"));
+  EXPECT_TRUE(
+      contains(load_error(path), path + ":9: precision.dtype = fp8: unknown value; expected one of fp32, fp16, bf16"));
 }
 
 struct BadValue {
-  std::string yaml;      // appended to kMinimalYaml
-  std::string message;   // expected part, after "<path>:"
+  std::string yaml;     // appended to kMinimalYaml
+  std::string message;  // expected part, after "<path>:"
 };
 
 class BadPrecisionOrRecompute : public ::testing::TestWithParam<BadValue> {};
@@ -105,16 +104,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"precision:\n  loss_scale:\n    backoff_factor: 0\n",
                  "10: precision.loss_scale.backoff_factor = 0: out of range; expected a number in (0, 1)"},
         BadValue{"precision:\n  loss_scale:\n    initial_scale: 0\n",
-                 "10: precision.loss_scale.initial_scale = 0: out of range; expected a number in [1.18e-38, 3.40e38] (a normal float)"},
+                 "10: precision.loss_scale.initial_scale = 0: out of range; expected a number in [1.18e-38, 3.40e38] "
+                 "(a normal float)"},
         // 1 / 1e-40 overflows float: the unscaled gradients would become NaN.
         BadValue{"precision:\n  loss_scale:\n    initial_scale: 1e-40\n    min_loss_scale: 1e-40\n",
-                 "10: precision.loss_scale.initial_scale = 1e-40: out of range; expected a number in [1.18e-38, 3.40e38] (a normal float)"},
+                 "10: precision.loss_scale.initial_scale = 1e-40: out of range; expected a number in [1.18e-38, "
+                 "3.40e38] (a normal float)"},
         BadValue{"precision:\n  loss_scale:\n    initial_scale: 1e300\n",
-                 "10: precision.loss_scale.initial_scale = 1e300: out of range; expected a number in [1.18e-38, 3.40e38] (a normal float)"},
+                 "10: precision.loss_scale.initial_scale = 1e300: out of range; expected a number in [1.18e-38, "
+                 "3.40e38] (a normal float)"},
         BadValue{"precision:\n  loss_scale:\n    initial_scale: .inf\n",
                  "10: precision.loss_scale.initial_scale = .inf: "},
         BadValue{"precision:\n  loss_scale:\n    min_loss_scale: -1\n",
-                 "10: precision.loss_scale.min_loss_scale = -1: out of range; expected a number in [1.18e-38, 3.40e38] (a normal float)"},
+                 "10: precision.loss_scale.min_loss_scale = -1: out of range; expected a number in [1.18e-38, 3.40e38] "
+                 "(a normal float)"},
         BadValue{"precision:\n  loss_scale:\n    growth_interval: 0\n",
                  "10: precision.loss_scale.growth_interval = 0: out of range; expected an integer in [1, "},
         BadValue{"precision:\n  loss_scale:\n    hysteresis: 0\n",
@@ -142,11 +145,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"memory:\n  recompute: full\n  recompute_num_layers: 13\n",
                  "10: memory.recompute_num_layers = 13: exceeds model.num_hidden_layers = 12 (default); "
                  "expected an integer in [0, 12]"},
-        BadValue{"memory:\n  recompute_num_layers: 2\n",
-                 "9: memory.recompute_num_layers = 2: has no effect with memory.recompute = none (default); expected 0, "
-                 "or memory.recompute selective or full"},
-        BadValue{"memory:\n  recompute: auto\n",
-                 "9: memory.recompute = auto: needs memory.budget"},
+        BadValue{
+            "memory:\n  recompute_num_layers: 2\n",
+            "9: memory.recompute_num_layers = 2: has no effect with memory.recompute = none (default); expected 0, "
+            "or memory.recompute selective or full"},
+        BadValue{"memory:\n  recompute: auto\n", "9: memory.recompute = auto: needs memory.budget"},
         BadValue{"memory:\n  budget: 30GiB\n",
                  "9: memory.budget = 32212254720: has no effect with memory.recompute = none (default); "
                  "expected 0, or memory.recompute = auto"},
@@ -163,7 +166,7 @@ TEST(RecomputeConfig, RecomputeCountAboveALayerCountSetElsewhereNamesBothPlaces)
   const std::string path = files.write("c.yaml", with("memory:\n  recompute: full\n  recompute_num_layers: 4\n"));
   EXPECT_TRUE(contains(load_error(path, {"model.num_hidden_layers=2"}),
                        path + ":10: memory.recompute_num_layers = 4: exceeds model.num_hidden_layers = 2 "
-                       "(--set model.num_hidden_layers=2); expected an integer in [0, 2] (0 = every layer)"));
+                              "(--set model.num_hidden_layers=2); expected an integer in [0, 2] (0 = every layer)"));
 }
 
 TEST(RecomputeConfig, AutoWithABudgetLoads) {
@@ -182,8 +185,8 @@ TEST(RecomputeConfig, ASectionNameGivenToSetIsRefused) {
 TEST(ModelOptionsFromConfig, MapsEveryKeyOneToOne) {
   ConfigFiles files;
   const Config c = load_config(files.write("c.yaml", with("precision:\n  dtype: bf16\n  fp32_grad_accumulation: true\n"
-                                                           "memory:\n  recompute: full\n  recompute_method: block\n"
-                                                           "  recompute_num_layers: 3\n  attention: flash\n")),
+                                                          "memory:\n  recompute: full\n  recompute_method: block\n"
+                                                          "  recompute_num_layers: 3\n  attention: flash\n")),
                                {});
   const models::ModelOptions o = model_options(c);
   EXPECT_EQ(o.compute_dtype, core::DType::bf16);
@@ -210,8 +213,7 @@ TEST(ModelOptionsFromConfig, Bf16GemmAutoFollowsTheCpuAndOnlyActsInBf16) {
   ConfigFiles files;
   const std::string path = files.write("c.yaml", kMinimalYaml);
   EXPECT_EQ(load_config(path, {}).precision.bf16_gemm, "auto");
-  EXPECT_EQ(model_options(load_config(path, {"precision.dtype=bf16"})).native_bf16_gemm,
-            kernels::bf16_gemm_native());
+  EXPECT_EQ(model_options(load_config(path, {"precision.dtype=bf16"})).native_bf16_gemm, kernels::bf16_gemm_native());
   EXPECT_FALSE(model_options(load_config(path, {"precision.dtype=bf16", "precision.bf16_gemm=fp32"})).native_bf16_gemm);
   EXPECT_FALSE(model_options(load_config(path, {"precision.dtype=fp16"})).native_bf16_gemm);
   EXPECT_FALSE(model_options(load_config(path, {})).native_bf16_gemm);

@@ -16,17 +16,13 @@ using testing::contains;
 using testing::kMinimalYaml;
 using testing::load_error;
 
-std::string with_memory(const std::string& keys) {
-  return std::string(kMinimalYaml) + "memory:\n" + keys;
-}
+std::string with_memory(const std::string& keys) { return std::string(kMinimalYaml) + "memory:\n" + keys; }
 
 TEST(RecomputeCombinations, SelectiveWithFlashAttentionIsRefusedNamingBothKeys) {
   ConfigFiles files;
-  const auto path =
-      files.write("c.yaml", with_memory("  recompute: selective\n  attention: flash\n"));
+  const auto path = files.write("c.yaml", with_memory("  recompute: selective\n  attention: flash\n"));
   const std::string e = load_error(path);
-  EXPECT_TRUE(contains(
-      e, "c.yaml:9: memory.recompute = selective: has no effect with memory.attention = flash"));
+  EXPECT_TRUE(contains(e, "c.yaml:9: memory.recompute = selective: has no effect with memory.attention = flash"));
   EXPECT_TRUE(contains(e, "c.yaml:10"));
   EXPECT_TRUE(contains(e, "expected none or full with memory.attention = flash"));
 }
@@ -41,11 +37,10 @@ TEST(RecomputeCombinations, FlashSetOverSelectiveBlamesTheAttentionOverride) {
 
 TEST(RecomputeCombinations, AutoWithALayerCountIsRefused) {
   ConfigFiles files;
-  const auto path = files.write(
-      "c.yaml", with_memory("  recompute: auto\n  budget: 1GiB\n  recompute_num_layers: 2\n"));
+  const auto path =
+      files.write("c.yaml", with_memory("  recompute: auto\n  budget: 1GiB\n  recompute_num_layers: 2\n"));
   const std::string e = load_error(path);
-  EXPECT_TRUE(contains(
-      e, "c.yaml:11: memory.recompute_num_layers = 2: has no effect with memory.recompute = auto"));
+  EXPECT_TRUE(contains(e, "c.yaml:11: memory.recompute_num_layers = 2: has no effect with memory.recompute = auto"));
   EXPECT_TRUE(contains(e, "auto chooses the layers itself"));
 }
 
@@ -53,24 +48,19 @@ TEST(RecomputeCombinations, BlockMethodWithoutRecomputeIsRefused) {
   ConfigFiles files;
   const auto path = files.write("c.yaml", with_memory("  recompute_method: block\n"));
   const std::string e = load_error(path);
-  EXPECT_TRUE(contains(
-      e, "c.yaml:9: memory.recompute_method = block: has no effect with memory.recompute = none"));
+  EXPECT_TRUE(contains(e, "c.yaml:9: memory.recompute_method = block: has no effect with memory.recompute = none"));
   EXPECT_TRUE(contains(e, "expected uniform (the default), or memory.recompute selective or full"));
 }
 
 // The meaningful neighbours of the refused settings still load.
 TEST(RecomputeCombinations, MeaningfulNeighboursLoad) {
   ConfigFiles files;
-  EXPECT_NO_THROW(load_config(
-      files.write("a.yaml", with_memory("  recompute: full\n  attention: flash\n")), {}));
+  EXPECT_NO_THROW(load_config(files.write("a.yaml", with_memory("  recompute: full\n  attention: flash\n")), {}));
   EXPECT_NO_THROW(load_config(files.write("b.yaml", with_memory("  recompute: selective\n")), {}));
   EXPECT_NO_THROW(load_config(
-      files.write(
-          "c.yaml",
-          with_memory("  recompute: full\n  recompute_method: block\n  recompute_num_layers: 2\n")),
+      files.write("c.yaml", with_memory("  recompute: full\n  recompute_method: block\n  recompute_num_layers: 2\n")),
       {}));
-  EXPECT_NO_THROW(
-      load_config(files.write("d.yaml", with_memory("  recompute: auto\n  budget: 1GiB\n")), {}));
+  EXPECT_NO_THROW(load_config(files.write("d.yaml", with_memory("  recompute: auto\n  budget: 1GiB\n")), {}));
 }
 
 }  // namespace

@@ -23,13 +23,23 @@ TEST(ResumeCompatibility, KeysThatDoNotChangeTheTrajectoryMayChange) {
   const std::string path = files.write("a.yaml", kMinimalYaml);
   const Config base = load_config(path, {"training.lr_decay_steps=10"});
   const std::string saved = canonical_yaml(base);
-  const std::vector<std::string> changes = {
-      "training.max_steps=20",         "training.log_interval=7",  "training.eval_interval=3",
-      "training.eval_steps=2",         "training.num_threads=1",   "data.cache_dir=/tmp/elsewhere",
-      "checkpoint.interval=5",         "checkpoint.keep_last=4",   "checkpoint.on_interrupt=true",
-      "memory.trace=true",             "memory.policy=pytorch",    "memory.max_split_size=1GiB",
-      "memory.expandable_segments=true", "memory.capacity=1GiB",   "memory.limit=1GiB",
-      "training.micro_batch_size=2",   "memory.host_huge_pages=true"};
+  const std::vector<std::string> changes = {"training.max_steps=20",
+                                            "training.log_interval=7",
+                                            "training.eval_interval=3",
+                                            "training.eval_steps=2",
+                                            "training.num_threads=1",
+                                            "data.cache_dir=/tmp/elsewhere",
+                                            "checkpoint.interval=5",
+                                            "checkpoint.keep_last=4",
+                                            "checkpoint.on_interrupt=true",
+                                            "memory.trace=true",
+                                            "memory.policy=pytorch",
+                                            "memory.max_split_size=1GiB",
+                                            "memory.expandable_segments=true",
+                                            "memory.capacity=1GiB",
+                                            "memory.limit=1GiB",
+                                            "training.micro_batch_size=2",
+                                            "memory.host_huge_pages=true"};
   for (const auto& change : changes) {
     const Config now = load_config(path, {"training.lr_decay_steps=10", change});
     EXPECT_NE(config_hash(now), config_hash(base)) << change;  // the change is real
@@ -71,8 +81,7 @@ TEST(ResumeCompatibility, MaxStepsMayChangeOnlyWithTheScheduleLengthKept) {
   const std::string saved = canonical_yaml(base);
   const auto longer = resume_conflicts(saved, 10, load_config(path, {"training.max_steps=20"}));
   ASSERT_EQ(longer.size(), 1u);
-  EXPECT_NE(longer[0].find("checkpoint 10, now 20; set training.lr_decay_steps: 10"), std::string::npos)
-      << longer[0];
+  EXPECT_NE(longer[0].find("checkpoint 10, now 20; set training.lr_decay_steps: 10"), std::string::npos) << longer[0];
   EXPECT_EQ(resume_conflicts(saved, 10, load_config(path, {"training.max_steps=20", "training.lr_decay_steps=10"})),
             std::vector<std::string>{});
   EXPECT_EQ(trajectory_hash(load_config(path, {"training.max_steps=20", "training.lr_decay_steps=10"})),

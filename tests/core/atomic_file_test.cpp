@@ -40,8 +40,7 @@ TEST(WriteFileAtomically, FailedWriteKeepsThePreviousFileAndRemovesTheTemporary)
     });
     ADD_FAILURE() << "a failed stream was not reported";
   } catch (const RuntimeError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot write " + path + ": "), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot write " + path + ": "), std::string::npos) << e.what();
   }
   EXPECT_EQ(slurp(path), "{\"good\": true}\n");
   EXPECT_FALSE(fs::exists(path + ".tmp"));

@@ -55,7 +55,12 @@ TEST(OpProfile, NestedOpsCountTheirTimeOnce) {
 
 TEST(OpProfile, WithoutAProfileNothingIsDescribedOrRecorded) {
   bool described = false;
-  { const ScopedOp op(nullptr, "gemm.forward", [&] { described = true; return ScopedOp::Description{}; }); }
+  {
+    const ScopedOp op(nullptr, "gemm.forward", [&] {
+      described = true;
+      return ScopedOp::Description{};
+    });
+  }
   EXPECT_FALSE(described);
 }
 

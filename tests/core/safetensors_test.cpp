@@ -23,9 +23,7 @@ std::string slurp(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 // A file with the given JSON header and `data_bytes` zero bytes after it.
 std::string file_with_header(const std::string& json, std::size_t data_bytes) {
@@ -124,22 +122,19 @@ TEST(SafetensorsErrors, EntryWithoutDataOffsets) {
 
 TEST(SafetensorsErrors, UnknownDtype) {
   const auto p = temp_path("bad_dtype.safetensors");
-  write_bytes(
-      p, file_with_header(R"({"w": {"dtype": "F31", "shape": [2], "data_offsets": [0, 8]}})", 8));
+  write_bytes(p, file_with_header(R"({"w": {"dtype": "F31", "shape": [2], "data_offsets": [0, 8]}})", 8));
   expect_error_mentioning(p, "F31");
 }
 
 TEST(SafetensorsErrors, OffsetsBeyondTheDataSection) {
   const auto p = temp_path("truncated_data.safetensors");
-  write_bytes(
-      p, file_with_header(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", 8));
+  write_bytes(p, file_with_header(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", 8));
   expect_error_mentioning(p, "data_offsets [0, 16]");
 }
 
 TEST(SafetensorsErrors, OffsetsThatDisagreeWithTheShape) {
   const auto p = temp_path("wrong_size.safetensors");
-  write_bytes(
-      p, file_with_header(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8));
+  write_bytes(p, file_with_header(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8));
   expect_error_mentioning(p, "12 bytes its dtype and shape need");
 }
 

@@ -35,8 +35,7 @@ TEST(DType, NamesRoundTripAndUnknownNameIsAConfigError) {
 
 TEST(Tags, AreDistinctAndStableAcrossCalls) {
   const Tags& t = tags();
-  const memory::TagId ids[] = {t.parameter,  t.gradient,  t.optimizer_state,
-                               t.activation, t.temporary, t.communication};
+  const memory::TagId ids[] = {t.parameter, t.gradient, t.optimizer_state, t.activation, t.temporary, t.communication};
   for (std::size_t i = 0; i < 6; ++i) {
     EXPECT_NE(ids[i], memory::kUntagged);
     for (std::size_t j = i + 1; j < 6; ++j) EXPECT_NE(ids[i], ids[j]);
@@ -255,12 +254,12 @@ TEST(Tensor, AnUnboundTensorBindsEveryCopyOfItsHandleToARangeOfABuffer) {
   EXPECT_EQ(alloc->live_bytes(), 0);
   {
     Tensor buffer = Tensor::zeros(ctx, {10}, DType::f32, tags().gradient);
-    EXPECT_THROW(a.bind(buffer, 5), RuntimeError);   // [5, 11) does not fit in 10
+    EXPECT_THROW(a.bind(buffer, 5), RuntimeError);  // [5, 11) does not fit in 10
     EXPECT_THROW(a.bind(buffer, -1), RuntimeError);
     Tensor wrong = Tensor::unbound({6}, DType::bf16);
     EXPECT_THROW(wrong.bind(buffer, 0), RuntimeError);  // dtype
     a.bind(buffer, 4);
-    EXPECT_THROW(a.bind(buffer, 0), RuntimeError);   // bound once
+    EXPECT_THROW(a.bind(buffer, 0), RuntimeError);  // bound once
     EXPECT_TRUE(copy.bound());
     EXPECT_EQ(copy.data<float>(), buffer.data<float>() + 4);
     EXPECT_EQ(copy.block().size, 24u);

@@ -9,9 +9,9 @@
 namespace memtrain::data {
 namespace {
 
+using testing::expect_config_error;
 using testing::TempDir;
 using testing::write_file;
-using testing::expect_config_error;
 
 // Lines as `bible -f` prints them (bible-kjv 4.x book abbreviations).
 TEST(SplitVerseReference, StripsReferencePrefix) {
@@ -23,12 +23,10 @@ TEST(SplitVerseReference, StripsReferencePrefix) {
       {"Ge1:1 In the beginning God created the heaven and the earth.", "Ge",
        "In the beginning God created the heaven and the earth."},
       {"1Sm3:4 That the LORD called Samuel", "1Sm", "That the LORD called Samuel"},
-      {"SSol1:1 The song of songs, which is Solomon's.", "SSol",
-       "The song of songs, which is Solomon's."},
+      {"SSol1:1 The song of songs, which is Solomon's.", "SSol", "The song of songs, which is Solomon's."},
       {"Rev22:21 The grace of our Lord Jesus Christ be with you all. Amen.", "Rev",
        "The grace of our Lord Jesus Christ be with you all. Amen."},
-      {"3Jn1:15 Peace be to thee. Our friends salute thee.", "3Jn",
-       "Peace be to thee. Our friends salute thee."},
+      {"3Jn1:15 Peace be to thee. Our friends salute thee.", "3Jn", "Peace be to thee. Our friends salute thee."},
   };
   for (const auto& c : cases) {
     const auto verse = split_verse_reference(c.line);
@@ -39,8 +37,7 @@ TEST(SplitVerseReference, StripsReferencePrefix) {
 }
 
 TEST(SplitVerseReference, RejectsLinesWithoutReference) {
-  for (const char* line : {"In the beginning", "Ge1 In the", "Ge1:1In the", "Ge:1 x", "1:1 x",
-                           "Ge1:x text", ""}) {
+  for (const char* line : {"In the beginning", "Ge1 In the", "Ge1:1In the", "Ge:1 x", "1:1 x", "Ge1:x text", ""}) {
     EXPECT_FALSE(split_verse_reference(line).has_value()) << line;
   }
 }
@@ -89,8 +86,7 @@ TEST(ReadCorpus, NonUtf8ByteInDirectoryNamesTheFile) {
   TempDir dir;
   write_file(dir.file("a.txt"), "fine.\n");
   write_file(dir.file("z/bad.txt"), "\xC0\xAF");
-  expect_config_error([&] { read_corpus(dir.path().string()); },
-                      {dir.file("z/bad.txt"), "byte offset 0"});
+  expect_config_error([&] { read_corpus(dir.path().string()); }, {dir.file("z/bad.txt"), "byte offset 0"});
 }
 
 TEST(ReadCorpus, EmptyCorpusIsConfigError) {
@@ -106,8 +102,7 @@ TEST(ReadCorpus, EmptyCorpusIsConfigError) {
 
 TEST(ReadCorpus, MissingCorpusIsConfigError) {
   TempDir dir;
-  expect_config_error([&] { read_corpus(dir.file("absent.txt")); },
-                      {dir.file("absent.txt"), "not found"});
+  expect_config_error([&] { read_corpus(dir.file("absent.txt")); }, {dir.file("absent.txt"), "not found"});
 }
 
 }  // namespace

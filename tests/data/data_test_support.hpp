@@ -43,11 +43,11 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 // the shape of normalised text that SentencePiece round-trips exactly.
 inline std::vector<std::string> generated_sentences(int count, std::uint32_t seed) {
   static const char* const words[] = {
-      "and",   "the",    "lord",   "said",  "unto",  "moses",  "land",   "of",     "egypt",
-      "people", "went",  "out",    "into",  "city",  "house",  "king",   "israel", "children",
-      "water", "light",  "earth",  "heaven", "great", "day",   "night",  "were",   "there",
-      "bread", "father", "son",    "brother", "spake", "came",  "before", "after",  "mountain",
-      "river", "stone",  "gold",   "silver", "seven", "years",  "hundred", "thousand", "men"};
+      "and",    "the",    "lord",  "said",    "unto",  "moses", "land",    "of",       "egypt",
+      "people", "went",   "out",   "into",    "city",  "house", "king",    "israel",   "children",
+      "water",  "light",  "earth", "heaven",  "great", "day",   "night",   "were",     "there",
+      "bread",  "father", "son",   "brother", "spake", "came",  "before",  "after",    "mountain",
+      "river",  "stone",  "gold",  "silver",  "seven", "years", "hundred", "thousand", "men"};
   constexpr int kWords = sizeof(words) / sizeof(words[0]);
   std::mt19937 rng(seed);
   std::vector<std::string> sentences;

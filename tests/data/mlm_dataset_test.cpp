@@ -19,15 +19,13 @@ using testing::small_prepared;
 // Row b of a batch with the masked labels put back: the sequence before masking.
 std::vector<std::int32_t> restored_row(const core::MlmBatch& batch, int b) {
   const int T = batch.seq_length;
-  std::vector<std::int32_t> row(batch.input_ids.begin() + b * T,
-                                batch.input_ids.begin() + (b + 1) * T);
+  std::vector<std::int32_t> row(batch.input_ids.begin() + b * T, batch.input_ids.begin() + (b + 1) * T);
   for (std::size_t k = 0; k < batch.masked_positions.size(); ++k) {
     const int p = batch.masked_positions[k];
     if (p / T == b) row[p % T] = batch.masked_labels[k];
   }
   const auto real = static_cast<std::size_t>(
-      std::count(batch.attention_mask.begin() + b * T, batch.attention_mask.begin() + (b + 1) * T,
-                 1.0f));
+      std::count(batch.attention_mask.begin() + b * T, batch.attention_mask.begin() + (b + 1) * T, 1.0f));
   row.resize(real);
   return row;
 }
@@ -164,8 +162,7 @@ TEST(MlmDataset, DynamicSeqLengthPadsEachBatchToItsLongestRow) {
     const auto batch = dataset.batch(first, 4);
     int longest = 0;
     for (int b = 0; b < 4; ++b) {
-      const int length = static_cast<int>(split.segment_offsets[first + b + 1] -
-                                          split.segment_offsets[first + b]) + 2;
+      const int length = static_cast<int>(split.segment_offsets[first + b + 1] - split.segment_offsets[first + b]) + 2;
       longest = std::max(longest, length);
       const auto row = restored_row(batch, b);
       ASSERT_EQ(static_cast<int>(row.size()), length);
@@ -177,8 +174,7 @@ TEST(MlmDataset, DynamicSeqLengthPadsEachBatchToItsLongestRow) {
     ASSERT_EQ(batch.input_ids.size(), static_cast<std::size_t>(4 * T));
     ASSERT_EQ(batch.token_type_ids.size(), static_cast<std::size_t>(4 * T));
     for (int b = 0; b < 4; ++b) {
-      const int length = static_cast<int>(split.segment_offsets[first + b + 1] -
-                                          split.segment_offsets[first + b]) + 2;
+      const int length = static_cast<int>(split.segment_offsets[first + b + 1] - split.segment_offsets[first + b]) + 2;
       for (int t = 0; t < T; ++t) {
         EXPECT_EQ(batch.attention_mask[b * T + t], t < length ? 1.0f : 0.0f);
         if (t >= length) {
@@ -240,8 +236,7 @@ TEST(MlmDataset, MockGivesUniformIdsAndFixedOrDynamicShapes) {
     }
   }
   EXPECT_EQ(fixed.batch(3, 2).input_ids,
-            std::vector<std::int32_t>(batch.input_ids.begin() + 3 * 16,
-                                      batch.input_ids.begin() + 5 * 16));
+            std::vector<std::int32_t>(batch.input_ids.begin() + 3 * 16, batch.input_ids.begin() + 5 * 16));
   // Token t of mock row j is the multiply-shift of philox_word(seed, j, t, kMockStream, 0), on a
   // row longer than one batch of Philox lanes (64).
   config.seq_length = 150;
@@ -250,8 +245,7 @@ TEST(MlmDataset, MockGivesUniformIdsAndFixedOrDynamicShapes) {
   ASSERT_EQ(wide_row.size(), 150u);
   for (std::uint32_t t = 0; t < 148; ++t) {
     const std::uint64_t draw = philox_word(5, 7, t, kMockStream, 0);
-    EXPECT_EQ(wide_row[t + 1],
-              kFirstOrdinaryId + static_cast<std::int32_t>((draw * (30522 - kFirstOrdinaryId)) >> 32))
+    EXPECT_EQ(wide_row[t + 1], kFirstOrdinaryId + static_cast<std::int32_t>((draw * (30522 - kFirstOrdinaryId)) >> 32))
         << "position " << t + 1;
   }
   config.seq_length = 16;

@@ -25,8 +25,8 @@ void expect_binomial(std::int64_t count, std::int64_t n, double p, const char* w
 std::vector<std::int32_t> row_for(std::uint64_t sample, int vocab_size) {
   std::vector<std::int32_t> row{kSpecialTokens.cls};
   for (int t = 0; t < 126; ++t) {
-    row.push_back(kFirstOrdinaryId + static_cast<std::int32_t>((sample * 131 + t * 7) %
-                                                              (vocab_size - kFirstOrdinaryId)));
+    row.push_back(kFirstOrdinaryId +
+                  static_cast<std::int32_t>((sample * 131 + t * 7) % (vocab_size - kFirstOrdinaryId)));
   }
   row.push_back(kSpecialTokens.sep);
   return row;
@@ -52,8 +52,8 @@ Counts count(float probability, int vocab_size, std::uint64_t seed, int rows) {
       const auto t = static_cast<std::size_t>(positions[k]);
       chosen[t] = true;
       EXPECT_EQ(labels[k], original[t]);
-      EXPECT_NE(t, 0u);               // never [CLS]
-      EXPECT_NE(t, row.size() - 1);   // never [SEP]
+      EXPECT_NE(t, 0u);              // never [CLS]
+      EXPECT_NE(t, row.size() - 1);  // never [SEP]
       if (row[t] == kSpecialTokens.mask) {
         ++c.masked;
       } else if (row[t] == original[t]) {
@@ -119,8 +119,7 @@ TEST(MlmMasking, RandomReplacementIsUniformOverOrdinaryIds) {
 TEST(MlmMasking, EverySequenceGetsAtLeastOneMaskedPosition) {
   const MlmMasking masking(0.15f, 100, 9);
   for (std::uint64_t i = 0; i < 500; ++i) {
-    std::vector<std::int32_t> row{kSpecialTokens.cls, 50, 51, kSpecialTokens.sep,
-                                  kSpecialTokens.pad};
+    std::vector<std::int32_t> row{kSpecialTokens.cls, 50, 51, kSpecialTokens.sep, kSpecialTokens.pad};
     std::vector<std::int32_t> positions, labels;
     masking.mask(i, row, 10, positions, labels);
     ASSERT_GE(positions.size(), 1u);
@@ -152,11 +151,9 @@ TEST(MlmMasking, FollowsDocumentedPhiloxWordsAtEveryPosition) {
   const int vocab_size = 1000;
   const MlmMasking masking(0.25f, vocab_size, seed);
   const auto word = [&](std::uint64_t sample, std::uint32_t t, int w) {
-    const r123::Philox4x32::ctr_type ctr = {{static_cast<std::uint32_t>(sample),
-                                             static_cast<std::uint32_t>(sample >> 32), t,
-                                             kMaskingStream}};
-    const r123::Philox4x32::key_type key = {
-        {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+    const r123::Philox4x32::ctr_type ctr = {
+        {static_cast<std::uint32_t>(sample), static_cast<std::uint32_t>(sample >> 32), t, kMaskingStream}};
+    const r123::Philox4x32::key_type key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
     return r123::Philox4x32()(ctr, key)[w];
   };
   for (const std::uint64_t sample : {std::uint64_t{0}, std::uint64_t{77}, std::uint64_t{0x500000003}}) {
@@ -175,9 +172,9 @@ TEST(MlmMasking, FollowsDocumentedPhiloxWordsAtEveryPosition) {
         if (action < 3435973837u) {
           expected = kSpecialTokens.mask;
         } else if (action < 3865470566u) {
-          expected = kFirstOrdinaryId +
-                     static_cast<std::int32_t>((std::uint64_t{word(sample, t, 2)} *
-                                                (vocab_size - kFirstOrdinaryId)) >> 32);
+          expected =
+              kFirstOrdinaryId +
+              static_cast<std::int32_t>((std::uint64_t{word(sample, t, 2)} * (vocab_size - kFirstOrdinaryId)) >> 32);
         }
       }
       EXPECT_EQ(row[t], expected) << "sample " << sample << " position " << t;
@@ -193,8 +190,7 @@ TEST(PhiloxWords, AreThePhiloxWordsOfConsecutiveBlocks) {
     philox_words(99, 0x100000007ULL, first_b, kMockStream, words);
     for (int j = 0; j < kernels::kPhiloxLanes; ++j) {
       for (int w = 0; w < 4; ++w) {
-        EXPECT_EQ(words[w][j], philox_word(99, 0x100000007ULL,
-                                           first_b + static_cast<std::uint32_t>(j), kMockStream, w))
+        EXPECT_EQ(words[w][j], philox_word(99, 0x100000007ULL, first_b + static_cast<std::uint32_t>(j), kMockStream, w))
             << "b " << first_b + static_cast<std::uint32_t>(j) << " word " << w;
       }
     }

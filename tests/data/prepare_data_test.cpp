@@ -75,8 +75,7 @@ TEST(PrepareData, TokenFilesDecodeToTheSplitText) {
   append_text(corpus, testing::generated_corpus_text(40, 50, 11), "generated");
   const CorpusSplit split = split_corpus(corpus, s.config.validation_fraction);
   for (const bool validation : {false, true}) {
-    const TokenizedSplit tokens =
-        read_token_file(validation ? s.prepared.valid_tokens : s.prepared.train_tokens);
+    const TokenizedSplit tokens = read_token_file(validation ? s.prepared.valid_tokens : s.prepared.train_tokens);
     const Corpus& expected = validation ? split.validation : split.train;
     ASSERT_EQ(tokens.num_segments(), expected.segments.size());
     ASSERT_EQ(tokens.num_documents(), expected.num_documents());
@@ -218,8 +217,9 @@ TEST(PrepareData, RareCharactersAreNotUnknown) {
 // of the tokenizer's sample but still tokenized (Note [Longest training line]).
 TEST(PrepareData, LongRepetitiveLinesTrainOrAreLeftOutOfTheSample) {
   OwnCache cache;
-  const std::string text = std::string(16384, 'x') + "\n" + std::string(40000, 'x') + "\n" + std::string(8192 * 2, 'a').replace(1, 1, "b") +
-                           "\n" + testing::generated_corpus_text(8, 40, 5);
+  const std::string text = std::string(16384, 'x') + "\n" + std::string(40000, 'x') + "\n" +
+                           std::string(8192 * 2, 'a').replace(1, 1, "b") + "\n" +
+                           testing::generated_corpus_text(8, 40, 5);
   write_file(cache.config.corpus, text);
   const PreparedData data = cache.prepare(200);
   EXPECT_GT(read_token_file(data.train_tokens).tokens.size() + read_token_file(data.valid_tokens).tokens.size(),
@@ -232,9 +232,10 @@ TEST(PrepareData, BadSettingsAreConfigErrors) {
   expect_config_error([&] { cache.prepare(5); }, {"model.vocab_size = 5"});
   // Fewer pieces than the corpus has characters: said in memtrain's settings (SentencePiece's
   // own advice names a command-line option memtrain does not have).
-  expect_config_error([&] { cache.prepare(10); },
-                      {"model.vocab_size = 10 is too small for this corpus: its training text has ",
-                       " distinct characters, and each gets a piece of its own; expected model.vocab_size well above "});
+  expect_config_error(
+      [&] { cache.prepare(10); },
+      {"model.vocab_size = 10 is too small for this corpus: its training text has ",
+       " distinct characters, and each gets a piece of its own; expected model.vocab_size well above "});
   try {
     cache.prepare(10);
   } catch (const std::exception& e) {
@@ -257,8 +258,8 @@ TEST(PrepareData, BadSettingsAreConfigErrors) {
   // Lines all longer than SentencePiece's sentence limit (Note [Longest training line]) left it
   // nothing to train on, and its internal check came out as a runtime error (exit 1); at 40,000
   // bytes of one character its BPE trainer crashed.
-  write_file(cache.dir.file("long.txt"), std::string(40000, 'x') + "\n" + std::string(40000, 'x') + "\n" +
-                                             std::string(70000, 'c') + "\n");
+  write_file(cache.dir.file("long.txt"),
+             std::string(40000, 'x') + "\n" + std::string(40000, 'x') + "\n" + std::string(70000, 'c') + "\n");
   cache.config.corpus = cache.dir.file("long.txt");
   expect_config_error([&] { cache.prepare(120); }, {"data.corpus", "longer than SentencePiece's 16384-byte"});
   // A cache directory created for a corpus that is then refused is removed again.
@@ -266,8 +267,7 @@ TEST(PrepareData, BadSettingsAreConfigErrors) {
   expect_config_error([&] { cache.prepare(120); }, {"data.corpus", "longer than SentencePiece's"});
   EXPECT_FALSE(fs::exists(cache.dir.file("fresh-cache")));
   // Nothing half-built was left behind by the failures.
-  EXPECT_FALSE(fs::exists(cache.dir.path() / "cache") &&
-               !fs::is_empty(cache.dir.path() / "cache"));
+  EXPECT_FALSE(fs::exists(cache.dir.path() / "cache") && !fs::is_empty(cache.dir.path() / "cache"));
 }
 
 }  // namespace

@@ -28,15 +28,17 @@ TEST(FirstInvalidUtf8, AcceptsWellFormedText) {
 
 TEST(FirstInvalidUtf8, ReportsOffsetOfFirstBadSequenceLikeCPython) {
   const Case cases[] = {
-      {"abc\x80" "def", 3},                         // lone continuation byte
-      {"\xC0\xAF", 0},                              // overlong '/'
-      {"ab\xE0\x80\xAF", 2},                        // overlong 3-byte
-      {"x\xED\xA0\x80", 1},                         // surrogate U+D800
-      {"\xF4\x90\x80\x80", 0},                      // above U+10FFFF
-      {"\xF5\x80\x80\x80", 0},                      // invalid lead byte
-      {"ab\xE2\x82", 2},                            // truncated at the end
-      {"\xC3(", 0},                                 // bad continuation
-      {"ok \xE2\x82\xAC\xF0\x9D\x84\x9E \xFF", 11}, // after valid multibyte text
+      {"abc\x80"
+       "def",
+       3},                                           // lone continuation byte
+      {"\xC0\xAF", 0},                               // overlong '/'
+      {"ab\xE0\x80\xAF", 2},                         // overlong 3-byte
+      {"x\xED\xA0\x80", 1},                          // surrogate U+D800
+      {"\xF4\x90\x80\x80", 0},                       // above U+10FFFF
+      {"\xF5\x80\x80\x80", 0},                       // invalid lead byte
+      {"ab\xE2\x82", 2},                             // truncated at the end
+      {"\xC3(", 0},                                  // bad continuation
+      {"ok \xE2\x82\xAC\xF0\x9D\x84\x9E \xFF", 11},  // after valid multibyte text
       {"\xE2(\xA1", 0},
   };
   for (const auto& c : cases) {

@@ -30,9 +30,9 @@ TEST_F(AdamWTest, Fp32UpdateIsBitwiseTheCpus) {
     EXPECT_EQ(gm.download(), m) << "m, n=" << n;
     EXPECT_EQ(gv.download(), v) << "v, n=" << n;
   }
-  EXPECT_THROW(kernels::gpu::adamw_update(ctx, nullptr, nullptr, nullptr, nullptr, 0, 1e-3f, 0.9f, 0.999f,
-                                          1e-6f, 0.0f, 0),
-               std::invalid_argument);
+  EXPECT_THROW(
+      kernels::gpu::adamw_update(ctx, nullptr, nullptr, nullptr, nullptr, 0, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.0f, 0),
+      std::invalid_argument);
 }
 
 TEST_F(AdamWTest, Bf16UpdateIsBitwiseTheCpus) {
@@ -46,10 +46,10 @@ TEST_F(AdamWTest, Bf16UpdateIsBitwiseTheCpus) {
   DeviceBuffer<float> gmaster(master), gm(m), gv(v);
   DeviceBuffer<__nv_bfloat16> gvalue(n), ggrad(grad);
   gvalue.poison();
-  kernels::adamw_update_bf16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 2e-4f, 0.9f, 0.98f,
-                             1e-8f, 0.1f, 3, 0.5f);
-  kernels::gpu::adamw_update_bf16(ctx, gmaster.get(), gvalue.get(), ggrad.get(), gm.get(), gv.get(), n, 2e-4f,
-                                  0.9f, 0.98f, 1e-8f, 0.1f, 3, 0.5f);
+  kernels::adamw_update_bf16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 2e-4f, 0.9f, 0.98f, 1e-8f,
+                             0.1f, 3, 0.5f);
+  kernels::gpu::adamw_update_bf16(ctx, gmaster.get(), gvalue.get(), ggrad.get(), gm.get(), gv.get(), n, 2e-4f, 0.9f,
+                                  0.98f, 1e-8f, 0.1f, 3, 0.5f);
   EXPECT_EQ(gmaster.download(), master);
   EXPECT_EQ(gm.download(), m);
   EXPECT_EQ(gv.download(), v);
@@ -62,7 +62,8 @@ TEST_F(AdamWTest, Bf16UpdateIsBitwiseTheCpus) {
 TEST_F(AdamWTest, F16UpdateIsBitwiseTheCpus) {
   using kernels::testing::random_normal;
   const std::int64_t n = 77779;
-  auto master = random_normal<float>(n, 15), m = random_normal<float>(n, 16, 0.01), v = random_normal<float>(n, 17, 0.01);
+  auto master = random_normal<float>(n, 15), m = random_normal<float>(n, 16, 0.01),
+       v = random_normal<float>(n, 17, 0.01);
   for (auto& x : v) x = x * x;
   std::vector<std::uint16_t> value(n), grad(n);
   const auto gf = random_normal<float>(n, 18);
@@ -70,8 +71,8 @@ TEST_F(AdamWTest, F16UpdateIsBitwiseTheCpus) {
   DeviceBuffer<float> gmaster(master), gm(m), gv(v);
   DeviceBuffer<__half> gvalue(n), ggrad(grad);
   gvalue.poison();
-  kernels::adamw_update_f16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 2e-4f, 0.9f, 0.98f,
-                            1e-8f, 0.1f, 3, 0.5f);
+  kernels::adamw_update_f16(master.data(), value.data(), grad.data(), m.data(), v.data(), n, 2e-4f, 0.9f, 0.98f, 1e-8f,
+                            0.1f, 3, 0.5f);
   kernels::gpu::adamw_update_f16(ctx, gmaster.get(), gvalue.get(), ggrad.get(), gm.get(), gv.get(), n, 2e-4f, 0.9f,
                                  0.98f, 1e-8f, 0.1f, 3, 0.5f);
   EXPECT_EQ(gmaster.download(), master);

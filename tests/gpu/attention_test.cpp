@@ -40,7 +40,7 @@ TYPED_TEST(AttentionTest, MatchesTheCpuTwin) {
     const std::uint64_t first_sample = 7;
     const auto qd = widen(q), kd = widen(k), vd = widen(v), doutd = widen(dout), maskd = widen(mask);
     std::vector<double> out_ref(n), probs_ref(np), scratch_ref(np), dq_ref = widen(dq0), dk_ref = widen(dk0),
-                        dv_ref = widen(dv0);
+                                                                    dv_ref = widen(dv0);
     kernels::attention_forward(out_ref.data(), probs_ref.data(), qd.data(), kd.data(), vd.data(), maskd.data(), c.B,
                                c.T, c.C, c.NH, c.p, key, first_sample, c.first_head);
     kernels::attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), scratch_ref.data(), doutd.data(),
@@ -53,8 +53,8 @@ TYPED_TEST(AttentionTest, MatchesTheCpuTwin) {
     gout.poison();
     gprobs.poison();
     gscratch.poison();
-    kernels::gpu::attention_forward<T>(this->ctx, gout.get(), gprobs.get(), gq.get(), gk.get(), gv.get(),
-                                       gmask.get(), c.B, c.T, c.C, c.NH, c.p, key, first_sample, c.first_head);
+    kernels::gpu::attention_forward<T>(this->ctx, gout.get(), gprobs.get(), gq.get(), gk.get(), gv.get(), gmask.get(),
+                                       c.B, c.T, c.C, c.NH, c.p, key, first_sample, c.first_head);
     kernels::gpu::attention_backward<T>(this->ctx, gdq.get(), gdk.get(), gdv.get(), gscratch.get(), gdout.get(),
                                         gprobs.get(), gq.get(), gk.get(), gv.get(), c.B, c.T, c.C, c.NH, c.p, key,
                                         first_sample, c.first_head);

@@ -171,8 +171,7 @@ TEST_P(EveryPolicyOnDevice, ABlockUsedOnAnotherStreamWaitsForThatStream) {
   cudaStreamDestroy(side);
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicyOnDevice, ::testing::ValuesIn(every_device_case()),
-                         device_case_name);
+INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicyOnDevice, ::testing::ValuesIn(every_device_case()), device_case_name);
 
 }  // namespace
 }  // namespace memtrain::memory

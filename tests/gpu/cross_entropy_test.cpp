@@ -37,15 +37,15 @@ TYPED_TEST(CrossEntropyTest, LossGradientAndAccuracyMatchTheCpuTwin) {
     DeviceBuffer<T> glogits(to_storage<T>(logits)), gd(n);
     DeviceBuffer<std::int32_t> gt(targets);
     gd.poison();
-    const double loss = kernels::gpu::softmax_cross_entropy_forward_backward<T>(
-        this->ctx, gd.get(), glogits.get(), gt.get(), M, V, grad_scale, &correct);
+    const double loss = kernels::gpu::softmax_cross_entropy_forward_backward<T>(this->ctx, gd.get(), glogits.get(),
+                                                                                gt.get(), M, V, grad_scale, &correct);
     const std::string where = std::string(type_name<T>()) + " M=" + std::to_string(M) + " V=" + std::to_string(V);
     EXPECT_NEAR(loss, loss_ref, 1e-5 * std::max(1.0, std::abs(loss_ref))) << where;
     EXPECT_EQ(correct, correct_ref) << where;
     EXPECT_TRUE(close(to_floats(gd.download()), d_ref, tolerance<T>())) << "dlogits, " << where;
     // Forward only (evaluation) gives the same loss.
-    EXPECT_EQ(kernels::gpu::softmax_cross_entropy_forward_backward<T>(this->ctx, nullptr, glogits.get(), gt.get(),
-                                                                      M, V, grad_scale, nullptr),
+    EXPECT_EQ(kernels::gpu::softmax_cross_entropy_forward_backward<T>(this->ctx, nullptr, glogits.get(), gt.get(), M, V,
+                                                                      grad_scale, nullptr),
               loss);
   }
 }
@@ -57,8 +57,8 @@ TYPED_TEST(CrossEntropyTest, ATargetOutsideTheVocabularyNamesItsRowAndWritesNoth
   d.poison();
   DeviceBuffer<std::int32_t> targets(std::vector<std::int32_t>{1, 2, 10, -1});
   try {
-    kernels::gpu::softmax_cross_entropy_forward_backward<T>(this->ctx, d.get(), logits.get(), targets.get(), M,
-                                                            V, 1.0f, nullptr);
+    kernels::gpu::softmax_cross_entropy_forward_backward<T>(this->ctx, d.get(), logits.get(), targets.get(), M, V, 1.0f,
+                                                            nullptr);
     FAIL() << "a target of 10 with V = 10 was accepted";
   } catch (const std::out_of_range& e) {
     EXPECT_NE(std::string(e.what()).find("row 2 has target 10"), std::string::npos) << e.what();

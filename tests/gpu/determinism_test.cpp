@@ -57,10 +57,11 @@ TEST_F(Determinism, EveryBf16OpOfALayerRepeatsBitForBit) {
     kernels::gpu::bias_gelu_backward<bf16>(ctx, h.get(), db.get(), dh.get(), dh.get(), bias.get(), N, FF);
   });
   DeviceBuffer<float> stats(2 * N);
-  DeviceBuffer<bf16> y(std::size_t(N) * C), gamma(random_bf16(C, 8)), dgamma(random_bf16(C, 9)), dbeta(random_bf16(C, 10));
+  DeviceBuffer<bf16> y(std::size_t(N) * C), gamma(random_bf16(C, 8)), dgamma(random_bf16(C, 9)),
+      dbeta(random_bf16(C, 10));
   expect_repeats("layernorm", {&y, &dx, &dgamma, &dbeta}, [&] {
-    kernels::gpu::layernorm_forward<bf16>(ctx, y.get(), stats.get(), stats.get() + N, x.get(), gamma.get(),
-                                          gamma.get(), N, C, 1e-12f);
+    kernels::gpu::layernorm_forward<bf16>(ctx, y.get(), stats.get(), stats.get() + N, x.get(), gamma.get(), gamma.get(),
+                                          N, C, 1e-12f);
     kernels::gpu::layernorm_backward<bf16>(ctx, dx.get(), dgamma.get(), dbeta.get(), y.get(), x.get(), gamma.get(),
                                            stats.get(), stats.get() + N, N, C);
   });
@@ -68,15 +69,15 @@ TEST_F(Determinism, EveryBf16OpOfALayerRepeatsBitForBit) {
   DeviceBuffer<bf16> probs(np), scratch(np), out(std::size_t(N) * C), dq(random_bf16(std::size_t(N) * C, 11)),
       dk(random_bf16(std::size_t(N) * C, 12)), dv(random_bf16(std::size_t(N) * C, 13));
   expect_repeats("attention", {&out, &probs, &dq, &dk, &dv}, [&] {
-    kernels::gpu::attention_forward<bf16>(ctx, out.get(), probs.get(), x.get(), dx.get(), y.get(), nullptr, B, T, C,
-                                          NH, 0.1f, key, 0);
+    kernels::gpu::attention_forward<bf16>(ctx, out.get(), probs.get(), x.get(), dx.get(), y.get(), nullptr, B, T, C, NH,
+                                          0.1f, key, 0);
     kernels::gpu::attention_backward<bf16>(ctx, dq.get(), dk.get(), dv.get(), scratch.get(), y.get(), probs.get(),
                                            x.get(), dx.get(), y.get(), B, T, C, NH, 0.1f, key, 0);
   });
   DeviceBuffer<float> lse(std::size_t(B) * NH * T);
   expect_repeats("flash_attention", {&out, &dq, &dk, &dv}, [&] {
-    kernels::gpu::flash_attention_forward<bf16>(ctx, out.get(), lse.get(), x.get(), dx.get(), y.get(), nullptr, B, T,
-                                                C, NH, 0.1f, key, 0);
+    kernels::gpu::flash_attention_forward<bf16>(ctx, out.get(), lse.get(), x.get(), dx.get(), y.get(), nullptr, B, T, C,
+                                                NH, 0.1f, key, 0);
     kernels::gpu::flash_attention_backward<bf16>(ctx, dq.get(), dk.get(), dv.get(), y.get(), out.get(), lse.get(),
                                                  x.get(), dx.get(), y.get(), nullptr, B, T, C, NH, 0.1f, key, 0);
   });
@@ -90,11 +91,11 @@ TEST_F(Determinism, LossAndEmbeddingGradientsRepeatBitForBit) {
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 31) % 7);  // repeated rows
   DeviceBuffer<std::int32_t> gtargets(targets), gids(ids);
   std::int64_t correct = 0;
-  const double loss = kernels::gpu::softmax_cross_entropy_forward_backward<bf16>(
-      ctx, dlogits.get(), logits.get(), gtargets.get(), M, V, 1e-3f, &correct);
+  const double loss = kernels::gpu::softmax_cross_entropy_forward_backward<bf16>(ctx, dlogits.get(), logits.get(),
+                                                                                 gtargets.get(), M, V, 1e-3f, &correct);
   const auto d1 = dlogits.download();
-  EXPECT_EQ(kernels::gpu::softmax_cross_entropy_forward_backward<bf16>(ctx, dlogits.get(), logits.get(),
-                                                                       gtargets.get(), M, V, 1e-3f, &correct),
+  EXPECT_EQ(kernels::gpu::softmax_cross_entropy_forward_backward<bf16>(ctx, dlogits.get(), logits.get(), gtargets.get(),
+                                                                       M, V, 1e-3f, &correct),
             loss);
   const auto d2 = dlogits.download();
   EXPECT_EQ(std::memcmp(d1.data(), d2.data(), d1.size() * 2), 0);
@@ -104,8 +105,8 @@ TEST_F(Determinism, LossAndEmbeddingGradientsRepeatBitForBit) {
   std::vector<std::vector<float>> runs;
   for (int run = 0; run < 2; ++run) {
     MEMTRAIN_CUDA_CHECK(cudaMemsetAsync(dword.get(), 0, dword.size() * 4, ctx.stream));
-    kernels::gpu::bert_embeddings_backward(ctx, dword.get(), nullptr, nullptr, gdout.get(), gids.get(), nullptr, B,
-                                           T, C);
+    kernels::gpu::bert_embeddings_backward(ctx, dword.get(), nullptr, nullptr, gdout.get(), gids.get(), nullptr, B, T,
+                                           C);
     runs.push_back(dword.download());
   }
   EXPECT_EQ(runs[0], runs[1]);

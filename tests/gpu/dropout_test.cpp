@@ -32,8 +32,8 @@ TYPED_TEST(DropoutTest, DropsExactlyWhatTheCpuDrops) {
       gdx.poison();
       kernels::gpu::dropout_forward<T>(this->ctx, gy.get(), gx.get(), rows, per_sample, p, key, first_sample,
                                        first_element);
-      kernels::gpu::dropout_backward<T>(this->ctx, gdx.get(), gx.get(), rows, per_sample, p, key,
-                                        first_sample, first_element);
+      kernels::gpu::dropout_backward<T>(this->ctx, gdx.get(), gx.get(), rows, per_sample, p, key, first_sample,
+                                        first_element);
       const auto y = to_floats(gy.download()), dx = to_floats(gdx.download());
       const auto expected = rounded<T>(y_ref);
       std::size_t dropped = 0;

@@ -44,7 +44,8 @@ TYPED_TEST(EmbeddingTest, ForwardAndBackwardMatchTheCpuTwin) {
 
     if constexpr (std::is_same_v<T, float>) {
       const auto dout = random_normal<float>(n, seed++);
-      const auto dw0 = random_normal<float>(std::size_t(V) * C, seed++), dp0 = random_normal<float>(std::size_t(P) * C, seed++),
+      const auto dw0 = random_normal<float>(std::size_t(V) * C, seed++),
+                 dp0 = random_normal<float>(std::size_t(P) * C, seed++),
                  dt0 = random_normal<float>(std::size_t(TV) * C, seed++);
       std::vector<double> dw_ref = widen(dw0), dp_ref = widen(dp0), dt_ref = widen(dt0);
       const auto doutd = widen(dout);
@@ -63,7 +64,8 @@ TYPED_TEST(EmbeddingTest, ForwardAndBackwardMatchTheCpuTwin) {
 TYPED_TEST(EmbeddingTest, AnIdOutsideTheVocabularyIsNamedAndNothingIsWritten) {
   using T = TypeParam;
   const int B = 2, T_ = 3, C = 4, V = 10;
-  DeviceBuffer<T> word(to_storage<T>(std::vector<float>(V * C, 1.0f))), pos(to_storage<T>(std::vector<float>(T_ * C, 1.0f)));
+  DeviceBuffer<T> word(to_storage<T>(std::vector<float>(V * C, 1.0f))),
+      pos(to_storage<T>(std::vector<float>(T_ * C, 1.0f)));
   DeviceBuffer<T> type(to_storage<T>(std::vector<float>(C, 1.0f))), out(B * T_ * C);
   out.poison();
   DeviceBuffer<std::int32_t> ids(std::vector<std::int32_t>{1, 2, 3, 4, 10, 11});

@@ -45,8 +45,8 @@ TYPED_TEST(FlashAttentionTest, MatchesTheCpuTwin) {
     const auto qd = widen(q), kd = widen(k), vd = widen(v), doutd = widen(dout), maskd = widen(mask);
     std::vector<double> out_ref(n), lse_ref(nl), dq_ref = widen(dq0), dk_ref = widen(dk0), dv_ref = widen(dv0);
     std::vector<double> work(kernels::flash_attention_workspace_elements(c.T, c.C, c.NH));
-    kernels::flash_attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), maskd.data(),
-                                     c.B, c.T, c.C, c.NH, c.p, key, first_sample, work.data(), c.first_head);
+    kernels::flash_attention_forward(out_ref.data(), lse_ref.data(), qd.data(), kd.data(), vd.data(), maskd.data(), c.B,
+                                     c.T, c.C, c.NH, c.p, key, first_sample, work.data(), c.first_head);
     kernels::flash_attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), doutd.data(), out_ref.data(),
                                       lse_ref.data(), qd.data(), kd.data(), vd.data(), maskd.data(), c.B, c.T, c.C,
                                       c.NH, c.p, key, first_sample, work.data(), c.first_head);

@@ -47,7 +47,8 @@ class DeviceBuffer {
   template <class U>
   void upload(const std::vector<U>& host) {
     static_assert(sizeof(U) == sizeof(T));
-    MEMTRAIN_CUDA_CHECK(cudaMemcpy(ptr_, static_cast<const void*>(host.data()), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    MEMTRAIN_CUDA_CHECK(
+        cudaMemcpy(ptr_, static_cast<const void*>(host.data()), n_ * sizeof(T), cudaMemcpyHostToDevice));
     // Note [Uploads finish before the kernels' stream reads them]: a cudaMemcpy from pageable
     // memory may return before its DMA lands, and the kernels run on a non-blocking stream that
     // does not wait for the legacy default stream (the first GPU run read stale tails).
@@ -90,8 +91,7 @@ T from_float(float x) {
   if constexpr (std::is_same_v<T, float>) {
     return x;
   } else {
-    const std::uint16_t bits =
-        std::is_same_v<T, __nv_bfloat16> ? kernels::float_to_bf16(x) : kernels::float_to_f16(x);
+    const std::uint16_t bits = std::is_same_v<T, __nv_bfloat16> ? kernels::float_to_bf16(x) : kernels::float_to_f16(x);
     T out;
     std::memcpy(static_cast<void*>(&out), &bits, 2);
     return out;
@@ -145,8 +145,8 @@ template <class Ref>
   std::size_t worst = 0;
   for (std::size_t i = 0; i < gpu.size(); ++i) {
     if (!std::isfinite(gpu[i])) {
-      return ::testing::AssertionFailure() << "element " << i << " is " << gpu[i]
-                                           << " (reference " << ref[i] << "): unwritten or overflowed";
+      return ::testing::AssertionFailure()
+             << "element " << i << " is " << gpu[i] << " (reference " << ref[i] << "): unwritten or overflowed";
     }
     const double d = std::abs(static_cast<double>(gpu[i]) - ref[i]);
     if (d > diff) {
@@ -157,8 +157,8 @@ template <class Ref>
   }
   const double err = scale > 0 ? diff / scale : diff;
   if (err < tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "relative error " << err << " >= " << tol << " (worst element "
-                                       << worst << ": " << gpu[worst] << " vs " << ref[worst] << ")";
+  return ::testing::AssertionFailure() << "relative error " << err << " >= " << tol << " (worst element " << worst
+                                       << ": " << gpu[worst] << " vs " << ref[worst] << ")";
 }
 
 // A stream, a cuBLASLt handle and fixed workspaces; skips the test where no device exists.

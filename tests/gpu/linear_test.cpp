@@ -37,18 +37,17 @@ void check_linear(kernels::gpu::KernelContext& ctx, const Shape& s, double tol, 
   const auto xd = widen(x), wd = widen(w), bd = widen(b), dyd = widen(dy);
   std::vector<double> y_ref(ny), dx_ref = widen(dx0), dw_ref = widen(dw0), db_ref = widen(db0);
   kernels::linear_forward(y_ref.data(), xd.data(), wd.data(), bd.data(), s.N, s.C, s.OC);
-  kernels::linear_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dyd.data(), xd.data(), wd.data(),
-                           s.N, s.C, s.OC);
+  kernels::linear_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dyd.data(), xd.data(), wd.data(), s.N, s.C,
+                           s.OC);
 
   DeviceBuffer<T> gx(to_storage<T>(x)), gw(to_storage<T>(w)), gb(to_storage<T>(b)), gdy(to_storage<T>(dy));
   DeviceBuffer<T> gy(ny), gdx(to_storage<T>(dx0)), gdw(to_storage<T>(dw0)), gdb(to_storage<T>(db0));
   gy.poison();
   kernels::gpu::linear_forward<T>(ctx, gy.get(), gx.get(), gw.get(), gb.get(), s.N, s.C, s.OC);
-  kernels::gpu::linear_backward<T>(ctx, gdx.get(), gdw.get(), gdb.get(), gdy.get(), gx.get(), gw.get(),
-                                   s.N, s.C, s.OC);
+  kernels::gpu::linear_backward<T>(ctx, gdx.get(), gdw.get(), gdb.get(), gdy.get(), gx.get(), gw.get(), s.N, s.C, s.OC);
   MEMTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  const std::string where = std::string(type_name<T>()) + " N=" + std::to_string(s.N) +
-                            " C=" + std::to_string(s.C) + " OC=" + std::to_string(s.OC);
+  const std::string where = std::string(type_name<T>()) + " N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) +
+                            " OC=" + std::to_string(s.OC);
   EXPECT_TRUE(close(to_floats(gy.download()), y_ref, tol)) << "out, " << where;
   EXPECT_TRUE(close(to_floats(gdx.download()), dx_ref, tol)) << "dinp, " << where;
   EXPECT_TRUE(close(to_floats(gdw.download()), dw_ref, tol)) << "dweight, " << where;

@@ -38,9 +38,15 @@ TEST_F(NcclCommunicatorTest, AWorldOfOneIsTheSingleRankGroup) {
   // All-reduce sum and max, in place.
   for (bool max : {false, true}) {
     auto expected = x;
-    if (max) host.allreduce_max(expected.data(), n); else host.allreduce_sum(expected.data(), n);
+    if (max)
+      host.allreduce_max(expected.data(), n);
+    else
+      host.allreduce_sum(expected.data(), n);
     DeviceBuffer<float> d(x);
-    if (max) nccl->allreduce_max(d.get(), n); else nccl->allreduce_sum(d.get(), n);
+    if (max)
+      nccl->allreduce_max(d.get(), n);
+    else
+      nccl->allreduce_sum(d.get(), n);
     EXPECT_EQ(d.download(), expected) << (max ? "max" : "sum");
   }
   std::vector<std::int64_t> counts{5, -1};

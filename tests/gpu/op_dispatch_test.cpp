@@ -180,7 +180,7 @@ TEST_F(OpDispatchOnGpu, LinearLayerNormAndGeluRunTheirCudaTwins) {
   const auto gd = widen(g), bed = widen(be), dlnd = widen(dln);
   const auto dxl0 = rnd(N * C, 23), dg0 = rnd(C, 24), dbl0 = rnd(C, 25);
   std::vector<double> ln_ref(N * C), mean_ref(N), rstd_ref(N), dxl_ref = widen(dxl0), dg_ref = widen(dg0),
-      dbl_ref = widen(dbl0);
+                                                               dbl_ref = widen(dbl0);
   kernels::layernorm_forward(ln_ref.data(), mean_ref.data(), rstd_ref.data(), xd.data(), gd.data(), bed.data(), N, C,
                              1e-5);
   kernels::layernorm_backward(dxl_ref.data(), dg_ref.data(), dbl_ref.data(), dlnd.data(), xd.data(), gd.data(),
@@ -260,8 +260,8 @@ TEST_F(OpDispatchOnGpu, EmbeddingsAndCrossEntropyRunTheirCudaTwins) {
   const auto word = rnd(V * C, 10), pos = rnd(T * C, 11), type = rnd(TV * C, 12), dy = rnd(B * T * C, 13);
   const auto wordd = widen(word), posd = widen(pos), typed = widen(type), dyd = widen(dy);
   std::vector<double> out_ref(B * T * C), dw_ref(V * C, 0.0), dp_ref(T * C, 0.0), dt_ref(TV * C, 0.0);
-  kernels::bert_embeddings_forward(out_ref.data(), ids.data(), types.data(), wordd.data(), posd.data(), typed.data(),
-                                   B, T, C, V, TV);
+  kernels::bert_embeddings_forward(out_ref.data(), ids.data(), types.data(), wordd.data(), posd.data(), typed.data(), B,
+                                   T, C, V, TV);
   kernels::bert_embeddings_backward<double>(dw_ref.data(), dp_ref.data(), dt_ref.data(), dyd.data(), ids.data(),
                                             types.data(), B, T, C);
   DeviceBuffer<std::int32_t> gids(ids), gtypes(types);
@@ -270,8 +270,8 @@ TEST_F(OpDispatchOnGpu, EmbeddingsAndCrossEntropyRunTheirCudaTwins) {
   gout.poison();
   kernels::ops::bert_embeddings_forward(gpu(), gout.get(), gids.get(), gtypes.get(), gword.get(), gpos.get(),
                                         gtype.get(), B, T, C, V, TV);
-  kernels::ops::bert_embeddings_backward(gpu(), gdw.get(), gdp.get(), gdt.get(), gdy.get(), gids.get(), gtypes.get(),
-                                         B, T, C);
+  kernels::ops::bert_embeddings_backward(gpu(), gdw.get(), gdp.get(), gdt.get(), gdy.get(), gids.get(), gtypes.get(), B,
+                                         T, C);
   EXPECT_TRUE(close(gout.download(), out_ref, 1e-5)) << "embeddings out";
   EXPECT_TRUE(close(gdw.download(), dw_ref, 1e-5)) << "embeddings dword";
   EXPECT_TRUE(close(gdp.download(), dp_ref, 1e-5)) << "embeddings dpos";
@@ -308,7 +308,7 @@ TEST_F(OpDispatchOnGpu, AttentionRunsItsCudaTwinAndTheFlashFormNeedsNoHostWorksp
   mask[T + 3] = 0.0f;
   const auto qd = widen(q), kd = widen(k), vd = widen(v), maskd = widen(mask), dyd = widen(dy);
   std::vector<double> out_ref(n), probs_ref(nt), scratch_ref(nt), dq_ref = widen(dq0), dk_ref = widen(dk0),
-      dv_ref = widen(dv0);
+                                                                  dv_ref = widen(dv0);
   kernels::attention_forward(out_ref.data(), probs_ref.data(), qd.data(), kd.data(), vd.data(), maskd.data(), B, T, C,
                              NH, 0.1f, key, 4, first_head);
   kernels::attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), scratch_ref.data(), dyd.data(),

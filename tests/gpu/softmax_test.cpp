@@ -18,8 +18,8 @@ TYPED_TEST(SoftmaxTest, MatchesTheCpuTwinWithKeyMasks) {
   using kernels::testing::random_normal;
   unsigned seed = 21;
   // rows, cols, rows per mask row (the T query rows of one sample share its key mask).
-  for (auto [rows, cols, per_mask] : {std::tuple{96, 128, 32}, std::tuple{7, 513, 1}, std::tuple{40, 5, 8},
-                                      std::tuple{3, 1, 3}}) {
+  for (auto [rows, cols, per_mask] :
+       {std::tuple{96, 128, 32}, std::tuple{7, 513, 1}, std::tuple{40, 5, 8}, std::tuple{3, 1, 3}}) {
     const std::size_t n = std::size_t(rows) * cols;
     const auto x = rounded<T>(random_normal<float>(n, seed++, 3.0));
     const auto dy = rounded<T>(random_normal<float>(n, seed++));
@@ -42,7 +42,8 @@ TYPED_TEST(SoftmaxTest, MatchesTheCpuTwinWithKeyMasks) {
     const auto p_gpu_d = widen(p_gpu);
     kernels::masked_softmax_backward(dx_ref.data(), dyd.data(), p_gpu_d.data(), rows, cols, double(scale));
     kernels::gpu::masked_softmax_backward<T>(this->ctx, gdx.get(), gdy.get(), gp.get(), rows, cols, scale);
-    const std::string where = std::string(type_name<T>()) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+    const std::string where =
+        std::string(type_name<T>()) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
     EXPECT_TRUE(close(p_gpu, p_ref, tolerance<T>())) << "probs, " << where;
     EXPECT_TRUE(close(to_floats(gdx.download()), dx_ref, tolerance<T>())) << "dinp, " << where;
     for (int r = rows - per_mask; r < rows; ++r) {

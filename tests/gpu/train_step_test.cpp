@@ -40,9 +40,9 @@ struct TrainingRun {
   void build(const Config& c) {
     model.emplace(c.model, ctx, model_options(c));
     model->init_parameters(c.training.seed);
-    optimizer.emplace(model->parameters(), ctx,
-                      AdamWOptions{c.training.adam_beta1, c.training.adam_beta2, c.training.adam_eps,
-                                   c.training.weight_decay});
+    optimizer.emplace(
+        model->parameters(), ctx,
+        AdamWOptions{c.training.adam_beta1, c.training.adam_beta2, c.training.adam_eps, c.training.weight_decay});
   }
   std::shared_ptr<memory::CachingAllocator> allocator;
   core::Context ctx;

@@ -27,8 +27,7 @@ TEST(AdamwUpdate, MatchesAlgorithmOverSeveralSteps) {
       p_ref[i] -= lr * wd * p_ref[i];
       m_ref[i] = b1 * m_ref[i] + (1 - b1) * g[i];
       v_ref[i] = b2 * v_ref[i] + (1 - b2) * g[i] * g[i];
-      const double m_hat = m_ref[i] / (1 - std::pow(b1, t)),
-                   v_hat = v_ref[i] / (1 - std::pow(b2, t));
+      const double m_hat = m_ref[i] / (1 - std::pow(b1, t)), v_hat = v_ref[i] / (1 - std::pow(b2, t));
       p_ref[i] -= lr * m_hat / (std::sqrt(v_hat) + eps);
     }
   }
@@ -132,9 +131,8 @@ TEST(AdamwUpdate, TheF16FormEqualsConvertUpdateRound) {
 
 TEST(AdamwUpdate, RejectsStepZero) {
   std::vector<float> p(1), g(1), m(1), v(1);
-  EXPECT_THROW(
-      adamw_update(p.data(), g.data(), m.data(), v.data(), 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0),
-      std::invalid_argument);
+  EXPECT_THROW(adamw_update(p.data(), g.data(), m.data(), v.data(), 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0),
+               std::invalid_argument);
 }
 
 // Global-norm clipping pieces: sum of squares accumulates in double (a float running sum of

@@ -25,8 +25,7 @@ std::vector<double> naive_probs(const std::vector<double>& q, const std::vector<
         double mx = -INFINITY;
         for (int j = 0; j < T; ++j) {
           double d = 0;
-          for (int e = 0; e < HS; ++e)
-            d += q[(b * T + i) * C + h * HS + e] * k[(b * T + j) * C + h * HS + e];
+          for (int e = 0; e < HS; ++e) d += q[(b * T + i) * C + h * HS + e] * k[(b * T + j) * C + h * HS + e];
           s[j] = d / std::sqrt(double(HS));
           if (mask[b * T + j] != 0) mx = std::max(mx, s[j]);
         }
@@ -75,16 +74,15 @@ TEST(AttentionProbs, BitwiseEqualToWhatTheForwardPassSaves) {
   const std::size_t n = static_cast<std::size_t>(B) * NH * T * T;
   Aligned saved(n), rebuilt(n);
   std::vector<float> out(B * T * C);
-  attention_forward(out.data(), saved.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C,
-                    NH, 0.3f, RngKey{7, 1, 2, 0, 0}, 100);
+  attention_forward(out.data(), saved.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH, 0.3f,
+                    RngKey{7, 1, 2, 0, 0}, 100);
   attention_probs(rebuilt.data(), q.data(), k.data(), mask.data(), B, T, C, NH);
   EXPECT_EQ(std::memcmp(saved.data(), rebuilt.data(), n * sizeof(float)), 0);
 }
 
 TEST(AttentionProbs, RejectsHeadsThatDoNotDivideTheHiddenSize) {
   std::vector<float> buf(64);
-  EXPECT_THROW(attention_probs(buf.data(), buf.data(), buf.data(), nullptr, 1, 2, 6, 4),
-               std::invalid_argument);
+  EXPECT_THROW(attention_probs(buf.data(), buf.data(), buf.data(), nullptr, 1, 2, 6, 4), std::invalid_argument);
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ TEST(SoftmaxCrossEntropy, LossMatchesLogSumExpAndCountsCorrectArgmax) {
   x[1 * V + 10] = 9.0;  // row 1: argmax is the target
   std::int64_t correct_fb = -1, correct_f = -1;
   std::vector<double> d(M * V);
-  const double loss_fb = softmax_cross_entropy_forward_backward(d.data(), x.data(), kTargets.data(),
-                                                                M, V, 1.0, &correct_fb);
+  const double loss_fb =
+      softmax_cross_entropy_forward_backward(d.data(), x.data(), kTargets.data(), M, V, 1.0, &correct_fb);
   const double loss_f = softmax_cross_entropy_forward(x.data(), kTargets.data(), M, V, &correct_f);
   EXPECT_NEAR(loss_fb, naive_loss(x), 1e-12);
   EXPECT_NEAR(loss_f, naive_loss(x), 1e-12);
@@ -67,8 +67,7 @@ TEST(SoftmaxCrossEntropy, GradientMatchesFiniteDifferencesInPlace) {
   const double grad_scale = 1.0 / 37;  // e.g. 37 masked tokens in the global batch
   auto loss = [&] { return grad_scale * naive_loss(x); };
   std::vector<double> d = x;
-  softmax_cross_entropy_forward_backward(d.data(), d.data(), kTargets.data(), M, V, grad_scale,
-                                         nullptr);
+  softmax_cross_entropy_forward_backward(d.data(), d.data(), kTargets.data(), M, V, grad_scale, nullptr);
   EXPECT_LT(max_relative_error(d, numeric_gradient(x, loss)), 1e-6);
 }
 
@@ -78,8 +77,7 @@ TEST(SoftmaxCrossEntropy, LargeLogitsStayFinite) {
   auto xf = testing::cast<float>(x);
   for (auto& v : xf) v += 1e4f;
   std::vector<float> d(M * V);
-  const double loss = softmax_cross_entropy_forward_backward(d.data(), xf.data(), kTargets.data(),
-                                                             M, V, 1.0f, nullptr);
+  const double loss = softmax_cross_entropy_forward_backward(d.data(), xf.data(), kTargets.data(), M, V, 1.0f, nullptr);
   ASSERT_TRUE(std::isfinite(loss));
   // softmax is shift invariant: same loss as without the offset, to the float spacing at 1e4
   std::vector<double> shifted(M * V);
@@ -100,8 +98,7 @@ TEST(SoftmaxCrossEntropy, RejectsTargetOutsideVocabularyWithoutWriting) {
   }
   EXPECT_EQ(d, std::vector<float>(M * V, 7.0f));
   targets[4] = -1;
-  EXPECT_THROW(softmax_cross_entropy_forward(x.data(), targets.data(), M, V, nullptr),
-               std::out_of_range);
+  EXPECT_THROW(softmax_cross_entropy_forward(x.data(), targets.data(), M, V, nullptr), std::out_of_range);
 }
 
 }  // namespace

@@ -98,8 +98,8 @@ TEST(DropoutForward, MaskDependsOnGlobalSampleNotBatchSplit) {
   std::vector<float> whole(kRows * 1000, 1.0f), halves(kRows * 1000, 1.0f);
   dropout_forward(whole.data(), whole.data(), kRows, 1000, 0.2f, key, 40);
   dropout_forward(halves.data(), halves.data(), kRows / 2, 1000, 0.2f, key, 40);
-  dropout_forward(halves.data() + kRows / 2 * 1000, halves.data() + kRows / 2 * 1000, kRows / 2,
-                  1000, 0.2f, key, 40 + kRows / 2);
+  dropout_forward(halves.data() + kRows / 2 * 1000, halves.data() + kRows / 2 * 1000, kRows / 2, 1000, 0.2f, key,
+                  40 + kRows / 2);
   EXPECT_EQ(whole, halves);
   for (long e = 0; e < 1000; ++e) {
     EXPECT_EQ(whole[3 * 1000 + e] == 0.0f, philox_uniform(key, 43, e) < 0.2f);
@@ -146,10 +146,8 @@ TEST(DropoutForward, ZeroProbabilityCopiesAndOneZeroes) {
 
 TEST(DropoutForward, RejectsNegativeOrNanProbability) {
   std::vector<float> x(4, 1.0f);
-  EXPECT_THROW(dropout_forward(x.data(), x.data(), 1, 4, -0.1f, RngKey{}, 0),
-               std::invalid_argument);
-  EXPECT_THROW(dropout_forward(x.data(), x.data(), 1, 4, std::numeric_limits<float>::quiet_NaN(),
-                               RngKey{}, 0),
+  EXPECT_THROW(dropout_forward(x.data(), x.data(), 1, 4, -0.1f, RngKey{}, 0), std::invalid_argument);
+  EXPECT_THROW(dropout_forward(x.data(), x.data(), 1, 4, std::numeric_limits<float>::quiet_NaN(), RngKey{}, 0),
                std::invalid_argument);
 }
 
@@ -168,11 +166,10 @@ TEST(DropoutResidualForward, EqualsDropoutThenTheResidualSum) {
       dropout_forward(expected.data(), x.data(), rows, per_sample, p, key, first_sample, first_element);
       for (std::size_t i = 0; i < n; ++i) expected[i] += res[i];
       std::vector<float> out(n, std::numeric_limits<float>::quiet_NaN());
-      dropout_residual_forward(out.data(), x.data(), res.data(), rows, per_sample, p, key, first_sample,
-                               first_element);
+      dropout_residual_forward(out.data(), x.data(), res.data(), rows, per_sample, p, key, first_sample, first_element);
       auto in_place = x;
-      dropout_residual_forward(in_place.data(), in_place.data(), res.data(), rows, per_sample, p, key,
-                               first_sample, first_element);
+      dropout_residual_forward(in_place.data(), in_place.data(), res.data(), rows, per_sample, p, key, first_sample,
+                               first_element);
       for (std::size_t i = 0; i < n; ++i) {
         ASSERT_EQ(out[i], expected[i]) << "p=" << p << " element " << i;
         ASSERT_EQ(in_place[i], expected[i]) << "in place, p=" << p << " element " << i;

@@ -17,11 +17,9 @@ const std::vector<std::int32_t> kIds = {5, 1, 5, 0, 6, 5, 2, 3};
 const std::vector<std::int32_t> kTypes = {0, 0, 1, 1, 0, 1, 1, 1};
 
 TEST(BertEmbeddingsForward, SumsWordPositionAndTypeRows) {
-  const auto word = random_normal(V * C, 1), pos = random_normal(P * C, 2),
-             type = random_normal(TV * C, 3);
+  const auto word = random_normal(V * C, 1), pos = random_normal(P * C, 2), type = random_normal(TV * C, 3);
   std::vector<double> out(B * T * C);
-  bert_embeddings_forward(out.data(), kIds.data(), kTypes.data(), word.data(), pos.data(),
-                          type.data(), B, T, C, V, TV);
+  bert_embeddings_forward(out.data(), kIds.data(), kTypes.data(), word.data(), pos.data(), type.data(), B, T, C, V, TV);
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int c = 0; c < C; ++c) {
@@ -32,18 +30,16 @@ TEST(BertEmbeddingsForward, SumsWordPositionAndTypeRows) {
 
 // Table gradients against central finite differences of L = <embeddings(tables), G>.
 TEST(BertEmbeddingsBackward, MatchesFiniteDifferencesWithRepeatedIds) {
-  auto word = random_normal(V * C, 4), pos = random_normal(P * C, 5),
-       type = random_normal(TV * C, 6);
+  auto word = random_normal(V * C, 4), pos = random_normal(P * C, 5), type = random_normal(TV * C, 6);
   const auto G = random_normal(B * T * C, 7);
   auto loss = [&] {
     std::vector<double> out(B * T * C);
-    bert_embeddings_forward(out.data(), kIds.data(), kTypes.data(), word.data(), pos.data(),
-                            type.data(), B, T, C, V, TV);
+    bert_embeddings_forward(out.data(), kIds.data(), kTypes.data(), word.data(), pos.data(), type.data(), B, T, C, V,
+                            TV);
     return dot(out, G);
   };
   std::vector<double> dword(V * C, 0), dpos(P * C, 0), dtype(TV * C, 0);
-  bert_embeddings_backward(dword.data(), dpos.data(), dtype.data(), G.data(), kIds.data(),
-                           kTypes.data(), B, T, C);
+  bert_embeddings_backward(dword.data(), dpos.data(), dtype.data(), G.data(), kIds.data(), kTypes.data(), B, T, C);
   EXPECT_LT(max_relative_error(dword, numeric_gradient(word, loss)), 1e-6);
   EXPECT_LT(max_relative_error(dpos, numeric_gradient(pos, loss)), 1e-6);
   EXPECT_LT(max_relative_error(dtype, numeric_gradient(type, loss)), 1e-6);
@@ -54,8 +50,8 @@ TEST(BertEmbeddingsForward, RejectsIdsOutsideTablesNamingThePosition) {
   auto ids = kIds;
   ids[6] = V;  // b = 1, t = 2
   try {
-    bert_embeddings_forward(out.data(), ids.data(), kTypes.data(), word.data(), pos.data(),
-                            type.data(), B, T, C, V, TV);
+    bert_embeddings_forward(out.data(), ids.data(), kTypes.data(), word.data(), pos.data(), type.data(), B, T, C, V,
+                            TV);
     FAIL() << "expected std::out_of_range";
   } catch (const std::out_of_range& e) {
     EXPECT_NE(std::string(e.what()).find("input_ids[b=1, t=2] = 7"), std::string::npos) << e.what();
@@ -63,8 +59,8 @@ TEST(BertEmbeddingsForward, RejectsIdsOutsideTablesNamingThePosition) {
   EXPECT_EQ(out, std::vector<float>(B * T * C, 3.0f));  // nothing written
   auto types = kTypes;
   types[0] = -1;
-  EXPECT_THROW(bert_embeddings_forward(out.data(), kIds.data(), types.data(), word.data(),
-                                       pos.data(), type.data(), B, T, C, V, TV),
+  EXPECT_THROW(bert_embeddings_forward(out.data(), kIds.data(), types.data(), word.data(), pos.data(), type.data(), B,
+                                       T, C, V, TV),
                std::out_of_range);
 }
 

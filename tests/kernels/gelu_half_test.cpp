@@ -38,7 +38,7 @@ TEST_P(GeluHalf, ForwardIsTheFloatKernelOnConvertedValuesRounded) {
   for (const auto& [N, C] : {std::pair{37, 300}, std::pair{5, 3077}}) {
     for (const bool with_bias : {true, false}) {
       const auto inp = to_half(random_normal<float>(static_cast<std::size_t>(N) * C, 5, 2.0), f);  // [N, C]
-      const auto bias = random_normal<float>(C, 6, 0.5);                             // [C]
+      const auto bias = random_normal<float>(C, 6, 0.5);                                           // [C]
       const float* b = with_bias ? bias.data() : nullptr;
       std::vector<std::uint16_t> out(inp.size());
       bias_gelu_forward_half(out.data(), inp.data(), b, N, C, f);
@@ -59,8 +59,8 @@ TEST_P(GeluHalf, BackwardWritesTheRoundedGradientAndSumsTheBiasGradientInFloat) 
   for (const auto& [N, C] : {std::pair{33, 515}, std::pair{3, 4500}}) {
     const auto dout = to_half(random_normal<float>(static_cast<std::size_t>(N) * C, 7), f);  // [N, C]
     const auto inp = to_half(random_normal<float>(static_cast<std::size_t>(N) * C, 8), f);   // [N, C]
-    const auto bias = random_normal<float>(C, 9, 0.5);                        // [C]
-    auto dbias = random_normal<float>(C, 10);                                  // [C], accumulated into
+    const auto bias = random_normal<float>(C, 9, 0.5);                                       // [C]
+    auto dbias = random_normal<float>(C, 10);                                                // [C], accumulated into
     auto dbias_ref = dbias;
     std::vector<std::uint16_t> dinp(dout.size(), 0x7FC0);  // garbage: written, not accumulated
     bias_gelu_backward_half(dinp.data(), dbias.data(), dout.data(), inp.data(), bias.data(), N, C, f);

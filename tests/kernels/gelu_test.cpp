@@ -37,8 +37,7 @@ TEST(BiasGeluForward, MatchesErfClosedForm) {
   // In place (out aliases inp), no bias.
   std::vector<double> inplace = x;
   bias_gelu_forward(inplace.data(), inplace.data(), nullptr, N, C);
-  for (int i = 0; i < N * C; ++i)
-    EXPECT_NEAR(inplace[i], gelu_ref(x[i]), 1e-14 * (1 + std::abs(x[i])));
+  for (int i = 0; i < N * C; ++i) EXPECT_NEAR(inplace[i], gelu_ref(x[i]), 1e-14 * (1 + std::abs(x[i])));
 }
 
 // Known values: gelu(0) = 0, gelu(1) = Phi(1) = 0.8413447460685429, gelu(-1) =
@@ -71,8 +70,7 @@ TEST(BiasGeluBackward, MatchesFiniteDifferences) {
 
 // The float backward (Eigen's SIMD erf/exp) agrees with the double one to float precision.
 TEST(BiasGeluBackward, FloatAgreesWithDouble) {
-  const auto x = random_normal(N * C, 6, 2.0), bias = random_normal(C, 7),
-             G = random_normal(N * C, 8);
+  const auto x = random_normal(N * C, 6, 2.0), bias = random_normal(C, 7), G = random_normal(N * C, 8);
   std::vector<double> dx(N * C, 0), db(C, 0);
   bias_gelu_backward(dx.data(), db.data(), G.data(), x.data(), bias.data(), N, C);
   auto xf = testing::cast<float>(x), bf = testing::cast<float>(bias), Gf = testing::cast<float>(G);

@@ -56,8 +56,8 @@ std::vector<Case> load_fixture() {
   const auto doc = nlohmann::json::parse(in);
   std::vector<Case> cases;
   for (const auto& c : doc.at("cases")) {
-    cases.push_back({c.at("name"), c.at("float_bits"), c.at("f16_bits"), c.at("bf16_bits"),
-                     c.at("f16_is_nan"), c.at("bf16_is_nan")});
+    cases.push_back({c.at("name"), c.at("float_bits"), c.at("f16_bits"), c.at("bf16_bits"), c.at("f16_is_nan"),
+                     c.at("bf16_is_nan")});
   }
   return cases;
 }
@@ -97,12 +97,12 @@ TEST(HalfConvert, FloatToBf16MatchesTorch) {
 TEST(HalfConvert, F16LandmarksHaveTheirIeeeBitPatterns) {
   EXPECT_EQ(float_to_f16(0.0f), 0x0000);
   EXPECT_EQ(float_to_f16(-0.0f), 0x8000);
-  EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -24)), 0x0001);           // smallest subnormal
-  EXPECT_EQ(float_to_f16(1023 * std::ldexp(1.0f, -24)), 0x03ff);    // largest subnormal
-  EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -14)), 0x0400);           // smallest normal
+  EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -24)), 0x0001);         // smallest subnormal
+  EXPECT_EQ(float_to_f16(1023 * std::ldexp(1.0f, -24)), 0x03ff);  // largest subnormal
+  EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -14)), 0x0400);         // smallest normal
   EXPECT_EQ(float_to_f16(1.0f), 0x3c00);
-  EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);                        // largest finite
-  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);                        // ties up past it: inf
+  EXPECT_EQ(float_to_f16(65504.0f), 0x7bff);  // largest finite
+  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);  // ties up past it: inf
   EXPECT_EQ(float_to_f16(-INFINITY), 0xfc00);
   EXPECT_EQ(f16_to_float(0x7bff), 65504.0f);
   EXPECT_EQ(f16_to_float(0x0001), std::ldexp(1.0f, -24));
@@ -183,11 +183,9 @@ TEST(HalfConvert, FloatToBf16IsNearestEvenOnASampleOfAllFloats) {
     }
     const double got = bf16_value_by_definition(static_cast<std::uint16_t>(mag));
     const double err = std::abs(got - ax);
-    const double err_below =
-        mag > 0 ? ax - bf16_value_by_definition(static_cast<std::uint16_t>(mag - 1)) : INFINITY;
+    const double err_below = mag > 0 ? ax - bf16_value_by_definition(static_cast<std::uint16_t>(mag - 1)) : INFINITY;
     const double err_above =
-        mag + 1 < 0x7f80 ? bf16_value_by_definition(static_cast<std::uint16_t>(mag + 1)) - ax
-                         : INFINITY;
+        mag + 1 < 0x7f80 ? bf16_value_by_definition(static_cast<std::uint16_t>(mag + 1)) - ax : INFINITY;
     ASSERT_LE(err, err_below) << x;
     ASSERT_LE(err, err_above) << x;
     if (err == err_below || err == err_above) {
@@ -205,15 +203,14 @@ TEST(HalfConvert, BulkF16PathMatchesScalarPathBitwise) {
   for (std::size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<std::uint16_t>(i);
   std::vector<float> simd(halves.size()), scalar(halves.size());
   convert_half_to_float(simd.data(), halves.data(), std::ssize(halves), HalfFormat::f16);
-  detail::convert_half_to_float_scalar(scalar.data(), halves.data(), std::ssize(halves),
-                                       HalfFormat::f16);
+  detail::convert_half_to_float_scalar(scalar.data(), halves.data(), std::ssize(halves), HalfFormat::f16);
   for (std::size_t i = 0; i < halves.size(); ++i) {
     ASSERT_EQ(bits_of(simd[i]), bits_of(scalar[i])) << std::hex << "half 0x" << halves[i];
   }
   // Every float whose low 13 bits are near the rounding point (0x1000) or at 0/0x1fff, for
   // every exponent and sign and for 64 fraction prefixes each; plus the strided sample.
   std::vector<float> floats = strided_floats(65521);
-  for (std::uint32_t hi = 0; hi < (1u << 9); ++hi) {          // sign + exponent
+  for (std::uint32_t hi = 0; hi < (1u << 9); ++hi) {               // sign + exponent
     for (std::uint32_t frac = 0; frac < (1u << 10); frac += 17) {  // top 10 fraction bits
       for (const std::uint32_t low : {0x0u, 0x1u, 0xfffu, 0x1000u, 0x1001u, 0x1fffu}) {
         floats.push_back(from_bits((hi << 23) | (frac << 13) | low));
@@ -222,8 +219,7 @@ TEST(HalfConvert, BulkF16PathMatchesScalarPathBitwise) {
   }
   std::vector<std::uint16_t> a(floats.size()), b(floats.size());
   convert_float_to_half(a.data(), floats.data(), std::ssize(floats), HalfFormat::f16);
-  detail::convert_float_to_half_scalar(b.data(), floats.data(), std::ssize(floats),
-                                       HalfFormat::f16);
+  detail::convert_float_to_half_scalar(b.data(), floats.data(), std::ssize(floats), HalfFormat::f16);
   for (std::size_t i = 0; i < floats.size(); ++i) {
     ASSERT_EQ(a[i], b[i]) << std::hex << "float 0x" << bits_of(floats[i]);
   }

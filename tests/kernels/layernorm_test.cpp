@@ -25,8 +25,7 @@ TEST(LayerNormForward, MatchesDefinitionAndSavesStatistics) {
   const auto gamma = random_normal(C, 2), beta = random_normal(C, 3);
   const double eps = 1e-12;
   std::vector<double> out(N * C), mean(N), rstd(N);
-  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C,
-                    eps);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C, eps);
   for (int n = 0; n < N; ++n) {
     double m = 0, var = 0;
     for (int c = 0; c < C; ++c) m += x[n * C + c];
@@ -36,8 +35,7 @@ TEST(LayerNormForward, MatchesDefinitionAndSavesStatistics) {
     EXPECT_NEAR(mean[n], m, 1e-13);
     EXPECT_NEAR(rstd[n], 1 / std::sqrt(var + eps), 1e-13);
     for (int c = 0; c < C; ++c) {
-      EXPECT_NEAR(out[n * C + c], (x[n * C + c] - m) / std::sqrt(var + eps) * gamma[c] + beta[c],
-                  1e-12);
+      EXPECT_NEAR(out[n * C + c], (x[n * C + c] - m) / std::sqrt(var + eps) * gamma[c] + beta[c], 1e-12);
     }
   }
 }
@@ -46,8 +44,7 @@ TEST(LayerNormForward, MatchesDefinitionAndSavesStatistics) {
 TEST(LayerNormForward, FloatRowsAreStandardized) {
   const auto x = random_normal<float>(N * C, 4, 10.0);
   std::vector<float> gamma(C, 1.0f), beta(C, 0.0f), out(N * C), mean(N), rstd(N);
-  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C,
-                    1e-5f);
+  layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C, 1e-5f);
   for (int n = 0; n < N; ++n) {
     double m = 0, sq = 0;
     for (int c = 0; c < C; ++c) m += out[n * C + c];
@@ -65,15 +62,14 @@ TEST(LayerNormBackward, MatchesFiniteDifferences) {
   std::vector<double> mean(N), rstd(N);
   auto loss = [&] {
     std::vector<double> y(N * C);
-    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C,
-                      eps);
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C, eps);
     return dot(y, G);
   };
   loss();  // mean, rstd of the unperturbed x
   const auto saved_mean = mean, saved_rstd = rstd;
   std::vector<double> dx(N * C, 0.5), dgamma(C, 0.5), dbeta(C, 0.5);
-  layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), G.data(), x.data(), gamma.data(),
-                     saved_mean.data(), saved_rstd.data(), N, C);
+  layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), G.data(), x.data(), gamma.data(), saved_mean.data(),
+                     saved_rstd.data(), N, C);
   for (auto* v : {&dx, &dgamma, &dbeta})
     for (auto& e : *v) e -= 0.5;
   EXPECT_LT(max_relative_error(dx, numeric_gradient(x, loss)), 1e-6);
@@ -126,8 +122,8 @@ TEST(LayerNormBackward, FloatSumsDoNotDependOnTheThreadCount) {
     set_num_threads(threads);
     Grads r{std::vector<float>(Nb * Cb, 0.25f), std::vector<float>(Cb, 0.5f), std::vector<float>(Cb, -0.5f),
             std::vector<float>(Cb, 0.5f), std::vector<float>(Cb, -0.5f)};
-    layernorm_backward(r.dx.data(), r.dgamma.data(), r.dbeta.data(), dy.data(), x.data(), gamma.data(),
-                       mean.data(), rstd.data(), Nb, Cb);
+    layernorm_backward(r.dx.data(), r.dgamma.data(), r.dbeta.data(), dy.data(), x.data(), gamma.data(), mean.data(),
+                       rstd.data(), Nb, Cb);
     std::vector<float> dx2(Nb * Cb, 0.0f);
     layernorm_backward(dx2.data(), r.dgamma_only.data(), nullptr, dy.data(), x.data(), gamma.data(), mean.data(),
                        rstd.data(), Nb, Cb);

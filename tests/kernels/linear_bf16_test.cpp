@@ -50,9 +50,8 @@ bool runs_here() {
   }
 }
 
-#define SKIP_UNLESS_BF16_MATMUL_RUNS()                                                   \
-  if (!runs_here()) GTEST_SKIP() << "oneDNN runs no bf16 matmul on this CPU ("          \
-                                 << bf16_gemm_description() << ")"
+#define SKIP_UNLESS_BF16_MATMUL_RUNS() \
+  if (!runs_here()) GTEST_SKIP() << "oneDNN runs no bf16 matmul on this CPU (" << bf16_gemm_description() << ")"
 
 // Odd sizes as well as the model's multiples of 64 (tails of oneDNN's blocking).
 struct Shape {
@@ -124,8 +123,8 @@ TEST(LinearBackwardBf16, MatchesDefinitionAccumulatingAndOverwriting) {
     // f32 weight gradient (fp32_grad_accumulation), accumulated.
     auto dx = dx0, db = db0;
     std::vector<float> dW32(dW0.values.begin(), dW0.values.end());
-    linear_backward_bf16(dx.data(), dW32.data(), /*dweight_bf16=*/false, /*accumulate=*/true, db.data(),
-                         dy.bits.data(), x.bits.data(), W.bits.data(), N, C, OC);
+    linear_backward_bf16(dx.data(), dW32.data(), /*dweight_bf16=*/false, /*accumulate=*/true, db.data(), dy.bits.data(),
+                         x.bits.data(), W.bits.data(), N, C, OC);
     EXPECT_LT(max_relative_error(dx, dx_ref), kFp32Tolerance);
     EXPECT_LT(max_relative_error(dW32, dW_acc_ref), kFp32Tolerance);
     EXPECT_LT(max_relative_error(db, db_ref), kFp32Tolerance);
@@ -133,18 +132,17 @@ TEST(LinearBackwardBf16, MatchesDefinitionAccumulatingAndOverwriting) {
     // bf16 weight gradient: the fp32 sum rounded once, so within half a bf16 ulp (2^-9
     // relative) of the exact sum, elementwise, plus the fp32 accumulation error.
     auto dW16 = dW0.bits;
-    linear_backward_bf16(nullptr, dW16.data(), true, true, nullptr, dy.bits.data(), x.bits.data(),
-                         W.bits.data(), N, C, OC);
+    linear_backward_bf16(nullptr, dW16.data(), true, true, nullptr, dy.bits.data(), x.bits.data(), W.bits.data(), N, C,
+                         OC);
     std::vector<std::uint16_t> dW16_new(dW0.bits.size(), 0x7fc0);  // poisoned with NaN
-    linear_backward_bf16(nullptr, dW16_new.data(), true, /*accumulate=*/false, nullptr, dy.bits.data(),
-                         x.bits.data(), W.bits.data(), N, C, OC);
+    linear_backward_bf16(nullptr, dW16_new.data(), true, /*accumulate=*/false, nullptr, dy.bits.data(), x.bits.data(),
+                         W.bits.data(), N, C, OC);
     const double scale_acc = max_relative_error(dW_acc_ref, std::vector<double>(dW_acc_ref.size(), 0.0));
     for (std::size_t i = 0; i < dW16.size(); ++i) {
       const double got = bf16_to_float(dW16[i]), want = dW_acc_ref[i];
       ASSERT_LE(std::abs(got - want), std::ldexp(std::abs(want), -8) + kFp32Tolerance * scale_acc) << i;
       const double got_new = bf16_to_float(dW16_new[i]), want_new = dW_prod[i];
-      ASSERT_LE(std::abs(got_new - want_new), std::ldexp(std::abs(want_new), -8) + kFp32Tolerance * scale_acc)
-          << i;
+      ASSERT_LE(std::abs(got_new - want_new), std::ldexp(std::abs(want_new), -8) + kFp32Tolerance * scale_acc) << i;
     }
   }
 }

@@ -65,8 +65,8 @@ TEST_P(LinearHalfWeight, MatchesTheDefinitionInDoublePrecision) {
   // Weights converted whole (Note [Small 16-bit weights convert whole]): odd sizes, several
   // hundred rows. Above 2^22 elements, a block of rows at a time: blocks of 512 with a short
   // last one, and the decoder's skinny shape.
-  for (const Shape sh : {Shape{5, 7, 3}, Shape{9, 13, 1100}, Shape{33, 64, 2048}, Shape{3, 1030, 4100},
-                         Shape{2, 129, 32600}}) {
+  for (const Shape sh :
+       {Shape{5, 7, 3}, Shape{9, 13, 1100}, Shape{33, 64, 2048}, Shape{3, 1030, 4100}, Shape{2, 129, 32600}}) {
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       const int N = sh.N, C = sh.C, OC = sh.OC;
@@ -165,8 +165,8 @@ TEST_P(LinearHalfWeight, StaysInsideTheScratchItAsksFor) {
       std::vector<float> out(std::size_t(N) * OC), dx(std::size_t(N) * C, 0.0f);
       std::vector<std::uint16_t> dw(std::size_t(OC) * C);
       linear_forward_half_weight(out.data(), x.data(), w.bits.data(), nullptr, N, C, OC, f, scratch.data());
-      linear_backward_half_weight(dx.data(), dw.data(), false, nullptr, dy.data(), x.data(), w.bits.data(), N, C, OC,
-                                  f, scratch.data());
+      linear_backward_half_weight(dx.data(), dw.data(), false, nullptr, dy.data(), x.data(), w.bits.data(), N, C, OC, f,
+                                  scratch.data());
       for (std::size_t i = need; i < scratch.size(); ++i) {
         ASSERT_TRUE(std::isnan(scratch[i])) << "scratch element " << i << " of " << need << " written, C=" << C
                                             << " OC=" << OC << " threads=" << threads;
@@ -197,8 +197,8 @@ TEST_P(LinearHalfWeight, SmallWeightsGiveTheBitsOfTheFloatLinear) {
 
     std::vector<float> dx(std::size_t(N) * C, 0.25f), dx_ref = dx, dw_ref(std::size_t(OC) * C, 0.0f);
     std::vector<std::uint16_t> dw(std::size_t(OC) * C);
-    linear_backward_half_weight(dx.data(), dw.data(), false, nullptr, dy.data(), x.data(), w.bits.data(), N, C, OC,
-                                f, scratch.data());
+    linear_backward_half_weight(dx.data(), dw.data(), false, nullptr, dy.data(), x.data(), w.bits.data(), N, C, OC, f,
+                                scratch.data());
     linear_backward<float>(dx_ref.data(), dw_ref.data(), nullptr, dy.data(), x.data(), wf.data(), N, C, OC);
     EXPECT_EQ(dx, dx_ref) << "threads=" << threads;
     std::vector<std::uint16_t> dw_rounded(dw.size());

@@ -47,8 +47,7 @@ TEST(LinearBackward, MatchesFiniteDifferencesAndAccumulates) {
     linear_forward(y.data(), x.data(), W.data(), b.data(), N, C, OC);
     return dot(y, G);
   };
-  const auto dx0 = random_normal(N * C, 8), dW0 = random_normal(OC * C, 9),
-             db0 = random_normal(OC, 10);
+  const auto dx0 = random_normal(N * C, 8), dW0 = random_normal(OC * C, 9), db0 = random_normal(OC, 10);
   auto dx = dx0, dW = dW0, db = db0;
   linear_backward(dx.data(), dW.data(), db.data(), G.data(), x.data(), W.data(), N, C, OC);
   for (std::size_t i = 0; i < dx.size(); ++i) dx[i] -= dx0[i];
@@ -60,8 +59,7 @@ TEST(LinearBackward, MatchesFiniteDifferencesAndAccumulates) {
 }
 
 TEST(LinearBackward, NullOutputsAreSkipped) {
-  const auto x = random_normal(N * C, 11), W = random_normal(OC * C, 12),
-             G = random_normal(N * OC, 13);
+  const auto x = random_normal(N * C, 11), W = random_normal(OC * C, 12), G = random_normal(N * OC, 13);
   std::vector<double> dW(OC * C, 0), dW_all(OC * C, 0), dx(N * C, 0), db(OC, 0);
   linear_backward(nullptr, dW.data(), nullptr, G.data(), x.data(), W.data(), N, C, OC);
   linear_backward(dx.data(), dW_all.data(), db.data(), G.data(), x.data(), W.data(), N, C, OC);

@@ -14,8 +14,8 @@ using testing::random_normal;
 
 // Independent reference: the textbook triple loop in double, with explicit strides.
 std::vector<double> naive_gemm(const std::vector<double>& A, const std::vector<double>& B,
-                               const std::vector<double>& C0, int M, int N, int K, bool ta, bool tb,
-                               int lda, int ldb, int ldc, double alpha, double beta) {
+                               const std::vector<double>& C0, int M, int N, int K, bool ta, bool tb, int lda, int ldb,
+                               int ldc, double alpha, double beta) {
   std::vector<double> C = C0;
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
@@ -40,22 +40,19 @@ TEST_P(MatmulTransposes, MatchesNaiveTripleLoop) {
   const int M = 13, N = 29, K = 37;
   const auto A = random_normal(M * K, 1), B = random_normal(K * N, 2), C0 = random_normal(M * N, 3);
   const int lda = ta ? M : K, ldb = tb ? K : N;
-  for (const auto& [alpha, beta] :
-       {std::pair{1.0, 0.0}, std::pair{0.5, 1.0}, std::pair{-2.0, 0.25}}) {
+  for (const auto& [alpha, beta] : {std::pair{1.0, 0.0}, std::pair{0.5, 1.0}, std::pair{-2.0, 0.25}}) {
     const auto ref = naive_gemm(A, B, C0, M, N, K, ta, tb, lda, ldb, N, alpha, beta);
     std::vector<double> Cd = C0;
     matmul(Cd.data(), A.data(), B.data(), M, N, K, ta, tb, alpha, beta);
     EXPECT_LT(max_relative_error(Cd, ref), 1e-14);
     auto Af = testing::cast<float>(A), Bf = testing::cast<float>(B);
     auto Cf = testing::cast<float>(C0);
-    matmul(Cf.data(), Af.data(), Bf.data(), M, N, K, ta, tb, static_cast<float>(alpha),
-           static_cast<float>(beta));
+    matmul(Cf.data(), Af.data(), Bf.data(), M, N, K, ta, tb, static_cast<float>(alpha), static_cast<float>(beta));
     EXPECT_LT(max_relative_error(Cf, ref), 1e-5);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllCombinations, MatmulTransposes,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+INSTANTIATE_TEST_SUITE_P(AllCombinations, MatmulTransposes, ::testing::Combine(::testing::Bool(), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
                            return std::string(std::get<0>(info.param) ? "At" : "A") +
                                   (std::get<1>(info.param) ? "_Bt" : "_B");
@@ -68,13 +65,11 @@ TEST_P(MatmulTransposes, SplitAcrossThreadsMatchesNaiveTripleLoop) {
   const int saved = num_threads();
   set_num_threads(2);
   for (const auto& [M, N, K] : {std::tuple{203, 120, 100}, std::tuple{100, 231, 97}}) {
-    const auto A = random_normal(M * K, 21), B = random_normal(K * N, 22),
-               C0 = random_normal(M * N, 23);
+    const auto A = random_normal(M * K, 21), B = random_normal(K * N, 22), C0 = random_normal(M * N, 23);
     const int lda = ta ? M : K, ldb = tb ? K : N;
     std::vector<double> Cd = C0;
     matmul(Cd.data(), A.data(), B.data(), M, N, K, ta, tb, 0.75, 0.5);
-    EXPECT_LT(max_relative_error(Cd, naive_gemm(A, B, C0, M, N, K, ta, tb, lda, ldb, N, 0.75, 0.5)),
-              1e-13)
+    EXPECT_LT(max_relative_error(Cd, naive_gemm(A, B, C0, M, N, K, ta, tb, lda, ldb, N, 0.75, 0.5)), 1e-13)
         << M << "x" << N << "x" << K;
   }
   set_num_threads(saved);
@@ -86,8 +81,7 @@ TEST(Matmul, BetaZeroIgnoresGarbageInOutput) {
   const auto A = random_normal(M * K, 4), B = random_normal(K * N, 5);
   std::vector<double> C(M * N, std::nan(""));
   matmul(C.data(), A.data(), B.data(), M, N, K, false, false);
-  const auto ref =
-      naive_gemm(A, B, std::vector<double>(M * N, 0), M, N, K, false, false, K, N, N, 1, 0);
+  const auto ref = naive_gemm(A, B, std::vector<double>(M * N, 0), M, N, K, false, false, K, N, N, 1, 0);
   EXPECT_LT(max_relative_error(C, ref), 1e-14);
 }
 
@@ -98,8 +92,8 @@ TEST(MatmulStridedBatched, AddressesHeadsInsideInterleavedTensor) {
   const auto q = random_normal(T * C, 6), k = random_normal(T * C, 7);
   std::vector<double> scores(NH * T * T, 0);
   // batch over heads: matrix h of q starts at q + h * HS, rows C apart
-  matmul_strided_batched(scores.data(), q.data(), k.data(), NH, T, T, HS, false, true, HS, HS,
-                         T * T, C, C, T, 0.5, 0.0);
+  matmul_strided_batched(scores.data(), q.data(), k.data(), NH, T, T, HS, false, true, HS, HS, T * T, C, C, T, 0.5,
+                         0.0);
   for (int h = 0; h < NH; ++h) {
     for (int i = 0; i < T; ++i) {
       for (int j = 0; j < T; ++j) {

@@ -35,8 +35,7 @@ void count(std::size_t bytes = 0) {
   if (!g_counting.load(std::memory_order_relaxed)) return;
   g_allocations.fetch_add(1);
   std::size_t seen = g_largest.load();
-  while (bytes > seen && !g_largest.compare_exchange_weak(seen, bytes)) {
-  }
+  while (bytes > seen && !g_largest.compare_exchange_weak(seen, bytes)) {}
 }
 }  // namespace
 
@@ -80,10 +79,9 @@ namespace {
 TEST(Kernels, NeverAllocateOnceWarm) {
   const int B = 2, T = 64, C = 128, NH = 4, F = 512, V = 1000,
             N = B * T;  // large enough to split GEMMs
-  std::vector<float> x(N * C, 0.5f), y(N * F), w(F * C, 0.01f), b(F, 0.1f), dx(N * C), dw(F * C),
-      db(F), q(N * C, 0.1f), probs(B * NH * T * T), scratch(B * NH * T * T), o(N * C), mean(N),
-      rstd(N), gamma(C, 1.0f), beta(C, 0.0f), logits(N * V, 0.2f), word(V * C), pos(T * C),
-      type(2 * C), m(F * C), v(F * C), mask(B * T, 1.0f);
+  std::vector<float> x(N * C, 0.5f), y(N * F), w(F * C, 0.01f), b(F, 0.1f), dx(N * C), dw(F * C), db(F), q(N * C, 0.1f),
+      probs(B * NH * T * T), scratch(B * NH * T * T), o(N * C), mean(N), rstd(N), gamma(C, 1.0f), beta(C, 0.0f),
+      logits(N * V, 0.2f), word(V * C), pos(T * C), type(2 * C), m(F * C), v(F * C), mask(B * T, 1.0f);
   std::vector<std::int32_t> ids(N, 3), targets(N, 7);
   std::vector<float> big(1 << 19, 0.25f);  // large enough for the conversions' thread team
   std::vector<std::uint16_t> half(big.size());
@@ -94,34 +92,27 @@ TEST(Kernels, NeverAllocateOnceWarm) {
   auto run_all = [&] {
     linear_forward(y.data(), x.data(), w.data(), b.data(), N, C, F);
     linear_backward(dx.data(), dw.data(), db.data(), y.data(), x.data(), w.data(), N, C, F);
-    attention_forward(o.data(), probs.data(), q.data(), q.data(), q.data(), mask.data(), B, T, C,
-                      NH, 0.1f, key, 0);
-    attention_backward(dx.data(), dx.data(), dx.data(), scratch.data(), o.data(), probs.data(),
-                       q.data(), q.data(), q.data(), B, T, C, NH, 0.1f, key, 0);
+    attention_forward(o.data(), probs.data(), q.data(), q.data(), q.data(), mask.data(), B, T, C, NH, 0.1f, key, 0);
+    attention_backward(dx.data(), dx.data(), dx.data(), scratch.data(), o.data(), probs.data(), q.data(), q.data(),
+                       q.data(), B, T, C, NH, 0.1f, key, 0);
     attention_probs(probs.data(), q.data(), q.data(), mask.data(), B, T, C, NH);
-    flash_attention_forward(o.data(), lse.data(), q.data(), q.data(), q.data(), mask.data(), B, T,
-                            C, NH, 0.1f, key, 0, flash_ws.data());
-    flash_attention_backward(dx.data(), dx.data(), dx.data(), o.data(), o.data(), lse.data(),
-                             q.data(), q.data(), q.data(), mask.data(), B, T, C, NH, 0.1f, key, 0,
-                             flash_ws.data());
+    flash_attention_forward(o.data(), lse.data(), q.data(), q.data(), q.data(), mask.data(), B, T, C, NH, 0.1f, key, 0,
+                            flash_ws.data());
+    flash_attention_backward(dx.data(), dx.data(), dx.data(), o.data(), o.data(), lse.data(), q.data(), q.data(),
+                             q.data(), mask.data(), B, T, C, NH, 0.1f, key, 0, flash_ws.data());
     bias_gelu_forward(y.data(), y.data(), b.data(), N, F);
     bias_gelu_backward(y.data(), db.data(), y.data(), y.data(), b.data(), N, F);
-    layernorm_forward(o.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C,
-                      1e-12f);
-    layernorm_backward(dx.data(), gamma.data(), beta.data(), o.data(), x.data(), gamma.data(),
-                       mean.data(), rstd.data(), N, C);
+    layernorm_forward(o.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), N, C, 1e-12f);
+    layernorm_backward(dx.data(), gamma.data(), beta.data(), o.data(), x.data(), gamma.data(), mean.data(), rstd.data(),
+                       N, C);
     masked_softmax_forward(probs.data(), probs.data(), mask.data(), B * NH * T, T, NH * T, 1.0f);
     masked_softmax_backward(probs.data(), scratch.data(), probs.data(), B * NH * T, T, 1.0f);
     dropout_forward(o.data(), o.data(), B, long{T} * C, 0.1f, key, 0);
     dropout_backward(o.data(), o.data(), B, long{T} * C, 0.1f, key, 0);
-    softmax_cross_entropy_forward_backward(logits.data(), logits.data(), targets.data(), N, V,
-                                           0.01f, nullptr);
-    bert_embeddings_forward(o.data(), ids.data(), nullptr, word.data(), pos.data(), type.data(), B,
-                            T, C, V, 2);
-    bert_embeddings_backward(word.data(), pos.data(), type.data(), o.data(), ids.data(), nullptr, B,
-                             T, C);
-    adamw_update(w.data(), dw.data(), m.data(), v.data(), F * C, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
-                 1);
+    softmax_cross_entropy_forward_backward(logits.data(), logits.data(), targets.data(), N, V, 0.01f, nullptr);
+    bert_embeddings_forward(o.data(), ids.data(), nullptr, word.data(), pos.data(), type.data(), B, T, C, V, 2);
+    bert_embeddings_backward(word.data(), pos.data(), type.data(), o.data(), ids.data(), nullptr, B, T, C);
+    adamw_update(w.data(), dw.data(), m.data(), v.data(), F * C, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1);
     scale_inplace(dw.data(), F * C, 0.5f);
     (void)sum_of_squares(dw.data(), F * C);
     for (const HalfFormat f : {HalfFormat::f16, HalfFormat::bf16}) {

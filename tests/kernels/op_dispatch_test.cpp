@@ -133,10 +133,10 @@ TEST(OpDispatch, AttentionOnTheCpuIsTheCpuKernel) {
   const Floats q = rnd(n, 23), k = rnd(n, 24), v = rnd(n, 25), dy = rnd(n, 26);
   const Floats mask = {1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1};  // [B, T]
   Floats out(n), probs(nt), out_ref(n), probs_ref(nt);
-  ops::attention_forward(kCpu, out.data(), probs.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH,
-                         0.2f, key, 3, 1);
-  attention_forward(out_ref.data(), probs_ref.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH, 0.2f,
-                    key, 3, 1);
+  ops::attention_forward(kCpu, out.data(), probs.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH, 0.2f,
+                         key, 3, 1);
+  attention_forward(out_ref.data(), probs_ref.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH, 0.2f, key,
+                    3, 1);
   EXPECT_EQ(out, out_ref);
   EXPECT_EQ(probs, probs_ref);
   Floats p(nt), p_ref(nt);
@@ -147,8 +147,8 @@ TEST(OpDispatch, AttentionOnTheCpuIsTheCpuKernel) {
   Floats dq_ref = dq, dk_ref = dk, dv_ref = dv, scratch_ref(nt);
   ops::attention_backward(kCpu, dq.data(), dk.data(), dv.data(), scratch.data(), dy.data(), probs.data(), q.data(),
                           k.data(), v.data(), B, T, C, NH, 0.2f, key, 3, 1);
-  attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), scratch_ref.data(), dy.data(), probs.data(),
-                     q.data(), k.data(), v.data(), B, T, C, NH, 0.2f, key, 3, 1);
+  attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), scratch_ref.data(), dy.data(), probs.data(), q.data(),
+                     k.data(), v.data(), B, T, C, NH, 0.2f, key, 3, 1);
   EXPECT_EQ(dq, dq_ref);
   EXPECT_EQ(dk, dk_ref);
   EXPECT_EQ(dv, dv_ref);
@@ -158,8 +158,8 @@ TEST(OpDispatch, AttentionOnTheCpuIsTheCpuKernel) {
   Floats work(tiles), lse(B * NH * T), lse_ref(B * NH * T);
   ops::flash_attention_forward(kCpu, out.data(), lse.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH,
                                0.2f, key, 3, work.data(), 1);
-  flash_attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH,
-                          0.2f, key, 3, work.data(), 1);
+  flash_attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), mask.data(), B, T, C, NH, 0.2f,
+                          key, 3, work.data(), 1);
   EXPECT_EQ(out, out_ref);
   EXPECT_EQ(lse, lse_ref);
   dq_ref = dq, dk_ref = dk, dv_ref = dv;
@@ -178,16 +178,16 @@ TEST(OpDispatch, EmbeddingsOnTheCpuAreTheCpuKernels) {
   const std::vector<std::int32_t> types = {0, 1, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0};
   const Floats word = rnd(V * C, 30), pos = rnd(T * C, 31), type = rnd(TV * C, 32), dy = rnd(B * T * C, 33);
   Floats out(B * T * C), out_ref(B * T * C);
-  ops::bert_embeddings_forward(kCpu, out.data(), ids.data(), types.data(), word.data(), pos.data(), type.data(), B,
-                               T, C, V, TV);
+  ops::bert_embeddings_forward(kCpu, out.data(), ids.data(), types.data(), word.data(), pos.data(), type.data(), B, T,
+                               C, V, TV);
   bert_embeddings_forward(out_ref.data(), ids.data(), types.data(), word.data(), pos.data(), type.data(), B, T, C, V,
                           TV);
   EXPECT_EQ(out, out_ref);
   Floats dw = rnd(V * C, 34), dp = rnd(T * C, 35), dt = rnd(TV * C, 36);
   Floats dw_ref = dw, dp_ref = dp, dt_ref = dt;
   ops::bert_embeddings_backward(kCpu, dw.data(), dp.data(), dt.data(), dy.data(), ids.data(), types.data(), B, T, C);
-  bert_embeddings_backward<float>(dw_ref.data(), dp_ref.data(), dt_ref.data(), dy.data(), ids.data(), types.data(),
-                                  B, T, C);
+  bert_embeddings_backward<float>(dw_ref.data(), dp_ref.data(), dt_ref.data(), dy.data(), ids.data(), types.data(), B,
+                                  T, C);
   EXPECT_EQ(dw, dw_ref);
   EXPECT_EQ(dp, dp_ref);
   EXPECT_EQ(dt, dt_ref);
@@ -208,8 +208,8 @@ TEST(OpDispatch, CrossEntropyOnTheCpuIsTheCpuKernel) {
   const std::vector<std::int32_t> targets = {3, 0, 10, 7};
   Floats d(M * V), d_ref(M * V);
   std::int64_t correct = -1, correct_ref = -2;
-  const double loss = ops::softmax_cross_entropy_forward_backward(kCpu, d.data(), logits.data(), targets.data(), M, V,
-                                                                  0.25f, &correct);
+  const double loss =
+      ops::softmax_cross_entropy_forward_backward(kCpu, d.data(), logits.data(), targets.data(), M, V, 0.25f, &correct);
   const double loss_ref =
       softmax_cross_entropy_forward_backward(d_ref.data(), logits.data(), targets.data(), M, V, 0.25f, &correct_ref);
   EXPECT_EQ(loss, loss_ref);
@@ -254,10 +254,10 @@ TEST(OpDispatch, OptimizerOpsOnTheCpuAreTheCpuKernels) {
     convert_float_to_half(value.data(), master.data(), n, f);
     Floats master_ref = master, mh_ref = mh, vh_ref = vh;
     std::vector<std::uint16_t> value_ref = value;
-    ops::adamw_update_half(kCpu, master.data(), value.data(), gh.data(), mh.data(), vh.data(), n, 1e-2f, 0.85f,
-                           0.97f, 1e-6f, 0.1f, 2, 0.5f, f);
-    adamw_update_half(master_ref.data(), value_ref.data(), gh.data(), mh_ref.data(), vh_ref.data(), n, 1e-2f,
-                      0.85f, 0.97f, 1e-6f, 0.1f, 2, 0.5f, f);
+    ops::adamw_update_half(kCpu, master.data(), value.data(), gh.data(), mh.data(), vh.data(), n, 1e-2f, 0.85f, 0.97f,
+                           1e-6f, 0.1f, 2, 0.5f, f);
+    adamw_update_half(master_ref.data(), value_ref.data(), gh.data(), mh_ref.data(), vh_ref.data(), n, 1e-2f, 0.85f,
+                      0.97f, 1e-6f, 0.1f, 2, 0.5f, f);
     EXPECT_EQ(master, master_ref);
     EXPECT_EQ(value, value_ref);
     EXPECT_EQ(mh, mh_ref);
@@ -351,9 +351,8 @@ TEST(OpDispatch, TheOptimizerAndRowOpsRefuseAGpuContextWithoutItsCudaStateBefore
 TEST(OpDispatch, AnOpWithoutACudaTwinRefusesTheGpu) {
   Floats probs(8, 7.0f);
   const Floats q(8, 1.0f), k(8, 1.0f);
-  const std::string what = gpu_refusal([&](const OpContext& kc) {
-    ops::attention_probs(kc, probs.data(), q.data(), k.data(), nullptr, 1, 2, 4, 2);
-  });
+  const std::string what = gpu_refusal(
+      [&](const OpContext& kc) { ops::attention_probs(kc, probs.data(), q.data(), k.data(), nullptr, 1, 2, 4, 2); });
   EXPECT_NE(what.find("attention_probs has no CUDA kernel yet"), std::string::npos) << what;
   EXPECT_EQ(probs, Floats(8, 7.0f));
   EXPECT_NE(gpu_refusal([&](const OpContext& kc) {

@@ -31,8 +31,7 @@ TEST(Philox4x32, MatchesRandom123KnownAnswerVectors) {
 // philox_uniform is the documented composition (Note [Philox key derivation]) of the
 // known-answer-tested block function, recomputed here step by step.
 TEST(PhiloxUniform, FollowsDocumentedKeyDerivation) {
-  const RngKey key{
-      .seed = 0x123456789abcdefULL, .step = 0x100000002ULL, .layer = 3, .site = 2, .tp_rank = 1};
+  const RngKey key{.seed = 0x123456789abcdefULL, .step = 0x100000002ULL, .layer = 3, .site = 2, .tp_rank = 1};
   const auto k1 = philox4x32_10({0x00000002u, 0x1u, 0, 0}, {0x89abcdefu, 0x01234567u});
   const auto k = philox4x32_10({3, 2, 1, 0x5eedu}, {k1[0], k1[1]});
   const std::uint64_t sample = 0x700000009ULL, element = 4 * 0x500000006ULL + 3;
@@ -65,8 +64,7 @@ TEST(PhiloxUniform, EveryKeyFieldSelectsAnIndependentStream) {
   const RngKey base{.seed = 1, .step = 2, .layer = 3, .site = 4, .tp_rank = 0};
   auto differs = [&](RngKey other) {
     int same = 0;
-    for (std::uint64_t e = 0; e < 64; ++e)
-      same += philox_uniform(base, 5, e) == philox_uniform(other, 5, e);
+    for (std::uint64_t e = 0; e < 64; ++e) same += philox_uniform(base, 5, e) == philox_uniform(other, 5, e);
     return same < 4;
   };
   RngKey k = base;

@@ -39,8 +39,8 @@ double max_relative_error(const std::vector<A>& a, const std::vector<B>& b) {
 // Central finite differences of a scalar loss with respect to every entry of x:
 // (L(x + h e_i) - L(x - h e_i)) / 2h. The truncation error is O(h^2 L'''), the rounding error
 // O(eps |L| / h); h = 1e-5 keeps both near 1e-10 for the O(1) losses of these tests.
-inline std::vector<double> numeric_gradient(std::vector<double>& x,
-                                            const std::function<double()>& loss, double h = 1e-5) {
+inline std::vector<double> numeric_gradient(std::vector<double>& x, const std::function<double()>& loss,
+                                            double h = 1e-5) {
   std::vector<double> g(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double saved = x[i];

@@ -62,10 +62,9 @@ TEST(ActivationPlanner, DisjointLifetimesShareOneSlotOfTheLargest) {
 // are short-lived. Hand-computed live set at time 3: a1 + a2 + a3 + g3 = 4 + 4 + 4 + 4 units.
 TEST(ActivationPlanner, ForwardBackwardStepReachesTheHandComputedPeak) {
   const std::size_t u = 1 << 20;
-  const std::vector<TensorLifetime> t{
-      {4 * u, 0, 5}, {4 * u, 1, 4}, {4 * u, 2, 3},  // a1, a2, a3
-      {4 * u, 3, 4}, {4 * u, 4, 5}, {4 * u, 5, 6},  // g3, g2, g1
-      {u, 0, 6}};                                    // a parameter-sized buffer
+  const std::vector<TensorLifetime> t{{4 * u, 0, 5}, {4 * u, 1, 4}, {4 * u, 2, 3},  // a1, a2, a3
+                                      {4 * u, 3, 4}, {4 * u, 4, 5}, {4 * u, 5, 6},  // g3, g2, g1
+                                      {u, 0, 6}};                                   // a parameter-sized buffer
   const auto plan = plan_arena(t);
   expect_no_overlap(t, plan, 256);
   EXPECT_EQ(plan.lower_bound_bytes, 17 * u);

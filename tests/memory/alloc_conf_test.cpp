@@ -69,17 +69,17 @@ TEST(AllocConf, RoundTripsThroughText) {
 
 // Each bad input is rejected with a message naming what was wrong.
 struct BadConf {
-  const char *text;
-  const char *must_mention;
+  const char* text;
+  const char* must_mention;
 };
 
-void PrintTo(const BadConf &c, std::ostream *os) { *os << "'" << c.text << "'"; }
+void PrintTo(const BadConf& c, std::ostream* os) { *os << "'" << c.text << "'"; }
 
 // The input itself, as a test name: "policy:pytorch,,capacity:1GiB" ->
 // policy_pytorch__capacity_1GiB.
-std::string bad_conf_name(const ::testing::TestParamInfo<BadConf> &info) {
+std::string bad_conf_name(const ::testing::TestParamInfo<BadConf>& info) {
   std::string name = info.param.text;
-  for (char &c : name) {
+  for (char& c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
   return name;
@@ -91,30 +91,30 @@ TEST_P(AllocConfRejects, WithAMessageNamingTheProblem) {
   try {
     parse_alloc_conf(GetParam().text);
     FAIL() << "accepted '" << GetParam().text << "'";
-  } catch (const std::invalid_argument &e) {
+  } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find(GetParam().must_mention), std::string::npos) << e.what();
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Inputs, AllocConfRejects,
-    ::testing::Values(BadConf{"colour:blue", "unknown key 'colour'"},
-                      BadConf{"policy:fastest", "one of no_cache, pytorch, best_fit, vmm_stitch"},
-                      BadConf{"policy", "has no ':'"},
-                      BadConf{"policy:pytorch,policy:best_fit", "'policy' is given twice"},
-                      BadConf{"policy:pytorch,,capacity:1GiB", "empty entry"},
-                      BadConf{"max_split_size_mb:20", "greater than 20"},
-                      BadConf{"max_split_size_mb:-5", "max_split_size_mb = '-5'"},
-                      BadConf{"max_split_size_mb:12abc", "max_split_size_mb = '12abc'"},
-                      BadConf{"garbage_collection_threshold:1.0", "strictly between 0.0 and 1.0"},
-                      BadConf{"garbage_collection_threshold:0", "strictly between 0.0 and 1.0"},
-                      BadConf{"garbage_collection_threshold:half", "garbage_collection_threshold"},
-                      BadConf{"expandable_segments:yes", "True or False"},
-                      BadConf{"capacity:lots", "capacity = 'lots'"},
-                      BadConf{"policy:no_cache,max_split_size_mb:64", "never splits"},
-                      BadConf{"policy:no_cache,garbage_collection_threshold:0.5", "caches nothing"},
-                      BadConf{"policy:no_cache,expandable_segments:True", "expandable_segments"}),
-    bad_conf_name);
+INSTANTIATE_TEST_SUITE_P(Inputs, AllocConfRejects,
+                         ::testing::Values(BadConf{"colour:blue", "unknown key 'colour'"},
+                                           BadConf{"policy:fastest", "one of no_cache, pytorch, best_fit, vmm_stitch"},
+                                           BadConf{"policy", "has no ':'"},
+                                           BadConf{"policy:pytorch,policy:best_fit", "'policy' is given twice"},
+                                           BadConf{"policy:pytorch,,capacity:1GiB", "empty entry"},
+                                           BadConf{"max_split_size_mb:20", "greater than 20"},
+                                           BadConf{"max_split_size_mb:-5", "max_split_size_mb = '-5'"},
+                                           BadConf{"max_split_size_mb:12abc", "max_split_size_mb = '12abc'"},
+                                           BadConf{"garbage_collection_threshold:1.0", "strictly between 0.0 and 1.0"},
+                                           BadConf{"garbage_collection_threshold:0", "strictly between 0.0 and 1.0"},
+                                           BadConf{"garbage_collection_threshold:half", "garbage_collection_threshold"},
+                                           BadConf{"expandable_segments:yes", "True or False"},
+                                           BadConf{"capacity:lots", "capacity = 'lots'"},
+                                           BadConf{"policy:no_cache,max_split_size_mb:64", "never splits"},
+                                           BadConf{"policy:no_cache,garbage_collection_threshold:0.5",
+                                                   "caches nothing"},
+                                           BadConf{"policy:no_cache,expandable_segments:True", "expandable_segments"}),
+                         bad_conf_name);
 
 // A collection threshold with nothing to measure it against is inert: rejected
 // once the device is known to be unbounded, accepted with a capacity.
@@ -123,23 +123,21 @@ TEST(AllocConf, ThresholdWithoutCapacityIsRejectedOnUnboundedUpstream) {
   try {
     CachingAllocator a(std::make_shared<HostResource>(), o);
     FAIL() << "accepted a threshold with no limit";
-  } catch (const std::invalid_argument &e) {
+  } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("no limit to measure against"), std::string::npos);
   }
   EXPECT_NO_THROW(CachingAllocator(std::make_shared<SimulatedResource>(MiB * 64), o));
-  EXPECT_NO_THROW(
-      CachingAllocator(std::make_shared<HostResource>(),
-                       parse_alloc_conf("garbage_collection_threshold:0.5,capacity:1GiB")));
+  EXPECT_NO_THROW(CachingAllocator(std::make_shared<HostResource>(),
+                                   parse_alloc_conf("garbage_collection_threshold:0.5,capacity:1GiB")));
 }
 
 TEST(AllocConf, VirtualMemoryOptionsNeedAVirtualMemoryUpstream) {
-  for (const char *conf : {"policy:vmm_stitch", "expandable_segments:True"}) {
+  for (const char* conf : {"policy:vmm_stitch", "expandable_segments:True"}) {
     try {
       CachingAllocator a(std::make_shared<HostResource>(), parse_alloc_conf(conf));
       FAIL() << conf;
-    } catch (const std::invalid_argument &e) {
-      EXPECT_NE(std::string(e.what()).find("needs a virtual-memory upstream"), std::string::npos)
-          << e.what();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("needs a virtual-memory upstream"), std::string::npos) << e.what();
     }
   }
 }

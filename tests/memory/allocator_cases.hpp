@@ -31,7 +31,7 @@ inline constexpr std::size_t GiB = std::size_t{1} << 30;
 // segments).
 enum class Upstream { host, host_huge, simulated, simulated_vm, host_vm };
 
-inline const char *upstream_name(Upstream u) {
+inline const char* upstream_name(Upstream u) {
   switch (u) {
     case Upstream::host:
       return "host";
@@ -62,18 +62,16 @@ struct AllocatorCase {
 
 // "vmm_stitch_over_host_vm", "best_fit_over_simulated_vm_expandable": a valid
 // gtest name.
-inline std::string case_name(const AllocatorCase &c) {
+inline std::string case_name(const AllocatorCase& c) {
   return c.policy + "_over_" + upstream_name(c.upstream) + (c.expandable ? "_expandable" : "");
 }
 
-inline std::ostream &operator<<(std::ostream &out, const AllocatorCase &c) {
-  return out << case_name(c);
-}
+inline std::ostream& operator<<(std::ostream& out, const AllocatorCase& c) { return out << case_name(c); }
 
 // For INSTANTIATE_TEST_SUITE_P over AllocatorCase.
 struct CaseName {
   template <class Info>
-  std::string operator()(const Info &info) const {
+  std::string operator()(const Info& info) const {
     return case_name(info.param);
   }
 };
@@ -83,7 +81,7 @@ struct CaseName {
 // no expandable variant.
 inline std::vector<AllocatorCase> every_allocator_case() {
   std::vector<AllocatorCase> out;
-  for (const char *policy : {"no_cache", "pytorch", "best_fit", "vmm_stitch"}) {
+  for (const char* policy : {"no_cache", "pytorch", "best_fit", "vmm_stitch"}) {
     for (Upstream u :
          {Upstream::host, Upstream::host_huge, Upstream::simulated, Upstream::simulated_vm, Upstream::host_vm}) {
       const bool vm = maps_pages(u);
@@ -98,7 +96,7 @@ inline std::vector<AllocatorCase> every_allocator_case() {
 // blocks can use.
 inline std::vector<AllocatorCase> real_memory_allocator_cases() {
   std::vector<AllocatorCase> out;
-  for (const auto &c : every_allocator_case()) {
+  for (const auto& c : every_allocator_case()) {
     if (backs_memory(c.upstream)) out.push_back(c);
   }
   return out;
@@ -108,7 +106,7 @@ inline std::vector<AllocatorCase> real_memory_allocator_cases() {
 // (stitching or expandable segments), the ones virtual-memory tests are about.
 inline std::vector<AllocatorCase> virtual_memory_allocator_cases() {
   std::vector<AllocatorCase> out;
-  for (const auto &c : every_allocator_case()) {
+  for (const auto& c : every_allocator_case()) {
     if (maps_pages(c.upstream) && (c.policy == "vmm_stitch" || c.expandable)) out.push_back(c);
   }
   return out;
@@ -116,7 +114,7 @@ inline std::vector<AllocatorCase> virtual_memory_allocator_cases() {
 
 inline std::vector<AllocatorCase> caching_allocator_cases() {
   std::vector<AllocatorCase> out;
-  for (const auto &c : every_allocator_case()) {
+  for (const auto& c : every_allocator_case()) {
     if (c.policy != "no_cache") out.push_back(c);
   }
   return out;
@@ -166,8 +164,7 @@ struct Harness {
   }
 };
 
-inline Harness make_harness(const AllocatorCase &c, std::size_t capacity,
-                            AllocatorOptions options = {}) {
+inline Harness make_harness(const AllocatorCase& c, std::size_t capacity, AllocatorOptions options = {}) {
   Harness h;
   switch (c.upstream) {
     case Upstream::host:
@@ -185,8 +182,7 @@ inline Harness make_harness(const AllocatorCase &c, std::size_t capacity,
       h.upstream = h.vmm;
       break;
     case Upstream::host_vm:
-      h.host_vm =
-          std::make_shared<HostVirtualMemoryResource>(capacity, std::size_t{2} << 20, "host vmm");
+      h.host_vm = std::make_shared<HostVirtualMemoryResource>(capacity, std::size_t{2} << 20, "host vmm");
       h.upstream = h.host_vm;
       break;
   }
@@ -210,11 +206,11 @@ inline std::uint64_t pattern_word(std::uint64_t id, std::size_t word) {
 // Fills [p, p + bytes) with the block's pattern: whole words, then the low
 // bytes of the next word for a tail. `p` must be 8-byte aligned (blocks are
 // 256-byte aligned).
-inline void fill_pattern(void *p, std::size_t bytes, std::uint64_t id) {
-  auto *words = static_cast<std::uint64_t *>(p);
+inline void fill_pattern(void* p, std::size_t bytes, std::uint64_t id) {
+  auto* words = static_cast<std::uint64_t*>(p);
   const std::size_t n = bytes / 8;
   for (std::size_t i = 0; i < n; ++i) words[i] = pattern_word(id, i);
-  auto *tail = static_cast<unsigned char *>(p) + n * 8;
+  auto* tail = static_cast<unsigned char*>(p) + n * 8;
   const std::uint64_t last = pattern_word(id, n);
   for (std::size_t i = 0; i < bytes % 8; ++i) tail[i] = static_cast<unsigned char>(last >> (8 * i));
 }
@@ -223,9 +219,8 @@ inline void fill_pattern(void *p, std::size_t bytes, std::uint64_t id) {
 // pattern, or -1. With `stride` > 8 only one word every `stride` bytes is read,
 // plus the first and last 256 bytes (a cheaper check that still sees a page
 // mapped to the wrong memory, or an overrun at either end).
-inline long long first_pattern_mismatch(const void *p, std::size_t bytes, std::uint64_t id,
-                                        std::size_t stride = 8) {
-  const auto *words = static_cast<const std::uint64_t *>(p);
+inline long long first_pattern_mismatch(const void* p, std::size_t bytes, std::uint64_t id, std::size_t stride = 8) {
+  const auto* words = static_cast<const std::uint64_t*>(p);
   const std::size_t n = bytes / 8;
   const std::size_t step = stride < 8 ? 1 : stride / 8;
   auto check = [&](std::size_t i) { return words[i] == pattern_word(id, i); };
@@ -238,7 +233,7 @@ inline long long first_pattern_mismatch(const void *p, std::size_t bytes, std::u
   for (std::size_t i = n > 32 ? n - 32 : 0; i < n; ++i) {
     if (!check(i)) return static_cast<long long>(i * 8);
   }
-  const auto *tail = static_cast<const unsigned char *>(p) + n * 8;
+  const auto* tail = static_cast<const unsigned char*>(p) + n * 8;
   const std::uint64_t last = pattern_word(id, n);
   for (std::size_t i = 0; i < bytes % 8; ++i) {
     if (tail[i] != static_cast<unsigned char>(last >> (8 * i))) {

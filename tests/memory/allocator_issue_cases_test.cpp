@@ -18,7 +18,7 @@ using namespace memtrain::memory::testing;
 // Case 1 setup: one 800 MiB block freed, forty 20 MiB blocks carved from its
 // space, every other one freed: 400 MiB live, 400 MiB free in twenty 20 MiB
 // holes, 224 MiB never reserved.
-std::vector<Block> fragment_800_mib(CachingAllocator &a) {
+std::vector<Block> fragment_800_mib(CachingAllocator& a) {
   a.deallocate(a.allocate(800 * MiB));
   std::vector<Block> blocks;
   for (int i = 0; i < 40; ++i) blocks.push_back(a.allocate(20 * MiB));
@@ -51,11 +51,9 @@ TEST_P(FragmentedDeviceWithStitching, Serves300MiBFromTwentyHoles) {
   // segment.
   EXPECT_EQ(h.upstream_mapped(), static_cast<long long>(800 * MiB + 300 * MiB));
   h.allocator->deallocate(big);
-  EXPECT_EQ(h.upstream_mapped(), static_cast<long long>(800 * MiB))
-      << "the stitched range is unmapped on free";
-  EXPECT_EQ(h.allocator->stats().inactive_split_bytes.current,
-            static_cast<std::int64_t>(400 * MiB));
-  for (const Block &b : live) h.allocator->deallocate(b);
+  EXPECT_EQ(h.upstream_mapped(), static_cast<long long>(800 * MiB)) << "the stitched range is unmapped on free";
+  EXPECT_EQ(h.allocator->stats().inactive_split_bytes.current, static_cast<std::int64_t>(400 * MiB));
+  for (const Block& b : live) h.allocator->deallocate(b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, FragmentedDeviceWithStitching,
@@ -71,7 +69,7 @@ TEST_P(FragmentedDeviceWithoutStitching, Fails300MiBReporting400MiBReservedButUn
   try {
     h.allocator->allocate(300 * MiB);
     FAIL() << "no single free block or unreserved range holds 300 MiB";
-  } catch (const OutOfMemory &e) {
+  } catch (const OutOfMemory& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("400.00 MiB reserved but unallocated"), std::string::npos) << msg;
     EXPECT_NE(msg.find("largest free block 20.00 MiB"), std::string::npos) << msg;
@@ -81,13 +79,13 @@ TEST_P(FragmentedDeviceWithoutStitching, Fails300MiBReporting400MiBReservedButUn
   Block small = h.allocator->allocate(20 * MiB);
   EXPECT_EQ(h.allocator->stats().reserved_bytes.current, static_cast<std::int64_t>(800 * MiB));
   h.allocator->deallocate(small);
-  for (const Block &b : live) h.allocator->deallocate(b);
+  for (const Block& b : live) h.allocator->deallocate(b);
 }
 
 // pytorch and best_fit without expandable segments, over every upstream.
 std::vector<AllocatorCase> splitting_cases_without_stitching() {
   std::vector<AllocatorCase> out;
-  for (const AllocatorCase &c : every_allocator_case()) {
+  for (const AllocatorCase& c : every_allocator_case()) {
     if ((c.policy == "pytorch" || c.policy == "best_fit") && !c.expandable) out.push_back(c);
   }
   return out;
@@ -103,7 +101,7 @@ struct StreamPerRequestResult {
   int served = 0;
 };
 
-StreamPerRequestResult run_stream_per_request(const AllocatorCase &c) {
+StreamPerRequestResult run_stream_per_request(const AllocatorCase& c) {
   Harness h = make_harness(c, 4 * GiB);
   StreamRegistry streams;
   h.allocator->set_stream_registry(&streams);
@@ -122,8 +120,8 @@ StreamPerRequestResult run_stream_per_request(const AllocatorCase &c) {
 // rather than raise the peak (Note [Holding the peak]): one segment is ever
 // reserved, nothing goes back to the device, and the peak is one request.
 TEST(StreamPerRequest, BestFitAndVmmStitchReuseOtherStreamsSegments) {
-  for (const AllocatorCase &c : {AllocatorCase{"best_fit", Upstream::simulated},
-                                 AllocatorCase{"vmm_stitch", Upstream::simulated_vm}}) {
+  for (const AllocatorCase& c :
+       {AllocatorCase{"best_fit", Upstream::simulated}, AllocatorCase{"vmm_stitch", Upstream::simulated_vm}}) {
     SCOPED_TRACE(case_name(c));
     const StreamPerRequestResult r = run_stream_per_request(c);
     EXPECT_EQ(r.served, 16);
@@ -178,21 +176,20 @@ TEST_P(AlternatingStreams, HalfThePoolIsServedOnTheFirstStream) {
   EXPECT_NE(half.ptr, nullptr);
   EXPECT_EQ(h.allocator->stats().allocated_bytes.current, static_cast<std::int64_t>(GiB));
   h.allocator->deallocate(half);
-  for (const Block &b : kept) h.allocator->deallocate(b);
+  for (const Block& b : kept) h.allocator->deallocate(b);
 }
 
 // best_fit and vmm_stitch (the policies that reclaim other streams' segments),
 // over every upstream that can back them.
 std::vector<AllocatorCase> reclaiming_cases() {
   std::vector<AllocatorCase> out;
-  for (const AllocatorCase &c : every_allocator_case()) {
+  for (const AllocatorCase& c : every_allocator_case()) {
     if (c.policy == "best_fit" || c.policy == "vmm_stitch") out.push_back(c);
   }
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, AlternatingStreams, ::testing::ValuesIn(reclaiming_cases()),
-                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Policies, AlternatingStreams, ::testing::ValuesIn(reclaiming_cases()), CaseName());
 
 }  // namespace
 }  // namespace memtrain::memory

@@ -13,7 +13,7 @@
 namespace memtrain::memory::stress {
 namespace {
 
-class StressEveryPolicy : public ::testing::TestWithParam<const char *> {};
+class StressEveryPolicy : public ::testing::TestWithParam<const char*> {};
 
 // Every policy runs behind quotas on one shared ledger (vmm_stitch through
 // QuotaVirtualMemoryResource).
@@ -26,15 +26,11 @@ TEST_P(StressEveryPolicy, InvariantsHoldAfterEveryOperation) {
   cfg.ledger_device = dev.name;
   // The last job's 1 GiB limit makes it refuse itself often, whatever the other
   // threads do, so the out-of-memory path is always exercised.
-  cfg.jobs = {{1 * GiB, 4 * GiB},
-              {512 * MiB, 2 * GiB},
-              {0, 3 * GiB},
-              {2 * GiB, kNoLimit},
-              {256 * MiB, 1 * GiB}};
+  cfg.jobs = {{1 * GiB, 4 * GiB}, {512 * MiB, 2 * GiB}, {0, 3 * GiB}, {2 * GiB, kNoLimit}, {256 * MiB, 1 * GiB}};
   cfg.ops_per_job = 1000;
   cfg.seed = 42;
   StressResult r = run_stress(cfg);
-  for (const auto &v : r.violations) ADD_FAILURE() << v;
+  for (const auto& v : r.violations) ADD_FAILURE() << v;
   std::printf(
       "%s: %zu operations, %zu allocations, %zu out-of-memory, at most "
       "%zu live blocks per job\n",
@@ -48,7 +44,7 @@ TEST_P(StressEveryPolicy, InvariantsHoldAfterEveryOperation) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, StressEveryPolicy,
                          ::testing::Values("no_cache", "pytorch", "best_fit", "vmm_stitch"),
-                         [](const auto &info) { return std::string(info.param); });
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST(StressSizes, AreHeavyTailedBetween256BytesAnd1GiB) {
   StressConfig cfg;

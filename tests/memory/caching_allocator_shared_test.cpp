@@ -32,12 +32,12 @@ struct Ledger {
   std::map<TagId, std::int64_t> requested_by_tag;
   std::int64_t requested = 0;
 
-  void add(const Block &b) {
+  void add(const Block& b) {
     live.emplace(reinterpret_cast<std::uintptr_t>(b.ptr), b);
     requested += static_cast<std::int64_t>(b.size);
     requested_by_tag[b.tag] += static_cast<std::int64_t>(b.size);
   }
-  void remove(const Block &b) {
+  void remove(const Block& b) {
     live.erase(reinterpret_cast<std::uintptr_t>(b.ptr));
     requested -= static_cast<std::int64_t>(b.size);
     requested_by_tag[b.tag] -= static_cast<std::int64_t>(b.size);
@@ -46,7 +46,7 @@ struct Ledger {
   // address) ends.
   bool overlaps() const {
     std::uintptr_t end = 0;
-    for (const auto &[address, b] : live) {
+    for (const auto& [address, b] : live) {
       if (address < end) return true;
       end = address + b.size;
     }
@@ -54,7 +54,7 @@ struct Ledger {
   }
 };
 
-void expect_non_negative(const StatCounter &c, const char *name) {
+void expect_non_negative(const StatCounter& c, const char* name) {
   EXPECT_GE(c.current, 0) << name;
   EXPECT_GE(c.peak, c.current) << name;
   EXPECT_GE(c.allocated, 0) << name;
@@ -62,7 +62,7 @@ void expect_non_negative(const StatCounter &c, const char *name) {
   EXPECT_EQ(c.allocated - c.freed, c.current) << name;
 }
 
-void expect_consistent(const Harness &h, const Ledger &ledger) {
+void expect_consistent(const Harness& h, const Ledger& ledger) {
   const MemoryStats s = h.allocator->stats();
   expect_non_negative(s.allocated_bytes, "allocated_bytes");
   expect_non_negative(s.reserved_bytes, "reserved_bytes");
@@ -70,7 +70,7 @@ void expect_consistent(const Harness &h, const Ledger &ledger) {
   expect_non_negative(s.inactive_split_bytes, "inactive_split_bytes");
   expect_non_negative(s.requested_bytes, "requested_bytes");
   EXPECT_EQ(s.requested_bytes.current, ledger.requested);
-  for (const auto &[tag, bytes] : ledger.requested_by_tag) {
+  for (const auto& [tag, bytes] : ledger.requested_by_tag) {
     const auto it = s.per_tag.find(tag);
     const std::int64_t got = it == s.per_tag.end() ? 0 : it->second.requested_bytes.current;
     EXPECT_EQ(got, bytes) << "tag " << tag;
@@ -89,7 +89,7 @@ void expect_consistent(const Harness &h, const Ledger &ledger) {
       // (no_cache asks for 256-byte multiples); stitched ranges map pages that
       // other segments own.
       std::int64_t segments = 0, pages = 0;
-      for (const SegmentSnapshot &seg : h.allocator->snapshot()) {
+      for (const SegmentSnapshot& seg : h.allocator->snapshot()) {
         if (seg.is_stitched) continue;
         segments += static_cast<std::int64_t>(seg.total_size);
         pages += static_cast<std::int64_t>(round_up_checked(seg.total_size, h.granularity()));
@@ -103,11 +103,19 @@ void expect_consistent(const Harness &h, const Ledger &ledger) {
 
 // After everything is freed and the cache emptied, the upstream holds nothing
 // either.
-void expect_upstream_empty(const Harness &h) {
-  if (h.upstream_used() >= 0) { EXPECT_EQ(h.upstream_used(), 0); }
-  if (h.upstream_mapped() >= 0) { EXPECT_EQ(h.upstream_mapped(), 0); }
-  if (h.upstream_live_chunks() >= 0) { EXPECT_EQ(h.upstream_live_chunks(), 0); }
-  if (h.upstream_live_reservations() >= 0) { EXPECT_EQ(h.upstream_live_reservations(), 0); }
+void expect_upstream_empty(const Harness& h) {
+  if (h.upstream_used() >= 0) {
+    EXPECT_EQ(h.upstream_used(), 0);
+  }
+  if (h.upstream_mapped() >= 0) {
+    EXPECT_EQ(h.upstream_mapped(), 0);
+  }
+  if (h.upstream_live_chunks() >= 0) {
+    EXPECT_EQ(h.upstream_live_chunks(), 0);
+  }
+  if (h.upstream_live_reservations() >= 0) {
+    EXPECT_EQ(h.upstream_live_reservations(), 0);
+  }
 }
 
 class EveryAllocator : public ::testing::TestWithParam<AllocatorCase> {};
@@ -124,8 +132,7 @@ TEST_P(EveryAllocator, StatsMatchLedgerAndLiveBlocksNeverOverlap) {
   for (int op = 0; op < 600; ++op) {
     if (held.empty() || rng() % 3 != 0) {
       const int magnitude = static_cast<int>(rng() % 26);  // 2^0 .. 2^25 bytes
-      const std::size_t bytes =
-          (std::size_t{1} << magnitude) + rng() % (std::size_t{1} << magnitude);
+      const std::size_t bytes = (std::size_t{1} << magnitude) + rng() % (std::size_t{1} << magnitude);
       const auto tag = static_cast<TagId>(rng() % 3);
       try {
         Block b = h.allocator->allocate(bytes, kDefaultStream, tag);
@@ -133,7 +140,7 @@ TEST_P(EveryAllocator, StatsMatchLedgerAndLiveBlocksNeverOverlap) {
         ASSERT_EQ(b.size, bytes);
         ledger.add(b);
         held.push_back(b);
-      } catch (const OutOfMemory &) {
+      } catch (const OutOfMemory&) {
         // Allowed: the device is finite. Consistency is checked below either
         // way.
       }
@@ -146,7 +153,7 @@ TEST_P(EveryAllocator, StatsMatchLedgerAndLiveBlocksNeverOverlap) {
     expect_consistent(h, ledger);
     if (::testing::Test::HasFailure()) return;
   }
-  for (const Block &b : held) {
+  for (const Block& b : held) {
     h.allocator->deallocate(b);
     ledger.remove(b);
   }
@@ -192,8 +199,7 @@ TEST_P(EveryAllocator, SegmentsFreedAfterAFruitlessReleaseAreReleased) {
 // memory, not succeed with a tiny block; the allocator is usable afterwards.
 TEST_P(EveryAllocator, RequestsNearSizeMaxFailWithoutWrapping) {
   Harness h = make_harness(GetParam(), 64 * MiB);
-  for (std::size_t bytes :
-       {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 255, SIZE_MAX / 2 + 1, std::size_t{64} * MiB + 1}) {
+  for (std::size_t bytes : {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 255, SIZE_MAX / 2 + 1, std::size_t{64} * MiB + 1}) {
     EXPECT_THROW(h.allocator->allocate(bytes), OutOfMemory) << bytes;
   }
   EXPECT_EQ(h.allocator->stats().num_ooms, 5);
@@ -212,14 +218,14 @@ TEST_P(EveryAllocator, OutOfMemoryLeavesAllocatorUsable) {
     try {
       held.push_back(h.allocator->allocate(24 * MiB));
       ledger.add(held.back());
-    } catch (const OutOfMemory &) {
+    } catch (const OutOfMemory&) {
       break;
     }
     ASSERT_LT(held.size(), 6u) << "128 MiB cannot hold six 24 MiB blocks";
   }
   EXPECT_EQ(h.allocator->stats().num_ooms, 1);
   expect_consistent(h, ledger);
-  for (const Block &b : held) {
+  for (const Block& b : held) {
     h.allocator->deallocate(b);
     ledger.remove(b);
   }
@@ -254,15 +260,16 @@ TEST_P(EveryAllocator, FreedOnOtherStreamIsReusedAfterCompletion) {
   h.allocator->record_stream(x, second);
   h.allocator->deallocate(x);
   EXPECT_EQ(streams.outstanding(second), 1u);
-  EXPECT_EQ(h.allocator->stats().active_bytes.current,
-            h.allocator->stats().allocated_bytes.current + 64 * MiB)
+  EXPECT_EQ(h.allocator->stats().active_bytes.current, h.allocator->stats().allocated_bytes.current + 64 * MiB)
       << "the pending block stays active";
   Block y = h.allocator->allocate(64 * MiB, first);
   EXPECT_EQ(streams.outstanding(second), 0u) << "served by waiting for the second stream";
   const MemoryStats s = h.allocator->stats();
   EXPECT_EQ(s.num_alloc_retries, 1);
   EXPECT_EQ(s.num_ooms, 0);
-  if (GetParam().policy != "no_cache") { EXPECT_EQ(y.ptr, x.ptr) << "the cached block is reused"; }
+  if (GetParam().policy != "no_cache") {
+    EXPECT_EQ(y.ptr, x.ptr) << "the cached block is reused";
+  }
   h.allocator->deallocate(y);
   h.allocator->deallocate(filler);
 }
@@ -281,8 +288,7 @@ TEST_P(EveryAllocator, CompletedStreamReleasesBlockWithoutRetry) {
   streams.complete(second);
   Block y = h.allocator->allocate(64 * MiB, first);
   EXPECT_EQ(h.allocator->stats().num_alloc_retries, 0);
-  EXPECT_EQ(h.allocator->stats().active_bytes.current,
-            h.allocator->stats().allocated_bytes.current);
+  EXPECT_EQ(h.allocator->stats().active_bytes.current, h.allocator->stats().allocated_bytes.current);
   h.allocator->deallocate(y);
 }
 
@@ -292,15 +298,14 @@ TEST_P(EveryAllocator, CompletedStreamReleasesBlockWithoutRetry) {
 TEST_P(EveryAllocator, TraceEventsPairAllocationsAndAddUpToReserved) {
   Harness h = make_harness(GetParam(), 256 * MiB);
   std::vector<TraceEvent> events;
-  h.allocator->set_event_sink([&](const TraceEvent &e) { events.push_back(e); });
+  h.allocator->set_event_sink([&](const TraceEvent& e) { events.push_back(e); });
   std::vector<Block> blocks;
-  for (std::size_t i = 1; i <= 8; ++i)
-    blocks.push_back(h.allocator->allocate(i * 3 * MiB + i, 0, 7));
+  for (std::size_t i = 1; i <= 8; ++i) blocks.push_back(h.allocator->allocate(i * 3 * MiB + i, 0, 7));
   for (std::size_t i = 0; i < blocks.size(); i += 2) h.allocator->deallocate(blocks[i]);
   std::map<std::uint64_t, std::uint64_t> open;  // allocation id -> bytes
   std::int64_t reserved = 0;
   std::size_t allocs = 0, frees = 0;
-  for (const TraceEvent &e : events) {
+  for (const TraceEvent& e : events) {
     switch (e.kind) {
       case TraceEventKind::alloc:
         ++allocs;
@@ -326,7 +331,9 @@ TEST_P(EveryAllocator, TraceEventsPairAllocationsAndAddUpToReserved) {
   EXPECT_EQ(allocs, 8u);
   EXPECT_EQ(frees, 4u);
   // Expandable segments grow by mapping (segment_map), not by new segments.
-  if (!GetParam().expandable) { EXPECT_EQ(reserved, h.allocator->stats().reserved_bytes.current); }
+  if (!GetParam().expandable) {
+    EXPECT_EQ(reserved, h.allocator->stats().reserved_bytes.current);
+  }
   for (std::size_t i = 1; i < blocks.size(); i += 2) h.allocator->deallocate(blocks[i]);
 }
 
@@ -340,9 +347,9 @@ TEST_P(EveryAllocator, SnapshotBlocksTileSegments) {
   }
   h.allocator->deallocate(blocks[1]);
   std::size_t allocated = 0, live = 0;
-  for (const SegmentSnapshot &seg : h.allocator->snapshot()) {
+  for (const SegmentSnapshot& seg : h.allocator->snapshot()) {
     std::uintptr_t at = seg.address;
-    for (const BlockSnapshot &b : seg.blocks) {
+    for (const BlockSnapshot& b : seg.blocks) {
       EXPECT_EQ(b.address, at);
       at += b.size;
       if (b.state == "active_allocated") ++live;
@@ -368,8 +375,7 @@ TEST_P(EveryAllocator, ResetPeakStatsSetsPeaksToCurrent) {
   h.allocator->deallocate(a);
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, EveryAllocator, ::testing::ValuesIn(every_allocator_case()),
-                         CaseName());
+INSTANTIATE_TEST_SUITE_P(Policies, EveryAllocator, ::testing::ValuesIn(every_allocator_case()), CaseName());
 
 // The cases that write into blocks and read the bytes back. Simulated upstreams
 // (simulated, simulated_vm) are excluded: they only hand out addresses, there
@@ -415,7 +421,7 @@ TEST_P(EveryAllocatorOnRealMemory, EveryBlockKeepsItsBytesThroughChurn) {
   h.allocator->set_stream_registry(&streams);
   const StreamId side = streams.create_stream();
   std::size_t unmaps = 0, maps_after_unmap = 0;
-  h.allocator->set_event_sink([&](const TraceEvent &e) {
+  h.allocator->set_event_sink([&](const TraceEvent& e) {
     if (e.kind == TraceEventKind::segment_unmap) ++unmaps;
     if (e.kind == TraceEventKind::segment_map && unmaps > 0) ++maps_after_unmap;
   });
@@ -442,25 +448,23 @@ TEST_P(EveryAllocatorOnRealMemory, EveryBlockKeepsItsBytesThroughChurn) {
     } else if (!held.empty() && r < 45) {
       release(rng() % held.size());
     } else {
-      const std::size_t bytes =
-          rng() % 3 == 0 ? 1 + rng() % MiB : (1 + rng() % 4) * MiB + rng() % MiB;
+      const std::size_t bytes = rng() % 3 == 0 ? 1 + rng() % MiB : (1 + rng() % 4) * MiB + rng() % MiB;
       const StreamId stream = rng() % 5 == 0 ? side : kDefaultStream;
       try {
         Block b = h.allocator->allocate(bytes, stream);
         ASSERT_NE(b.ptr, nullptr);
         fill_pattern(b.ptr, b.size, next_id);
         held.push_back({b, next_id++});
-        for (const SegmentSnapshot &seg : h.allocator->snapshot()) {
-          stitched_seen +=
-              seg.is_stitched && seg.address == reinterpret_cast<std::uintptr_t>(b.ptr);
+        for (const SegmentSnapshot& seg : h.allocator->snapshot()) {
+          stitched_seen += seg.is_stitched && seg.address == reinterpret_cast<std::uintptr_t>(b.ptr);
         }
-      } catch (const OutOfMemory &) {
+      } catch (const OutOfMemory&) {
         ++ooms;
         if (!held.empty()) release(rng() % held.size());
       }
     }
     if (::testing::Test::HasFatalFailure()) return;
-    for (const Held &x : held) {
+    for (const Held& x : held) {
       ASSERT_EQ(first_pattern_mismatch(x.block.ptr, x.block.size, x.id, 4096), -1)
           << "block " << x.id << " of " << x.block.size << " bytes, after op " << op;
     }
@@ -474,15 +478,17 @@ TEST_P(EveryAllocatorOnRealMemory, EveryBlockKeepsItsBytesThroughChurn) {
   EXPECT_EQ(h.allocator->stats().reserved_bytes.current, 0);
   expect_upstream_empty(h);
   EXPECT_GT(ooms, 0u) << "the device never filled up";
-  if (GetParam().policy == "vmm_stitch") { EXPECT_GT(stitched_seen, 0u) << "nothing was stitched"; }
+  if (GetParam().policy == "vmm_stitch") {
+    EXPECT_GT(stitched_seen, 0u) << "nothing was stitched";
+  }
   if (GetParam().expandable) {
     EXPECT_GT(unmaps, 0u) << "no page was unmapped";
     EXPECT_GT(maps_after_unmap, 0u) << "no page was mapped after an unmap";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, EveryAllocatorOnRealMemory,
-                         ::testing::ValuesIn(real_memory_allocator_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Policies, EveryAllocatorOnRealMemory, ::testing::ValuesIn(real_memory_allocator_cases()),
+                         CaseName());
 
 }  // namespace
 }  // namespace memtrain::memory

@@ -41,50 +41,51 @@ TEST_P(SharedAllocator, ThreadsNeverSeeEachOthersBytes) {
       };
       std::vector<Held> held;
       std::uint64_t counter = 0;
-      auto check_and_free = [&](const Held &x) {
+      auto check_and_free = [&](const Held& x) {
         if (first_pattern_mismatch(x.block.ptr, x.block.size, x.id) != -1) ++corrupted;
         h.allocator->deallocate(x.block);
       };
       for (int op = 0; op < 300; ++op) {
         if (held.size() < 8 && rng() % 2 == 0) {
-          const std::size_t bytes =
-              rng() % 4 == 0 ? 2 * MiB + rng() % (2 * MiB) : 1 + rng() % (64 * KiB);
+          const std::size_t bytes = rng() % 4 == 0 ? 2 * MiB + rng() % (2 * MiB) : 1 + rng() % (64 * KiB);
           try {
             Block b = h.allocator->allocate(bytes, static_cast<StreamId>(t), static_cast<TagId>(t));
             const std::uint64_t id = (static_cast<std::uint64_t>(t) << 32) | counter++;
             fill_pattern(b.ptr, b.size, id);
             held.push_back({b, id});
             ++allocations;
-          } catch (const OutOfMemory &) {
-          }
+          } catch (const OutOfMemory&) {}
         } else if (!held.empty()) {
           check_and_free(held.back());
           held.pop_back();
         }
         // The blocks still held must not have changed while the other threads
         // worked.
-        for (const Held &x : held) {
+        for (const Held& x : held) {
           if (first_pattern_mismatch(x.block.ptr, x.block.size, x.id, 4096) != -1) ++corrupted;
         }
       }
-      for (const Held &x : held) check_and_free(x);
+      for (const Held& x : held) check_and_free(x);
     });
   }
-  for (auto &th : threads) th.join();
+  for (auto& th : threads) th.join();
   EXPECT_EQ(corrupted.load(), 0);
   EXPECT_GT(allocations.load(), 100);
   const MemoryStats s = h.allocator->stats();
   EXPECT_EQ(s.allocated_bytes.current, 0);
   EXPECT_EQ(s.requested_bytes.current, 0);
   EXPECT_EQ(s.allocated_bytes.allocated, s.allocated_bytes.freed);
-  for (const auto &[tag, t] : s.per_tag) EXPECT_EQ(t.allocated_bytes.current, 0) << tag;
+  for (const auto& [tag, t] : s.per_tag) EXPECT_EQ(t.allocated_bytes.current, 0) << tag;
   h.allocator->empty_cache();
-  if (h.upstream_used() >= 0) { EXPECT_EQ(h.upstream_used(), 0); }
-  if (h.upstream_mapped() >= 0) { EXPECT_EQ(h.upstream_mapped(), 0); }
+  if (h.upstream_used() >= 0) {
+    EXPECT_EQ(h.upstream_used(), 0);
+  }
+  if (h.upstream_mapped() >= 0) {
+    EXPECT_EQ(h.upstream_mapped(), 0);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, SharedAllocator,
-                         ::testing::ValuesIn(real_memory_allocator_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Policies, SharedAllocator, ::testing::ValuesIn(real_memory_allocator_cases()), CaseName());
 
 }  // namespace
 }  // namespace memtrain::memory

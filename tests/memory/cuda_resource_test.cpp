@@ -88,8 +88,7 @@ TEST_F(WithCudaDevice, VmmChunkKeepsItsBytesWhenMappedElsewhere) {
   vmm.unmap(a.address, g);
   vmm.map(b.address + g, g, chunk, 0);
   std::vector<unsigned char> read(g);
-  ASSERT_EQ(cudaMemcpy(read.data(), reinterpret_cast<void*>(b.address + g), g, cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(read.data(), reinterpret_cast<void*>(b.address + g), g, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(read, written);
   EXPECT_THROW(vmm.release_physical(chunk), VirtualMemoryError);
   EXPECT_THROW(vmm.release(b), VirtualMemoryError);

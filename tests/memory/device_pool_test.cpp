@@ -47,7 +47,8 @@ TEST(DevicePool, EqualPriorityGoesToTheDeviceWithMostFreeMemory) {
   const std::size_t caps[] = {1 * GiB, 2 * GiB, 1536 * MiB};
   DevicePool pool;
   // (string(1, ...) rather than "d" + to_string: GCC 12 reports a false -Wrestrict for the latter.)
-  for (int i = 0; i < 3; ++i) pool.add_device({std::string(1, 'd') + std::to_string(i), 0, caps[i]}, simulated(caps[i]));
+  for (int i = 0; i < 3; ++i)
+    pool.add_device({std::string(1, 'd') + std::to_string(i), 0, caps[i]}, simulated(caps[i]));
   std::size_t model_free[3] = {caps[0], caps[1], caps[2]};
   std::mt19937 rng(5);
   std::vector<PooledBlock> held;

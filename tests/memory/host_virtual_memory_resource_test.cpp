@@ -74,12 +74,12 @@ TEST(HostVirtualMemoryResource, MisuseThrowsVirtualMemoryErrorAndChangesNothing)
   const VirtualRange r = vmm.reserve(2 * kPage);
   const PhysicalHandle c = vmm.create_physical(kPage);
   EXPECT_THROW(vmm.map(r.address, kPage, 999, 0), VirtualMemoryError);            // unknown chunk
-  EXPECT_THROW(vmm.map(r.address, 2 * kPage, c, 0), VirtualMemoryError);           // beyond chunk
-  EXPECT_THROW(vmm.map(r.address + 2 * kPage, kPage, c, 0), VirtualMemoryError);   // outside
+  EXPECT_THROW(vmm.map(r.address, 2 * kPage, c, 0), VirtualMemoryError);          // beyond chunk
+  EXPECT_THROW(vmm.map(r.address + 2 * kPage, kPage, c, 0), VirtualMemoryError);  // outside
   vmm.map(r.address, kPage, c, 0);
-  EXPECT_THROW(vmm.map(r.address, kPage, c, 0), VirtualMemoryError);               // over mapped
-  EXPECT_THROW(vmm.release(r), VirtualMemoryError);                                // mapped pages
-  EXPECT_THROW(vmm.unmap(r.address, 2 * kPage), VirtualMemoryError);               // half unmapped
+  EXPECT_THROW(vmm.map(r.address, kPage, c, 0), VirtualMemoryError);  // over mapped
+  EXPECT_THROW(vmm.release(r), VirtualMemoryError);                   // mapped pages
+  EXPECT_THROW(vmm.unmap(r.address, 2 * kPage), VirtualMemoryError);  // half unmapped
   EXPECT_EQ(vmm.mapped_bytes(), kPage);
   at(r.address)[0] = 1;  // still mapped and writable after the refused calls
   vmm.unmap(r.address, kPage);

@@ -13,7 +13,7 @@ using namespace memtrain::memory::testing;
 TEST(MemoryStatsValues, FragmentationNowAndAtPeakAndUtilization) {
   Harness h = make_harness({"best_fit", Upstream::simulated}, GiB);
   CachingAllocator& a = *h.allocator;
-  a.deallocate(a.allocate(100 * MiB));               // one cached 100 MiB segment
+  a.deallocate(a.allocate(100 * MiB));                // one cached 100 MiB segment
   Block x = a.allocate(30 * MiB, kDefaultStream, 1);  // [30 x][70 free]
   Block y = a.allocate(40 * MiB, kDefaultStream, 2);  // [30 x][40 y][30 free]
   a.deallocate(x);                                    // [30 free][40 y][30 free]

@@ -29,8 +29,9 @@ std::vector<TraceOp> ops_of(const std::string& csv) {
 // Hand-written expectations: ids get indices by first appearance and keep them when reused
 // after a free; tags likewise, with 0 for untagged; a free row's tag is not interned.
 TEST(InternTrace, IdsAndTagsBecomeDenseIndicesByFirstAppearance) {
-  const auto ops = ops_of("alloc,x,10,0,activation\nalloc,y,20,2,\nfree,x,,,ghost\n"
-                          "alloc,x,30,1,gradient\nalloc,z,40,0,activation\nfree,y\n");
+  const auto ops = ops_of(
+      "alloc,x,10,0,activation\nalloc,y,20,2,\nfree,x,,,ghost\n"
+      "alloc,x,30,1,gradient\nalloc,z,40,0,activation\nfree,y\n");
   const InternedTrace t = intern_trace(ops);
   ASSERT_EQ(t.ops.size(), 6u);
   EXPECT_EQ(t.ids, (std::vector<std::string>{"x", "y", "z"}));

@@ -18,7 +18,7 @@ namespace {
 
 constexpr std::size_t kMiB = 1 << 20;
 
-std::vector<TraceOp> ops_of(const std::string &csv) {
+std::vector<TraceOp> ops_of(const std::string& csv) {
   std::istringstream in("op,id,bytes,stream,tag\n" + csv);
   return parse_trace_csv(in, "test.csv");
 }
@@ -42,8 +42,7 @@ TEST_P(EveryReplayPolicy, PeakAllocatedMatchesTheHandComputedLiveSet) {
   EXPECT_GE(r.peak_reserved_bytes, r.peak_allocated_bytes);
   EXPECT_EQ(r.num_ooms, 0u);
   EXPECT_FALSE(r.first_oom_event.has_value());
-  EXPECT_DOUBLE_EQ(r.utilization,
-                   static_cast<double>(r.peak_allocated_bytes) / r.peak_reserved_bytes);
+  EXPECT_DOUBLE_EQ(r.utilization, static_cast<double>(r.peak_allocated_bytes) / r.peak_reserved_bytes);
 }
 
 // 40 MiB twice on a 64 MiB device: the second alloc (event 1, line 3 of the
@@ -77,7 +76,7 @@ TEST_P(EveryReplayPolicy, ARequestNearTwoToThe64IsOutOfMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, EveryReplayPolicy, ::testing::ValuesIn(replay_policies()),
-                         [](const auto &info) { return std::string(info.param); });
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST(Replay, PlannedReachesTheLowerBoundWhereGreedyIsOptimal) {
   // Equal sizes: the planner's arena equals the largest live set
@@ -126,23 +125,20 @@ TEST(Replay, FragmentedHolesAreServedOnlyByStitchingPolicies) {
 }
 
 TEST(Replay, InconsistentTracesNameTheLine) {
-  auto error_of = [](const std::string &csv) -> std::string {
+  auto error_of = [](const std::string& csv) -> std::string {
     try {
       replay_trace(ops_of(csv), "best_fit", 64 * kMiB, "test.csv");
-    } catch (const TraceFormatError &e) {
+    } catch (const TraceFormatError& e) {
       return e.what();
     }
     return "";
   };
-  EXPECT_NE(
-      error_of("alloc,a,10,0,\nfree,b\n").find("test.csv:3: free of id 'b' which is not live"),
-      std::string::npos);
-  EXPECT_NE(error_of("alloc,a,10,0,\nalloc,a,10,0,\n")
-                .find("test.csv:3: alloc of id 'a' which is still live"),
+  EXPECT_NE(error_of("alloc,a,10,0,\nfree,b\n").find("test.csv:3: free of id 'b' which is not live"),
             std::string::npos);
-  EXPECT_NE(
-      error_of("alloc,a,10,0,\nfree,a,11,0,\n").find("test.csv:3: free of id 'a' with 11 bytes"),
-      std::string::npos);
+  EXPECT_NE(error_of("alloc,a,10,0,\nalloc,a,10,0,\n").find("test.csv:3: alloc of id 'a' which is still live"),
+            std::string::npos);
+  EXPECT_NE(error_of("alloc,a,10,0,\nfree,a,11,0,\n").find("test.csv:3: free of id 'a' with 11 bytes"),
+            std::string::npos);
   EXPECT_THROW(replay_trace({}, "first_fit", kMiB), std::invalid_argument);
   EXPECT_THROW(replay_trace({}, "best_fit", 0), std::invalid_argument);
 }
@@ -150,19 +146,16 @@ TEST(Replay, InconsistentTracesNameTheLine) {
 TEST(Replay, ReportJsonHasTheDocumentedFields) {
   const auto ops = ops_of("alloc,a,41943040,0,\nalloc,b,41943040,0,\n");
   const auto j = nlohmann::json::parse(replay_trace(ops, "best_fit", 64 * kMiB).to_json());
-  for (const char *key :
-       {"policy", "capacity_bytes", "events", "peak_allocated_bytes", "peak_reserved_bytes",
-        "utilization", "fragmentation", "num_ooms", "first_oom_event", "num_alloc_retries"}) {
+  for (const char* key : {"policy", "capacity_bytes", "events", "peak_allocated_bytes", "peak_reserved_bytes",
+                          "utilization", "fragmentation", "num_ooms", "first_oom_event", "num_alloc_retries"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["first_oom_event"], 1);
   EXPECT_EQ(j["capacity_bytes"], 64 * kMiB);
-  const auto none = nlohmann::json::parse(
-      replay_trace(ops_of("alloc,a,1,0,\n"), "best_fit", 64 * kMiB).to_json());
+  const auto none = nlohmann::json::parse(replay_trace(ops_of("alloc,a,1,0,\n"), "best_fit", 64 * kMiB).to_json());
   EXPECT_TRUE(none["first_oom_event"].is_null());
   const std::string text = replay_trace(ops, "best_fit", 64 * kMiB).to_text();
-  EXPECT_NE(text.find("out-of-memory errors     1 (first at event 1, line 3)"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("out-of-memory errors     1 (first at event 1, line 3)"), std::string::npos) << text;
 }
 
 // A trace recorded from a live allocator, written as CSV, read back and
@@ -182,13 +175,12 @@ TEST(Replay, RecordedTraceReplaysToTheSamePeak) {
         allocator.deallocate(blocks[k]);
         blocks.erase(blocks.begin() + static_cast<long>(k));
       } else {
-        blocks.push_back(
-            allocator.allocate(1 + rng() % (2 * kMiB), static_cast<StreamId>(rng() % 2)));
+        blocks.push_back(allocator.allocate(1 + rng() % (2 * kMiB), static_cast<StreamId>(rng() % 2)));
       }
     }
     live_stats = allocator.stats();
     allocator.set_event_sink(nullptr);
-    for (const Block &b : blocks) allocator.deallocate(b);
+    for (const Block& b : blocks) allocator.deallocate(b);
   }
   const std::string path = ::testing::TempDir() + "/recorded_trace.csv";
   {

@@ -37,24 +37,16 @@ std::vector<Stack> stacks() {
   return {
       {"host", [] { return std::make_shared<HostResource>(); }, 4096},
       {"simulated", [] { return std::make_shared<SimulatedResource>(64 * kMiB); }, 4096},
-      {"host_vmm", [] { return std::make_shared<HostVirtualMemoryResource>(64 * kMiB, 64 << 10); },
-       64 << 10},
-      {"simulated_vmm",
-       [] { return std::make_shared<SimulatedVirtualMemoryResource>(64 * kMiB, "sim vmm", 64 << 10); },
+      {"host_vmm", [] { return std::make_shared<HostVirtualMemoryResource>(64 * kMiB, 64 << 10); }, 64 << 10},
+      {"simulated_vmm", [] { return std::make_shared<SimulatedVirtualMemoryResource>(64 * kMiB, "sim vmm", 64 << 10); },
        64 << 10},
       {"limit(host)",
-       [] { return std::make_shared<LimitResourceAdaptor>(std::make_shared<HostResource>(), 64 * kMiB); },
-       4096},
+       [] { return std::make_shared<LimitResourceAdaptor>(std::make_shared<HostResource>(), 64 * kMiB); }, 4096},
       {"statistics(simulated)",
-       [] {
-         return std::make_shared<StatisticsResourceAdaptor>(std::make_shared<SimulatedResource>(64 * kMiB));
-       },
+       [] { return std::make_shared<StatisticsResourceAdaptor>(std::make_shared<SimulatedResource>(64 * kMiB)); },
        4096},
       {"tracing(host)",
-       [ignore] {
-         return std::make_shared<TracingResourceAdaptor>(std::make_shared<HostResource>(), ignore);
-       },
-       4096},
+       [ignore] { return std::make_shared<TracingResourceAdaptor>(std::make_shared<HostResource>(), ignore); }, 4096},
       {"limit(statistics(tracing(host_vmm)))",
        [ignore] {
          auto vmm = std::make_shared<HostVirtualMemoryResource>(0, 64 << 10);
@@ -122,7 +114,8 @@ TEST_P(EveryStack, PastTheCapacityIsOutOfMemoryAndRecoverable) {
 INSTANTIATE_TEST_SUITE_P(Resources, EveryStack, ::testing::ValuesIn(stacks()),
                          [](const ::testing::TestParamInfo<Stack>& info) {
                            std::string n = info.param.name;
-                           std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(c); }, '_');
+                           std::replace_if(
+                               n.begin(), n.end(), [](char c) { return !std::isalnum(c); }, '_');
                            return n;
                          });
 
@@ -188,8 +181,8 @@ TEST(StatisticsResourceAdaptor, FailedAllocationsCountNothing) {
 
 TEST(TracingResourceAdaptor, RecordsAllocFreeAndOomWithMatchingIds) {
   std::vector<TraceEvent> events;
-  TracingResourceAdaptor tracing(std::make_shared<SimulatedResource>(4096),
-                                 [&](const TraceEvent& e) { events.push_back(e); }, TagId{7});
+  TracingResourceAdaptor tracing(
+      std::make_shared<SimulatedResource>(4096), [&](const TraceEvent& e) { events.push_back(e); }, TagId{7});
   void* a = tracing.allocate(1024, 256, StreamId{2});
   void* b = tracing.allocate(2048, 256);
   EXPECT_THROW(tracing.allocate(8192, 256), memtrain::OutOfMemory);

@@ -41,8 +41,7 @@ TEST(SharedLedgerProcesses, ConcurrentJoinsNeverReserveMoreThanCapacity) {
       try {
         mine.join({"racer", capacity / 4, kNoLimit});
         won = 1;
-      } catch (const std::runtime_error&) {
-      }
+      } catch (const std::runtime_error&) {}
       Child::signal_ready(ready);
       (void)!::read(hold[0], &c, 1);  // keep the reservation until the parent has looked
       return won ? 10 : 20;

@@ -44,8 +44,7 @@ TEST(SimulatedVirtualMemory, PhysicalMemoryIsCapacityLimitedReservationsAreNot) 
 TEST(SimulatedVirtualMemory, InjectedFailureHitsTheNthMapOnly) {
   SimulatedVirtualMemoryResource vmm(16 * MiB);
   const VirtualRange r = vmm.reserve(6 * MiB);
-  PhysicalHandle h[3] = {vmm.create_physical(2 * MiB), vmm.create_physical(2 * MiB),
-                         vmm.create_physical(2 * MiB)};
+  PhysicalHandle h[3] = {vmm.create_physical(2 * MiB), vmm.create_physical(2 * MiB), vmm.create_physical(2 * MiB)};
   vmm.inject_map_failure(2);
   vmm.map(r.address, 2 * MiB, h[0], 0);
   EXPECT_THROW(vmm.map(r.address + 2 * MiB, 2 * MiB, h[1], 0), VirtualMemoryError);

@@ -57,7 +57,7 @@ struct StressConfig {
   std::size_t max_bytes = 1 * GiB;
   double pareto_alpha = 0.3;  // P(size > s) = (min/s)^alpha: heavy-tailed
   std::uint64_t seed = 1;
-  bool quotas = true;  // jobs behind QuotaResourceAdaptor on one SharedLedger
+  bool quotas = true;         // jobs behind QuotaResourceAdaptor on one SharedLedger
   std::string ledger_device;  // unique ledger name (when quotas)
 };
 
@@ -103,8 +103,8 @@ class LiveSet {
   static std::string describe(std::uintptr_t a, std::size_t n, int job, std::uintptr_t b,
                               const std::pair<std::size_t, int>& other) {
     std::ostringstream o;
-    o << "job " << job << " got [" << std::hex << a << ", +" << std::dec << n << ") overlapping job "
-      << other.second << "'s live [" << std::hex << b << ", +" << std::dec << other.first << ")";
+    o << "job " << job << " got [" << std::hex << a << ", +" << std::dec << n << ") overlapping job " << other.second
+      << "'s live [" << std::hex << b << ", +" << std::dec << other.first << ")";
     return o.str();
   }
   std::mutex mutex_;
@@ -122,12 +122,29 @@ struct EventTally {
   void add(const TraceEvent& e) {
     auto b = static_cast<std::int64_t>(e.bytes);
     switch (e.kind) {
-      case TraceEventKind::alloc: ++allocs; requested_alloc_bytes += b; requested_per_tag[e.tag] += b; break;
-      case TraceEventKind::free: ++frees; requested_free_bytes += b; requested_per_tag[e.tag] -= b; break;
-      case TraceEventKind::segment_alloc: ++segment_allocs; segment_alloc_bytes += b; break;
-      case TraceEventKind::segment_free: ++segment_frees; segment_free_bytes += b; break;
-      case TraceEventKind::oom: ++ooms; break;
-      default: break;
+      case TraceEventKind::alloc:
+        ++allocs;
+        requested_alloc_bytes += b;
+        requested_per_tag[e.tag] += b;
+        break;
+      case TraceEventKind::free:
+        ++frees;
+        requested_free_bytes += b;
+        requested_per_tag[e.tag] -= b;
+        break;
+      case TraceEventKind::segment_alloc:
+        ++segment_allocs;
+        segment_alloc_bytes += b;
+        break;
+      case TraceEventKind::segment_free:
+        ++segment_frees;
+        segment_free_bytes += b;
+        break;
+      case TraceEventKind::oom:
+        ++ooms;
+        break;
+      default:
+        break;
     }
   }
 };
@@ -246,9 +263,9 @@ class Job {
     try {
       Block b = allocator_->allocate(bytes, stream, tag);
       ++result_.allocations;
-      if (b.ptr == nullptr || b.size < bytes) fail("allocate(" + std::to_string(bytes) + ") gave a block of " +
-                                                   std::to_string(b.size) + " bytes at " +
-                                                   std::to_string(reinterpret_cast<std::uintptr_t>(b.ptr)));
+      if (b.ptr == nullptr || b.size < bytes)
+        fail("allocate(" + std::to_string(bytes) + ") gave a block of " + std::to_string(b.size) + " bytes at " +
+             std::to_string(reinterpret_cast<std::uintptr_t>(b.ptr)));
       if (reinterpret_cast<std::uintptr_t>(b.ptr) % 256 != 0) fail("block not 256-byte aligned");
       std::string overlap = live_.insert(reinterpret_cast<std::uintptr_t>(b.ptr), bytes, index_);
       if (!overlap.empty()) fail(overlap);
@@ -288,8 +305,7 @@ class Job {
     if (c.current < 0 || c.peak < 0 || c.allocated < 0 || c.freed < 0 || c.peak < c.current ||
         c.current != c.allocated - c.freed) {
       why = std::string(name) + " inconsistent: current " + std::to_string(c.current) + " peak " +
-            std::to_string(c.peak) + " allocated " + std::to_string(c.allocated) + " freed " +
-            std::to_string(c.freed);
+            std::to_string(c.peak) + " allocated " + std::to_string(c.allocated) + " freed " + std::to_string(c.freed);
     }
   }
 
@@ -320,7 +336,8 @@ class Job {
       std::uintptr_t cursor = seg.address;
       std::size_t covered = 0;
       for (const auto& b : seg.blocks) {
-        if (!seg.is_stitched && b.address != cursor) why += "; blocks do not tile segment " + std::to_string(seg.address);
+        if (!seg.is_stitched && b.address != cursor)
+          why += "; blocks do not tile segment " + std::to_string(seg.address);
         cursor = b.address + b.size;
         covered += b.size;
         if (b.state == "active_allocated") {
@@ -333,7 +350,8 @@ class Job {
         }
       }
       if (!seg.is_stitched && covered != seg.total_size)
-        why += "; blocks cover " + std::to_string(covered) + " of a " + std::to_string(seg.total_size) + "-byte segment";
+        why +=
+            "; blocks cover " + std::to_string(covered) + " of a " + std::to_string(seg.total_size) + "-byte segment";
     }
     (void)prev_end;
     std::sort(ranges.begin(), ranges.end());
@@ -341,7 +359,8 @@ class Job {
       if (ranges[i].first < ranges[i - 1].second) why += "; two segments overlap";
 
     auto eq = [&](const char* what, std::int64_t stat, std::int64_t reference) {
-      if (stat != reference) why += std::string("; ") + what + " " + std::to_string(stat) + " != " + std::to_string(reference);
+      if (stat != reference)
+        why += std::string("; ") + what + " " + std::to_string(stat) + " != " + std::to_string(reference);
     };
     eq("reserved_bytes vs sum of segment sizes", s.reserved_bytes.current, seg_total);
     eq("allocated_bytes vs allocated blocks", s.allocated_bytes.current, allocated);
@@ -358,7 +377,8 @@ class Job {
     eq("requested_bytes vs live requested (job's own count)", s.requested_bytes.current, requested_live_);
     eq("num_device_alloc vs segment_alloc events", s.num_device_alloc, tally_.segment_allocs);
     eq("num_device_free vs segment_free events", s.num_device_free, tally_.segment_frees);
-    eq("reserved_bytes vs segment events", s.reserved_bytes.current, tally_.segment_alloc_bytes - tally_.segment_free_bytes);
+    eq("reserved_bytes vs segment events", s.reserved_bytes.current,
+       tally_.segment_alloc_bytes - tally_.segment_free_bytes);
     for (const auto& [tag, bytes] : tally_.requested_per_tag) {
       auto it = s.per_tag.find(tag);
       eq("per-tag requested_bytes vs events", it == s.per_tag.end() ? 0 : it->second.requested_bytes.current, bytes);

@@ -20,8 +20,8 @@
 namespace memtrain::memory {
 namespace {
 
-TraceEvent event(TraceEventKind kind, std::uint64_t time_ns, std::uint64_t bytes, TagId tag,
-                 std::uint64_t id, std::uintptr_t address = 0, StreamId stream = 0) {
+TraceEvent event(TraceEventKind kind, std::uint64_t time_ns, std::uint64_t bytes, TagId tag, std::uint64_t id,
+                 std::uintptr_t address = 0, StreamId stream = 0) {
   return {kind, time_ns, bytes, address, stream, tag, id};
 }
 
@@ -62,7 +62,9 @@ TEST(ChromeTrace, CountersFollowAllocatedAndReservedBytesPerTag) {
   EXPECT_EQ(ev[6]["name"], "reserved_bytes");
   EXPECT_EQ(ev[6]["args"]["total"], 0);
   for (const auto& e : ev) {
-    if (e["ph"] == "C") { EXPECT_GE(e["args"]["total"].get<std::int64_t>(), 0); }
+    if (e["ph"] == "C") {
+      EXPECT_GE(e["args"]["total"].get<std::int64_t>(), 0);
+    }
   }
 }
 
@@ -95,8 +97,8 @@ TEST(MemorySnapshotJson, TraceEntriesUsePyTorchActions) {
   const auto& t = j["device_traces"][1];
   std::vector<std::string> actions;
   for (const auto& e : t) actions.push_back(e["action"]);
-  EXPECT_EQ(actions, (std::vector<std::string>{"segment_alloc", "alloc", "alloc", "free_requested",
-                                               "free_completed", "oom", "segment_free"}));
+  EXPECT_EQ(actions, (std::vector<std::string>{"segment_alloc", "alloc", "alloc", "free_requested", "free_completed",
+                                               "oom", "segment_free"}));
   EXPECT_EQ(t[1]["addr"], 0x10000);
   EXPECT_EQ(t[1]["size"], 1024);
   EXPECT_EQ(t[1]["time_us"], 1);
@@ -167,8 +169,8 @@ TEST(SnapshotToPickle, PickleReadsBackAsTheSnapshot) {
   EXPECT_EQ(std::system(check.c_str()), 0);
   // Not a snapshot: exit 2 with a message.
   std::ofstream(json_path) << "[1, 2]";
-  const int rc = std::system(("/usr/bin/python3 " + script + " " + json_path + " " + pickle_path +
-                              " 2>/dev/null").c_str());
+  const int rc =
+      std::system(("/usr/bin/python3 " + script + " " + json_path + " " + pickle_path + " 2>/dev/null").c_str());
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   std::remove(json_path.c_str());
   std::remove(pickle_path.c_str());

@@ -58,7 +58,9 @@ TEST(TraceCsv, WindowsLineEndingsAreAccepted) {
 // bytes are still an error.
 TEST(TraceCsv, AByteOrderMarkBeforeTheHeaderIsSkipped) {
   EXPECT_EQ(parse("\xEF\xBB\xBFop,id,bytes,stream,tag\nalloc,a,1,0,x\n").size(), 1u);
-  EXPECT_NE(error_of("op,id,bytes,stream,tag\n\xEF\xBB\xBF" "alloc,a,1,0,x\n"), "");
+  EXPECT_NE(error_of("op,id,bytes,stream,tag\n\xEF\xBB\xBF"
+                     "alloc,a,1,0,x\n"),
+            "");
   std::istringstream rmm("\xEF\xBB\xBFThread,Time,Action,Pointer,Size,Stream\n");
   EXPECT_TRUE(parse_rmm_log_csv(rmm, "rmm.csv").empty());
 }
@@ -75,8 +77,7 @@ TEST(TraceCsv, MalformedRowsNameFileLineAndProblem) {
   EXPECT_NE(error_of(h + "alloc,a,-5,0,x\n").find("bytes '-5'"), std::string::npos);
   EXPECT_NE(error_of(h + "alloc,a,99999999999999999999,0,x\n").find("in range"), std::string::npos);
   EXPECT_NE(error_of(h + "alloc,a,1,s1,x\n").find("t.csv:2: stream 's1'"), std::string::npos);
-  EXPECT_NE(error_of(h + "alloc,a,1,0,x,y\n").find("t.csv:2: 6 fields; expected at most 5"),
-            std::string::npos);
+  EXPECT_NE(error_of(h + "alloc,a,1,0,x,y\n").find("t.csv:2: 6 fields; expected at most 5"), std::string::npos);
   // A binary "header" is shown escaped and shortened, never sent to the terminal raw.
   const std::string binary = error_of(std::string("\x01\xff\x1b[2J") + std::string(100, 'z') + "\n");
   EXPECT_NE(binary.find("header is '\\x01\\xff\\x1b[2J"), std::string::npos) << binary;

@@ -34,8 +34,7 @@ TEST(MapFreshPages, FaultOnThirdPageUnmapsTwoAndReleasesFiveOnce) {
   EXPECT_EQ(unmapped, expected_pages);
   std::vector<PhysicalHandle> released = vmm.released_physical_log();
   std::sort(released.begin(), released.end());
-  EXPECT_EQ(released, (std::vector<PhysicalHandle>{handles[0], handles[1], handles[2], handles[3],
-                                                   handles[4]}));
+  EXPECT_EQ(released, (std::vector<PhysicalHandle>{handles[0], handles[1], handles[2], handles[3], handles[4]}));
   EXPECT_EQ(vmm.live_chunks(), 0u);
   EXPECT_EQ(vmm.physical_bytes(), 0u);
   EXPECT_EQ(vmm.mapped_bytes(), 0u);
@@ -77,10 +76,8 @@ TEST_P(VirtualSegmentHole, CountsAsInactiveSplit) {
   Block a = h.allocator->allocate(20 * MiB);
   Block hole = h.allocator->allocate(20 * MiB);
   Block c = h.allocator->allocate(20 * MiB);
-  ASSERT_EQ(static_cast<char *>(hole.ptr) - static_cast<char *>(a.ptr),
-            static_cast<long>(20 * MiB));
-  ASSERT_EQ(static_cast<char *>(c.ptr) - static_cast<char *>(hole.ptr),
-            static_cast<long>(20 * MiB));
+  ASSERT_EQ(static_cast<char*>(hole.ptr) - static_cast<char*>(a.ptr), static_cast<long>(20 * MiB));
+  ASSERT_EQ(static_cast<char*>(c.ptr) - static_cast<char*>(hole.ptr), static_cast<long>(20 * MiB));
   h.allocator->deallocate(hole);
   EXPECT_EQ(h.allocator->stats().inactive_split_bytes.current, static_cast<std::int64_t>(20 * MiB));
   const auto reserved = h.allocator->stats().reserved_bytes.current;
@@ -95,8 +92,8 @@ TEST_P(VirtualSegmentHole, CountsAsInactiveSplit) {
   EXPECT_EQ(h.upstream_mapped(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, VirtualSegmentHole,
-                         ::testing::ValuesIn(virtual_memory_allocator_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Policies, VirtualSegmentHole, ::testing::ValuesIn(virtual_memory_allocator_cases()),
+                         CaseName());
 
 // Case 4: every option on (split limit, collection threshold, expandable
 // segments) at 95% full, then a request larger than any free block: no
@@ -115,12 +112,11 @@ TEST_P(AllOptionsNearlyFull, LargerThanAnyFreeBlockFailsCleanlyOrStitches) {
   std::vector<Block> live;
   std::size_t allocated = 0;
   while (allocated < GiB * 95 / 100) {
-    const std::size_t bytes =
-        std::min<std::size_t>((1 + rng() % 24) * MiB, GiB * 95 / 100 - allocated);
+    const std::size_t bytes = std::min<std::size_t>((1 + rng() % 24) * MiB, GiB * 95 / 100 - allocated);
     try {
       live.push_back(h.allocator->allocate(bytes));
       allocated += bytes;
-    } catch (const OutOfMemory &) {
+    } catch (const OutOfMemory&) {
       break;
     }
   }
@@ -132,7 +128,7 @@ TEST_P(AllOptionsNearlyFull, LargerThanAnyFreeBlockFailsCleanlyOrStitches) {
   Block big;
   try {
     big = h.allocator->allocate(100 * MiB);
-  } catch (const OutOfMemory &e) {
+  } catch (const OutOfMemory& e) {
     EXPECT_NE(std::string(e.what()).find("tried to allocate 100.00 MiB"), std::string::npos);
   }
   if (GetParam().policy == "vmm_stitch") {
@@ -143,7 +139,7 @@ TEST_P(AllOptionsNearlyFull, LargerThanAnyFreeBlockFailsCleanlyOrStitches) {
   EXPECT_EQ(h.allocator->stats().reserved_bytes.current, h.upstream_used());
   EXPECT_GE(h.allocator->stats().num_ooms + (big.ptr ? 1 : 0), 1);
   h.allocator->deallocate(big);
-  for (const Block &b : live) h.allocator->deallocate(b);
+  for (const Block& b : live) h.allocator->deallocate(b);
   h.allocator->empty_cache();
   EXPECT_EQ(h.upstream_mapped(), 0);
   EXPECT_EQ(h.upstream_live_chunks(), 0);
@@ -161,14 +157,14 @@ TEST_P(AllOptionsNearlyFull, LargerThanAnyFreeBlockFailsCleanlyOrStitches) {
 
 std::vector<AllocatorCase> expandable_cases_that_split() {
   std::vector<AllocatorCase> out;
-  for (const AllocatorCase &c : virtual_memory_allocator_cases()) {
+  for (const AllocatorCase& c : virtual_memory_allocator_cases()) {
     if (c.expandable) out.push_back(c);
   }
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, AllOptionsNearlyFull,
-                         ::testing::ValuesIn(expandable_cases_that_split()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Policies, AllOptionsNearlyFull, ::testing::ValuesIn(expandable_cases_that_split()),
+                         CaseName());
 
 // Stitching on real memory (host_vm, memfd chunks; the simulated VMM has no
 // bytes, so it is not a case here). Sixteen 2 MiB blocks carved from one cached
@@ -200,14 +196,14 @@ TEST_P(StitchingOnRealMemory, BlocksKeepTheirBytesThroughStitchAndUnstitch) {
     h.allocator->deallocate(live.at(id));
     live.erase(id);
   };
-  auto expect_all_intact = [&](const char *when) {
-    for (const auto &[id, b] : live) {
+  auto expect_all_intact = [&](const char* when) {
+    for (const auto& [id, b] : live) {
       EXPECT_EQ(first_pattern_mismatch(b.ptr, b.size, id), -1) << "block " << id << " " << when;
     }
   };
   auto stitched_segments = [&] {
     std::size_t n = 0;
-    for (const SegmentSnapshot &seg : h.allocator->snapshot()) n += seg.is_stitched;
+    for (const SegmentSnapshot& seg : h.allocator->snapshot()) n += seg.is_stitched;
     return n;
   };
   if (!GetParam().expandable) h.allocator->deallocate(h.allocator->allocate(32 * MiB));

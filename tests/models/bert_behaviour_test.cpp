@@ -47,8 +47,7 @@ struct Model {
   BertForMaskedLM model;
 };
 
-double max_abs_diff(const std::vector<std::vector<float>>& a,
-                    const std::vector<std::vector<float>>& b) {
+double max_abs_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
   double d = 0.0;
   for (std::size_t i = 0; i < a.size(); ++i) {
     for (std::size_t j = 0; j < a[i].size(); ++j) {
@@ -76,10 +75,8 @@ TEST(BertForMaskedLM, GradientsDoNotDependOnTheMicroBatchSplit) {
   Model one(c);
   StepStats s1 = one.model.forward_backward(global, scale, /*seed=*/3, /*step=*/5);
   Model two(c);
-  StepStats s2a =
-      two.model.forward_backward(memtrain::testing::slice_rows(global, 0, 2), scale, 3, 5);
-  StepStats s2b =
-      two.model.forward_backward(memtrain::testing::slice_rows(global, 2, 2), scale, 3, 5);
+  StepStats s2a = two.model.forward_backward(memtrain::testing::slice_rows(global, 0, 2), scale, 3, 5);
+  StepStats s2b = two.model.forward_backward(memtrain::testing::slice_rows(global, 2, 2), scale, 3, 5);
 
   EXPECT_EQ(s1.num_masked, s2a.num_masked + s2b.num_masked);
   EXPECT_EQ(s1.num_correct, s2a.num_correct + s2b.num_correct);
@@ -95,8 +92,7 @@ TEST(BertForMaskedLM, SameDropoutKeyGivesBitwiseIdenticalGradients) {
   Model a(c), b(c);
   a.model.forward_backward(batch, 0.1f, 11, 2);
   b.model.forward_backward(batch, 0.1f, 11, 2);
-  EXPECT_EQ(memtrain::testing::copy_grads(a.model.parameters()),
-            memtrain::testing::copy_grads(b.model.parameters()));
+  EXPECT_EQ(memtrain::testing::copy_grads(a.model.parameters()), memtrain::testing::copy_grads(b.model.parameters()));
 }
 
 // A different step (or seed) draws different masks: with p = 0.1 over thousands of elements the
@@ -109,18 +105,15 @@ TEST(BertForMaskedLM, DifferentStepOrSeedGivesDifferentDropoutMasks) {
   other_step.model.forward_backward(batch, 0.1f, 11, 3);
   other_seed.model.forward_backward(batch, 0.1f, 12, 2);
   const auto g = memtrain::testing::copy_grads(base.model.parameters());
-  EXPECT_GT(max_abs_diff(g, memtrain::testing::copy_grads(other_step.model.parameters())),
-            1e-2 * max_abs(g));
-  EXPECT_GT(max_abs_diff(g, memtrain::testing::copy_grads(other_seed.model.parameters())),
-            1e-2 * max_abs(g));
+  EXPECT_GT(max_abs_diff(g, memtrain::testing::copy_grads(other_step.model.parameters())), 1e-2 * max_abs(g));
+  EXPECT_GT(max_abs_diff(g, memtrain::testing::copy_grads(other_seed.model.parameters())), 1e-2 * max_abs(g));
 
   // With dropout 0 the step is irrelevant.
   const BertConfig c0 = tiny_config(0.0f);
   Model p(c0), q(c0);
   p.model.forward_backward(batch, 0.1f, 11, 2);
   q.model.forward_backward(batch, 0.1f, 11, 3);
-  EXPECT_EQ(memtrain::testing::copy_grads(p.model.parameters()),
-            memtrain::testing::copy_grads(q.model.parameters()));
+  EXPECT_EQ(memtrain::testing::copy_grads(p.model.parameters()), memtrain::testing::copy_grads(q.model.parameters()));
 }
 
 // Closed form for BERT with a tied decoder: embeddings V C + P C + TV C + 2 C; per layer
@@ -128,8 +121,8 @@ TEST(BertForMaskedLM, DifferentStepOrSeedGivesDifferentDropoutMasks) {
 // (V 30522, C 768, I 3072, L 12, P 512) this is 109,514,298, the count Hugging Face reports for
 // bert-base-uncased's BertForMaskedLM. Built in a dry run: the 440 MB are never touched.
 std::int64_t closed_form_parameters(const BertConfig& c) {
-  const std::int64_t V = c.vocab_size, C = c.hidden_size, I = c.intermediate_size,
-                     P = c.max_position_embeddings, TV = c.type_vocab_size, L = c.num_hidden_layers;
+  const std::int64_t V = c.vocab_size, C = c.hidden_size, I = c.intermediate_size, P = c.max_position_embeddings,
+                     TV = c.type_vocab_size, L = c.num_hidden_layers;
   const std::int64_t layer = 4 * (C * C + C) + 2 * C + (C * I + I) + (I * C + C) + 2 * C;
   return V * C + P * C + TV * C + 2 * C + L * layer + (C * C + C) + 2 * C + V;
 }
@@ -187,9 +180,8 @@ TEST(BertForMaskedLM, InitParametersFollowsHuggingFacesDistributionsAndIsDetermi
     const auto& p = a.model.parameters()[i];
     const float* v = p.value.data<float>();
     const std::int64_t n = p.value.numel();
-    EXPECT_EQ(std::vector<float>(v, v + n),
-              std::vector<float>(b.model.parameters()[i].value.data<float>(),
-                                 b.model.parameters()[i].value.data<float>() + n))
+    EXPECT_EQ(std::vector<float>(v, v + n), std::vector<float>(b.model.parameters()[i].value.data<float>(),
+                                                               b.model.parameters()[i].value.data<float>() + n))
         << p.name;
     const bool is_ln_weight = p.name.find("LayerNorm.weight") != std::string::npos;
     const bool is_bias = p.name.size() > 4 && p.name.substr(p.name.size() - 4) == "bias";

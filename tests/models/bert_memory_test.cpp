@@ -15,9 +15,7 @@
 namespace memtrain::models {
 namespace {
 
-BertConfig small_config() {
-  return testing::small_bert_config(/*layers=*/2, /*dropout=*/0.1f, /*max_positions=*/32);
-}
+BertConfig small_config() { return testing::small_bert_config(/*layers=*/2, /*dropout=*/0.1f, /*max_positions=*/32); }
 
 memory::MemoryStats run_one_step(std::shared_ptr<memory::MemoryResource> upstream, bool dry_run,
                                  std::int64_t* num_parameters) {
@@ -45,9 +43,8 @@ TEST(BertMemory, PerTagStatsShowActivationsFreedAndParametersKept) {
 TEST(BertMemory, DryRunOnASimulatedDevicePlansTheSameMemoryAsTheComputeRun) {
   std::int64_t n = 0;
   const auto real = run_one_step(std::make_shared<memory::HostResource>(), false, &n);
-  const auto dry = run_one_step(
-      std::make_shared<memory::SimulatedResource>(std::size_t{1} << 30, "simulated 1 GiB"), true,
-      &n);
+  const auto dry =
+      run_one_step(std::make_shared<memory::SimulatedResource>(std::size_t{1} << 30, "simulated 1 GiB"), true, &n);
   EXPECT_EQ(real.allocated_bytes.peak, dry.allocated_bytes.peak);
   EXPECT_EQ(real.allocated_bytes.allocated, dry.allocated_bytes.allocated);
   EXPECT_EQ(real.reserved_bytes.peak, dry.reserved_bytes.peak);

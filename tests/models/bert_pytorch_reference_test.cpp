@@ -24,16 +24,14 @@ using memtrain::testing::scaled_max_error;
 
 constexpr double kScaledTolerance = 2e-5;
 
-core::Tensor tensor_from(core::Context& ctx, const std::vector<double>& v,
-                         std::vector<std::int64_t> shape) {
+core::Tensor tensor_from(core::Context& ctx, const std::vector<double>& v, std::vector<std::int64_t> shape) {
   auto t = core::Tensor::empty(ctx, std::move(shape), core::DType::f32, core::tags().activation);
   for (std::size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = static_cast<float>(v[i]);
   return t;
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The key bias adds q . b_k to every score of a row, which softmax ignores: its gradient is
@@ -43,8 +41,7 @@ void expect_gradient_matches(const Parameter& p, const BertFixture& f, const std
   const float* g = p.grad.data<float>();
   const std::string key_bias = "attention.self.key.bias";
   if (ends_with(p.name, key_bias)) {
-    const std::string query_bias =
-        p.name.substr(0, p.name.size() - key_bias.size()) + "attention.self.query.bias";
+    const std::string query_bias = p.name.substr(0, p.name.size() - key_bias.size()) + "attention.self.query.bias";
     double scale = 0.0, got = 0.0;
     for (double r : f.doubles(prefix + query_bias)) scale = std::max(scale, std::abs(r));
     for (std::int64_t i = 0; i < p.grad.numel(); ++i) got = std::max(got, double{std::abs(g[i])});

@@ -18,8 +18,7 @@ namespace memtrain::testing {
 
 // A BERT small enough for exact (bitwise, memcmp) comparisons in milliseconds: hidden 32, 4 heads,
 // FFN 64; layers, vocabulary, positions and dropout as the test needs.
-inline models::BertConfig small_bert_config(int layers, float dropout, int max_positions,
-                                            int vocab_size = 96) {
+inline models::BertConfig small_bert_config(int layers, float dropout, int max_positions, int vocab_size = 96) {
   models::BertConfig c;
   c.vocab_size = vocab_size;
   c.hidden_size = 32;
@@ -32,8 +31,7 @@ inline models::BertConfig small_bert_config(int layers, float dropout, int max_p
   return c;
 }
 
-inline const std::string kBertFixture =
-    std::string(MEMTRAIN_SOURCE_DIR) + "/tests/fixtures/bert_tiny.safetensors";
+inline const std::string kBertFixture = std::string(MEMTRAIN_SOURCE_DIR) + "/tests/fixtures/bert_tiny.safetensors";
 
 struct BertFixture {
   std::map<std::string, core::HostArray> arrays;
@@ -70,9 +68,7 @@ struct BertFixture {
     return f;
   }
 
-  std::vector<double> doubles(const std::string& name) const {
-    return core::to_doubles(arrays.at(name));
-  }
+  std::vector<double> doubles(const std::string& name) const { return core::to_doubles(arrays.at(name)); }
 };
 
 // Copies fixture arrays named like the parameters into them; fails the test for a parameter
@@ -100,8 +96,7 @@ inline double scaled_max_error(const float* got, const std::vector<double>& ref)
 
 // A deterministic synthetic batch (no reference values needed): B sequences of length T, the
 // last `pad` tokens of odd rows padded, every 5th real token masked.
-inline core::MlmBatch synthetic_batch(int B, int T, int V, std::uint64_t first_sample,
-                                        int pad = 2) {
+inline core::MlmBatch synthetic_batch(int B, int T, int V, std::uint64_t first_sample, int pad = 2) {
   core::MlmBatch b;
   b.batch_size = B;
   b.seq_length = T;
@@ -131,10 +126,8 @@ inline core::MlmBatch slice_rows(const core::MlmBatch& b, int first, int count) 
   s.first_sample = b.first_sample + first;
   const int T = b.seq_length;
   s.input_ids.assign(b.input_ids.begin() + first * T, b.input_ids.begin() + (first + count) * T);
-  s.token_type_ids.assign(b.token_type_ids.begin() + first * T,
-                          b.token_type_ids.begin() + (first + count) * T);
-  s.attention_mask.assign(b.attention_mask.begin() + first * T,
-                          b.attention_mask.begin() + (first + count) * T);
+  s.token_type_ids.assign(b.token_type_ids.begin() + first * T, b.token_type_ids.begin() + (first + count) * T);
+  s.attention_mask.assign(b.attention_mask.begin() + first * T, b.attention_mask.begin() + (first + count) * T);
   for (std::size_t m = 0; m < b.masked_positions.size(); ++m) {
     const int p = b.masked_positions[m];
     if (p >= first * T && p < (first + count) * T) {

@@ -23,9 +23,7 @@ using core::Tensor;
 
 struct Fixture {
   core::Context ctx{std::make_shared<memtrain::testing::TestAllocator>()};
-  Tensor make(DType d, std::int64_t n) {
-    return Tensor::zeros(ctx, {n}, d, core::tags().temporary);
-  }
+  Tensor make(DType d, std::int64_t n) { return Tensor::zeros(ctx, {n}, d, core::tags().temporary); }
 };
 
 TEST(F32View, AnF32TensorIsViewedInPlaceWithoutWorkspace) {

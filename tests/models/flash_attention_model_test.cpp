@@ -32,15 +32,13 @@ struct StepResult {
 };
 
 StepResult train_step(const BertConfig& c, const ModelOptions& options, int B, int T) {
-  core::Context ctx(
-      std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
+  core::Context ctx(std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
   BertForMaskedLM model(c, ctx, options);
   model.init_parameters(17);
   StepResult r;
-  r.loss_sum = model
-                   .forward_backward(memtrain::testing::synthetic_batch(B, T, kV, 8, /*pad=*/5),
-                                     0.05f, /*seed=*/9, /*step=*/2)
-                   .loss_sum;
+  r.loss_sum =
+      model.forward_backward(memtrain::testing::synthetic_batch(B, T, kV, 8, /*pad=*/5), 0.05f, /*seed=*/9, /*step=*/2)
+          .loss_sum;
   r.grads = memtrain::testing::copy_grads(model.parameters());
   for (const auto& p : model.parameters()) r.names.push_back(p.name);
   return r;
@@ -66,8 +64,7 @@ double scaled_error(const std::vector<float>& a, const std::vector<float>& b, do
 double scale_of(const StepResult& r, std::size_t i) {
   const std::string& name = r.names[i];
   const std::string suffix = "key.bias";
-  if (name.size() > suffix.size() &&
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
     const std::string weight = name.substr(0, name.size() - 4) + "weight";
     for (std::size_t j = 0; j < r.names.size(); ++j) {
       if (r.names[j] == weight) return max_abs(r.grads[j]);
@@ -105,9 +102,7 @@ TEST_P(FlashMatchesStandard, LossAndGradientsWithinFloatRounding) {
 
 INSTANTIATE_TEST_SUITE_P(Dropout, FlashMatchesStandard, ::testing::Values(0.0f, 0.1f, 0.5f),
                          [](const ::testing::TestParamInfo<float>& info) {
-                           return "dropout_" +
-                                  std::to_string(static_cast<int>(info.param * 100 + 0.5f)) +
-                                  "_percent";
+                           return "dropout_" + std::to_string(static_cast<int>(info.param * 100 + 0.5f)) + "_percent";
                          });
 
 // Flash also composes with full recompute: the rerun uses the flash core too, and recompute
@@ -155,8 +150,7 @@ TEST_P(FlashAttentionMemory, DryRunKeepsTheLogSumExpInsteadOfTheProbabilities) {
   EXPECT_EQ(with_probs - with_lse, L * (probs - lse));
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, FlashAttentionMemory,
-                         ::testing::Values(core::DType::f32, core::DType::bf16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, FlashAttentionMemory, ::testing::Values(core::DType::f32, core::DType::bf16),
                          [](const ::testing::TestParamInfo<core::DType>& info) {
                            return core::dtype_name(info.param);
                          });

@@ -137,15 +137,14 @@ TEST(GradientBuckets, TheWordTablesRowsOutsideTheBatchAreFinalAfterTheHead) {
     std::vector<std::int32_t> rows;
     std::vector<unsigned char> at_announcement;
     bool word_announced = false;
-    r.model.set_gradient_ready_hook(
-        [&](std::size_t i) { word_announced = word_announced || i == word; },
-        [&](std::size_t i, const std::vector<std::int32_t>& late) {
-          EXPECT_EQ(i, word);
-          EXPECT_FALSE(word_announced);
-          rows = late;
-          const auto* p = static_cast<const unsigned char*>(ps[i].grad.block().ptr);
-          at_announcement.assign(p, p + ps[i].grad.nbytes());
-        });
+    r.model.set_gradient_ready_hook([&](std::size_t i) { word_announced = word_announced || i == word; },
+                                    [&](std::size_t i, const std::vector<std::int32_t>& late) {
+                                      EXPECT_EQ(i, word);
+                                      EXPECT_FALSE(word_announced);
+                                      rows = late;
+                                      const auto* p = static_cast<const unsigned char*>(ps[i].grad.block().ptr);
+                                      at_announcement.assign(p, p + ps[i].grad.nbytes());
+                                    });
     r.model.zero_grad();
     r.model.forward_backward(batch, 1.0f / 8, 1, 0);
     EXPECT_TRUE(word_announced);
@@ -173,12 +172,11 @@ TEST(GradientBuckets, AMicroBatchWithoutMaskedTokensAnnouncesInBackwardsOrder) {
   constexpr std::size_t kRows = 1u << 30;  // marks the rows announcement in the sequence
   auto record = [&](core::MlmBatch batch, std::vector<std::int32_t>* rows) {
     std::vector<std::size_t> events;
-    r.model.set_gradient_ready_hook(
-        [&](std::size_t i) { events.push_back(i); },
-        [&](std::size_t, const std::vector<std::int32_t>& late) {
-          events.push_back(kRows);
-          *rows = late;
-        });
+    r.model.set_gradient_ready_hook([&](std::size_t i) { events.push_back(i); },
+                                    [&](std::size_t, const std::vector<std::int32_t>& late) {
+                                      events.push_back(kRows);
+                                      *rows = late;
+                                    });
     r.model.zero_grad();
     r.model.forward_backward(batch, 1.0f / 8, 1, 0);
     r.model.set_gradient_ready_hook({});

@@ -90,9 +90,8 @@ TEST(MixedPrecisionMemory, ParameterBytesPerTagAreTheClosedForm) {
     ModelOptions options;
     std::int64_t value, grad, master;
   };
-  for (const Expect& e :
-       {Expect{with(DType::f32), 4, 4, 0}, Expect{with(DType::f16), 2, 2, 4},
-        Expect{with(DType::bf16), 2, 2, 4}, Expect{with(DType::bf16, true), 2, 4, 4}}) {
+  for (const Expect& e : {Expect{with(DType::f32), 4, 4, 0}, Expect{with(DType::f16), 2, 2, 4},
+                          Expect{with(DType::bf16), 2, 2, 4}, Expect{with(DType::bf16, true), 2, 4, 4}}) {
     const Step s = one_step(e.options, /*dry_run=*/true);
     const std::int64_t n = s.num_parameters;
     SCOPED_TRACE(core::dtype_name(e.options.compute_dtype));
@@ -126,8 +125,8 @@ TEST(MixedPrecisionMemory, DryRunTraceEqualsTheComputeTraceForF16) {
     const auto& b = dry.events[i];
     ASSERT_TRUE(a.kind == b.kind && a.bytes == b.bytes && a.tag == b.tag && a.stream == b.stream &&
                 a.allocation_id == b.allocation_id)
-        << "event " << i << ": " << memory::to_string(a.kind) << " " << a.bytes << " B vs "
-        << memory::to_string(b.kind) << " " << b.bytes << " B";
+        << "event " << i << ": " << memory::to_string(a.kind) << " " << a.bytes << " B vs " << memory::to_string(b.kind)
+        << " " << b.bytes << " B";
   }
   EXPECT_EQ(real.stats.allocated_bytes.peak, dry.stats.allocated_bytes.peak);
 }

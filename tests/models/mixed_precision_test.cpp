@@ -35,9 +35,7 @@ namespace {
 using core::DType;
 using memtrain::testing::BertFixture;
 
-double unit_roundoff(DType d) {
-  return d == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
-}
+double unit_roundoff(DType d) { return d == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8); }
 
 // The fixture's weights (only the arrays that name a parameter).
 std::map<std::string, core::HostArray> fixture_weights(const std::vector<Parameter>& ps) {
@@ -130,16 +128,15 @@ TEST_P(SixteenBit, LossAndGradientsMatchTheFloat64ReferenceWithinRounding) {
   EXPECT_GT(cosine, 1.0 - 64 * u * u) << "cosine similarity of all gradients";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Dtypes, SixteenBit,
-    ::testing::Values(Case{DType::f16, false, 1024.0}, Case{DType::f16, true, 1024.0},
-                      Case{DType::bf16, false, 1.0}, Case{DType::bf16, true, 1.0},
-                      Case{DType::bf16, false, 1.0, true}, Case{DType::bf16, true, 1.0, true}),
-    [](const auto& info) {
-      return core::dtype_name(info.param.dtype) +
-             (info.param.fp32_grad_accumulation ? "_fp32_grads" : "_16bit_grads") +
-             (info.param.native_bf16_gemm ? "_bf16_gemm" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(Dtypes, SixteenBit,
+                         ::testing::Values(Case{DType::f16, false, 1024.0}, Case{DType::f16, true, 1024.0},
+                                           Case{DType::bf16, false, 1.0}, Case{DType::bf16, true, 1.0},
+                                           Case{DType::bf16, false, 1.0, true}, Case{DType::bf16, true, 1.0, true}),
+                         [](const auto& info) {
+                           return core::dtype_name(info.param.dtype) +
+                                  (info.param.fp32_grad_accumulation ? "_fp32_grads" : "_16bit_grads") +
+                                  (info.param.native_bf16_gemm ? "_bf16_gemm" : "");
+                         });
 
 // PassState::grads_zero: after zero_grad the first backward writes each layer's 16-bit weight
 // gradient through a zeroed float view instead of converting the zeros in. It must give the
@@ -148,8 +145,8 @@ INSTANTIATE_TEST_SUITE_P(
 // micro-batch's gradients equal to the first's.
 // With bf16 GEMMs the first backward asks oneDNN to write the weight gradients, the next to add.
 TEST(SixteenBitGradients, TheFirstBackwardAfterZeroGradWritesAndTheNextOneAdds) {
-  for (const auto& [d, native] : {std::pair{DType::bf16, false}, std::pair{DType::f16, false},
-                                 std::pair{DType::bf16, true}}) {
+  for (const auto& [d, native] :
+       {std::pair{DType::bf16, false}, std::pair{DType::f16, false}, std::pair{DType::bf16, true}}) {
     if (native && !kernels::bf16_gemm_native()) continue;
     SCOPED_TRACE(native ? "bf16 GEMMs" : "GEMMs on float views");
     const auto& f = BertFixture::get();
@@ -216,8 +213,7 @@ TEST(SixteenBitStorage, Fp16GradientsOfALargeBatchNeedLossScalingAndBf16DoNot) {
   f16.compute_dtype = DType::f16;
   bf16.compute_dtype = DType::bf16;
   EXPECT_GT(worst_gradient_error(run_fixture(f16, 1.0, share)), 0.25);
-  EXPECT_LT(worst_gradient_error(run_fixture(f16, std::ldexp(1.0, 20), share)),
-            32 * unit_roundoff(DType::f16));
+  EXPECT_LT(worst_gradient_error(run_fixture(f16, std::ldexp(1.0, 20), share)), 32 * unit_roundoff(DType::f16));
   EXPECT_LT(worst_gradient_error(run_fixture(bf16, 1.0, share)), 32 * unit_roundoff(DType::bf16));
 }
 

@@ -14,9 +14,7 @@ namespace {
 using memtrain::testing::BertFixture;
 
 struct TinyModel {
-  TinyModel()
-      : ctx(std::make_shared<memtrain::testing::TestAllocator>()),
-        model(BertFixture::get().config, ctx) {}
+  TinyModel() : ctx(std::make_shared<memtrain::testing::TestAllocator>()), model(BertFixture::get().config, ctx) {}
   core::Context ctx;
   BertForMaskedLM model;
 };
@@ -30,14 +28,12 @@ TEST(ParameterIo, LoadsPyTorchWeightsAndRoundTripsThroughAFile) {
   for (const auto& p : a.model.parameters()) weights.emplace(p.name, f.arrays.at(p.name));
   load_parameters(a.model.parameters(), weights, "fixture");
 
-  const std::string path =
-      ::testing::TempDir() + "memtrain_weights_" + std::to_string(::getpid()) + ".safetensors";
+  const std::string path = ::testing::TempDir() + "memtrain_weights_" + std::to_string(::getpid()) + ".safetensors";
   core::write_safetensors(path, parameters_to_arrays(a.model.parameters()));
   TinyModel b;
   load_parameters(b.model.parameters(), core::read_safetensors(path), path);
   for (const auto& p : b.model.parameters()) {
-    EXPECT_EQ(parameters_to_arrays(b.model.parameters()).at(p.name).data, f.arrays.at(p.name).data)
-        << p.name;
+    EXPECT_EQ(parameters_to_arrays(b.model.parameters()).at(p.name).data, f.arrays.at(p.name).data) << p.name;
   }
 }
 

@@ -37,8 +37,7 @@ struct StepResult {
 // Two micro-batches accumulated (the second at another first_sample), so the recomputed
 // dropout masks must follow the global sample index too.
 StepResult train_step(const BertConfig& c, const ModelOptions& options) {
-  core::Context ctx(
-      std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
+  core::Context ctx(std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
   BertForMaskedLM model(c, ctx, options);
   model.init_parameters(11);
   StepResult r;
@@ -56,10 +55,8 @@ StepResult train_step(const BertConfig& c, const ModelOptions& options) {
   return r;
 }
 
-void expect_bitwise_equal(const StepResult& got, const StepResult& ref,
-                          const std::vector<Parameter>& names) {
-  EXPECT_EQ(std::memcmp(&got.loss_sum, &ref.loss_sum, sizeof(double)), 0)
-      << got.loss_sum << " vs " << ref.loss_sum;
+void expect_bitwise_equal(const StepResult& got, const StepResult& ref, const std::vector<Parameter>& names) {
+  EXPECT_EQ(std::memcmp(&got.loss_sum, &ref.loss_sum, sizeof(double)), 0) << got.loss_sum << " vs " << ref.loss_sum;
   ASSERT_EQ(got.grads.size(), ref.grads.size());
   for (std::size_t i = 0; i < ref.grads.size(); ++i) {
     ASSERT_EQ(got.grads[i].size(), ref.grads[i].size());
@@ -68,15 +65,13 @@ void expect_bitwise_equal(const StepResult& got, const StepResult& ref,
   }
 }
 
-using Case =
-    std::tuple<float /*dropout*/, Recompute, RecomputeMethod, int /*num_layers k*/, core::DType>;
+using Case = std::tuple<float /*dropout*/, Recompute, RecomputeMethod, int /*num_layers k*/, core::DType>;
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const auto [dropout, recompute, method, k, dtype] = info.param;
   return std::string(recompute == Recompute::full ? "full" : "selective") +
-         (method == RecomputeMethod::uniform ? "_uniform" : "_block") + std::to_string(k) +
-         "_dropout" + std::to_string(static_cast<int>(dropout * 10 + 0.5f)) + "_" +
-         core::dtype_name(dtype);
+         (method == RecomputeMethod::uniform ? "_uniform" : "_block") + std::to_string(k) + "_dropout" +
+         std::to_string(static_cast<int>(dropout * 10 + 0.5f)) + "_" + core::dtype_name(dtype);
 }
 
 class RecomputeIsBitwiseExact : public ::testing::TestWithParam<Case> {};
@@ -105,21 +100,19 @@ TEST_P(RecomputeIsBitwiseExact, LossAndEveryGradientEqualTheRunThatSavesEverythi
   expect_bitwise_equal(train_step(c, o), ref, names.parameters());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    DropoutGranularityMethodLayers, RecomputeIsBitwiseExact,
-    ::testing::Combine(::testing::Values(0.1f, 0.5f),
-                       ::testing::Values(Recompute::full, Recompute::selective),
-                       ::testing::Values(RecomputeMethod::uniform, RecomputeMethod::block),
-                       ::testing::Values(0, 1, 2), ::testing::Values(core::DType::f32)),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(DropoutGranularityMethodLayers, RecomputeIsBitwiseExact,
+                         ::testing::Combine(::testing::Values(0.1f, 0.5f),
+                                            ::testing::Values(Recompute::full, Recompute::selective),
+                                            ::testing::Values(RecomputeMethod::uniform, RecomputeMethod::block),
+                                            ::testing::Values(0, 1, 2), ::testing::Values(core::DType::f32)),
+                         case_name);
 
-INSTANTIATE_TEST_SUITE_P(
-    SixteenBit, RecomputeIsBitwiseExact,
-    ::testing::Combine(::testing::Values(0.1f),
-                       ::testing::Values(Recompute::full, Recompute::selective),
-                       ::testing::Values(RecomputeMethod::uniform), ::testing::Values(0, 2),
-                       ::testing::Values(core::DType::bf16, core::DType::f16)),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(SixteenBit, RecomputeIsBitwiseExact,
+                         ::testing::Combine(::testing::Values(0.1f),
+                                            ::testing::Values(Recompute::full, Recompute::selective),
+                                            ::testing::Values(RecomputeMethod::uniform), ::testing::Values(0, 2),
+                                            ::testing::Values(core::DType::bf16, core::DType::f16)),
+                         case_name);
 
 // With oneDNN's bf16 GEMMs (Note [bf16 GEMMs through oneDNN]) the rerun calls the same
 // primitives on the same operands, so recompute stays bitwise.
@@ -194,8 +187,7 @@ TEST_P(RecomputeMemory, FullRecomputeKeepsOneInputPerLayerPlusOneLayersWorkingSe
   const auto none_L = activation_peak(config(L, 0.1f), none, B, T);
   const auto full_L = activation_peak(config(L, 0.1f), full, B, T);
   EXPECT_EQ(none_L, one + (L - 1) * W);  // saving everything: W per layer
-  EXPECT_EQ(full_L, L * input_bytes + W + embeddings_bytes)
-      << "W = " << W << " B, layer input " << input_bytes << " B";
+  EXPECT_EQ(full_L, L * input_bytes + W + embeddings_bytes) << "W = " << W << " B, layer input " << input_bytes << " B";
   // Each further checkpointed layer costs exactly its input.
   EXPECT_EQ(full_L - activation_peak(config(L - 1, 0.1f), full, B, T), input_bytes);
 }
@@ -238,9 +230,9 @@ std::vector<memory::TraceEvent> step_events(const ModelOptions& options, bool dr
 }
 
 TEST_P(RecomputeMemory, DryRunTraceEqualsTheComputeTrace) {
-  for (auto [recompute, attention] : {std::pair{Recompute::full, AttentionImpl::standard},
-                                      std::pair{Recompute::selective, AttentionImpl::standard},
-                                      std::pair{Recompute::full, AttentionImpl::flash}}) {
+  for (auto [recompute, attention] :
+       {std::pair{Recompute::full, AttentionImpl::standard}, std::pair{Recompute::selective, AttentionImpl::standard},
+        std::pair{Recompute::full, AttentionImpl::flash}}) {
     ModelOptions o;
     o.compute_dtype = GetParam();
     o.recompute = recompute;
@@ -253,16 +245,14 @@ TEST_P(RecomputeMemory, DryRunTraceEqualsTheComputeTrace) {
     for (std::size_t i = 0; i < real.size(); ++i) {
       const auto& a = real[i];
       const auto& b = dry[i];
-      ASSERT_TRUE(a.kind == b.kind && a.bytes == b.bytes && a.tag == b.tag &&
-                  a.allocation_id == b.allocation_id)
+      ASSERT_TRUE(a.kind == b.kind && a.bytes == b.bytes && a.tag == b.tag && a.allocation_id == b.allocation_id)
           << "event " << i << ": " << memory::to_string(a.kind) << " " << a.bytes << " B vs "
           << memory::to_string(b.kind) << " " << b.bytes << " B";
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, RecomputeMemory,
-                         ::testing::Values(core::DType::f32, core::DType::bf16),
+INSTANTIATE_TEST_SUITE_P(Dtypes, RecomputeMemory, ::testing::Values(core::DType::f32, core::DType::bf16),
                          [](const ::testing::TestParamInfo<core::DType>& info) {
                            return core::dtype_name(info.param);
                          });
@@ -290,8 +280,7 @@ TEST(RecomputeMemory, BertLargeFullRecomputePeakIsTwoSbhPerLayerPlusOneWorkingSe
   none.compute_dtype = core::DType::bf16;
   ModelOptions full = none;
   full.recompute = Recompute::full;
-  const std::int64_t W =
-      activation_peak(layers(2), none, b, s) - activation_peak(layers(1), none, b, s);
+  const std::int64_t W = activation_peak(layers(2), none, b, s) - activation_peak(layers(1), none, b, s);
   const std::int64_t sbh2 = 2LL * s * b * c.hidden_size;
   const auto peak = activation_peak(layers(L), full, b, s);
   const double model = static_cast<double>(L * sbh2 + W);

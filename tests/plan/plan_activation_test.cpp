@@ -12,8 +12,7 @@
 namespace memtrain::train {
 namespace {
 
-constexpr std::int64_t s = testing::kActS, b = testing::kActB, h = testing::kActH,
-                        a = testing::kActA;
+constexpr std::int64_t s = testing::kActS, b = testing::kActB, h = testing::kActH, a = testing::kActA;
 
 Config layer_config(const std::string& dtype, const std::string& recompute, const std::string& attention) {
   Config c = testing::activation_layer_config(3);
@@ -23,9 +22,7 @@ Config layer_config(const std::string& dtype, const std::string& recompute, cons
   return c;
 }
 
-std::int64_t per_layer(const Config& c) {
-  return measure_activation_bytes_per_layer(c, 1, measure_step(c, 1));
-}
+std::int64_t per_layer(const Config& c) { return measure_activation_bytes_per_layer(c, 1, measure_step(c, 1)); }
 
 TEST(PlanActivation, KorthikantiTable2ForBertLarge) {
   Config c = layer_config("bf16", "none", "standard");
@@ -41,8 +38,7 @@ TEST(PlanActivation, KorthikantiTable2ForBertLarge) {
   EXPECT_FALSE(k.tensor_parallel.has_value());
   // Table 2's tensor-parallel rows at t = 4: sbh(10 + 24/4 + 5as/(4h)) and sbh(10 + 24/4).
   c.parallel.tensor_model_parallel_size = 4;
-  EXPECT_DOUBLE_EQ(*korthikanti_activation_bytes(c).tensor_parallel,
-                   4'194'304.0 * 16.0 + 167'772'160.0 / 4.0);
+  EXPECT_DOUBLE_EQ(*korthikanti_activation_bytes(c).tensor_parallel, 4'194'304.0 * 16.0 + 167'772'160.0 / 4.0);
   c.memory.recompute = "selective";
   EXPECT_DOUBLE_EQ(*korthikanti_activation_bytes(c).tensor_parallel, 4'194'304.0 * 16.0);
 }
@@ -62,8 +58,7 @@ TEST(PlanActivation, TensorParallelRankKeepsItsShareOfTheSplitTensors) {
         << "t = " << t;
     c.precision.dtype = "bf16";
     c.memory.recompute = "selective";
-    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)),
-              2 * (4 * sbh + 12 * sbh / t) + stats)
+    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)), 2 * (4 * sbh + 12 * sbh / t) + stats)
         << "t = " << t;
   }
 }
@@ -77,12 +72,10 @@ TEST(PlanActivation, SequenceParallelRankKeepsATthOfEverything) {
     Config c = layer_config("fp32", "none", "standard");
     c.parallel.tensor_model_parallel_size = t;
     c.parallel.sequence_parallel = true;
-    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)),
-              4 * (16 * sbh + as2b) / t + stats / t)
+    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)), 4 * (16 * sbh + as2b) / t + stats / t)
         << "t = " << t;
     c.memory.recompute = "full";
-    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)), 4 * sbh / t)
-        << "t = " << t;
+    EXPECT_EQ(measure_activation_bytes_per_layer(c, t, measure_step(c, t)), 4 * sbh / t) << "t = " << t;
     EXPECT_DOUBLE_EQ(*korthikanti_activation_bytes(c).tensor_parallel, 2.0 * sbh / t);
   }
 }

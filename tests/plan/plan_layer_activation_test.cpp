@@ -14,8 +14,7 @@
 namespace memtrain::train {
 namespace {
 
-constexpr std::int64_t s = testing::kActS, b = testing::kActB, h = testing::kActH,
-                        a = testing::kActA;
+constexpr std::int64_t s = testing::kActS, b = testing::kActB, h = testing::kActH, a = testing::kActA;
 constexpr std::int64_t sbh = s * b * h, as2b = a * s * s * b, stats = 16 * s * b;
 constexpr std::int64_t kStoredFp32 = 4 * (16 * sbh + as2b) + stats;
 constexpr std::int64_t kFullCheckpointedFp32 = 4 * sbh;
@@ -29,9 +28,7 @@ Config four_layers(const std::string& recompute, const std::string& method, int 
   return c;
 }
 
-LayerActivationBytes measure(const Config& c) {
-  return measure_layer_activation_bytes(c, 1, measure_step(c, 1));
-}
+LayerActivationBytes measure(const Config& c) { return measure_layer_activation_bytes(c, 1, measure_step(c, 1)); }
 
 // QA's case in small: every 2nd layer checkpointed (layers 0 and 2), so the last layer is a
 // stored one and "L minus L - 1" alone would report a stored layer as the checkpointed figure.

@@ -64,7 +64,8 @@ TEST(RecomputeAuto, TightBudgetPicksTheFirstCandidateThatFits) {
         c.num_layers == r.memory.recompute_num_layers) {
       break;
     }
-    EXPECT_GT(peak_with(base, c.recompute, c.method, c.num_layers), none - 1) << c.describe(4) << " fits: it should have been picked";
+    EXPECT_GT(peak_with(base, c.recompute, c.method, c.num_layers), none - 1)
+        << c.describe(4) << " fits: it should have been picked";
   }
   EXPECT_NE(log.str().find("budget"), std::string::npos);
 }

@@ -81,7 +81,8 @@ TEST_F(FakeNvmlEnv, ARiseInUncorrectedErrorsIsNamedOnceAndBecomesTheBaseline) {
   comms::SingleRankCommunicator world;
   EXPECT_EQ(monitor.check(world, 5, 0), "");  // the count at start is the baseline, not an error
   ::setenv("FAKE_NVML_UNCORRECTED", "3", 1);
-  EXPECT_EQ(monitor.check(world, 7, 5), "step 7: uncorrected ECC errors rose since step 5 on world rank 0 (GPU 0: 1 -> 3)");
+  EXPECT_EQ(monitor.check(world, 7, 5),
+            "step 7: uncorrected ECC errors rose since step 5 on world rank 0 (GPU 0: 1 -> 3)");
   EXPECT_EQ(monitor.check(world, 9, 7), "");
   // Corrected errors only warn.
   ::setenv("FAKE_NVML_CORRECTED", "4", 1);

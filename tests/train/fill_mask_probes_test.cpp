@@ -62,8 +62,8 @@ TEST(FillMaskProbes, HeldOutLabelsMatchTheDefaultKjvSplit) {
 }
 
 TEST(FillMaskProbes, FormatShowsTheLabelAndEachPrediction) {
-  FillMaskResult result{"Bless the LORD, O my [MASK].", "Psa103:1, held out; answer: soul",
-                        {{{"soul", 0.5}, {"God", 0.25}}}};
+  FillMaskResult result{
+      "Bless the LORD, O my [MASK].", "Psa103:1, held out; answer: soul", {{{"soul", 0.5}, {"God", 0.25}}}};
   EXPECT_EQ(format_fill_mask(result),
             "  Bless the LORD, O my [MASK].  (Psa103:1, held out; answer: soul)\n"
             "      soul 0.500 | God 0.250\n");

@@ -79,8 +79,9 @@ TEST_F(FillMaskTest, TopKComesFromTheTokenizersOrdinaryPiecesOnly) {
 // A probe longer than max_positions is skipped with a one-line note; the others still print.
 TEST_F(FillMaskTest, ProbeLongerThanMaxPositionsIsSkippedNotFatal) {
   const std::vector<FillMaskProbe> probes = {
-      {"Ge1:1", "in the beginning god created the heaven and the [MASK] and god said let there "
-                "be light and there was light",
+      {"Ge1:1",
+       "in the beginning god created the heaven and the [MASK] and god said let there "
+       "be light and there was light",
        "earth", false},
       {"Ge1:3", "let there be [MASK]", "light", false},
   };
@@ -88,9 +89,7 @@ TEST_F(FillMaskTest, ProbeLongerThanMaxPositionsIsSkippedNotFatal) {
   ASSERT_NO_THROW(text = format_fill_mask_probes(*model_, *tokenizer_, probes, 5, 8));
   EXPECT_NE(text.find("  skipped Ge1:1: fill-mask prompt"), std::string::npos) << text;
   EXPECT_NE(text.find("expected at most 8"), std::string::npos) << text;
-  EXPECT_NE(text.find("  let there be [MASK]  (Ge1:3, training text; answer: light)\n"),
-            std::string::npos)
-      << text;
+  EXPECT_NE(text.find("  let there be [MASK]  (Ge1:3, training text; answer: light)\n"), std::string::npos) << text;
 }
 
 }  // namespace

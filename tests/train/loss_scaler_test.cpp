@@ -103,10 +103,10 @@ TEST(LossScaler, PersistentOverflowAtTheMinimumStopsTheRun) {
   c.min_loss_scale = 1;
   c.max_skipped_steps_at_min = 3;
   LossScaler s(c, true);
-  EXPECT_TRUE(s.update(true));  // 4 -> 2
-  EXPECT_TRUE(s.update(true));  // 2 -> 1: this step ran at 2, not at the minimum
-  EXPECT_TRUE(s.update(true));  // 1st at the minimum
-  EXPECT_TRUE(s.update(true));  // 2nd
+  EXPECT_TRUE(s.update(true));    // 4 -> 2
+  EXPECT_TRUE(s.update(true));    // 2 -> 1: this step ran at 2, not at the minimum
+  EXPECT_TRUE(s.update(true));    // 1st at the minimum
+  EXPECT_TRUE(s.update(true));    // 2nd
   EXPECT_FALSE(s.update(false));  // a clean step restarts the count
   EXPECT_TRUE(s.update(true));
   EXPECT_TRUE(s.update(true));
@@ -256,7 +256,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadKey{"initial_scale_inf", [](LossScaleConfig& c) { c.initial_scale = INFINITY; },
                "precision.loss_scale.initial_scale must be a normal float (in [1.18e-38, 3.40e38]), got inf"},
         // 1 / 1e-40 is inf in float: the unscaled gradients would be NaN.
-        BadKey{"initial_scale_subnormal", [](LossScaleConfig& c) { c.initial_scale = 1e-40; c.min_loss_scale = 1e-40; },
+        BadKey{"initial_scale_subnormal",
+               [](LossScaleConfig& c) {
+                 c.initial_scale = 1e-40;
+                 c.min_loss_scale = 1e-40;
+               },
                "precision.loss_scale.initial_scale must be a normal float (in [1.18e-38, 3.40e38]), got 1e-40"},
         BadKey{"growth_factor", [](LossScaleConfig& c) { c.growth_factor = 0.5; },
                "precision.loss_scale.growth_factor must be > 1, got 0.5"},
@@ -273,8 +277,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadKey{"min_above_initial", [](LossScaleConfig& c) { c.min_loss_scale = 1e6; },
                "precision.loss_scale.min_loss_scale must be <= precision.loss_scale.initial_scale"
                " = 65536, got 1e+06"},
-        BadKey{"max_skipped_steps_at_min",
-               [](LossScaleConfig& c) { c.max_skipped_steps_at_min = 0; },
+        BadKey{"max_skipped_steps_at_min", [](LossScaleConfig& c) { c.max_skipped_steps_at_min = 0; },
                "precision.loss_scale.max_skipped_steps_at_min must be >= 1, got 0"}),
     [](const auto& info) { return std::string(info.param.key); });
 

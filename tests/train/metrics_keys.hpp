@@ -32,7 +32,6 @@ inline const std::vector<std::string> kTrainKeys = {"step",
                                                     "peak_allocated_bytes",
                                                     "loss_scale",
                                                     "skipped_steps"};
-inline const std::vector<std::string> kEvalKeys = {"step", "eval_loss", "eval_accuracy",
-                                                   "eval_perplexity"};
+inline const std::vector<std::string> kEvalKeys = {"step", "eval_loss", "eval_accuracy", "eval_perplexity"};
 
 }  // namespace memtrain::train::testing

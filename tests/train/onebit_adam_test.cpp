@@ -35,17 +35,21 @@ struct Rig {
   std::unique_ptr<comms::GradientSynchronizer> sync;
 
   Rig() {
-    buckets = comms::make_gradient_buckets(ctx, {{0, "w", {3, 4}}, {1, "b", {5}}}, core::DType::f32,
-                                           std::int64_t{1} << 30);
+    buckets =
+        comms::make_gradient_buckets(ctx, {{0, "w", {3, 4}}, {1, "b", {5}}}, core::DType::f32, std::int64_t{1} << 30);
     const std::vector<std::vector<std::int64_t>> shapes = {{3, 4}, {5}};
     for (std::size_t i = 0; i < 2; ++i) {
       models::Parameter p{i == 0 ? "w" : "b",
                           core::Tensor::empty(ctx, shapes[i], core::DType::f32, core::tags().parameter),
-                          core::Tensor::unbound(shapes[i], core::DType::f32), i == 0, core::Tensor{}, {}};
+                          core::Tensor::unbound(shapes[i], core::DType::f32),
+                          i == 0,
+                          core::Tensor{},
+                          {}};
       for (const auto& e : buckets[0].entries) {
         if (e.key == i) p.grad.bind(buckets[0].buffer, e.offset);
       }
-      for (std::int64_t j = 0; j < p.value.numel(); ++j) p.value.data<float>()[j] = 0.1f * static_cast<float>(j + 1) - 0.3f;
+      for (std::int64_t j = 0; j < p.value.numel(); ++j)
+        p.value.data<float>()[j] = 0.1f * static_cast<float>(j + 1) - 0.3f;
       params.push_back(std::move(p));
     }
     sync = std::make_unique<comms::GradientSynchronizer>(buckets, one, ctx, false);
@@ -129,11 +133,9 @@ TEST(OneBitAdam, AfterTheFreezeTheVarianceStaysAndZeroGradientsLeaveTheMomentum)
 
 TEST(OneBitAdam, SixteenBitParametersAndAZeroFreezeStepAreErrors) {
   Rig a;
-  EXPECT_THROW(OneBitAdam(a.params, a.buckets, *a.sync, a.one, a.ctx, AdamWOptions{}, freeze_at(0)),
-               RuntimeError);
+  EXPECT_THROW(OneBitAdam(a.params, a.buckets, *a.sync, a.one, a.ctx, AdamWOptions{}, freeze_at(0)), RuntimeError);
   a.params[1].value = core::Tensor::empty(a.ctx, {5}, core::DType::bf16, core::tags().parameter);
-  EXPECT_THROW(OneBitAdam(a.params, a.buckets, *a.sync, a.one, a.ctx, AdamWOptions{}, freeze_at(2)),
-               RuntimeError);
+  EXPECT_THROW(OneBitAdam(a.params, a.buckets, *a.sync, a.one, a.ctx, AdamWOptions{}, freeze_at(2)), RuntimeError);
 }
 
 }  // namespace

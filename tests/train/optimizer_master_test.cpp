@@ -91,8 +91,8 @@ TEST_P(EveryHalfFormat, MasterFollowsAdamWInDoubleAndValueIsTheMasterRoundedToNe
   for (std::size_t i = 0; i < w0.size(); ++i) w0[i] = 0.01f * static_cast<float>(static_cast<int>(i % 201) - 100);
   f.add("w", w0, /*weight_decay=*/true);
   AdamW adamw(f.params, f.ctx, AdamWOptions{0.9, 0.98, 1e-6, 0.1});
-  ReferenceAdamW ref{0.9, 0.98, 1e-6, 0.1, {w0.begin(), w0.end()}, std::vector<double>(w0.size()),
-                     std::vector<double>(w0.size())};
+  ReferenceAdamW ref{
+      0.9, 0.98, 1e-6, 0.1, {w0.begin(), w0.end()}, std::vector<double>(w0.size()), std::vector<double>(w0.size())};
   for (int s = 0; s < 3; ++s) {
     std::vector<float> g(w0.size());
     for (std::size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(s));

@@ -21,7 +21,9 @@ struct Fixture {
     models::Parameter p{name,
                         core::Tensor::empty(ctx, {n}, core::DType::f32, core::tags().parameter),
                         core::Tensor::zeros(ctx, {n}, core::DType::f32, core::tags().gradient),
-                        weight_decay, core::Tensor(), models::ShardSpec{}};
+                        weight_decay,
+                        core::Tensor(),
+                        models::ShardSpec{}};
     std::copy(value.begin(), value.end(), p.value.data<float>());
     params.push_back(std::move(p));
   }
@@ -60,7 +62,8 @@ TEST(AdamW, ThreeStepsMatchTheClosedFormInDouble) {
 
   ReferenceAdamW rw{0.9, 0.98, 1e-6, 0.1, {w0.begin(), w0.end()}, std::vector<double>(4), std::vector<double>(4)};
   ReferenceAdamW rb{0.9, 0.98, 1e-6, 0.0, {b0.begin(), b0.end()}, std::vector<double>(2), std::vector<double>(2)};
-  const std::vector<std::vector<double>> gw = {{0.3, -0.2, 1e-3, 0.7}, {-0.1, 0.4, 2e-3, 0.0}, {0.25, 0.05, -1e-3, -0.5}};
+  const std::vector<std::vector<double>> gw = {
+      {0.3, -0.2, 1e-3, 0.7}, {-0.1, 0.4, 2e-3, 0.0}, {0.25, 0.05, -1e-3, -0.5}};
   const std::vector<std::vector<double>> gb = {{1.0, -2.0}, {0.5, 0.5}, {-0.75, 1.5}};
   const double lrs[] = {1e-2, 5e-3, 2e-2};
   for (int s = 0; s < 3; ++s) {

@@ -15,8 +15,7 @@ namespace {
 
 TEST(ProgressLine, ShowsStepLossTokensEtaAndMemory) {
   const Progress p{120, 1000, 5.43214, 2345.4, 192.0, 3u << 20};
-  EXPECT_EQ(format_progress(p),
-            "step 120/1000 | loss 5.4321 | 2345 tokens/s | ETA 3m12s | mem 3.00 MiB");
+  EXPECT_EQ(format_progress(p), "step 120/1000 | loss 5.4321 | 2345 tokens/s | ETA 3m12s | mem 3.00 MiB");
 }
 
 TEST(ProgressLine, TerminalRewritesOneLineInPlace) {

@@ -20,8 +20,7 @@ using testing::slurp;
 TEST(RunDirectory, NewDirectoryGetsConfigAndRunJsonWithTheHash) {
   testing::TempDir tmp;
   const auto path = tmp.sub("runs/tiny-1");
-  const auto dir = RunDirectory::open(path, "abc123", "model:\n  hidden_size: 64\n", "tiny",
-                                      "configs/tiny.yaml", 1);
+  const auto dir = RunDirectory::open(path, "abc123", "model:\n  hidden_size: 64\n", "tiny", "configs/tiny.yaml", 1);
   EXPECT_FALSE(dir.reused());
   EXPECT_EQ(slurp(dir.file("config.yaml")), "model:\n  hidden_size: 64\n");
   const auto run = nlohmann::json::parse(slurp(dir.file("run.json")));

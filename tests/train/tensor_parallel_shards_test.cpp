@@ -41,17 +41,17 @@ void write_two_rank_checkpoint(const std::string& dir) {
     std::vector<float> neg_e(e), half_w(w);
     for (auto& x : neg_e) x = -x;
     for (auto& x : half_w) x /= 2;
-    nlohmann::json layout = {
-        {"E", {{"sharding", "dim0"}, {"offset", 3 * r}, {"full_extent", 6}, {"valid_extent", 5}}},
-        {"W", {{"sharding", "dim1"}, {"offset", 2 * r}, {"full_extent", 4}, {"valid_extent", 4}}}};
+    nlohmann::json layout = {{"E", {{"sharding", "dim0"}, {"offset", 3 * r}, {"full_extent", 6}, {"valid_extent", 5}}},
+                             {"W", {{"sharding", "dim1"}, {"offset", 2 * r}, {"full_extent", 4}, {"valid_extent", 4}}}};
     core::write_safetensors(dir + "/" + model_file_name(r),
                             {{"E", f32(e, {3, 3})}, {"W", f32(w, {2, 2})}, {"b", f32({7, 8, 9}, {3})}},
                             {{"memtrain_shards", layout.dump()}});
     const std::int64_t step = 12;
     core::HostArray step_array{"I64", {}, std::vector<std::byte>(8)};
     std::memcpy(step_array.data.data(), &step, 8);
-    core::write_safetensors(dir + "/" + optimizer_file_name(r),
-                            {{"E.exp_avg", f32(neg_e, {3, 3})}, {"W.master", f32(half_w, {2, 2})}, {"step", step_array}});
+    core::write_safetensors(
+        dir + "/" + optimizer_file_name(r),
+        {{"E.exp_avg", f32(neg_e, {3, 3})}, {"W.master", f32(half_w, {2, 2})}, {"step", step_array}});
   }
 }
 
@@ -62,7 +62,8 @@ TEST(TensorParallelShards, TwoShardsMergeIntoTheTensorsTheyWereCutFrom) {
   ASSERT_EQ(m.model.at("E").shape, (std::vector<std::int64_t>{5, 3}));  // padding dropped
   ASSERT_EQ(m.model.at("W").shape, (std::vector<std::int64_t>{2, 4}));
   const auto e = core::to_floats(m.model.at("E")), w = core::to_floats(m.model.at("W"));
-  const auto e_avg = core::to_floats(m.optimizer.at("E.exp_avg")), w_master = core::to_floats(m.optimizer.at("W.master"));
+  const auto e_avg = core::to_floats(m.optimizer.at("E.exp_avg")),
+             w_master = core::to_floats(m.optimizer.at("W.master"));
   for (int i = 0; i < 5; ++i) {
     for (int j = 0; j < 3; ++j) {
       EXPECT_EQ(e[3 * i + j], e_at(i, j)) << i << "," << j;
@@ -114,8 +115,10 @@ TEST(TensorParallelShards, AShardOutsideItsRecordedExtentIsRefused) {
   testing::TempDir dir;
   write_two_rank_checkpoint(dir.str());
   nlohmann::json bad = {{"E", {{"sharding", "dim0"}, {"offset", 4}, {"full_extent", 6}, {"valid_extent", 5}}}};
-  core::write_safetensors(dir.sub(model_file_name(1)), {{"E", f32(std::vector<float>(9, 1), {3, 3})}, {"W", f32({1, 2, 3, 4}, {2, 2})}, {"b", f32({7, 8, 9}, {3})}},
-                          {{"memtrain_shards", bad.dump()}});
+  core::write_safetensors(
+      dir.sub(model_file_name(1)),
+      {{"E", f32(std::vector<float>(9, 1), {3, 3})}, {"W", f32({1, 2, 3, 4}, {2, 2})}, {"b", f32({7, 8, 9}, {3})}},
+      {{"memtrain_shards", bad.dump()}});
   try {
     merge_tensor_parallel_checkpoint(dir.str(), 2, false);
     ADD_FAILURE() << "no error";

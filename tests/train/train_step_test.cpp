@@ -21,9 +21,9 @@ struct TrainingSetup {
         model(c.model, ctx),
         data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)) {
     model.init_parameters(c.training.seed);
-    optimizer.emplace(model.parameters(), ctx,
-                      AdamWOptions{c.training.adam_beta1, c.training.adam_beta2,
-                                   c.training.adam_eps, c.training.weight_decay});
+    optimizer.emplace(
+        model.parameters(), ctx,
+        AdamWOptions{c.training.adam_beta1, c.training.adam_beta2, c.training.adam_eps, c.training.weight_decay});
   }
   std::shared_ptr<memory::CachingAllocator> allocator;
   core::Context ctx;
@@ -100,15 +100,13 @@ TEST(TrainStep, ModelFlopsAreTheClosedFormOfTheStepsCounts) {
   comms::SingleRankCommunicator comm;
   TrainingSetup a(c);
   const auto plan = BatchPlan::make(8, 2, 1, 0);  // 4 micro-batches of 2 rows
-  const auto r =
-      train_step(a.model, a.data, plan, comm, *a.optimizer, 0, StepSettings{1e-3, 1.0, 1});
+  const auto r = train_step(a.model, a.data, plan, comm, *a.optimizer, 0, StepSettings{1e-3, 1.0, 1});
   const double C = c.model.hidden_size, I = c.model.intermediate_size, V = c.model.vocab_size;
   const double T = c.data.seq_length, L = c.model.num_hidden_layers;
   const double dense = 3.0 * L * (2.0 * (4.0 * C * C + 2.0 * C * I) + 4.0 * T * C);  // per token
   const double head = 3.0 * 2.0 * (C * C + C * V);                                   // per masked
   ASSERT_GT(r.num_masked, 0);
-  const double expected =
-      dense * static_cast<double>(r.num_tokens) + head * static_cast<double>(r.num_masked);
+  const double expected = dense * static_cast<double>(r.num_tokens) + head * static_cast<double>(r.num_masked);
   EXPECT_NEAR(r.model_flops, expected, 1e-9 * expected);
 }
 

@@ -118,7 +118,8 @@ TEST(Resume, AChangedTrajectoryKeyIsRefusedByNameAndNothingIsWritten) {
     FAIL() << "resumed with another lr and seed";
   } catch (const ConfigError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("cannot resume from checkpoint " + tmp.sub("run/checkpoints/step-00000003")), std::string::npos) << m;
+    EXPECT_NE(m.find("cannot resume from checkpoint " + tmp.sub("run/checkpoints/step-00000003")), std::string::npos)
+        << m;
     EXPECT_NE(m.find("\n  training.lr: checkpoint 0.01, now 0.02"), std::string::npos) << m;
     EXPECT_NE(m.find("\n  training.seed: checkpoint 1234, now 7"), std::string::npos) << m;
   }
@@ -187,7 +188,8 @@ TEST(Resume, NeverRefusesCheckpointsAndRequiredRefusesTheirAbsence) {
     FAIL() << "started without a checkpoint";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("--resume required: run directory " + tmp.sub("run") + " has no checkpoints"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   EXPECT_FALSE(fs::exists(tmp.sub("run")));
   ASSERT_EQ(run(resumable_config("fp32", 3), tmp.sub("run")), 0);

@@ -92,8 +92,7 @@ TEST(RunTraining, MockRunLossFallsAndEveryOutputIsWritten) {
   EXPECT_GT(train.back()["peak_allocated_bytes"].get<double>(), 0.0);
   EXPECT_TRUE(fs::exists(tmp.sub("run/memory_snapshot.json")));
   EXPECT_TRUE(fs::exists(tmp.sub("run/config.yaml")));
-  EXPECT_FALSE(nlohmann::json::parse(slurp(tmp.sub("run/run.json")))["trajectory_hash"]
-                   .get<std::string>().empty());
+  EXPECT_FALSE(nlohmann::json::parse(slurp(tmp.sub("run/run.json")))["trajectory_hash"].get<std::string>().empty());
 }
 
 // memory.trace: the snapshot carries the allocation history and the Chrome trace is written.

@@ -18,8 +18,8 @@ struct ConvergenceResult {
 };
 
 // `extra`: more `--set key=value` arguments, each with its leading space.
-inline ConvergenceResult train_for_convergence(const testing::Scratch& s, const std::string& name,
-                                               int ranks, const std::string& extra) {
+inline ConvergenceResult train_for_convergence(const testing::Scratch& s, const std::string& name, int ranks,
+                                               const std::string& extra) {
   const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
   const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
   const testing::Run r = s.shell(
@@ -73,8 +73,7 @@ inline void expect_onebit_adam_converges(int ranks) {
   const auto adamw = train_for_convergence(s, "adamw", ranks, beta2);
   expect_left_the_plateau(adamw);  // measured 4.662 at 2 ranks
   const auto onebit_adam = train_for_convergence(
-      s, "onebit_adam", ranks,
-      beta2 + " --set training.optimizer=onebit_adam --set compression.freeze_step=300");
+      s, "onebit_adam", ranks, beta2 + " --set training.optimizer=onebit_adam --set compression.freeze_step=300");
   EXPECT_LE(onebit_adam.eval_loss, 1.03 * adamw.eval_loss) << "AdamW " << adamw.eval_loss;
   EXPECT_GE(onebit_adam.compression_ratio, 20.0);
 }

@@ -17,13 +17,14 @@ namespace {
 using testing::Scratch;
 
 std::string config(const Scratch& s, const std::string& name, const std::string& dtype, int tp) {
-  return s.write(name,
-                 "model:\n  vocab_size: 64\n  hidden_size: 32\n  num_hidden_layers: 2\n  num_attention_heads: 4\n"
-                 "  intermediate_size: 64\n  max_position_embeddings: 16\n"
-                 "data:\n  mock: true\n  seq_length: 16\n"
-                 "training:\n  micro_batch_size: 2\n  global_batch_size: 2\n  max_steps: 4\n  lr: 0.01\n  eval_steps: 1\n"
-                 "checkpoint:\n  interval: 4\nprecision:\n  dtype: " + dtype +
-                     "\nparallel:\n  tensor_model_parallel_size: " + std::to_string(tp) + "\n");
+  return s.write(
+      name,
+      "model:\n  vocab_size: 64\n  hidden_size: 32\n  num_hidden_layers: 2\n  num_attention_heads: 4\n"
+      "  intermediate_size: 64\n  max_position_embeddings: 16\n"
+      "data:\n  mock: true\n  seq_length: 16\n"
+      "training:\n  micro_batch_size: 2\n  global_batch_size: 2\n  max_steps: 4\n  lr: 0.01\n  eval_steps: 1\n"
+      "checkpoint:\n  interval: 4\nprecision:\n  dtype: " +
+          dtype + "\nparallel:\n  tensor_model_parallel_size: " + std::to_string(tp) + "\n");
 }
 
 TEST(ExportPyTorch, AnIndependentReaderOfTheExportGivesMemtrainsEvalLoss) {
@@ -48,7 +49,9 @@ TEST(ExportPyTorch, AnIndependentReaderOfTheExportGivesMemtrainsEvalLoss) {
     // (unit roundoff 2^-11 = 4.9e-4), so its loss is held to that instead.
     const double tolerance = dtype == "fp32" ? 1e-5 : 1e-3;
     EXPECT_NEAR(a["loss"].get<double>(), b["loss"].get<double>(), tolerance * b["loss"].get<double>()) << run;
-    if (dtype == "fp32") { EXPECT_EQ(a["argmax"], b["argmax"]) << run; }
+    if (dtype == "fp32") {
+      EXPECT_EQ(a["argmax"], b["argmax"]) << run;
+    }
   }
 }
 

@@ -138,55 +138,58 @@ std::uint32_t bits(float f) {
 TEST(OneBit, TwoStageSumEqualsTheOneProcessReferenceBitForBit) {
   for (const OneBitOptions options : {OneBitOptions{0, OneBitScale::rms}, OneBitOptions{16, OneBitScale::mean_abs},
                                       OneBitOptions{256, OneBitScale::mean_abs}}) {
-  SCOPED_TRACE("block_size " + std::to_string(options.block_size));
-  auto world = make_world_communicator();
-  const int P = world->size(), me = world->rank();
-  core::Context ctx(std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
-  const std::vector<std::int64_t> sizes = {1, 40, 1000};
-  auto buckets = make_gradient_buckets(ctx, {{1, "a", {1}}, {2, "b", {8, 5}}, {3, "c", {1000}}},
-                                       core::DType::f32, std::int64_t{1} << 30);
-  ASSERT_EQ(buckets.size(), 1u);
-  OneBitCompressor c(buckets, P, ctx, options);
-  std::vector<Reference> refs;
-  for (auto n : sizes) refs.emplace_back(n, P, options);
-  float* g = buckets[0].buffer.data<float>();
-  const auto& entries = buckets[0].entries;
-  for (std::int64_t step = 0; step < 3; ++step) {
-    std::vector<float> mine;
-    for (std::size_t t = 0; t < entries.size(); ++t) {
-      std::vector<std::vector<float>> all;
-      for (int r = 0; r < P; ++r) all.push_back(values(r, 10 * step + static_cast<std::int64_t>(t), sizes[t]));
-      std::memcpy(g + entries[t].offset, all[me].data(), 4 * all[me].size());
-    }
-    GradientSyncStats stats;
-    c.sum(0, g, *world, step, stats);
-    for (std::size_t t = 0; t < entries.size(); ++t) {
-      std::vector<std::vector<float>> all;
-      for (int r = 0; r < P; ++r) all.push_back(values(r, 10 * step + static_cast<std::int64_t>(t), sizes[t]));
-      const auto want = refs[t].step(all);
-      const float* we = c.worker_error(0).data<float>() + entries[t].offset;
-      for (std::int64_t j = 0; j < sizes[t]; ++j) {
-        ASSERT_EQ(bits(g[entries[t].offset + j]), bits(want[j])) << "step " << step << " entry " << t << " element " << j;
-        ASSERT_EQ(bits(we[j]), bits(refs[t].e[me][j])) << "worker error, step " << step << " entry " << t << " element " << j;
+    SCOPED_TRACE("block_size " + std::to_string(options.block_size));
+    auto world = make_world_communicator();
+    const int P = world->size(), me = world->rank();
+    core::Context ctx(std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
+    const std::vector<std::int64_t> sizes = {1, 40, 1000};
+    auto buckets = make_gradient_buckets(ctx, {{1, "a", {1}}, {2, "b", {8, 5}}, {3, "c", {1000}}}, core::DType::f32,
+                                         std::int64_t{1} << 30);
+    ASSERT_EQ(buckets.size(), 1u);
+    OneBitCompressor c(buckets, P, ctx, options);
+    std::vector<Reference> refs;
+    for (auto n : sizes) refs.emplace_back(n, P, options);
+    float* g = buckets[0].buffer.data<float>();
+    const auto& entries = buckets[0].entries;
+    for (std::int64_t step = 0; step < 3; ++step) {
+      std::vector<float> mine;
+      for (std::size_t t = 0; t < entries.size(); ++t) {
+        std::vector<std::vector<float>> all;
+        for (int r = 0; r < P; ++r) all.push_back(values(r, 10 * step + static_cast<std::int64_t>(t), sizes[t]));
+        std::memcpy(g + entries[t].offset, all[me].data(), 4 * all[me].size());
       }
-    }
-    // The server error of this rank's chunks.
-    std::int64_t at = 0;
-    for (std::size_t t = 0; t < entries.size(); ++t) {
-      const float* es = c.server_error(0).data<float>() + at;
-      for (std::int64_t j = 0; j < refs[t].count(me); ++j) {
-        ASSERT_EQ(bits(es[j]), bits(refs[t].es[me * refs[t].k + j])) << "server error, entry " << t << " element " << j;
+      GradientSyncStats stats;
+      c.sum(0, g, *world, step, stats);
+      for (std::size_t t = 0; t < entries.size(); ++t) {
+        std::vector<std::vector<float>> all;
+        for (int r = 0; r < P; ++r) all.push_back(values(r, 10 * step + static_cast<std::int64_t>(t), sizes[t]));
+        const auto want = refs[t].step(all);
+        const float* we = c.worker_error(0).data<float>() + entries[t].offset;
+        for (std::int64_t j = 0; j < sizes[t]; ++j) {
+          ASSERT_EQ(bits(g[entries[t].offset + j]), bits(want[j]))
+              << "step " << step << " entry " << t << " element " << j;
+          ASSERT_EQ(bits(we[j]), bits(refs[t].e[me][j]))
+              << "worker error, step " << step << " entry " << t << " element " << j;
+        }
       }
-      at += refs[t].k;
+      // The server error of this rank's chunks.
+      std::int64_t at = 0;
+      for (std::size_t t = 0; t < entries.size(); ++t) {
+        const float* es = c.server_error(0).data<float>() + at;
+        for (std::int64_t j = 0; j < refs[t].count(me); ++j) {
+          ASSERT_EQ(bits(es[j]), bits(refs[t].es[me * refs[t].k + j]))
+              << "server error, entry " << t << " element " << j;
+        }
+        at += refs[t].k;
+      }
+      // Bytes: the all-to-all of padded / 8 plus a scale per block, the all-gather of the
+      // padded / (8 P) bytes this rank owns plus its blocks' scales.
+      std::int64_t want_bytes = 0;
+      for (const auto& ref : refs) want_bytes += ref.bytes();
+      EXPECT_EQ(stats.bytes, want_bytes);
+      EXPECT_EQ(stats.bytes, c.alltoall_bytes(0) + c.allgather_bytes(0));
+      EXPECT_EQ(stats.calls, 2);
     }
-    // Bytes: the all-to-all of padded / 8 plus a scale per block, the all-gather of the
-    // padded / (8 P) bytes this rank owns plus its blocks' scales.
-    std::int64_t want_bytes = 0;
-    for (const auto& ref : refs) want_bytes += ref.bytes();
-    EXPECT_EQ(stats.bytes, want_bytes);
-    EXPECT_EQ(stats.bytes, c.alltoall_bytes(0) + c.allgather_bytes(0));
-    EXPECT_EQ(stats.calls, 2);
-  }
   }
 }
 

@@ -37,8 +37,8 @@ TEST(PowerSgd, FullRankGivesEveryRankTheSum) {
   auto world = make_world_communicator();
   const int P = world->size();
   core::Context ctx(std::make_shared<memory::CachingAllocator>(std::make_shared<memory::HostResource>()));
-  auto buckets = make_gradient_buckets(ctx, {{1, "w", {12, 5}}, {2, "b", {7}}, {3, "v", {4, 9}}},
-                                       core::DType::f32, std::int64_t{1} << 30);
+  auto buckets = make_gradient_buckets(ctx, {{1, "w", {12, 5}}, {2, "b", {7}}, {3, "v", {4, 9}}}, core::DType::f32,
+                                       std::int64_t{1} << 30);
   PowerSgdOptions o;
   o.rank = 5;
   o.min_compression_rate = 1e-9;

@@ -91,7 +91,7 @@ TEST(NcclAgainstMpi, EveryCollectiveGivesMpisResult) {
       const auto got = d.host();
       EXPECT_TRUE(std::equal(mpi.begin(), mpi.begin() + counts[r], got.begin())) << "reduce_scatter_in_place n=" << n;
       world->allgather_in_place(mpi.data(), counts);
-            // Rebuild NCCL's input as MPI's: this rank's reduced block at its offset.
+      // Rebuild NCCL's input as MPI's: this rank's reduced block at its offset.
       std::vector<float> placed(total, 0.0f);
       const std::int64_t offset = std::accumulate(counts.begin(), counts.begin() + r, std::int64_t{0});
       std::copy(got.begin(), got.begin() + counts[r], placed.begin() + offset);

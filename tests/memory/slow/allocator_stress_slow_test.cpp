@@ -18,8 +18,8 @@ TEST_P(HeavyStressEveryPolicy, InvariantsHoldAfterEveryOperation) {
   cfg.capacity_bytes = 16 * GiB;
   cfg.quotas = true;
   cfg.ledger_device = dev.name;
-  cfg.jobs = {{1 * GiB, 4 * GiB}, {512 * MiB, 2 * GiB}, {0, 3 * GiB},  {2 * GiB, kNoLimit},
-              {0, kNoLimit},      {3 * GiB, 6 * GiB},  {256 * MiB, 1 * GiB}, {0, 8 * GiB}};
+  cfg.jobs = {{1 * GiB, 4 * GiB}, {512 * MiB, 2 * GiB}, {0, 3 * GiB},         {2 * GiB, kNoLimit},
+              {0, kNoLimit},      {3 * GiB, 6 * GiB},   {256 * MiB, 1 * GiB}, {0, 8 * GiB}};
   cfg.ops_per_job = 10000;
   StressResult r = run_stress(cfg);
   for (const auto& v : r.violations) ADD_FAILURE() << v;
@@ -31,7 +31,8 @@ INSTANTIATE_TEST_SUITE_P(PoliciesAndSeeds, HeavyStressEveryPolicy,
                          ::testing::Combine(::testing::Values("no_cache", "pytorch", "best_fit", "vmm_stitch"),
                                             ::testing::Values(1, 2)),
                          [](const auto& info) {
-                           return std::string(std::get<0>(info.param)) + "_seed" + std::to_string(std::get<1>(info.param));
+                           return std::string(std::get<0>(info.param)) + "_seed" +
+                                  std::to_string(std::get<1>(info.param));
                          });
 
 }  // namespace

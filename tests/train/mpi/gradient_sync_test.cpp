@@ -52,19 +52,18 @@ struct SyncRun {
         ctx(allocator),
         model(c.model, ctx, model_options(c)),
         data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)),
-        optimizer(model.parameters(), ctx,
-                  AdamWOptions{c.training.adam_beta1, c.training.adam_beta2, c.training.adam_eps,
-                               c.training.weight_decay}),
+        optimizer(
+            model.parameters(), ctx,
+            AdamWOptions{c.training.adam_beta1, c.training.adam_beta2, c.training.adam_eps, c.training.weight_decay}),
         dp(group),
-        plan(BatchPlan::make(c.training.global_batch_size, c.training.micro_batch_size,
-                             group.size(), group.rank())),
+        plan(BatchPlan::make(c.training.global_batch_size, c.training.micro_batch_size, group.size(), group.rank())),
         seed(c.training.seed) {
     model.init_parameters(c.training.seed);
     if (sync) gradient_sync.emplace(model.gradient_buckets(), group, ctx, overlap);
   }
   StepResult step(std::int64_t index) {
-    return train_step(model, data, plan, dp, optimizer, index, StepSettings{2e-3, kGradClip, seed},
-                      nullptr, gradient_sync ? &*gradient_sync : nullptr);
+    return train_step(model, data, plan, dp, optimizer, index, StepSettings{2e-3, kGradClip, seed}, nullptr,
+                      gradient_sync ? &*gradient_sync : nullptr);
   }
 
   std::shared_ptr<memory::CachingAllocator> allocator;
@@ -131,8 +130,7 @@ TEST(GradientSync, DataParallelMatchesOneProcessForEveryBucketSize) {
     auto& g = grid.model.parameters();
     auto& w = alone.model.parameters();
     for (std::size_t i = 0; i < g.size(); ++i) {
-      EXPECT_LE(relative_error(floats(g[i].value), floats(w[i].value)), 1e-6)
-          << mb << " MiB buckets: " << g[i].name;
+      EXPECT_LE(relative_error(floats(g[i].value), floats(w[i].value)), 1e-6) << mb << " MiB buckets: " << g[i].name;
     }
   }
 }
@@ -153,8 +151,7 @@ TEST(GradientSync, OneBucketPerParameterIsBitwiseThePerParameterSum) {
   auto& x = bucketed.model.parameters();
   auto& y = per_parameter.model.parameters();
   for (std::size_t i = 0; i < x.size(); ++i) {
-    EXPECT_EQ(std::memcmp(x[i].value.data<float>(), y[i].value.data<float>(), x[i].value.nbytes()), 0)
-        << x[i].name;
+    EXPECT_EQ(std::memcmp(x[i].value.data<float>(), y[i].value.data<float>(), x[i].value.nbytes()), 0) << x[i].name;
   }
 }
 
@@ -191,8 +188,7 @@ TEST(GradientSync, TheTiedEmbeddingsRowsOutsideTheBatchAreSummedDuringBackward) 
     auto& y = whole.model.parameters();
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (world->size() == 2) {
-        EXPECT_EQ(std::memcmp(x[i].value.data<float>(), y[i].value.data<float>(), x[i].value.nbytes()), 0)
-            << x[i].name;
+        EXPECT_EQ(std::memcmp(x[i].value.data<float>(), y[i].value.data<float>(), x[i].value.nbytes()), 0) << x[i].name;
       } else {
         EXPECT_LE(relative_error(floats(x[i].value), floats(y[i].value)), 1e-6) << x[i].name;
       }
@@ -214,8 +210,7 @@ TEST(GradientSync, SixteenBitSumsAreTheSameWithAndWithoutOverlap) {
   auto& x = overlapped.model.parameters();
   auto& y = serial.model.parameters();
   for (std::size_t i = 0; i < x.size(); ++i) {
-    EXPECT_EQ(std::memcmp(x[i].master.data<float>(), y[i].master.data<float>(), x[i].master.nbytes()), 0)
-        << x[i].name;
+    EXPECT_EQ(std::memcmp(x[i].master.data<float>(), y[i].master.data<float>(), x[i].master.nbytes()), 0) << x[i].name;
   }
 }
 
@@ -223,8 +218,8 @@ TEST(GradientSync, SixteenBitSumsAreTheSameWithAndWithoutOverlap) {
 // for, over the data-parallel group of a grid (tp x dp of the world).
 struct ZeroRun {
   // alloc: the run's allocator (default: the config's on host memory); dry_run: shapes only.
-  ZeroRun(const Config& c, comms::ProcessGrid& grid,
-          std::shared_ptr<memory::CachingAllocator> alloc = nullptr, bool dry_run = false)
+  ZeroRun(const Config& c, comms::ProcessGrid& grid, std::shared_ptr<memory::CachingAllocator> alloc = nullptr,
+          bool dry_run = false)
       : allocator(alloc != nullptr ? alloc : make_model_allocator(c.memory)),
         ctx(allocator),
         // The context is in dry-run mode before the model allocates (the comma expression).
@@ -235,14 +230,14 @@ struct ZeroRun {
              compression ? &*compression : nullptr),
         optimizer(make_optimizer(c, model, sync, grid.dp(), ctx, &grid.tp())),
         grid(grid),
-        plan(BatchPlan::make(c.training.global_batch_size, c.training.micro_batch_size,
-                             grid.dp_size(), grid.dp_rank())),
+        plan(
+            BatchPlan::make(c.training.global_batch_size, c.training.micro_batch_size, grid.dp_size(), grid.dp_rank())),
         seed(c.training.seed) {
     init_parameters(model, *optimizer, c.training.seed);
   }
   StepResult step(std::int64_t index) {
-    return train_step(model, data, plan, grid.dp(), *optimizer, index,
-                      StepSettings{2e-3, kGradClip, seed}, nullptr, &sync, &grid.world());
+    return train_step(model, data, plan, grid.dp(), *optimizer, index, StepSettings{2e-3, kGradClip, seed}, nullptr,
+                      &sync, &grid.world());
   }
   std::vector<float> values(std::size_t i) { return floats(model.parameters()[i].value); }
 
@@ -271,9 +266,12 @@ struct ZeroCase {
 // add in different orders, and bf16 rounds the difference up).
 TEST(GradientSync, ZeroStageOneMatchesStageZero) {
   const int P = comms::make_world_communicator()->size();
-  std::vector<ZeroCase> cases = {{"fp32", 1, 8, 25.0, 1e-6}, {"fp32", 1, 16, 1e-9, 1e-6},
-                                 {"fp32", 1, 8, 0.001, 1e-6}, {"bf16", 1, 8, 0.001, 1e-3},
-                                 {"bf16", 1, 16, 25.0, 1e-3}, {"fp16", 1, 8, 0.001, 1e-3},
+  std::vector<ZeroCase> cases = {{"fp32", 1, 8, 25.0, 1e-6},
+                                 {"fp32", 1, 16, 1e-9, 1e-6},
+                                 {"fp32", 1, 8, 0.001, 1e-6},
+                                 {"bf16", 1, 8, 0.001, 1e-3},
+                                 {"bf16", 1, 16, 25.0, 1e-3},
+                                 {"fp16", 1, 8, 0.001, 1e-3},
                                  {"bf16-fp32-grads", 1, 8, 0.001, 1e-3}};
   if (P % 2 == 0 && P >= 4) cases.push_back({"fp32", 2, 8, 0.001, 1e-6});
   for (const ZeroCase& k : cases) {
@@ -289,8 +287,8 @@ TEST(GradientSync, ZeroStageOneMatchesStageZero) {
     ZeroRun stage0(c, grid);
     ZeroRun stage1(z, grid);
     ASSERT_NE(dynamic_cast<ZeroAdamW*>(stage1.optimizer.get()), nullptr);
-    const std::string name = k.dtype + " tp " + std::to_string(k.tp) + " global " +
-                             std::to_string(k.global_batch) + " buckets " + std::to_string(k.bucket_mb);
+    const std::string name = k.dtype + " tp " + std::to_string(k.tp) + " global " + std::to_string(k.global_batch) +
+                             " buckets " + std::to_string(k.bucket_mb);
     for (std::int64_t s = 0; s < 10; ++s) {
       const StepResult want = stage0.step(s);
       const StepResult got = stage1.step(s);
@@ -316,8 +314,7 @@ TEST(GradientSync, ZeroStageOneLeavesEveryRankWithTheSameParameters) {
   for (std::size_t i = 0; i < run.model.parameters().size(); ++i) {
     std::vector<float> mine = run.values(i), rank0 = mine;
     grid.dp().broadcast(rank0.data(), static_cast<std::int64_t>(rank0.size() * sizeof(float)), 0);
-    EXPECT_EQ(std::memcmp(mine.data(), rank0.data(), mine.size() * sizeof(float)), 0)
-        << run.model.parameters()[i].name;
+    EXPECT_EQ(std::memcmp(mine.data(), rank0.data(), mine.size() * sizeof(float)), 0) << run.model.parameters()[i].name;
   }
 }
 
@@ -405,8 +402,7 @@ TEST(GradientSync, OneBitAdamIsAdamWUntilTheFreezeThenSumsTheMomentumIn1Bit) {
   for (std::size_t i = 0; i < b.model.parameters().size(); ++i) {
     std::vector<float> mine = b.values(i), rank0 = mine;
     grid.dp().broadcast(rank0.data(), static_cast<std::int64_t>(rank0.size() * sizeof(float)), 0);
-    EXPECT_EQ(std::memcmp(mine.data(), rank0.data(), mine.size() * sizeof(float)), 0)
-        << b.model.parameters()[i].name;
+    EXPECT_EQ(std::memcmp(mine.data(), rank0.data(), mine.size() * sizeof(float)), 0) << b.model.parameters()[i].name;
   }
 }
 
@@ -419,11 +415,10 @@ TEST(GradientSync, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
     int zero_stage;
     double bucket_mb;
   };
-  for (const Setting& k : {Setting{"fp32", 1, 0.001}, Setting{"bf16", 1, 25.0},
-                           Setting{"fp16", 0, 0.001}, Setting{"bf16", 0, 1e-9},
-                           Setting{"fp32", 0, 1.0}, Setting{"fp32", -1, 1.0},
-                           Setting{"fp32", -2, 1.0}, Setting{"fp32", -3, 1.0},
-                           Setting{"bf16", -1, 1.0}, Setting{"fp16", -2, 0.001}}) {
+  for (const Setting& k :
+       {Setting{"fp32", 1, 0.001}, Setting{"bf16", 1, 25.0}, Setting{"fp16", 0, 0.001}, Setting{"bf16", 0, 1e-9},
+        Setting{"fp32", 0, 1.0}, Setting{"fp32", -1, 1.0}, Setting{"fp32", -2, 1.0}, Setting{"fp32", -3, 1.0},
+        Setting{"bf16", -1, 1.0}, Setting{"fp16", -2, 0.001}}) {
     Config c = sync_config(k.bucket_mb);
     c.precision.dtype = k.dtype;
     c.parallel.zero_stage = std::max(k.zero_stage, 0);
@@ -437,8 +432,7 @@ TEST(GradientSync, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
     comms::ProcessGrid grid(comms::make_world_communicator(), 1);
     auto trace = [&](bool dry) {
       std::shared_ptr<memory::CachingAllocator> alloc =
-          dry ? make_dry_run_allocator(c.memory, std::size_t{1} << 32, "simulated")
-              : make_model_allocator(c.memory);
+          dry ? make_dry_run_allocator(c.memory, std::size_t{1} << 32, "simulated") : make_model_allocator(c.memory);
       memory::TraceRecorder recorder;
       alloc->set_event_sink(recorder.sink());
       {
@@ -451,8 +445,8 @@ TEST(GradientSync, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
     };
     const auto real = trace(false);
     const auto dry = trace(true);
-    const std::string name = std::string(k.dtype) + " zero " + std::to_string(k.zero_stage) +
-                             " buckets " + std::to_string(k.bucket_mb);
+    const std::string name =
+        std::string(k.dtype) + " zero " + std::to_string(k.zero_stage) + " buckets " + std::to_string(k.bucket_mb);
     testing::expect_same_trace(real, dry, name, 50);
   }
 }

@@ -58,26 +58,23 @@ struct TrainingRun {
         allocator(alloc != nullptr ? alloc : make_model_allocator(c.memory)),
         ctx(allocator),
         // The context is in dry-run mode before the model allocates (the comma expression).
-        model((ctx.set_dry_run(dry_run), c.model), ctx, model_options(c),
-              tensor_parallel(c, tp_of(grid, tp_group))),
+        model((ctx.set_dry_run(dry_run), c.model), ctx, model_options(c), tensor_parallel(c, tp_of(grid, tp_group))),
         data(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed)),
         validation(data::MlmDataset::mock(c.data, c.model.vocab_size, c.training.seed + 1)),
         dp(grid != nullptr ? &grid->dp() : &single),
         world(grid != nullptr ? &grid->world() : &single),
-        plan(BatchPlan::make(c.training.global_batch_size, c.training.micro_batch_size,
-                             dp->size(), dp->rank())) {
+        plan(BatchPlan::make(c.training.global_batch_size, c.training.micro_batch_size, dp->size(), dp->rank())) {
     model.init_parameters(c.training.seed);
-    optimizer.emplace(model.parameters(), ctx,
-                      AdamWOptions{c.training.adam_beta1, c.training.adam_beta2,
-                                   c.training.adam_eps, c.training.weight_decay},
-                      tp_of(grid, tp_group));
+    optimizer.emplace(
+        model.parameters(), ctx,
+        AdamWOptions{c.training.adam_beta1, c.training.adam_beta2, c.training.adam_eps, c.training.weight_decay},
+        tp_of(grid, tp_group));
     gradient_sync.emplace(model.gradient_buckets(), *dp, ctx);
   }
 
   StepResult step(std::int64_t index) {
-    return train_step(model, data, plan, *dp, *optimizer, index,
-                      StepSettings{2e-3, 1.0, config.training.seed}, nullptr, &*gradient_sync,
-                      world);
+    return train_step(model, data, plan, *dp, *optimizer, index, StepSettings{2e-3, 1.0, config.training.seed}, nullptr,
+                      &*gradient_sync, world);
   }
 
   Config config;
@@ -100,8 +97,7 @@ std::vector<float> to_floats(const core::Tensor& t) {
 }
 
 // The unsharded, unpadded tensor of a shard, gathered over the tp group.
-std::vector<float> gather(const models::Parameter& p, const core::Tensor& t,
-                          comms::Communicator& tp) {
+std::vector<float> gather(const models::Parameter& p, const core::Tensor& t, comms::Communicator& tp) {
   std::vector<float> local = to_floats(t);
   if (!p.sharded()) return local;
   const std::int64_t n = static_cast<std::int64_t>(local.size());
@@ -115,8 +111,7 @@ std::vector<float> gather(const models::Parameter& p, const core::Tensor& t,
   std::vector<float> full(all.size());  // [rows, tp * cols]
   for (int r = 0; r < tp.size(); ++r) {
     for (std::int64_t i = 0; i < rows; ++i) {
-      std::memcpy(full.data() + i * cols * tp.size() + r * cols, all.data() + r * n + i * cols,
-                  sizeof(float) * cols);
+      std::memcpy(full.data() + i * cols * tp.size() + r * cols, all.data() + r * n + i * cols, sizeof(float) * cols);
     }
   }
   return full;
@@ -129,8 +124,7 @@ std::vector<float> gather(const models::Parameter& p, const core::Tensor& t,
 // relative error means nothing; the same holds for the key bias's value, which only that noise
 // moves. `floor` makes such tensors compare in absolute terms: 1e-3 x the global gradient norm
 // for gradients, 1e-3 for values.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b,
-                      double floor = 0.0) {
+double relative_error(const std::vector<float>& a, const std::vector<float>& b, double floor = 0.0) {
   double diff = 0.0, ref = 0.0;
   for (std::size_t i = 0; i < b.size(); ++i) {
     diff += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
@@ -141,8 +135,8 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b,
   return std::sqrt(diff) / denominator;
 }
 
-void expect_gradients_match(TrainingRun& grid_run, TrainingRun& alone, comms::Communicator& tp,
-                            double tolerance, const std::string& when, double grad_norm) {
+void expect_gradients_match(TrainingRun& grid_run, TrainingRun& alone, comms::Communicator& tp, double tolerance,
+                            const std::string& when, double grad_norm) {
   auto& got = grid_run.model.parameters();
   auto& want = alone.model.parameters();
   ASSERT_EQ(got.size(), want.size());
@@ -150,19 +144,15 @@ void expect_gradients_match(TrainingRun& grid_run, TrainingRun& alone, comms::Co
     const auto g = gather(got[i], got[i].grad, tp);
     const auto w = gather(want[i], want[i].grad, tp);  // whole already when run alone
     ASSERT_EQ(g.size(), w.size()) << got[i].name;
-    EXPECT_LE(relative_error(g, w, 1e-3 * grad_norm), tolerance)
-        << when << ": gradient of " << got[i].name;
+    EXPECT_LE(relative_error(g, w, 1e-3 * grad_norm), tolerance) << when << ": gradient of " << got[i].name;
   }
 }
 
-void expect_values_match(TrainingRun& grid_run, TrainingRun& alone, comms::Communicator& tp,
-                         double tolerance) {
+void expect_values_match(TrainingRun& grid_run, TrainingRun& alone, comms::Communicator& tp, double tolerance) {
   auto& got = grid_run.model.parameters();
   auto& want = alone.model.parameters();
   for (std::size_t i = 0; i < got.size(); ++i) {
-    EXPECT_LE(relative_error(gather(got[i], got[i].value, tp), gather(want[i], want[i].value, tp),
-                             1e-3),
-              tolerance)
+    EXPECT_LE(relative_error(gather(got[i], got[i].value, tp), gather(want[i], want[i].value, tp), 1e-3), tolerance)
         << "value of " << got[i].name;
   }
 }
@@ -193,8 +183,8 @@ void apply(Config& c, const std::string& options) {
 // tp x dp on the world against one process: 3 steps at a learning rate that moves the weights.
 TEST(TensorParallel, GridMatchesOneProcess) {
   for (const GridCase& k : grid_cases()) {
-    const std::string name = "tp " + std::to_string(k.tp) + (k.dropout ? " dropout" : "") +
-                             (k.options.empty() ? "" : " " + k.options);
+    const std::string name =
+        "tp " + std::to_string(k.tp) + (k.dropout ? " dropout" : "") + (k.options.empty() ? "" : " " + k.options);
     Config c = grid_config(k.dropout);
     apply(c, k.options);
     Config tp_config = c;
@@ -237,8 +227,7 @@ TEST(TensorParallel, OddVocabularyMatchesOneProcess) {
       const StepResult want = alone.step(step);
       const StepResult got = sharded.step(step);
       EXPECT_NEAR(got.loss, want.loss, 1e-6 * want.loss) << vocab;
-      expect_gradients_match(sharded, alone, grid.tp(), 1e-5, "vocab " + std::to_string(vocab),
-                             want.grad_norm);
+      expect_gradients_match(sharded, alone, grid.tp(), 1e-5, "vocab " + std::to_string(vocab), want.grad_norm);
     }
     // Padded rows of the word table and the decoder bias are still exactly zero.
     for (const auto& p : sharded.model.parameters()) {
@@ -357,8 +346,7 @@ TEST(TensorParallel, SequenceParallelMatchesTensorParallel) {
 // The allocation trace of every rank's training steps and evaluation.
 std::vector<memory::TraceEvent> rank_trace(const Config& c, comms::ProcessGrid& grid, bool dry) {
   std::shared_ptr<memory::CachingAllocator> alloc =
-      dry ? make_dry_run_allocator(c.memory, std::size_t{1} << 32, "simulated")
-          : make_model_allocator(c.memory);
+      dry ? make_dry_run_allocator(c.memory, std::size_t{1} << 32, "simulated") : make_model_allocator(c.memory);
   memory::TraceRecorder recorder;
   alloc->set_event_sink(recorder.sink());
   {
@@ -390,8 +378,8 @@ TEST(TensorParallel, DryRunTraceEqualsTheComputeTraceOnEveryRank) {
     comms::ProcessGrid grid(comms::make_world_communicator(), 2);
     const auto real = rank_trace(c, grid, false);
     const auto dry = rank_trace(c, grid, true);
-    const std::string name = std::string(k.dtype) + " " + k.recompute + (k.sp ? " sp" : "") +
-                             " rank " + std::to_string(grid.world().rank());
+    const std::string name =
+        std::string(k.dtype) + " " + k.recompute + (k.sp ? " sp" : "") + " rank " + std::to_string(grid.world().rank());
     testing::expect_same_trace(real, dry, name, 100);
   }
 }

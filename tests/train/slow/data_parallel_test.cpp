@@ -66,11 +66,10 @@ OneAndTwo train_one_and_two(const testing::TempDir& tmp, const std::string& extr
   std::ofstream(yaml) << kConfig << extra;
   const std::string log = " > " + tmp.sub("log.txt") + " 2>&1";
   EXPECT_EQ(std::system((memtrain + " train --config " + yaml + " --run-dir " + tmp.sub("one") + log).c_str()), 0);
-  EXPECT_EQ(
-      std::system(("timeout -k 10 600 mpirun --oversubscribe --allow-run-as-root -np 2 " +
-                   memtrain + " train --config " + yaml + " --run-dir " + tmp.sub("two") + log)
-                      .c_str()),
-      0);
+  EXPECT_EQ(std::system(("timeout -k 10 600 mpirun --oversubscribe --allow-run-as-root -np 2 " + memtrain +
+                         " train --config " + yaml + " --run-dir " + tmp.sub("two") + log)
+                            .c_str()),
+            0);
   return {read_metrics(tmp.sub("one/metrics.jsonl")), read_metrics(tmp.sub("two/metrics.jsonl"))};
 }
 
@@ -116,7 +115,9 @@ TEST(DataParallel, TwoRanksTrainTheSameFp16RunAsOne) {
   const auto r = train_one_and_two(tmp, "precision:\n  dtype: fp16\n  loss_scale: {initial_scale: 1024}\n");
   expect_same_run(r, 1e-4);
   for (const auto& line : r.two) {
-    if (line.contains("loss_scale")) { EXPECT_EQ(line["skipped_steps"], 0); }
+    if (line.contains("loss_scale")) {
+      EXPECT_EQ(line["skipped_steps"], 0);
+    }
   }
 }
 

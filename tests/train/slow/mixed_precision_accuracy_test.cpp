@@ -43,10 +43,10 @@ Outcome read_outcome(const std::string& metrics) {
 // dropout (tiny.yaml's), the whole validation split (20 batches of 16) at the end.
 Outcome train_tiny(const std::string& dtype, const std::string& run_dir) {
   const std::string src = MEMTRAIN_SOURCE_DIR;
-  const Config c = load_config(src + "/configs/tiny.yaml",
-                               {"precision.dtype=" + dtype, "training.max_steps=200", "training.warmup_steps=20",
-                                "training.eval_interval=200", "training.log_interval=50", "training.seed=1234",
-                                "data.cache_dir=" + src + "/.cache/memtrain"});
+  const Config c = load_config(
+      src + "/configs/tiny.yaml",
+      {"precision.dtype=" + dtype, "training.max_steps=200", "training.warmup_steps=20", "training.eval_interval=200",
+       "training.log_interval=50", "training.seed=1234", "data.cache_dir=" + src + "/.cache/memtrain"});
   EXPECT_EQ(run_training(c, RunOptions{run_dir}), 0);
   return read_outcome(run_dir + "/metrics.jsonl");
 }
@@ -57,10 +57,10 @@ TEST(MixedPrecisionAccuracy, Fp16AndBf16EndWithinTwoPercentOfFp32OnTinyKjv) {
   const Outcome fp32 = train_tiny("fp32", tmp.sub("fp32"));
   const Outcome fp16 = train_tiny("fp16", tmp.sub("fp16"));
   const Outcome bf16 = train_tiny("bf16", tmp.sub("bf16"));
-  std::printf("final eval_loss after 200 steps, seed 1234: fp32 %.6f, fp16 %.6f (loss scale %g, %lld skipped), "
-              "bf16 %.6f\n",
-              fp32.eval_loss, fp16.eval_loss, fp16.loss_scale, static_cast<long long>(fp16.skipped_steps),
-              bf16.eval_loss);
+  std::printf(
+      "final eval_loss after 200 steps, seed 1234: fp32 %.6f, fp16 %.6f (loss scale %g, %lld skipped), "
+      "bf16 %.6f\n",
+      fp32.eval_loss, fp16.eval_loss, fp16.loss_scale, static_cast<long long>(fp16.skipped_steps), bf16.eval_loss);
   ASSERT_TRUE(std::isfinite(fp32.eval_loss));
   EXPECT_LT(fp32.eval_loss, 7.0);  // it trained: the uniform guess is ln(8192) = 9.01
   EXPECT_NEAR(fp16.eval_loss, fp32.eval_loss, 0.02 * fp32.eval_loss);
