@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,9 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/checkpoint_trust.hpp"
 #include "runtime/cli/mpirun_hosts.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/core/errors.hpp"
@@ -77,6 +81,55 @@ std::string join(const std::vector<std::string>& argv) {
   return s;
 }
 
+// Note [The supervisor returns when the job is gone]
+// mpirun may exit while a rank is still alive (its teardown after a signal: the rank was seen a
+// second later, re-parented to init), and a scheduler that sees the supervisor exit then starts
+// the next job beside it. The supervisor is therefore a child subreaper
+// (prctl(PR_SET_CHILD_SUBREAPER)): the job's orphans are re-parented to it instead of init, and
+// after mpirun exits it reaps every descendant before it returns or relaunches. One that is
+// still there kLingerSeconds later is killed (SIGKILL), as mpirun's own teardown would have.
+constexpr double kLingerSeconds = 30.0;
+
+// The processes whose parent is this one (from /proc/<pid>/stat's fourth field).
+std::vector<pid_t> own_children() {
+  std::vector<pid_t> out;
+  const pid_t self = ::getpid();
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == self) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+// Reaps every remaining descendant (re-parented here: Note [The supervisor returns when the job
+// is gone]); SIGKILLs those left after kLingerSeconds.
+void reap_descendants() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kLingerSeconds);
+  bool killed = false;
+  for (;;) {
+    int status = 0;
+    const pid_t p = ::waitpid(-1, &status, WNOHANG);
+    if (p > 0) continue;
+    if (p < 0 && errno == EINTR) continue;
+    if (p < 0) return;  // ECHILD: none left
+    if (!killed && std::chrono::steady_clock::now() > deadline) {
+      for (const pid_t c : own_children()) ::kill(c, SIGKILL);
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 // Runs argv in its own process group (so that a Ctrl-C reaches it only through `forward`, once)
 // and returns its exit code, 128 + signal when a signal killed it.
 int run_once(const std::vector<std::string>& argv) {
@@ -99,6 +152,7 @@ int run_once(const std::vector<std::string>& argv) {
     if (errno != EINTR) throw RuntimeError(std::string("memtrain supervise: waitpid: ") + std::strerror(errno));
   }
   g_child.store(0);
+  reap_descendants();
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
@@ -246,6 +300,7 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
 
   ForwardStopSignals signals;
   g_forwarded.store(0);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // Note [The supervisor returns when the job is gone]
   std::vector<std::string> command = options.command;
   double backoff = options.backoff_s;
   for (int attempt = 0;; ++attempt) {
@@ -255,7 +310,10 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
           << (sig == SIGTERM ? " (forwarded to the job as SIGUSR1: Note [SIGTERM reaches the job as SIGUSR1]): "
                              : " (forwarded to the job): ")
           << describe_exit(code) << ", not restarted\n";
-      // The job's clean stop on the forwarded SIGUSR1 is the clean stop SIGTERM asked for.
+      // The job's clean stop on the forwarded SIGUSR1 is the clean stop SIGTERM asked for. A
+      // Ctrl-C is 130 whatever mpirun made of it (it exits 1 when its ranks stopped on SIGINT),
+      // so that a scheduler tells a user's interrupt from a crash, as with one rank.
+      if (sig == SIGINT) return 128 + SIGINT;
       return sig == SIGTERM && code == 128 + SIGUSR1 ? 128 + SIGTERM : code;
     }
     if (!restartable(code)) {
@@ -271,7 +329,13 @@ int supervise(const SupervisorOptions& options, std::ostream& log) {
     }
     std::error_code ec;
     const std::string root = (std::filesystem::path(run_dir) / "checkpoints").string();
-    const bool has_checkpoint = std::filesystem::is_directory(root, ec) && !checkpoint::list_checkpoints(root).empty();
+    // Only a trusted checkpoint is resumed (Note [A checkpoint is trusted once a health check has
+    // passed]): with none, the relaunch starts over instead of requiring one.
+    bool has_checkpoint = false;
+    if (std::filesystem::is_directory(root, ec)) {
+      for (const auto& c : checkpoint::list_checkpoints(root))
+        has_checkpoint = has_checkpoint || checkpoint::read_trust(c.path).trusted;
+    }
     if (!options.exclude_hosts.empty())
       base = exclude_hosts(options.command, options.exclude_hosts, hostfile_copy).command;
     command = relaunch_command(base, has_checkpoint ? "required" : "auto", ranks);

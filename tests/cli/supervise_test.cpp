@@ -76,6 +76,26 @@ TEST(Supervise, SigtermStopsTheJobCleanlyAndWaitsForItsRanks) {
   EXPECT_TRUE(std::filesystem::exists(s.path(run + "/checkpoints/latest"))) << "no checkpoint of the stop";
 }
 
+// A Ctrl-C to `supervise -- mpirun ...` is 130, as with one rank (mpirun itself exits 1 when
+// its ranks stop on SIGINT, which a scheduler would take for a crash), and the supervisor
+// returns only once the ranks are gone (Note [The supervisor returns when the job is gone]).
+TEST(Supervise, SigintStopsTheJobAndExits130AfterItsRanks) {
+  Scratch s;
+  const std::string cfg = s.write("c.yaml", std::string(testing::kTinyMockYaml) + "checkpoint:\n  interval: 1000000\n");
+  const std::string run = "run-int-" + std::to_string(::getpid());
+  const auto r =
+      s.shell("true; { '" + binary() + "' supervise --backoff 0 -- " + mpirun(2) + " train --config " + cfg +
+              " --set training.max_steps=1000000 --set training.lr_decay_steps=1000000"
+              " --set training.global_batch_size=4 --set training.log_interval=1 --run-dir " +
+              run + " & sup=$!; for i in $(seq 1200); do [ -s " + run +
+              "/metrics.jsonl ] && break; sleep 0.1; done; kill -INT $sup; wait $sup; rc=$?;"
+              " left=$(ps -eo args | grep -c '^" +
+              binary() + " train .*run-in[t]-" + std::to_string(::getpid()) + "'); echo \"left $left\"; exit $rc; }");
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "memtrain supervise: stopped by Interrupt (forwarded to the job)")) << r.err;
+  EXPECT_TRUE(contains(r.out, "left 0")) << r.out;
+}
+
 // A stop signal during the backoff ends it at once: no relaunch, and the supervisor exits as
 // the signal asks (143 for SIGTERM).
 TEST(Supervise, ASignalDuringTheBackoffStopsWithoutARelaunch) {
