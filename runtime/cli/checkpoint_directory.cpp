@@ -9,11 +9,16 @@ namespace memtrain::cli {
 
 namespace fs = std::filesystem;
 
+std::string missing_directory_reason(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(path, ec)) ? ": not a directory" : ": no such directory";
+}
+
 void require_checkpoint_directory(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    throw ConfigError("checkpoint " + dir +
-                      ": not a directory; expected a checkpoint directory "
+    throw ConfigError("checkpoint " + dir + missing_directory_reason(dir) +
+                      "; expected a checkpoint directory "
                       "such as runs/<name>/checkpoints/step-00000100");
   }
   // A checkpoint missing one of the two is corrupt (exit 1); missing both, the path is the

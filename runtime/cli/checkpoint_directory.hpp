@@ -10,4 +10,8 @@ namespace memtrain::cli {
 // directory with one of the two files is a checkpoint, corrupt or not (verification says which).
 void require_checkpoint_directory(const std::string& dir);
 
+// ": no such directory" when nothing is at `path` (a mistyped step), ": not a directory" when
+// something else is: the start of the message a missing checkpoint path gets.
+std::string missing_directory_reason(const std::string& path);
+
 }  // namespace memtrain::cli

@@ -31,8 +31,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   cmd->callback([args, &exit_code] {
     std::error_code ec;
     if (!std::filesystem::is_directory(args->checkpoint, ec)) {
-      throw ConfigError("eval --checkpoint " + args->checkpoint +
-                        ": not a directory; expected a checkpoint "
+      throw ConfigError("eval --checkpoint " + args->checkpoint + missing_directory_reason(args->checkpoint) +
+                        "; expected a checkpoint "
                         "directory such as runs/<name>/checkpoints/step-00000100");
     }
     require_checkpoint_directory(args->checkpoint);  // a run directory given for a checkpoint: exit 2

@@ -38,8 +38,8 @@ void add_export_command(CLI::App& app, int& exit_code) {
   cmd->callback([args, &exit_code] {
     std::error_code ec;
     if (!std::filesystem::is_directory(args->checkpoint, ec)) {
-      throw ConfigError("export-hf: checkpoint " + args->checkpoint +
-                        ": not a directory; expected a checkpoint "
+      throw ConfigError("export-hf: checkpoint " + args->checkpoint + missing_directory_reason(args->checkpoint) +
+                        "; expected a checkpoint "
                         "directory such as runs/<name>/checkpoints/step-00000100");
     }
     // Writing into a checkpoint (or the checkpoints folder) would add files its manifest does
@@ -56,6 +56,14 @@ void add_export_command(CLI::App& app, int& exit_code) {
       throw ConfigError("export-hf: OUT " + args->out +
                         " exists and is not a directory; expected a new or "
                         "empty directory");
+    }
+    // A path through a file (OUT = notes.txt/hf) is the user's mistake, not a failure to write.
+    for (auto p = std::filesystem::path(args->out).parent_path(); !p.empty(); p = p.parent_path()) {
+      if (std::filesystem::exists(p, ec) && !std::filesystem::is_directory(p, ec)) {
+        throw ConfigError("export-hf: OUT " + args->out + ": " + p.string() +
+                          " is not a directory; expected OUT below a directory");
+      }
+      if (p == p.parent_path()) break;
     }
     // A second export, or a mistyped OUT, must not silently replace a model someone kept.
     std::string present;

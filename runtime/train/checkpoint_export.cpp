@@ -1,5 +1,11 @@
 #include "runtime/train/checkpoint_export.hpp"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <algorithm>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,9 +77,77 @@ void remove_earlier_tokenizer(const std::string& out) {
   }
 }
 
+// Note [An export appears whole or not at all]
+// export-hf writes four files; written one by one into OUT, a full disk or a kill between two
+// left a new config.json beside the old model.safetensors (found by a hostile trial), a model
+// that loads and is wrong. So the export is written into a staging directory beside OUT (the
+// same filesystem), which first gets hard links to OUT's other entries (a user's README stays),
+// and is then put in OUT's place in one step: rename(2) for a new OUT, renameat2's
+// RENAME_EXCHANGE for an existing one, whose old contents are removed after. OUT is therefore
+// the old export or the new one at every moment, and a failed export leaves nothing behind.
+class StagingDirectory {
+ public:
+  explicit StagingDirectory(const std::string& out) {
+    const fs::path o = fs::path(out).lexically_normal();
+    const fs::path name = o.filename().empty() ? o.parent_path().filename() : o.filename();
+    const fs::path parent = o.filename().empty() ? o.parent_path().parent_path() : o.parent_path();
+    std::string hidden = ".";
+    hidden += name.string();
+    hidden += ".export-";
+    hidden += std::to_string(::getpid());
+    path_ = (parent.empty() ? fs::path(".") : parent) / hidden;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    fs::create_directories(path_, ec);
+    if (ec) throw RuntimeError("export-hf: cannot create " + path_.string() + ": " + ec.message());
+  }
+  ~StagingDirectory() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);  // after a failure; after success it holds the old OUT, or nothing
+  }
+  const fs::path& path() const { return path_; }
+
+  // Hard links (symbolic links copied as links, folders recreated) of OUT's entries that are not
+  // export files, so that the exchange keeps them.
+  void link_other_entries(const fs::path& from, const fs::path& to, bool top) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(from, ec)) {
+      const std::string name = e.path().filename().string();
+      if (top && std::find(kHfExportFiles.begin(), kHfExportFiles.end(), name) != kHfExportFiles.end()) continue;
+      const auto status = fs::symlink_status(e.path(), ec);
+      if (status.type() == fs::file_type::symlink) {
+        fs::copy_symlink(e.path(), to / name, ec);
+      } else if (status.type() == fs::file_type::directory) {
+        fs::create_directory(to / name, ec);
+        if (!ec) link_other_entries(e.path(), to / name, false);
+      } else {
+        fs::create_hard_link(e.path(), to / name, ec);
+      }
+      if (ec) throw RuntimeError("export-hf: cannot keep " + e.path().string() + " in the new export: " + ec.message());
+    }
+    if (ec) throw RuntimeError("export-hf: cannot list " + from.string() + ": " + ec.message());
+  }
+
+  // Puts the staged export in OUT's place in one step.
+  void publish(const std::string& out) {
+    std::error_code ec;
+    if (!fs::exists(out, ec)) {
+      fs::create_directories(fs::path(out).lexically_normal().parent_path(), ec);
+      fs::rename(path_, out, ec);
+      if (ec) throw RuntimeError("export-hf: cannot rename " + path_.string() + " to " + out + ": " + ec.message());
+    } else if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) != 0) {
+      throw RuntimeError("export-hf: cannot put the export in place of " + out + ": " + std::strerror(errno));
+    }
+    core::sync_path(path_.parent_path().string());
+  }
+
+ private:
+  fs::path path_;
+};
+
 }  // namespace
 
-void export_hf(const std::string& dir, const std::string& out, bool fp32) {
+void export_hf(const std::string& dir, const std::string& final_out, bool fp32) {
   const Config c = checkpoint_model_config(dir);
   auto tensors = merged_model_tensors(dir);
   // The tensors must be the ones config.json will describe: every parameter of the model that
@@ -101,8 +175,9 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
     }
   }
   std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) throw RuntimeError("export-hf: cannot create " + out + ": " + ec.message());
+  StagingDirectory staging(final_out);  // Note [An export appears whole or not at all]
+  if (fs::is_directory(final_out, ec)) staging.link_other_entries(final_out, staging.path(), true);
+  const std::string out = staging.path().string();
   const std::string dtype = fp32 || c.precision.dtype == "fp32" ? "float32"
                             : c.precision.dtype == "fp16"       ? "float16"
                                                                 : "bfloat16";
@@ -170,6 +245,7 @@ void export_hf(const std::string& dir, const std::string& out, bool fp32) {
             "tokens' ids are those of runtime/data/special_tokens.hpp.\n";
   }
   core::write_file_atomically((fs::path(out) / "TOKENIZER.md").string(), [&](std::ostream& o) { o << note; });
+  staging.publish(final_out);
 }
 
 }  // namespace memtrain::train

@@ -94,7 +94,7 @@ TEST(CheckpointCli, VerifyReportsAFlippedByteWithTheFile) {
   EXPECT_EQ(s.memtrain("checkpoint inspect run/checkpoints/step-00000002").exit_code, 1);
   const auto missing = s.memtrain("checkpoint verify run/checkpoints/step-00000009");
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_TRUE(contains(missing.err, "checkpoint run/checkpoints/step-00000009: not a directory"));
+  EXPECT_TRUE(contains(missing.err, "checkpoint run/checkpoints/step-00000009: no such directory"));
 }
 
 // A hand-edited meta.json whose checksum was recomputed passes the manifest; its fields are

@@ -180,9 +180,45 @@ TEST(ExportHf, RefusesToReplaceFilesInOutUnlessForced) {
   const auto file = s.memtrain("export-hf " + ckpt + " file");
   EXPECT_EQ(file.exit_code, 2);
   EXPECT_TRUE(contains(file.err, "OUT file exists and is not a directory")) << file.err;
+  const auto below = s.memtrain("export-hf " + ckpt + " file/hf");
+  EXPECT_EQ(below.exit_code, 2);
+  EXPECT_TRUE(contains(below.err, "OUT file/hf: file is not a directory; expected OUT below a directory")) << below.err;
   const auto forced = s.memtrain("export-hf " + ckpt + " hf --force");
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_EQ(nlohmann::json::parse(slurp(s.path("hf/config.json")))["model_type"], "bert");
+}
+
+// Note [An export appears whole or not at all]: an export that fails part-way (here the model
+// file exceeds the process's file-size limit, as a full disk would refuse it, after config.json
+// is written) leaves OUT as the earlier export, byte for byte, beside a user's own file, and
+// leaves nothing behind where there was no OUT. The reference is OUT's bytes before the try.
+TEST(ExportHf, AFailedExportLeavesTheEarlierOneWhole) {
+  Scratch s;
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2) + " --run-dir run").exit_code, 0);
+  ASSERT_EQ(s.memtrain("train --config " + config(s, "d.yaml", 3) + " --run-dir run3").exit_code, 0);
+  ASSERT_EQ(s.memtrain("export-hf run/checkpoints/step-00000002 hf").exit_code, 0);
+  s.write("hf/README.md", "mine");
+  const std::string config_before = slurp(s.path("hf/config.json"));
+  const std::string model_before = slurp(s.path("hf/model.safetensors"));
+  // 8 KiB: config.json fits, the model (about 100 KiB) does not. SIGXFSZ ignored: write fails.
+  const std::string limited = "trap '' XFSZ; ulimit -f 16; ";
+  const auto failed = s.shell(limited + "'" + std::string(MEMTRAIN_BINARY_DIR) +
+                              "/memtrain' export-hf run3/checkpoints/step-00000003 hf --force");
+  EXPECT_EQ(failed.exit_code, 1) << failed.err;
+  EXPECT_EQ(slurp(s.path("hf/config.json")), config_before);
+  EXPECT_EQ(slurp(s.path("hf/model.safetensors")), model_before);
+  EXPECT_EQ(slurp(s.path("hf/README.md")), "mine");
+  const auto fresh = s.shell(limited + "'" + std::string(MEMTRAIN_BINARY_DIR) +
+                             "/memtrain' export-hf run3/checkpoints/step-00000003 new");
+  EXPECT_EQ(fresh.exit_code, 1) << fresh.err;
+  EXPECT_FALSE(fs::exists(s.path("new")));
+  for (const auto& e : fs::directory_iterator(s.path("."))) {
+    EXPECT_FALSE(e.path().filename().string().find(".export-") != std::string::npos) << e.path();
+  }
+  // And a forced export that succeeds replaces the model and keeps the user's file.
+  ASSERT_EQ(s.memtrain("export-hf run3/checkpoints/step-00000003 hf --force").exit_code, 0);
+  EXPECT_NE(slurp(s.path("hf/model.safetensors")), model_before);
+  EXPECT_EQ(slurp(s.path("hf/README.md")), "mine");
 }
 
 // A checkpoint whose tensors disagree with its config.yaml (here a word-embedding table of
@@ -413,7 +449,7 @@ TEST(EvalCheckpoint, PrintsOneJsonObjectAndNamesBadInput) {
   EXPECT_EQ(s.memtrain("checkpoint verify " + ckpt).exit_code, 0);
   const auto missing = s.memtrain("eval --checkpoint nowhere --input in.json");
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_TRUE(contains(missing.err, "eval --checkpoint nowhere: not a directory"));
+  EXPECT_TRUE(contains(missing.err, "eval --checkpoint nowhere: no such directory"));
   // A corrupted checkpoint is refused by eval and export-hf alike (exit 1, the file named).
   std::fstream f(s.path(ckpt + "/model-tp00.safetensors"), std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(-3, std::ios::end);
