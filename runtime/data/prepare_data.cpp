@@ -1,10 +1,12 @@
 #include "runtime/data/prepare_data.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -167,11 +169,47 @@ class TemporaryDirectory {
   fs::path path_;
 };
 
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+// "<prefix><pid>@<host>-<n>-<ticks>": the owner is named, so that a later prepare can tell
+// the leftovers of a process that died (Note [Temporary directories of dead prepares]).
 fs::path unique_sibling(const fs::path& dir, const std::string& prefix) {
   static std::atomic<unsigned> counter{0};
   const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
-  return dir / (prefix + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+  return dir / (prefix + std::to_string(::getpid()) + "@" + host_name() + "-" + std::to_string(counter++) + "-" +
                 std::to_string(ticks % 1000000));
+}
+
+// Note [Temporary directories of dead prepares]
+// A prepare killed part-way (SIGKILL, a lost node) leaves its .tmp-* (or .stale-*) directory in
+// the cache forever: tokens of a whole corpus, never read again. Each name carries its owner's
+// pid and host, so a prepare removes the ones whose owner is a process of this host that no
+// longer exists (kill(pid, 0) fails with ESRCH). Another host's, or a live process's, are left
+// alone: a cache on a shared filesystem is prepared from several machines.
+void remove_dead_temporaries(const fs::path& cache_dir, std::ostream& log) {
+  const std::string host = host_name();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(cache_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(".tmp-") && !name.starts_with(".stale-")) continue;
+    const auto at = name.rfind('@');
+    if (at == std::string::npos) continue;
+    const auto pid_start = name.rfind('-', at);
+    const auto tail = name.find('-', at);  // "-<n>-<ticks>" after the host
+    if (pid_start == std::string::npos || tail == std::string::npos) continue;
+    if (name.substr(at + 1, tail - at - 1) != host) continue;
+    const std::string pid_text = name.substr(pid_start + 1, at - pid_start - 1);
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::stol(pid_text);
+    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code removed;
+    fs::remove_all(e.path(), removed);
+    if (!removed) log << "data: removed " << e.path().string() << " (left by process " << pid << ", which is gone)\n";
+  }
 }
 
 json build(const DataConfig& config, int vocab_size, const Corpus& corpus, const json& settings, const fs::path& dir,
@@ -245,6 +283,7 @@ PreparedData prepare_data(const DataConfig& config, int vocab_size, std::ostream
   const fs::path cache_dir(config.cache_dir);
   const fs::path dir = cache_dir / key_name(config, vocab_size, corpus);
 
+  remove_dead_temporaries(cache_dir, log);
   json manifest;
   const std::string reason = why_stale(dir, settings, &manifest);
   if (reason.empty()) {

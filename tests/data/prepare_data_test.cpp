@@ -1,5 +1,8 @@
 // prepare_data: the tokenizer, the token files against the corpus text, and the cache
 // (reuse, staleness, corruption, atomic build).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -166,6 +169,36 @@ TEST(PrepareData, MissingManifestIsRebuiltAndTemporaryDirsAreIgnored) {
     ++entries;
   }
   EXPECT_EQ(entries, 2);
+}
+
+// Note [Temporary directories of dead prepares]: a prepare killed part-way left its .tmp-*
+// directory in the cache forever. The next prepare removes those of processes of this host that
+// are gone, and leaves a live process's and another host's alone.
+TEST(PrepareData, TemporaryDirsOfDeadProcessesAreRemoved) {
+  OwnCache cache;
+  const PreparedData first = cache.prepare(120);
+  // A pid that existed and is gone: a child that exited and was reaped.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const fs::path root = cache.dir.path() / "cache";
+  const std::string key = fs::path(first.dir).filename().string();
+  const fs::path dead_tmp = root / (".tmp-" + key + "-" + std::to_string(dead) + "@" + host + "-0-1");
+  const fs::path dead_stale = root / (".stale-" + std::to_string(dead) + "@" + host + "-3-4");
+  const fs::path live = root / (".tmp-" + key + "-1@" + std::string(host) + "-0-2");  // pid 1 lives
+  const fs::path other_host = root / (".tmp-" + key + "-" + std::to_string(dead) + "@not-" + host + "-0-3");
+  for (const auto& d : {dead_tmp, dead_stale, live, other_host}) fs::create_directories(d / "part");
+  fs::remove(fs::path(first.dir) / "manifest.json");  // so that the next call prepares again
+  std::string log;
+  cache.prepare(120, &log);
+  EXPECT_FALSE(fs::exists(dead_tmp)) << log;
+  EXPECT_FALSE(fs::exists(dead_stale)) << log;
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other_host));
+  EXPECT_NE(log.find("which is gone"), std::string::npos) << log;
 }
 
 TEST(PrepareData, ManifestRecordsHashesAndCounts) {
