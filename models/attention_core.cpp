@@ -3,6 +3,7 @@
 
 #include "kernels/ops/attention.hpp"
 #include "models/f32_access.hpp"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 
 namespace memtrain::models {
@@ -20,6 +21,14 @@ AttentionCoreKind attention_core_kind(const ModelOptions& options, int layer, in
 
 AttentionCore::AttentionCore(int layer, int C, int NH, AttentionCoreKind kind, int first_head)
     : layer_(layer), C_(C), NH_(NH), kind_(kind), first_head_(first_head) {}
+
+void AttentionCore::set_kind(AttentionCoreKind kind) {
+  if (probs_.defined() || lse_.defined()) {
+    throw RuntimeError("AttentionCore::set_kind: layer " + std::to_string(layer_) +
+                       " still keeps a forward pass's tensors; change it between steps");
+  }
+  kind_ = kind;
+}
 
 Tensor AttentionCore::forward(PassState& s, const float* q, const float* k, const float* v, F32View& context_f) {
   const int B = s.B, T = s.T, C = C_, NH = NH_;

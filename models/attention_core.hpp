@@ -53,6 +53,9 @@ class AttentionCore {
   void release();
 
   AttentionCoreKind kind() const { return kind_; }
+  // Changes what the core keeps for backward, between steps only (nothing kept: after
+  // backward or release). Throws memtrain::RuntimeError while forward's tensors are kept.
+  void set_kind(AttentionCoreKind kind);
 
  private:
   int layer_, C_, NH_;

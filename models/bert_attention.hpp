@@ -31,6 +31,8 @@ class BertAttention {
   // everything forward kept. One all-reduce over the tp group (f).
   core::Tensor backward(PassState& s, const core::Tensor& da);
   void release();
+  // Between steps: what the attention core keeps for backward (AttentionCore::set_kind).
+  void set_core_kind(AttentionCoreKind kind) { core_.set_kind(kind); }
 
  private:
   Linear query_, key_, value_, output_;

@@ -286,6 +286,15 @@ core::Tensor BertForMaskedLM::encode(PassState& s, const core::MlmBatch& b) {
   return x;
 }
 
+void BertForMaskedLM::set_recompute(Recompute recompute, RecomputeMethod method, int num_layers) {
+  ModelOptions next = options_;
+  next.recompute = recompute;
+  next.recompute_method = method;
+  next.recompute_num_layers = num_layers;
+  for (auto& layer : layers_) layer->set_recompute(next, config_.num_hidden_layers);
+  options_ = next;
+}
+
 void BertForMaskedLM::release_all() {
   for (auto& layer : layers_) layer->release();
   head_->release();

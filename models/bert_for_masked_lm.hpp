@@ -119,6 +119,14 @@ class BertForMaskedLM {
   double step_flops(double tokens, double token_pairs, double masked) const;
 
   const BertConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
+
+  // Changes activation checkpointing between steps (no forward pass's tensors kept): every
+  // layer is checkpointed, and runs its attention core, as a model built with these settings
+  // would. The parameters, gradients and what each step computes do not change: full and
+  // selective recompute are bitwise (Note [Full recompute]). Throws memtrain::RuntimeError
+  // while a forward pass's tensors are kept.
+  void set_recompute(Recompute recompute, RecomputeMethod method, int num_layers);
 
  private:
   PassState make_pass(const core::MlmBatch& batch, bool training, std::uint64_t seed, std::uint64_t step);

@@ -1,5 +1,9 @@
 #include "models/bert_layer.hpp"
 
+#include <string>
+
+#include "runtime/core/errors.hpp"
+
 namespace memtrain::models {
 
 namespace {
@@ -13,8 +17,18 @@ BertLayer::BertLayer(ParameterSet& params, int layer, const BertConfig& config, 
     : attention_(params, layer_prefix(layer) + ".attention", layer, config,
                  attention_core_kind(options, layer, config.num_hidden_layers), tp),
       mlp_(params, layer_prefix(layer), layer, config, tp),
+      layer_(layer),
       checkpointed_(options.recompute == Recompute::full &&
                     recomputes_layer(options, layer, config.num_hidden_layers)) {}
+
+void BertLayer::set_recompute(const ModelOptions& options, int num_layers) {
+  if (x_.defined()) {
+    throw RuntimeError("BertLayer::set_recompute: layer " + std::to_string(layer_) +
+                       " still keeps its input for backward; change it between steps");
+  }
+  attention_.set_core_kind(attention_core_kind(options, layer_, num_layers));
+  checkpointed_ = options.recompute == Recompute::full && recomputes_layer(options, layer_, num_layers);
+}
 
 // Note [Full recompute]
 // Megatron-LM's full granularity (Korthikanti et al. 2022, sec. 4.1; Chen et al. 2016): a

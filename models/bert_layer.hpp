@@ -29,10 +29,15 @@ class BertLayer {
   void release();
 
   bool checkpointed() const { return checkpointed_; }
+  // Between steps (nothing kept): whether this layer is checkpointed and which attention core
+  // it runs under `options`, as the constructor decides them. Throws memtrain::RuntimeError
+  // while forward's tensors are kept.
+  void set_recompute(const ModelOptions& options, int num_layers);
 
  private:
   BertAttention attention_;
   BertMlp mlp_;
+  int layer_;
   bool checkpointed_;
   core::Tensor x_;  // the layer input, kept by a checkpointed layer only
 };

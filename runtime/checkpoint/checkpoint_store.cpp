@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "runtime/checkpoint/checkpoint_trust.hpp"
 #include "runtime/checkpoint/manifest.hpp"
 #include "runtime/core/atomic_file.hpp"
 #include "runtime/core/errors.hpp"
@@ -105,10 +106,18 @@ std::string commit_checkpoint(const std::string& root, std::int64_t step, nlohma
   core::write_file_atomically((fs::path(root) / "latest").string(),
                               [&](std::ostream& out) { out << step_directory_name(step) << '\n'; });
 
+  // Note [A checkpoint is trusted once a health check has passed]: the newest trusted one at or
+  // before this step is kept beyond keep_last, as the one a rollback may need.
   int kept = 0;  // newest first: this step's is the first one kept
+  bool trusted_kept = false;
   for (const auto& c : list_checkpoints(root)) {
     if (c.step <= step && kept < keep_last) {
       ++kept;
+      trusted_kept = trusted_kept || read_trust(c.path).trusted;
+      continue;
+    }
+    if (c.step < step && !trusted_kept && read_trust(c.path).trusted) {
+      trusted_kept = true;
       continue;
     }
     remove_all_or_throw(c.path);

@@ -42,7 +42,8 @@ std::string begin_checkpoint(const std::string& root, std::int64_t step);
 // "files" (name -> bytes) to `meta` and writes it as meta.json, writes manifest.json, fsyncs,
 // renames the directory into place (replacing an invalid one of the same step), fsyncs root,
 // replaces root/latest, then removes complete checkpoints newer than `step` (the future a
-// resume from an older one abandoned) and all but the `keep_last` newest older ones. Returns
+// resume from an older one abandoned) and all but the `keep_last` newest older ones, keeping
+// also the newest trusted one (checkpoint_trust.hpp) when those are not. Returns
 // the final path. Throws memtrain::RuntimeError on any failed write, sync or rename.
 std::string commit_checkpoint(const std::string& root, std::int64_t step, nlohmann::ordered_json meta, int keep_last,
                               WriteBudget* budget = nullptr);

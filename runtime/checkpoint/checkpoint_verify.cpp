@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/checkpoint/checkpoint_trust.hpp"
 #include "runtime/checkpoint/manifest.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/data/file_hash.hpp"
@@ -66,7 +67,10 @@ VerifyReport verify_checkpoint(const std::string& dir) {
   }
   for (const auto& e : fs::directory_iterator(d, ec)) {
     const std::string name = e.path().filename().string();
-    if (name != "manifest.json" && !listed.count(name)) r.problems.push_back(name + ": not in the manifest");
+    // trusted.json is written after the manifest, by a later health check (checkpoint_trust.hpp).
+    if (name != "manifest.json" && !name.starts_with(kTrustFile) && !listed.count(name)) {
+      r.problems.push_back(name + ": not in the manifest");
+    }
   }
   // Checksums prove the bytes are the ones written, not that they can be read: a header damaged
   // before the manifest was computed (or a manifest recomputed over damaged files) would pass

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runtime/checkpoint/checkpoint_trust.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/checkpoint_verify.hpp"
 #include "runtime/cli/checkpoint_directory.hpp"
@@ -58,6 +59,14 @@ int inspect(const std::string& dir, std::ostream& out) {
       }
     }
   }
+  // Note [A checkpoint is trusted once a health check has passed]
+  const checkpoint::Trust trust = checkpoint::read_trust(dir);
+  out << "  trusted: " << (trust.trusted ? "yes" : "no") << " ("
+      << (trust.how == "no"         ? "no health check has passed at or after its step; resume and rollback pass it by"
+          : trust.how == "at write" ? "its step's health checks passed before it was written"
+          : trust.how == "not recorded" ? "written before trust was recorded"
+                                        : trust.how)
+      << ")\n";
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());

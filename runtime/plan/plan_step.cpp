@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "runtime/train/optimizer.hpp"
 #include "runtime/train/train_step.hpp"
 #include "runtime/train/training_data.hpp"
+#include "runtime/train/training_job.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -92,51 +94,42 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   auto grid = comms::ProcessGrid::simulated(world_size, config.parallel.tensor_model_parallel_size);
   comms::Communicator& world = grid.dp();
   const BatchPlan plan = BatchPlan::make(tc.global_batch_size, tc.micro_batch_size, grid.dp_size(), 0);
-  MemoryConfig memory_config = config.memory;
-  memory_config.capacity = 0;  // the whole demand; capacities are applied by replay
-  memory_config.limit = 0;
-  memory_config.reservation = 0;
+  Config job_config = config;
+  job_config.memory.capacity = 0;  // the whole demand; capacities are applied by replay
+  job_config.memory.limit = 0;
+  job_config.memory.reservation = 0;
   data::DataConfig data_config = config.data;
   data_config.dynamic_seq_length = false;  // every row full length
   const auto data = data::MlmDataset::mock(data_config, config.model.vocab_size, tc.seed);
   const auto validation = data::MlmDataset::mock(data_config, config.model.vocab_size, validation_seed(tc.seed));
 
-  memory::TraceRecorder trace;  // outlives the allocator's sink
-  auto allocator = make_dry_run_allocator(memory_config, kUnlimitedBytes, "simulated plan device");
-  allocator->set_event_sink(trace.sink());
+  memory::TraceRecorder trace;  // outlives the job: its destruction frees are in the trace
   StepMeasurement m;
   std::vector<std::pair<std::size_t, std::size_t>> training_windows;  // event index ranges
   {
-    core::Context ctx(allocator);
-    ctx.set_dry_run(true);
-    // The trainer's order: model, gradient synchroniser, optimizer, scaler (trainer.cpp).
-    models::BertForMaskedLM model(config.model, ctx, model_options(config), tensor_parallel(config, &grid.tp()));
-    const auto compression = gradient_compression(config);
-    comms::GradientSynchronizer gradient_sync(model.gradient_buckets(), world, ctx, true, gradient_reduction(config),
-                                              compression ? &*compression : nullptr);
-    const auto optimizer = make_optimizer(config, model, gradient_sync, world, ctx, &grid.tp());
-    LossScaler scaler(config.precision.loss_scale, config.precision.dtype == "fp16");
-    // checkpoint.async's staging copy, allocated up front as the trainer does.
-    const core::Tensor checkpoint_staging =
-        allocate_checkpoint_staging(config, model.parameters(), *optimizer, gradient_sync.compressor(), grid, ctx);
-    m.parameters = model.num_parameters();
-    for (const auto& p : model.parameters()) m.parameters_on_rank += p.value.numel();
+    // The trainer's job, built by the trainer's builder (Note [One order of construction]).
+    std::ostringstream discard;
+    TrainingJob job(job_config, grid, JobPlacement{SimulatedDevice{kUnlimitedBytes, "simulated plan device"}, &trace},
+                    discard);
+    m.loss_scale = job.scaler.config();
+    m.parameters = job.model.num_parameters();
+    for (const auto& p : job.model.parameters()) m.parameters_on_rank += p.value.numel();
     m.micro_batch_size = plan.micro_batch_size;
     m.accumulation_steps = plan.accumulation_steps();
     // Note [A plan measures the trainer's first steps and evaluations]
-    const auto evaluate = [&] { evaluate_model(model, validation, world, tc.micro_batch_size, tc.eval_steps); };
+    const auto evaluate = [&] { evaluate_model(job.model, validation, world, tc.micro_batch_size, tc.eval_steps); };
     evaluate();  // the trainer evaluates before the first step
     const std::int64_t steps = measured_steps(tc.max_steps);
     for (std::int64_t step = 1; step <= steps; ++step) {
       const std::size_t first_event = trace.size();
-      train_step(model, data, plan, world, *optimizer, step - 1, StepSettings{tc.lr, tc.grad_clip, tc.seed}, &scaler,
-                 &gradient_sync, &grid.world());
+      train_step(job.model, data, plan, world, *job.optimizer, step - 1, StepSettings{tc.lr, tc.grad_clip, tc.seed},
+                 &job.scaler, &job.gradient_sync, &grid.world());
       training_windows.emplace_back(first_event, trace.size());
       if (step % tc.eval_interval == 0 || step == steps) evaluate();
     }
     m.steps = steps;
 
-    m.stats = allocator->stats();
+    m.stats = job.allocator->stats();
     const auto& tags = core::tags();
     m.model_state.parameter = current_bytes(m.stats, tags.parameter);
     m.model_state.gradient = current_bytes(m.stats, tags.gradient);

@@ -38,7 +38,9 @@ struct StepMeasurement {
   std::int64_t activation_peak_bytes = 0;
   std::map<std::string, std::int64_t> per_tag_peak_bytes;  // tag name -> peak requested bytes
   memory::MemoryStats stats;                               // under memory.policy on a device with no limit
-  std::vector<memory::TraceOp> trace;                      // every alloc/free of the step, in order, for replay
+  // The settings of the job's loss scaler (TrainingJob: the trainer's, health included).
+  LossScaleConfig loss_scale;
+  std::vector<memory::TraceOp> trace;  // every alloc/free of the step, in order, for replay
 };
 
 // Note [A plan measures the trainer's first steps and evaluations]

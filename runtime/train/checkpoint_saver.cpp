@@ -220,6 +220,7 @@ RootFiles root_files(const CheckpointSource& src, const comms::ProcessGrid& grid
   meta["step"] = step;
   meta["consumed_samples"] = step * static_cast<std::int64_t>(src.config.training.global_batch_size);
   meta["config_hash"] = src.config_hash;
+  meta["trusted"] = src.trusted;
   if (!src.data_key.empty()) meta["data_key"] = src.data_key;
   meta["tensor_model_parallel_size"] = grid.tp_size();
   meta["data_parallel_size"] = grid.dp_size();

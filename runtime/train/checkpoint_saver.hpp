@@ -51,6 +51,9 @@ struct CheckpointSource {
   const comms::GradientCompressor* gradient_compressor = nullptr;
   // TrainingData::data_key, recorded in meta.json (empty: not recorded).
   std::string data_key;
+  // meta.json "trusted": the health checks of this step passed before it was written
+  // (Note [A checkpoint is trusted once a health check has passed]).
+  bool trusted = true;
 };
 
 // The safetensors files one rank writes, as views of the bytes they are written from (the live

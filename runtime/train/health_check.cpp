@@ -39,6 +39,36 @@ void hash_tensor(XXH64_state_t* state, const core::Tensor& t) {
   XXH64_update(state, host.data(), host.size());
 }
 
+// Elements of `t` whose stored exponent is all ones (inf or NaN) in its dtype.
+std::int64_t non_finite_elements(const core::Tensor& t) {
+  std::vector<std::byte> host;
+  const std::byte* bytes = nullptr;
+  if (t.device() == kernels::Device::cpu) {
+    bytes = static_cast<const std::byte*>(models::raw_bytes(t));
+  } else {
+    host.resize(t.nbytes());
+    t.copy_to_host(host.data());
+    bytes = host.data();
+  }
+  std::int64_t bad = 0;
+  const std::int64_t n = t.numel();
+  if (t.dtype() == core::DType::f32) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::uint32_t u = 0;
+      std::memcpy(&u, bytes + 4 * i, 4);
+      bad += (u & 0x7f800000u) == 0x7f800000u ? 1 : 0;
+    }
+    return bad;
+  }
+  const std::uint16_t exponent = t.dtype() == core::DType::bf16 ? 0x7f80 : 0x7c00;  // bf16 | f16
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint16_t u = 0;
+    std::memcpy(&u, bytes + 2 * i, 2);
+    bad += (u & exponent) == exponent ? 1 : 0;
+  }
+  return bad;
+}
+
 std::string hex(std::uint64_t h) {
   char s[17];
   std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(h));
@@ -121,6 +151,17 @@ std::string check_replicas(const std::vector<models::Parameter>& params, comms::
   line.resize(static_cast<std::size_t>(lengths[static_cast<std::size_t>(source)]));
   grid.world().broadcast(line.data(), static_cast<std::int64_t>(line.size()), source);
   return line;
+}
+
+std::string check_finite(const std::vector<models::Parameter>& params, comms::ProcessGrid& grid, std::int64_t step) {
+  std::int64_t bad = 0;
+  for (const auto& p : params) {
+    if (p.value.nbytes() > 0) bad += non_finite_elements(p.value);
+    if (p.master.defined() && p.master.nbytes() > 0) bad += non_finite_elements(p.master);
+  }
+  if (grid.world().size() > 1) grid.world().allreduce_sum(&bad, 1);
+  if (bad == 0) return "";
+  return "step " + std::to_string(step) + ": " + std::to_string(bad) + " parameter elements are inf or NaN";
 }
 
 void inject_nan_gradient(models::BertForMaskedLM& model) {

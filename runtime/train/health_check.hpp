@@ -32,6 +32,11 @@ std::uint64_t parameter_digest(const std::vector<models::Parameter>& params, boo
 // group and the world ranks whose digest differs from the majority (both, with two replicas).
 std::string check_replicas(const std::vector<models::Parameter>& params, comms::ProcessGrid& grid, std::int64_t step);
 
+// Whether every value (and fp32 master) of `params` on every rank is finite (collective over
+// grid.world()): "" when they are, else one line naming the step and how many elements are
+// inf or NaN. Reads the stored bits (f32, f16 or bf16: an all-ones exponent), copied from a GPU.
+std::string check_finite(const std::vector<models::Parameter>& params, comms::ProcessGrid& grid, std::int64_t step);
+
 // MEMTRAIN_FAULT=nan_grad: element 0 of the first parameter's gradient becomes NaN.
 void inject_nan_gradient(models::BertForMaskedLM& model);
 

@@ -61,6 +61,8 @@ class LossScaler {
   static void validate(const LossScaleConfig& config);
 
   bool enabled() const { return enabled_; }
+  // The settings it was built with (max_skipped_steps_at_min included).
+  const LossScaleConfig& config() const { return config_; }
   // The factor the loss is multiplied by (dimensionless); 1.0 when disabled.
   double scale() const { return state_.scale; }
 

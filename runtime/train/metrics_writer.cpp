@@ -75,6 +75,13 @@ void MetricsWriter::write_rolled_back(std::int64_t step, const std::string& chec
   write_line(core::json_text(j));
 }
 
+void MetricsWriter::write_fault_detected(std::int64_t step, const std::string& reason) {
+  nlohmann::ordered_json j;
+  j["fault_detected_at"] = step;
+  j["reason"] = reason;
+  write_line(core::json_text(j));
+}
+
 void MetricsWriter::reopen() {
   out_.close();
   out_.clear();

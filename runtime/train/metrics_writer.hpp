@@ -69,6 +69,10 @@ class MetricsWriter {
   // {"rolled_back_to": step, "checkpoint": path, "reason": why}: a health check rolled the run
   // back (health_check.hpp); no "step" key either.
   void write_rolled_back(std::int64_t step, const std::string& checkpoint, const std::string& reason);
+  // {"fault_detected_at": step, "reason": why}: a health check found a fault at `step`
+  // (replicas that disagree, a streak of skipped steps, non-finite parameters), written before
+  // the rollback or the failure it leads to; no "step" key either.
+  void write_fault_detected(std::int64_t step, const std::string& reason);
   // Opens the file again (after truncate_metrics_after replaced it).
   void reopen();
   const std::string& path() const { return path_; }

@@ -1,11 +1,13 @@
 #include "runtime/train/resume.hpp"
 
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/checkpoint_trust.hpp"
 #include "runtime/checkpoint/checkpoint_verify.hpp"
 #include "runtime/config/resume_compatibility.hpp"
 #include "runtime/core/errors.hpp"
@@ -51,14 +53,16 @@ ResumePoint find_resume_point(const std::string& run_dir, ResumeMode mode, const
                       "), which starting over would overwrite; resume (--resume auto) or use another --run-dir");
   }
   std::vector<std::string> skipped;
-  const auto valid = checkpoint::newest_valid_checkpoint(root, &skipped);
+  // Note [A checkpoint is trusted once a health check has passed]: never a newer untrusted one.
+  const auto valid = checkpoint::newest_trusted_checkpoint(root, std::numeric_limits<std::int64_t>::max(), &skipped);
   for (const auto& w : skipped) warnings << "memtrain: warning: " << w << "\n";
   if (!valid) {
     if (mode == ResumeMode::required) {
-      throw ConfigError("--resume required: no checkpoint under " + root + " verifies (the warnings say why)");
+      throw ConfigError("--resume required: no checkpoint under " + root +
+                        " verifies and is trusted (the warnings say why)");
     }
     warnings << "memtrain: warning: no checkpoint under " << root
-             << " verifies; starting from step 0 (--resume required would refuse)\n";
+             << " verifies and is trusted; starting from step 0 (--resume required would refuse)\n";
     ResumePoint fresh;
     fresh.none_valid = true;
     return fresh;

@@ -1,5 +1,6 @@
 #include "runtime/train/run_summary.hpp"
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <sstream>
@@ -31,7 +32,12 @@ std::string format_summary(const RunSummary& s) {
                   s.train_s > 0 ? static_cast<double>(s.tokens) / s.train_s : 0.0, static_cast<long long>(s.tokens));
   }
   os << buf;
-  std::snprintf(buf, sizeof buf, "  train loss       %.4f (last step)\n", s.final_train_loss);
+  if (s.steps_done == 0 || std::isnan(s.final_train_loss)) {
+    std::snprintf(buf, sizeof buf, "  train loss       none (%s)\n",
+                  s.dry_run ? "a dry run computes none" : "no step ran in this process");
+  } else {
+    std::snprintf(buf, sizeof buf, "  train loss       %.4f (last step)\n", s.final_train_loss);
+  }
   os << buf;
   std::snprintf(buf, sizeof buf, "  eval loss        %.4f -> %.4f\n", s.start_eval_loss, s.end_eval_loss);
   os << buf;
@@ -46,6 +52,7 @@ std::string format_summary(const RunSummary& s) {
   os << buf;
   os << "  peak memory      " << memory::format_byte_size(s.peak_allocated_bytes) << " allocated, "
      << memory::format_byte_size(s.peak_reserved_bytes) << " reserved\n";
+  for (const auto& e : s.health_events) os << "  health           " << e << '\n';
   if (!s.run_dir.empty()) os << "  run directory    " << s.run_dir << '\n';
   return os.str();
 }

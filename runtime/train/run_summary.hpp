@@ -2,6 +2,7 @@
 // The summary printed at the end of a run.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace memtrain::train {
 
@@ -25,6 +26,8 @@ struct RunSummary {
   double final_loss_scale = 1;     // the scale at the end (with loss_scaling)
   std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients (with loss_scaling)
   bool dry_run = false;            // no math ran: a throughput figure would mean nothing
+  // Faults the health checks detected, one line each ("step 20: ...; rolled back to step 9").
+  std::vector<std::string> health_events;
 };
 
 // A block of "  key  value" lines, units spelled out (s, tokens/s, MiB). A dry run's tokens/s

@@ -9,6 +9,7 @@
 #include "runtime/config/device_target.hpp"
 #include "runtime/train/progress_line.hpp"
 #include "runtime/train/resume.hpp"
+#include "runtime/train/step_boundary.hpp"
 
 namespace memtrain::train {
 
@@ -34,6 +35,10 @@ struct RunOptions {
   bool profile_ops = false;
   // `train --progress`: whether rank 0's progress line is rewritten in place (progress_line.hpp).
   ProgressMode progress = ProgressMode::automatic;
+  // Called on every rank at every step boundary (step_boundary.hpp): before the first step and
+  // after each step, the last one included. Where an elastic job changes its micro-batch size
+  // or recompute setting and releases cached memory; tests read the parameters there.
+  std::function<void(StepBoundary&)> at_step_boundary{};
 };
 
 // Trains config.model on config.data for training.max_steps steps on every rank of the world
