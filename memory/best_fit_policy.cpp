@@ -1,6 +1,7 @@
 #include <memory>
 
 #include "memory/allocation_policy.hpp"
+#include "memory/allocation_policy_registry.hpp"
 
 namespace memtrain::memory {
 namespace {
@@ -63,8 +64,13 @@ class BestFitPolicy final : public AllocationPolicy {
 
 }  // namespace
 
-std::unique_ptr<AllocationPolicy> make_best_fit_policy(const AllocatorOptions& options) {
-  return std::make_unique<BestFitPolicy>(options.max_split_size);
+PolicyRegistration best_fit_policy_registration() {
+  return {
+      .name = "best_fit",
+      .make = [](const AllocatorOptions& options, std::size_t) -> std::unique_ptr<AllocationPolicy> {
+        return std::make_unique<BestFitPolicy>(options.max_split_size);
+      },
+  };
 }
 
 }  // namespace memtrain::memory

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "memory/allocation_policy.hpp"
+#include "memory/allocation_policy_registry.hpp"
 
 namespace memtrain::memory {
 namespace {
@@ -61,13 +62,19 @@ class VmmStitchPolicy final : public AllocationPolicy {
 
 }  // namespace
 
-std::unique_ptr<AllocationPolicy> make_vmm_stitch_policy(const AllocatorOptions& options, std::size_t granularity) {
-  if (granularity == 0 || (granularity & (granularity - 1)) != 0) {
-    throw std::invalid_argument(
-        "policy vmm_stitch needs a virtual-memory upstream (CUDA VMM, host memfd VMM or "
-        "SimulatedVirtualMemoryResource); this upstream cannot map pages");
-  }
-  return std::make_unique<VmmStitchPolicy>(options.max_split_size, granularity);
+PolicyRegistration vmm_stitch_policy_registration() {
+  return {
+      .name = "vmm_stitch",
+      .maps_pages = true,
+      .make = [](const AllocatorOptions& options, std::size_t granularity) -> std::unique_ptr<AllocationPolicy> {
+        if (granularity == 0 || (granularity & (granularity - 1)) != 0) {
+          throw std::invalid_argument(
+              "policy vmm_stitch needs a virtual-memory upstream (CUDA VMM, host memfd VMM or "
+              "SimulatedVirtualMemoryResource); this upstream cannot map pages");
+        }
+        return std::make_unique<VmmStitchPolicy>(options.max_split_size, granularity);
+      },
+  };
 }
 
 }  // namespace memtrain::memory
