@@ -80,5 +80,32 @@ TEST(PolicyRegistry, NoCacheRefusesSplittingAndNamesTheCachingPolicies) {
   }
 }
 
+// vmm_stitch keeps best_fit's block reuse rules (Note [vmm_stitch: map fragmented pages into one
+// range]); only its large-pool split unit is a page instead of "more than 1 MiB".
+TEST(PolicyRegistry, VmmStitchServesCachedBlocksAsBestFitDoes) {
+  for (const std::size_t max_split : {kMaxSplitSizeUnset, 64 * MiB}) {
+    AllocatorOptions o;
+    o.max_split_size = max_split;
+    o.policy = "best_fit";
+    const auto best_fit = make_policy(o, 0);
+    o.policy = "vmm_stitch";
+    const auto stitch = make_policy(o, 2 * MiB);
+    for (const std::size_t block : {2 * MiB, 40 * MiB, 64 * MiB, 100 * MiB}) {
+      for (const std::size_t request : {2 * MiB, 30 * MiB, 64 * MiB, 82 * MiB, 100 * MiB}) {
+        if (request > block) continue;
+        SCOPED_TRACE(std::to_string(block) + " " + std::to_string(request) + " " + std::to_string(max_split));
+        EXPECT_EQ(best_fit->may_serve(Pool::large, block, request), stitch->may_serve(Pool::large, block, request));
+        EXPECT_EQ(best_fit->should_split(Pool::large, block, request),
+                  stitch->should_split(Pool::large, block, request))
+            << "remainders of whole pages above 1 MiB";
+      }
+    }
+    EXPECT_TRUE(best_fit->should_split(Pool::small, MiB, MiB - 256));
+    EXPECT_TRUE(stitch->should_split(Pool::small, MiB, MiB - 256));
+    EXPECT_FALSE(best_fit->should_split(Pool::large, 4 * MiB, 3 * MiB)) << "1 MiB left: not more than 1 MiB";
+    EXPECT_TRUE(stitch->should_split(Pool::large, 4 * MiB, 2 * MiB)) << "one whole page left";
+  }
+}
+
 }  // namespace
 }  // namespace memtrain::memory
