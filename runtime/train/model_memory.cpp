@@ -14,6 +14,7 @@
 #include "memory/shared_ledger.hpp"
 #include "memory/simulated_resource.hpp"
 #include "memory/simulated_virtual_memory_resource.hpp"
+#include "runtime/config/config_alloc_conf.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
@@ -65,16 +66,6 @@ auto join(Make make) {
   } catch (const std::runtime_error& e) {
     throw RuntimeError(std::string("memory.reservation: ") + e.what());
   }
-}
-
-memory::AllocatorOptions allocator_options(const MemoryConfig& config) {
-  memory::AllocatorOptions options;
-  options.policy = config.policy;
-  options.max_split_size = config.max_split_size;
-  options.garbage_collection_threshold = config.garbage_collection_threshold;
-  options.expandable_segments = config.expandable_segments;
-  options.capacity = config.capacity;
-  return options;
 }
 
 }  // namespace
