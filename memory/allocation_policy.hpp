@@ -1,6 +1,7 @@
 #pragma once
 // The rules a CachingAllocator follows; the allocator does the bookkeeping. One policy per
-// file, each with a Note block giving its reasoning: no_cache_policy.cpp, pytorch_policy.cpp,
+// file, each with a Note block giving its reasoning and its registration
+// (allocation_policy_registry.hpp lists them): no_cache_policy.cpp, pytorch_policy.cpp,
 // best_fit_policy.cpp, vmm_stitch_policy.cpp.
 #include <cstddef>
 #include <memory>
@@ -44,16 +45,11 @@ class AllocationPolicy {
   virtual bool stitches() const { return false; }
 };
 
-// The policy named by options.policy. `granularity` is the page size of a virtual-memory
-// upstream (0 when the upstream is not one). Throws std::invalid_argument for an unknown name.
+// The policy registered as options.policy (allocation_policy_registry.hpp). `granularity` is
+// the page size in bytes of a virtual-memory upstream (0 when the upstream is not one). Throws
+// std::invalid_argument for an unknown name, listing the registered ones, and when the policy
+// cannot run on that upstream (vmm_stitch without pages).
 std::unique_ptr<AllocationPolicy> make_policy(const AllocatorOptions& options, std::size_t granularity);
-
-// Each policy alone (make_policy picks one by name); the Note in each .cpp file gives its rules.
-// `granularity`: vmm_stitch's page size, the unit it maps and stitches.
-std::unique_ptr<AllocationPolicy> make_no_cache_policy(const AllocatorOptions& options);
-std::unique_ptr<AllocationPolicy> make_pytorch_policy(const AllocatorOptions& options);
-std::unique_ptr<AllocationPolicy> make_best_fit_policy(const AllocatorOptions& options);
-std::unique_ptr<AllocationPolicy> make_vmm_stitch_policy(const AllocatorOptions& options, std::size_t granularity);
 
 // Round `x` up to a multiple of the power of two `m`; 0 when the result would not fit.
 constexpr std::size_t round_up_checked(std::size_t x, std::size_t m) {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "memory/allocation_policy_registry.hpp"
 #include "memory/byte_size.hpp"
 
 namespace memtrain::memory {
@@ -29,10 +30,6 @@ std::string_view trim(std::string_view s) {
 [[noreturn]] void fail(std::string_view key, std::string_view value, std::string_view expected) {
   throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: " + std::string(key) + " = '" + std::string(value) +
                               "' is invalid; expected " + std::string(expected));
-}
-
-bool is_policy(std::string_view name) {
-  return std::find(std::begin(kPolicyNames), std::end(kPolicyNames), name) != std::end(kPolicyNames);
 }
 
 }  // namespace
@@ -70,7 +67,7 @@ AllocatorOptions parse_alloc_conf(std::string_view conf, AllocatorOptions base) 
       throw std::invalid_argument("MEMTRAIN_ALLOC_CONF: key '" + std::string(key) + "' is given twice");
     }
     if (key == "policy") {
-      if (!is_policy(value)) fail(key, value, "one of no_cache, pytorch, best_fit, vmm_stitch");
+      if (find_policy(value) == nullptr) fail(key, value, "one of " + policy_name_list());
       options.policy = std::string(value);
     } else if (key == "max_split_size_mb") {
       std::size_t mb = 0;
@@ -115,39 +112,24 @@ AllocatorOptions parse_alloc_conf(std::string_view conf, AllocatorOptions base) 
 }
 
 void validate_options(const AllocatorOptions& options, std::size_t upstream_capacity) {
-  if (!is_policy(options.policy)) {
-    throw std::invalid_argument("allocator policy '" + options.policy +
-                                "' is unknown; expected one of no_cache, pytorch, best_fit, "
-                                "vmm_stitch");
-  }
+  const PolicyRegistration& policy = policy_registration(options.policy);
   const double t = options.garbage_collection_threshold;
   if (!(t == 0.0 || (t > 0.0 && t < 1.0))) {
     throw std::invalid_argument("garbage_collection_threshold = " + std::to_string(t) +
                                 " is out of range; expected 0 (off) or a number strictly "
                                 "between 0.0 and 1.0");
   }
-  if (options.policy == "no_cache") {
-    if (options.max_split_size != kMaxSplitSizeUnset) {
-      throw std::invalid_argument(
-          "max_split_size does nothing with policy no_cache (it never splits blocks); "
-          "unset it or choose pytorch, best_fit or vmm_stitch");
-    }
-    if (t > 0.0) {
-      throw std::invalid_argument(
-          "garbage_collection_threshold does nothing with policy no_cache (it caches nothing); "
-          "unset it or choose a caching policy");
-    }
-    if (options.expandable_segments) {
-      throw std::invalid_argument(
-          "expandable_segments does nothing with policy no_cache (it returns every block to "
-          "the device); unset it or choose a caching policy");
-    }
-  }
+  if (policy.validate != nullptr) policy.validate(options);
   if (t > 0.0 && options.capacity == 0 && upstream_capacity == 0) {
     throw std::invalid_argument("garbage_collection_threshold = " + std::to_string(t) +
                                 " has no limit to measure against: the upstream is unbounded and no capacity is set; "
                                 "set capacity (e.g. capacity:40GiB) or unset the threshold");
   }
+}
+
+bool needs_virtual_memory(const AllocatorOptions& options) {
+  const PolicyRegistration* policy = find_policy(options.policy);
+  return (policy != nullptr && policy->maps_pages) || options.expandable_segments;
 }
 
 std::string to_alloc_conf(const AllocatorOptions& options) {

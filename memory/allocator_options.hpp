@@ -12,7 +12,7 @@ namespace memtrain::memory {
 inline constexpr std::size_t kMaxSplitSizeUnset = SIZE_MAX;
 
 struct AllocatorOptions {
-  // One of "no_cache", "pytorch", "best_fit", "vmm_stitch" (caching_allocator.hpp).
+  // A registered policy's name (allocation_policy_registry.hpp).
   std::string policy = "best_fit";
   // Blocks of this size (bytes) or more are never split and serve only requests of at least
   // this size (PyTorch's max_split_size_mb). kMaxSplitSizeUnset when unset.
@@ -27,11 +27,8 @@ struct AllocatorOptions {
   std::size_t capacity = 0;
 };
 
-// Names of the policies, in the order experiments report them.
-inline constexpr std::string_view kPolicyNames[] = {"no_cache", "pytorch", "best_fit", "vmm_stitch"};
-
 // Parses MEMTRAIN_ALLOC_CONF: `key:value,key:value`, the syntax of PYTORCH_CUDA_ALLOC_CONF.
-// Keys: policy (a name above), max_split_size_mb (integer MiB, > 20 as in PyTorch),
+// Keys: policy (a registered policy's name), max_split_size_mb (integer MiB, > 20 as in PyTorch),
 // garbage_collection_threshold (0 < x < 1), expandable_segments (True/False/true/false/1/0),
 // capacity (a byte size: "40GiB", "512MiB", "1073741824"). Whitespace around keys and values is
 // ignored; an empty string gives the defaults. Throws std::invalid_argument naming the key,
@@ -49,11 +46,17 @@ AllocatorOptions apply_alloc_conf_environment(AllocatorOptions base);
 inline constexpr std::size_t kUpstreamCapacityUnknown = SIZE_MAX;
 
 // Rejects option combinations that would silently do nothing, with the reason: an unknown
-// policy; no_cache with max_split_size, a garbage_collection_threshold or expandable_segments
-// (nothing is cached or split); a threshold outside 0 or (0, 1); a threshold with no limit to
-// measure it against (no `capacity` and an unbounded upstream: `upstream_capacity` == 0).
-// Throws std::invalid_argument.
+// policy (listing the registered ones); a threshold outside 0 or (0, 1); options the policy
+// refuses (its registration's validate: no_cache refuses max_split_size, a
+// garbage_collection_threshold and expandable_segments, since nothing is cached or split); a
+// threshold with no limit to measure it against (no `capacity` and an unbounded upstream:
+// `upstream_capacity` == 0). Throws std::invalid_argument.
 void validate_options(const AllocatorOptions& options, std::size_t upstream_capacity);
+
+// Whether the allocator needs a VirtualMemoryResource upstream for these options: the policy
+// maps pages (vmm_stitch) or expandable_segments is set. False for an unknown policy, which
+// validate_options refuses.
+bool needs_virtual_memory(const AllocatorOptions& options);
 
 // The options as MEMTRAIN_ALLOC_CONF text (round-trips through parse_alloc_conf).
 std::string to_alloc_conf(const AllocatorOptions& options);

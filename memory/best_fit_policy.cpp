@@ -1,6 +1,8 @@
 #include <memory>
 
 #include "memory/allocation_policy.hpp"
+#include "memory/allocation_policy_registry.hpp"
+#include "memory/best_fit_rules.hpp"
 
 namespace memtrain::memory {
 namespace {
@@ -9,7 +11,6 @@ constexpr std::size_t kAlignment = 256;  // the Allocator contract
 constexpr std::size_t kSmallSize = std::size_t{1} << 20;
 constexpr std::size_t kSmallSegment = std::size_t{2} << 20;
 constexpr std::size_t kLargeRound = std::size_t{2} << 20;
-constexpr std::size_t kOversizeWaste = std::size_t{20} << 20;
 
 // Note [best_fit: reserve only what is needed, reuse across streams]
 // Best fit over free blocks ordered by (stream, size, address), splitting the chosen block
@@ -37,7 +38,8 @@ constexpr std::size_t kOversizeWaste = std::size_t{20} << 20;
 // serve only requests of at least that size wasting less than 20 MiB.
 class BestFitPolicy final : public AllocationPolicy {
  public:
-  explicit BestFitPolicy(std::size_t max_split_size) : max_split_size_(max_split_size) {}
+  // A large-pool remainder is split off only above 1 MiB.
+  explicit BestFitPolicy(std::size_t max_split_size) : rules_{max_split_size, kSmallSize + 1} {}
   std::string_view name() const override { return "best_fit"; }
   std::size_t round_size(std::size_t bytes) const override { return round_up_checked(bytes, kAlignment); }
   Pool pool_for(std::size_t rounded) const override { return rounded <= kSmallSize ? Pool::small : Pool::large; }
@@ -45,26 +47,27 @@ class BestFitPolicy final : public AllocationPolicy {
     return rounded <= kSmallSize ? kSmallSegment : round_up_checked(rounded, kLargeRound);
   }
   bool may_serve(Pool, std::size_t block_size, std::size_t rounded) const override {
-    if (rounded < max_split_size_ && block_size >= max_split_size_) return false;
-    if (rounded >= max_split_size_ && block_size - rounded >= kOversizeWaste) return false;
-    return true;
+    return rules_.may_serve(block_size, rounded);
   }
   bool should_split(Pool pool, std::size_t block_size, std::size_t rounded) const override {
-    const std::size_t remaining = block_size - rounded;
-    if (pool == Pool::small) return remaining >= kAlignment;
-    return block_size < max_split_size_ && remaining > kSmallSize;
+    return rules_.should_split(pool, block_size, rounded);
   }
   bool reclaims_other_streams() const override { return true; }
   bool holds_peak() const override { return true; }
 
  private:
-  std::size_t max_split_size_;
+  BestFitRules rules_;
 };
 
 }  // namespace
 
-std::unique_ptr<AllocationPolicy> make_best_fit_policy(const AllocatorOptions& options) {
-  return std::make_unique<BestFitPolicy>(options.max_split_size);
+PolicyRegistration best_fit_policy_registration() {
+  return {
+      .name = "best_fit",
+      .make = [](const AllocatorOptions& options, std::size_t) -> std::unique_ptr<AllocationPolicy> {
+        return std::make_unique<BestFitPolicy>(options.max_split_size);
+      },
+  };
 }
 
 }  // namespace memtrain::memory

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "memory/allocation_policy_registry.hpp"
 #include "memory/byte_size.hpp"
 #include "memory/memory_summary.hpp"
 #include "memory/caching_allocator_nodes.hpp"
@@ -20,10 +21,10 @@ CachingAllocator::CachingAllocator(std::shared_ptr<MemoryResource> upstream, All
   if (!upstream_) throw std::invalid_argument("CachingAllocator: upstream resource is null");
   validate_options(options_, upstream_->capacity_bytes());
   auto* vmm = dynamic_cast<VirtualMemoryResource*>(upstream_.get());
-  const bool needs_vmm = options_.policy == "vmm_stitch" || options_.expandable_segments;
+  const bool needs_vmm = needs_virtual_memory(options_);
   if (needs_vmm && vmm == nullptr) {
     throw std::invalid_argument(
-        std::string(options_.policy == "vmm_stitch" ? "policy vmm_stitch" : "expandable_segments") +
+        (policy_registration(options_.policy).maps_pages ? "policy " + options_.policy : "expandable_segments") +
         " needs a virtual-memory upstream (CUDA VMM, host memfd VMM or simulated VMM); '" + upstream_->name() +
         "' cannot map pages");
   }
@@ -572,12 +573,14 @@ void CachingAllocator::throw_oom(std::size_t bytes, std::size_t rounded, StreamI
          " reserved but unallocated (largest free block " + format_byte_size(largest) + ").";
   // Note [Out-of-memory hints]
   // The hint names the one change that would have served this request, if there is one:
-  // fragmented cached space that is enough in total is what vmm_stitch uses; otherwise the
-  // request is larger than everything that could be freed.
+  // fragmented cached space that is enough in total is what vmm_stitch uses; a caching policy
+  // that keeps cached segments past its peak (pytorch) reserves more than best_fit would;
+  // otherwise the request is larger than everything that could be freed. The policy is asked
+  // what it does, not what it is called.
   const std::size_t free_total = cached_free_bytes() + (capacity_ != 0 ? capacity_ - std::min(capacity_, reserved) : 0);
-  if (policy_->name() != "vmm_stitch" && rounded != 0 && free_total >= rounded && unallocated > 0) {
+  if (!policy_->stitches() && rounded != 0 && free_total >= rounded && unallocated > 0) {
     msg += " Policy vmm_stitch can use fragmented space.";
-  } else if (policy_->name() == "pytorch" && rounded != 0 && largest < rounded && unallocated > 0) {
+  } else if (policy_->caches() && !policy_->holds_peak() && rounded != 0 && largest < rounded && unallocated > 0) {
     msg += " Policy best_fit reserves less unused memory.";
   } else {
     msg += " Free tensors, reduce micro_batch_size or use a larger device.";

@@ -1,6 +1,7 @@
 #include <memory>
 
 #include "memory/allocation_policy.hpp"
+#include "memory/allocation_policy_registry.hpp"
 
 namespace memtrain::memory {
 namespace {
@@ -64,8 +65,13 @@ class PytorchPolicy final : public AllocationPolicy {
 
 }  // namespace
 
-std::unique_ptr<AllocationPolicy> make_pytorch_policy(const AllocatorOptions& options) {
-  return std::make_unique<PytorchPolicy>(options.max_split_size);
+PolicyRegistration pytorch_policy_registration() {
+  return {
+      .name = "pytorch",
+      .make = [](const AllocatorOptions& options, std::size_t) -> std::unique_ptr<AllocationPolicy> {
+        return std::make_unique<PytorchPolicy>(options.max_split_size);
+      },
+  };
 }
 
 }  // namespace memtrain::memory

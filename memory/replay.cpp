@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "memory/activation_planner.hpp"
+#include "memory/allocation_policy_registry.hpp"
 #include "memory/allocator_options.hpp"
 #include "memory/byte_size.hpp"
 #include "memory/caching_allocator.hpp"
@@ -72,13 +73,13 @@ std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& sourc
 
 ReplayReport replay_on_allocator(const InternedTrace& trace, const std::string& policy, std::size_t capacity_bytes) {
   std::shared_ptr<MemoryResource> device;
-  if (policy == "vmm_stitch") {
+  AllocatorOptions options;
+  options.policy = policy;
+  if (needs_virtual_memory(options)) {
     device = std::make_shared<SimulatedVirtualMemoryResource>(capacity_bytes, "simulated replay device");
   } else {
     device = std::make_shared<SimulatedResource>(capacity_bytes, "simulated replay device");
   }
-  AllocatorOptions options;
-  options.policy = policy;
   CachingAllocator allocator(device, options);
   // Streams of a trace are logical: their work is complete when the trace frees a block, so a
   // private registry keeps replays independent of the process's streams.
@@ -205,20 +206,24 @@ ReplayReport replay_planned(const InternedTrace& trace, std::size_t capacity_byt
 
 const std::vector<std::string>& replay_policies() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n(std::begin(kPolicyNames), std::end(kPolicyNames));
+    std::vector<std::string> n = policy_names();
     n.emplace_back("planned");
     return n;
   }();
   return names;
 }
 
+std::string replay_policy_list() {
+  std::string list;
+  for (const auto& n : replay_policies()) list += (list.empty() ? "" : ", ") + n;
+  return list;
+}
+
 ReplayReport replay_interned_trace(const InternedTrace& trace, const std::string& policy, std::size_t capacity_bytes,
                                    const std::string& source) {
   const auto& names = replay_policies();
   if (std::find(names.begin(), names.end(), policy) == names.end()) {
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("unknown replay policy '" + policy + "'; expected one of " + list);
+    throw std::invalid_argument("unknown replay policy '" + policy + "'; expected one of " + replay_policy_list());
   }
   if (capacity_bytes == 0) {
     throw std::invalid_argument("replay capacity is 0 bytes; expected a device size such as 40GiB");

@@ -89,13 +89,15 @@ struct ReplayReport {
   std::string to_text() const;
 };
 
-// Policies replay_trace accepts: the CachingAllocator's ("no_cache", "pytorch", "best_fit",
-// "vmm_stitch") and "planned" (the activation planner sees the whole trace: a greedy offline
+// Policies replay_trace accepts: the CachingAllocator's (registered_policies(), in their order)
+// and "planned" (the activation planner sees the whole trace: a greedy offline
 // layout, Note [The planned policy is a greedy offline bound, not the optimum] in replay.cpp).
 const std::vector<std::string>& replay_policies();
+// replay_policies() for a message: "no_cache, pytorch, best_fit, vmm_stitch, planned".
+std::string replay_policy_list();
 
-// Replays `trace` on a simulated device of `capacity_bytes` (vmm_stitch: a simulated
-// virtual-memory device). A failed alloc is counted in num_ooms and replay continues; its later
+// Replays `trace` on a simulated device of `capacity_bytes` (a simulated virtual-memory device
+// for a policy that maps pages, vmm_stitch). A failed alloc is counted in num_ooms and replay continues; its later
 // free is ignored. Cost: linear in the trace for the allocator policies; "planned" lays out
 // the whole trace at once, O(n log n + overlapping pairs) (about a minute for 10^6 events with
 // thousands of tensors live at once). Throws std::invalid_argument for an unknown policy or capacity 0, and

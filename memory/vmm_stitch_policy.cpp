@@ -3,6 +3,8 @@
 #include <stdexcept>
 
 #include "memory/allocation_policy.hpp"
+#include "memory/allocation_policy_registry.hpp"
+#include "memory/best_fit_rules.hpp"
 
 namespace memtrain::memory {
 namespace {
@@ -10,7 +12,6 @@ namespace {
 constexpr std::size_t kAlignment = 256;
 constexpr std::size_t kSmallSize = std::size_t{1} << 20;
 constexpr std::size_t kSmallSegment = std::size_t{2} << 20;
-constexpr std::size_t kOversizeWaste = std::size_t{20} << 20;
 
 // Note [vmm_stitch: map fragmented pages into one range]
 // GMLake (Guo et al., ASPLOS 2024): on a virtual-memory upstream, memory is pages mapped into
@@ -29,8 +30,9 @@ constexpr std::size_t kOversizeWaste = std::size_t{20} << 20;
 // Other rules are best_fit's (Note [best_fit: reserve only what is needed, reuse across streams]).
 class VmmStitchPolicy final : public AllocationPolicy {
  public:
+  // A large-pool remainder is split off when it is at least one page: whole pages only.
   VmmStitchPolicy(std::size_t max_split_size, std::size_t granularity)
-      : max_split_size_(max_split_size), page_(granularity) {}
+      : rules_{max_split_size, granularity}, page_(granularity) {}
   std::string_view name() const override { return "vmm_stitch"; }
   std::size_t round_size(std::size_t bytes) const override {
     const std::size_t r = round_up_checked(bytes, kAlignment);
@@ -41,33 +43,35 @@ class VmmStitchPolicy final : public AllocationPolicy {
     return round_up_checked(rounded <= kSmallSize ? kSmallSegment : rounded, page_);
   }
   bool may_serve(Pool, std::size_t block_size, std::size_t rounded) const override {
-    if (rounded < max_split_size_ && block_size >= max_split_size_) return false;
-    if (rounded >= max_split_size_ && block_size - rounded >= kOversizeWaste) return false;
-    return true;
+    return rules_.may_serve(block_size, rounded);
   }
   bool should_split(Pool pool, std::size_t block_size, std::size_t rounded) const override {
-    const std::size_t remaining = block_size - rounded;
-    if (pool == Pool::small) return remaining >= kAlignment;
-    return block_size < max_split_size_ && remaining >= page_;  // whole pages only
+    return rules_.should_split(pool, block_size, rounded);
   }
   bool reclaims_other_streams() const override { return true; }
   bool holds_peak() const override { return true; }
   bool stitches() const override { return true; }
 
  private:
-  std::size_t max_split_size_;
+  BestFitRules rules_;
   std::size_t page_;
 };
 
 }  // namespace
 
-std::unique_ptr<AllocationPolicy> make_vmm_stitch_policy(const AllocatorOptions& options, std::size_t granularity) {
-  if (granularity == 0 || (granularity & (granularity - 1)) != 0) {
-    throw std::invalid_argument(
-        "policy vmm_stitch needs a virtual-memory upstream (CUDA VMM, host memfd VMM or "
-        "SimulatedVirtualMemoryResource); this upstream cannot map pages");
-  }
-  return std::make_unique<VmmStitchPolicy>(options.max_split_size, granularity);
+PolicyRegistration vmm_stitch_policy_registration() {
+  return {
+      .name = "vmm_stitch",
+      .maps_pages = true,
+      .make = [](const AllocatorOptions& options, std::size_t granularity) -> std::unique_ptr<AllocationPolicy> {
+        if (granularity == 0 || (granularity & (granularity - 1)) != 0) {
+          throw std::invalid_argument(
+              "policy vmm_stitch needs a virtual-memory upstream (CUDA VMM, host memfd VMM or "
+              "SimulatedVirtualMemoryResource); this upstream cannot map pages");
+        }
+        return std::make_unique<VmmStitchPolicy>(options.max_split_size, granularity);
+      },
+  };
 }
 
 }  // namespace memtrain::memory

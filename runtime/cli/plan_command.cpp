@@ -9,6 +9,7 @@
 
 #include "comms/process_grid.hpp"
 #include "memory/out_of_memory.hpp"
+#include "memory/replay.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/config/device_target.hpp"
@@ -54,8 +55,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--config", args->config, "Experiment YAML file, e.g. configs/bert-large.yaml")->required();
   cmd->add_option("--target", args->target, "Device: " + train::device_target_names())->required();
   cmd->add_option("--policy", args->policies,
-                  "Allocator policy (repeatable): no_cache, pytorch, best_fit, vmm_stitch, planned "
-                  "(default memory.policy)")
+                  "Allocator policy (repeatable): " + memory::replay_policy_list() + " (default memory.policy)")
       ->allow_extra_args(false);
   cmd->add_option("--world-size", args->world_size,
                   "Ranks of the job, tensor x data parallel; tensor parallel from "

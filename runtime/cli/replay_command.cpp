@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "memory/allocation_policy_registry.hpp"
 #include "memory/byte_size.hpp"
 #include "memory/memory_stats.hpp"
 #include "memory/replay.hpp"
@@ -41,12 +42,6 @@ std::size_t capacity_bytes(const std::string& text) {
   return bytes;
 }
 
-std::string policy_list() {
-  std::string s;
-  for (const auto& p : memory::replay_policies()) s += (s.empty() ? "" : ", ") + p;
-  return s;
-}
-
 }  // namespace
 
 void add_replay_command(CLI::App& app, int& exit_code) {
@@ -56,22 +51,24 @@ void add_replay_command(CLI::App& app, int& exit_code) {
                          "Replay an allocation trace (CSV op,id,bytes,stream,tag, or RMM's log) against a policy on a "
                          "simulated device");
   cmd->add_option("--trace", args->trace, "Trace CSV file")->required();
-  cmd->add_option("--policy", args->policy, "Allocator policy: " + policy_list())->required();
+  cmd->add_option("--policy", args->policy, "Allocator policy: " + memory::replay_policy_list())->required();
   cmd->add_option("--capacity", args->capacity, "Simulated device size: 40GiB, 512MiB or bytes")->required();
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
   cmd->callback([args, &exit_code] {
     const auto& policies = memory::replay_policies();
     if (std::find(policies.begin(), policies.end(), args->policy) == policies.end()) {
-      throw ConfigError("--policy " + args->policy + ": unknown policy; expected one of " + policy_list());
+      throw ConfigError("--policy " + args->policy + ": unknown policy; expected one of " +
+                        memory::replay_policy_list());
     }
     const std::size_t capacity = capacity_bytes(args->capacity);
-    // vmm_stitch maps 2 MiB pages and keeps a record of each: an allocation of 16 TiB took 1.4 GB
-    // of host memory to simulate, and one of 2^61 bytes ran the host out of memory (exit 1).
+    // A policy that maps pages (vmm_stitch) keeps a record of each 2 MiB page: an allocation of
+    // 16 TiB took 1.4 GB of host memory to simulate, and one of 2^61 bytes ran the host out of memory (exit 1).
     // The largest GPUs hold well under 1 TiB.
     constexpr std::size_t kLargestStitchCapacity = std::size_t{1} << 40;
-    if (args->policy == "vmm_stitch" && capacity > kLargestStitchCapacity) {
-      throw ConfigError("--capacity " + args->capacity +
-                        " with --policy vmm_stitch: larger than 1 TiB, the most its "
+    const memory::PolicyRegistration* policy = memory::find_policy(args->policy);
+    if (policy != nullptr && policy->maps_pages && capacity > kLargestStitchCapacity) {
+      throw ConfigError("--capacity " + args->capacity + " with --policy " + args->policy +
+                        ": larger than 1 TiB, the most its "
                         "simulation keeps a record of each 2 MiB page for; expected a device size such as 80GiB");
     }
     const memory::ReplayReport report = memory::replay_trace_file(args->trace, args->policy, capacity);

@@ -61,7 +61,7 @@ struct PrecisionConfig {
 };
 
 struct MemoryConfig {
-  std::string policy = "best_fit";  // no_cache | pytorch | best_fit | vmm_stitch
+  std::string policy = "best_fit";  // a registered policy (memory/allocation_policy_registry.hpp)
   bool trace = false;               // record the allocation trace (run_dir/memory_trace.csv)
   // Allocator options (memory::AllocatorOptions; PYTORCH_CUDA_ALLOC_CONF meanings).
   std::size_t max_split_size = SIZE_MAX;      // bytes; SIZE_MAX = unset (blocks of any size split)

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "memory/allocation_policy_registry.hpp"
 #include "runtime/config/config_value.hpp"
 
 namespace memtrain::train {
@@ -222,8 +223,8 @@ std::vector<KeySpec> make_keys() {
                       [](Config& c) -> int& { return c.precision.loss_scale.max_skipped_steps_at_min; }));
 
   // memory: allocator policy and options (memory/allocator_options.hpp).
-  k.push_back(choice("memory.policy", {"no_cache", "pytorch", "best_fit", "vmm_stitch"}, {},
-                     [](Config& c) -> std::string& { return c.memory.policy; }));
+  k.push_back(
+      choice("memory.policy", memory::policy_names(), {}, [](Config& c) -> std::string& { return c.memory.policy; }));
   k.push_back(boolean("memory.trace", [](Config& c) -> bool& { return c.memory.trace; }));
   k.push_back({"memory.max_split_size", "a size above 20MiB (such as 256MiB or a byte count), or unset",
                [](Config& c, std::string_view t) {

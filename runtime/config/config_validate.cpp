@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "kernels/cpu/matmul_bf16.hpp"
+#include "memory/allocation_policy_registry.hpp"
 #include "memory/allocator_options.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/config/config_alloc_conf.hpp"
@@ -213,13 +214,14 @@ void check_quota(const Config& c) {
 
 // Note [Allocator options that do nothing]
 // An option that cannot act under the chosen policy would let an experiment report "with
-// max_split_size" results that are identical to the baseline. no_cache never caches, splits or
-// grows a segment; a collection threshold is a fraction of a limit, and on the host there is no
+// max_split_size" results that are identical to the baseline. A policy that does not cache
+// (no_cache) never caches, splits or grows a segment; a collection threshold is a fraction of a limit, and on the host there is no
 // limit unless memory.capacity or memory.limit gives one. memory::validate_options holds the full rule set; the
 // common cases are checked here first so that the message can name the line.
 void check_memory(const Config& c) {
   const auto& m = c.memory;
-  if (m.policy == "no_cache") {
+  const memory::PolicyRegistration* policy = memory::find_policy(m.policy);
+  if (policy != nullptr && !policy->caches) {
     const std::string why = "has no effect with " + other(c, "memory.policy") + " (nothing is cached, split or grown)";
     if (m.max_split_size != memory::kMaxSplitSizeUnset) {
       fail(c, "memory.max_split_size", why, "unset, or a caching memory.policy");

@@ -101,7 +101,7 @@ CudaDevice::~CudaDevice() {
 
 std::shared_ptr<memory::CachingAllocator> CudaDevice::make_allocator(const memory::AllocatorOptions& options) {
   std::shared_ptr<memory::MemoryResource> upstream;
-  if (options.policy == "vmm_stitch" || options.expandable_segments) {
+  if (memory::needs_virtual_memory(options)) {
     upstream = std::make_shared<memory::CudaVirtualMemoryResource>(device_);
   } else {
     upstream = std::make_shared<memory::CudaResource>(device_);

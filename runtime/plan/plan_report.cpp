@@ -20,16 +20,10 @@ std::string bytes(std::int64_t b) {
   return memory::format_byte_size(static_cast<std::size_t>(std::max<std::int64_t>(0, b)));
 }
 
-std::string policy_names() {
-  std::string s;
-  for (const auto& p : memory::replay_policies()) s += (s.empty() ? "" : ", ") + p;
-  return s;
-}
-
 void check_policy(const std::string& policy) {
   const auto& known = memory::replay_policies();
   if (std::find(known.begin(), known.end(), policy) == known.end()) {
-    throw ConfigError("--policy " + policy + ": unknown policy; expected one of " + policy_names());
+    throw ConfigError("--policy " + policy + ": unknown policy; expected one of " + memory::replay_policy_list());
   }
 }
 

@@ -14,6 +14,7 @@
 #include "memory/shared_ledger.hpp"
 #include "memory/simulated_resource.hpp"
 #include "memory/simulated_virtual_memory_resource.hpp"
+#include "runtime/config/config_alloc_conf.hpp"
 #include "runtime/core/errors.hpp"
 
 namespace memtrain::train {
@@ -67,27 +68,13 @@ auto join(Make make) {
   }
 }
 
-memory::AllocatorOptions allocator_options(const MemoryConfig& config) {
-  memory::AllocatorOptions options;
-  options.policy = config.policy;
-  options.max_split_size = config.max_split_size;
-  options.garbage_collection_threshold = config.garbage_collection_threshold;
-  options.expandable_segments = config.expandable_segments;
-  options.capacity = config.capacity;
-  return options;
-}
-
-bool needs_virtual_memory(const memory::AllocatorOptions& options) {
-  return options.policy == "vmm_stitch" || options.expandable_segments;
-}
-
 }  // namespace
 
 std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config) {
   const memory::AllocatorOptions options = allocator_options(config);
   // vmm_stitch and expandable segments map pages into reserved address ranges: on the host that
   // is memfd + mmap (HostVirtualMemoryResource); every other policy takes plain aligned memory.
-  const bool needs_vmm = needs_virtual_memory(options);
+  const bool needs_vmm = memory::needs_virtual_memory(options);
   // A job with a limit or a reservation takes its memory through the host's shared ledger, so
   // that memtrain processes on one host keep within their shares (issue 3, "Quotas, isolation
   // and a device pool"). Jobs without either do not join it: they would otherwise all have to
@@ -137,7 +124,7 @@ std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryCon
     options.capacity = config.limit;
   }
   std::shared_ptr<memory::MemoryResource> upstream;
-  if (needs_virtual_memory(options)) {
+  if (memory::needs_virtual_memory(options)) {
     upstream = std::make_shared<memory::SimulatedVirtualMemoryResource>(capacity_bytes, device_name);
   } else {
     upstream = std::make_shared<memory::SimulatedResource>(capacity_bytes, device_name);
