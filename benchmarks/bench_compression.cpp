@@ -26,6 +26,8 @@
 #include "comms/counting_communicator.hpp"
 #include "comms/gradient_bucket.hpp"
 #include "comms/gradient_synchronizer.hpp"
+#include "comms/onebit_compressor.hpp"
+#include "comms/powersgd_compressor.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/train/model_memory.hpp"
@@ -72,17 +74,16 @@ int main(int argc, char** argv) {
   methods.push_back({"none", std::nullopt, {}, {}});
   for (int r : {1, 4, 16}) {
     comms::GradientSynchronizer::Compression c;
-    c.method = comms::GradientSynchronizer::CompressionMethod::powersgd;
-    c.powersgd.rank = r;
+    c.make = comms::powersgd_factory(comms::PowerSgdOptions{.rank = r});
     c.start_iter = 0;
     methods.push_back({"powersgd_r" + std::to_string(r), c, {}, {}});
   }
   comms::GradientSynchronizer::Compression onebit;
-  onebit.method = comms::GradientSynchronizer::CompressionMethod::onebit;
+  onebit.make = comms::onebit_factory(comms::OneBitOptions{});
   onebit.start_iter = 0;
   methods.push_back({"onebit", onebit, {}, {}});
   // One rms scale per chunk: DeepSpeed's form, 1/64 bit per element fewer than blocks of 256.
-  onebit.onebit = comms::OneBitOptions{0, comms::OneBitScale::rms};
+  onebit.make = comms::onebit_factory(comms::OneBitOptions{0, comms::OneBitScale::rms});
   methods.push_back({"onebit_chunk_rms", onebit, {}, {}});
 
   // One bucket set and synchroniser per method (each compressor keeps its own state), summed

@@ -3,12 +3,16 @@
 // over the group out.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "comms/communicator.hpp"
+#include "comms/gradient_bucket.hpp"
 #include "comms/gradient_sync_stats.hpp"
+#include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
 
 namespace memtrain::comms {
@@ -47,5 +51,13 @@ class GradientCompressor {
   // handles by the caller). Throws memtrain::RuntimeError when the count differs.
   virtual void set_flags(const std::vector<std::int32_t>& flags) = 0;
 };
+
+// Builds a compressor over `buckets` (the synchroniser's, which outlive it) for a group of
+// `world` ranks (world > 1), allocating its state and scratch from `ctx` (tag communication).
+// Each compressor's file provides one (powersgd_factory, onebit_factory); the synchroniser
+// calls it and never names a concrete compressor. Throws what the compressor's constructor
+// throws (memtrain::RuntimeError for options it refuses).
+using CompressorFactory = std::function<std::unique_ptr<GradientCompressor>(const std::vector<GradientBucket>& buckets,
+                                                                            int world, core::Context& ctx)>;
 
 }  // namespace memtrain::comms

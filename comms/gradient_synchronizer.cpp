@@ -6,7 +6,6 @@
 #include <cstring>
 #include <string>
 
-#include "comms/onebit_compressor.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
@@ -105,11 +104,7 @@ GradientSynchronizer::GradientSynchronizer(std::vector<GradientBucket>& buckets,
     if (group.size() > 1 && largest_half_bucket > 0) {
       compress_staging_ = core::Tensor::empty(ctx, {largest_half_bucket}, core::DType::f32, core::tags().communication);
     }
-    if (group.size() > 1 && compression->method == CompressionMethod::powersgd) {
-      compressor_ = std::make_unique<PowerSgdCompressor>(buckets_, compression->powersgd, ctx);
-    } else if (group.size() > 1) {
-      compressor_ = std::make_unique<OneBitCompressor>(buckets_, group.size(), ctx, compression->onebit);
-    }
+    if (group.size() > 1 && compression->make) compressor_ = compression->make(buckets_, group.size(), ctx);
     start_iter_ = compression->start_iter;
   }
   if (split_) {

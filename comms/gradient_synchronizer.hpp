@@ -19,8 +19,6 @@
 #include "comms/gradient_bucket.hpp"
 #include "comms/gradient_sync_stats.hpp"
 #include "comms/gradient_compressor.hpp"
-#include "comms/onebit_compressor.hpp"
-#include "comms/powersgd_compressor.hpp"
 #include "comms/shard_layout.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
@@ -106,17 +104,16 @@ class GradientSynchronizer {
   // the row mask of a split_rows entry) is allocated as in a compute run. Throws
   // memtrain::RuntimeError when two entries share a key, or when more than one entry, or one
   // without rows, is marked split_rows.
-  // compression: PowerSGD (Note [PowerSGD sums, it does not average], powersgd_compressor.hpp)
-  // or 1-bit with error feedback (Note [1-bit sums in two stages], onebit_compressor.hpp) for
+  // compression: a compressor (GradientCompressor, built by compression->make over these
+  // buckets and the group's size: PowerSGD, Note [PowerSGD sums, it does not average], or
+  // 1-bit, Note [1-bit sums in two stages], or any other the compressor registry holds) for
   // every bucket from iteration compression->start_iter on (plain sums before, as PyTorch's
   // hook); its state is allocated here (16-bit buckets: Note [16-bit gradients are compressed
-  // in f32]). It needs all_reduce, and turns the tied embedding's early rows off (a compressor
-  // takes the table whole). Throws memtrain::RuntimeError otherwise.
-  enum class CompressionMethod { powersgd, onebit };
+  // in f32]), and not at all with one rank. It needs all_reduce, and turns the tied
+  // embedding's early rows off (a compressor takes the table whole). Throws
+  // memtrain::RuntimeError otherwise, or what compression->make throws.
   struct Compression {
-    CompressionMethod method = CompressionMethod::powersgd;
-    PowerSgdOptions powersgd;  // method powersgd only
-    OneBitOptions onebit;      // method onebit only
+    CompressorFactory make;  // null: plain sums, as without compression
     std::int64_t start_iter = 10;
   };
   GradientSynchronizer(std::vector<GradientBucket>& buckets, Communicator& group, core::Context& ctx,

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <limits>
 #include <string>
 
@@ -342,6 +343,12 @@ GradientCompressor::State OneBitCompressor::state() const {
 
 void OneBitCompressor::set_flags(const std::vector<std::int32_t>& flags) {
   if (!flags.empty()) throw RuntimeError("1-bit state: " + std::to_string(flags.size()) + " flags; it keeps none");
+}
+
+CompressorFactory onebit_factory(const OneBitOptions& options) {
+  return [options](const std::vector<GradientBucket>& buckets, int world, core::Context& ctx) {
+    return std::unique_ptr<GradientCompressor>(std::make_unique<OneBitCompressor>(buckets, world, ctx, options));
+  };
 }
 
 }  // namespace memtrain::comms

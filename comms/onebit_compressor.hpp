@@ -156,4 +156,7 @@ class OneBitCompressor final : public GradientCompressor {
   std::int64_t state_bytes_ = 0;
 };
 
+// A OneBitCompressor with `options` for the synchroniser (GradientSynchronizer::Compression).
+CompressorFactory onebit_factory(const OneBitOptions& options);
+
 }  // namespace memtrain::comms

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numbers>
 #include <string>
 
@@ -235,6 +236,12 @@ void PowerSgdCompressor::set_flags(const std::vector<std::int32_t>& flags) {
   for (auto& bucket : buckets_) {
     for (auto& mat : bucket.matrices) mat.q_drawn = flags[i++] != 0;
   }
+}
+
+CompressorFactory powersgd_factory(const PowerSgdOptions& options) {
+  return [options](const std::vector<GradientBucket>& buckets, int /*world*/, core::Context& ctx) {
+    return std::unique_ptr<GradientCompressor>(std::make_unique<PowerSgdCompressor>(buckets, options, ctx));
+  };
 }
 
 }  // namespace memtrain::comms

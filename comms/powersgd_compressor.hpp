@@ -102,4 +102,7 @@ class PowerSgdCompressor final : public GradientCompressor {
   std::int64_t state_bytes_ = 0;
 };
 
+// A PowerSgdCompressor with `options` for the synchroniser (GradientSynchronizer::Compression).
+CompressorFactory powersgd_factory(const PowerSgdOptions& options);
+
 }  // namespace memtrain::comms

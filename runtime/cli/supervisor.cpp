@@ -21,6 +21,7 @@
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/checkpoint/checkpoint_trust.hpp"
 #include "runtime/cli/mpirun_hosts.hpp"
+#include "runtime/config/component_registry.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/core/errors.hpp"
 
@@ -247,7 +248,7 @@ void check_relaunch_world(const std::vector<std::string>& command, int min_ranks
   } catch (const ConfigError& e) {
     throw ConfigError(prefix + e.what());
   }
-  if (config.compression.method != "none" || config.training.optimizer == "onebit_adam") {
+  if (train::keeps_per_rank_state(config)) {
     throw ConfigError(prefix + "the job's gradient compression (compression.method = " + config.compression.method +
                       ", training.optimizer = " + config.training.optimizer +
                       ") keeps per-rank state that resumes only on the checkpoint's data-parallel size; "

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "memory/allocation_policy_registry.hpp"
+#include "runtime/config/component_registry.hpp"
 #include "runtime/config/config_value.hpp"
 
 namespace memtrain::train {
@@ -109,6 +110,12 @@ const Range kLossScale{1.1754943508222875e-38, false, 3.4028234663852886e+38, fa
                        "a number in [1.18e-38, 3.40e38] (a normal float)"};
 const Range kBeta{0.0, false, 1.0, true, "a number in [0, 1)"};
 
+// Planned names ("not supported yet") that no registered component has taken.
+std::vector<std::string> not_registered(std::vector<std::string> planned, const std::vector<std::string>& registered) {
+  std::erase_if(planned, [&](const std::string& n) { return std::count(registered.begin(), registered.end(), n) > 0; });
+  return planned;
+}
+
 constexpr long long kMaxDim = 1 << 20;
 constexpr long long kMaxSteps = 1'000'000'000;
 
@@ -196,7 +203,9 @@ std::vector<KeySpec> make_keys() {
       integer("training.eval_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_interval; }));
   k.push_back(integer("training.eval_steps", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_steps; }));
   k.push_back(integer("training.num_threads", 0, 4096, [](Config& c) -> int& { return c.training.num_threads; }));
-  k.push_back(choice("training.optimizer", {"adamw", "onebit_adam"}, {"adam", "sgd", "lamb", "adafactor"},
+  // The registered optimizers and compressors (component_registry.hpp).
+  k.push_back(choice("training.optimizer", optimizer_names(),
+                     not_registered({"adam", "sgd", "lamb", "adafactor"}, optimizer_names()),
                      [](Config& c) -> std::string& { return c.training.optimizer; }));
 
   // precision: storage dtype of weights, activations and gradients; loss scaling for fp16.
@@ -301,7 +310,10 @@ std::vector<KeySpec> make_keys() {
                },
                [](const Config& c) { return std::to_string(c.parallel.zero_stage); }});
 
-  k.push_back(choice("compression.method", {"none", "powersgd", "onebit"}, {"fp16", "bf16", "int8", "topk", "randomk"},
+  std::vector<std::string> methods = {"none"};
+  for (const auto& name : compressor_names()) methods.push_back(name);
+  k.push_back(choice("compression.method", methods,
+                     not_registered({"fp16", "bf16", "int8", "topk", "randomk"}, compressor_names()),
                      [](Config& c) -> std::string& { return c.compression.method; }));
   k.push_back(integer("compression.rank", 1, 1 << 16, [](Config& c) -> int& { return c.compression.rank; }));
   k.push_back(

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "memory/allocation_policy_registry.hpp"
 #include "memory/allocator_options.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/config/component_registry.hpp"
 #include "runtime/config/config_alloc_conf.hpp"
 #include "runtime/config/config_schema.hpp"
 
@@ -25,19 +27,12 @@ std::string value_of(const Config& c, const std::string& key) {
 }
 
 [[noreturn]] void fail(const Config& c, const std::string& key, const std::string& what, const std::string& expected) {
-  throw ConfigError(where_set(c, key) + ": " + key + " = " + value_of(c, key) + ": " + what + "; expected " + expected);
+  fail_key(c, key, what, expected);
 }
 
-// "model.hidden_size = 100 (line 3)": another key named in a message, with where it was set.
-std::string other(const Config& c, const std::string& key) {
-  const auto it = c.origin.find(key);
-  return key + " = " + value_of(c, key) + (it == c.origin.end() ? " (default)" : " (" + it->second + ")");
-}
+std::string other(const Config& c, const std::string& key) { return key_and_value(c, key); }
 
-// Of two keys in one rule, the one the user set last is the likelier mistake; name it.
-std::string blamed(const Config& c, const std::string& a, const std::string& b) {
-  return c.origin.count(a) || !c.origin.count(b) ? a : b;
-}
+std::string blamed(const Config& c, const std::string& a, const std::string& b) { return blamed_key(c, a, b); }
 
 void check_model(const Config& c) {
   const auto& m = c.model;
@@ -90,78 +85,66 @@ void check_parallel(const Config& c) {
   }
 }
 
-// The compressors sum buckets whole (ZeRO-1 reduce-scatters them; DeepSpeed's 1-bit Adam needs
-// stage 0 too); 16-bit buckets are compressed in f32 (Note [16-bit gradients are compressed in
-// f32], comms/gradient_synchronizer.hpp).
-// A key of another method set to something other than its default. Only such a key is
-// refused: run directories and checkpoints write every key into config.yaml with its value
-// (canonical_yaml), and eval, export-hf and --config <run>/config.yaml load those files back.
-bool set_away_from_default(const Config& c, const std::string& key) {
-  if (!c.origin.count(key)) return false;
-  static const Config defaults;
-  const KeySpec* spec = find_key(key);
-  return spec == nullptr || spec->get(c) != spec->get(defaults);
+// A key owned by a component other than the selected ones (Note [Components own their
+// settings], component_registry.hpp), set away from its default: refused, naming its owner.
+void check_unselected_keys(const Config& c) {
+  const CompressorEntry* compressor = find_compressor(c.compression.method);
+  const ComponentSettings* optimizer = find_optimizer(c.training.optimizer);
+  const auto read_by = [&](const ComponentSettings* s, const std::string& key) {
+    return s != nullptr &&
+           (std::count(s->keys.begin(), s->keys.end(), key) + std::count(s->reads.begin(), s->reads.end(), key)) > 0;
+  };
+  const auto refusable = [&](const std::string& key) {
+    return !read_by(optimizer, key) && !read_by(compressor ? &compressor->settings : nullptr, key) &&
+           set_away_from_default(c, key);
+  };
+  for (const auto& owner : optimizer_registry()) {
+    if (&owner == optimizer) continue;
+    for (const auto& key : owner.keys) {
+      if (!refusable(key)) continue;
+      fail(c, key,
+           "is an option of training.optimizer = " + owner.name + ", which " + other(c, "training.optimizer") +
+               " does not use",
+           "no " + key + " with compression.method = " + c.compression.method +
+               ", or training.optimizer = " + owner.name + owner.needs);
+    }
+  }
+  for (const auto& entry : compressor_registry()) {
+    const ComponentSettings& owner = entry.settings;
+    if (&entry == compressor) continue;
+    for (const auto& key : owner.keys) {
+      if (!refusable(key)) continue;
+      fail(c, key, "is a " + owner.title + " option and " + other(c, "compression.method") + " has no use for it",
+           "no " + key + " with " + c.compression.method + ", or compression.method = " + owner.name + owner.needs);
+    }
+  }
 }
 
-// PowerSGD's own keys mean nothing to 1-bit and 1-bit's nothing to PowerSGD: set with the other
-// method to a value of their own, they are refused rather than silently ignored (with none every
-// key is accepted, as precision.loss_scale.* with fp32).
+// The compressors and the optimizer check their own keys (component_registry.hpp); what is left
+// here holds for every compressor: the synchroniser sums buckets whole (ZeRO-1 reduce-scatters
+// them; DeepSpeed's 1-bit Adam needs stage 0 too); 16-bit buckets are compressed in f32 (Note
+// [16-bit gradients are compressed in f32], comms/gradient_synchronizer.hpp).
 void check_compression(const Config& c) {
-  if (c.compression.block_size % 16 != 0) {
-    fail(c, "compression.block_size", "is not a whole number of 16-bit words of signs",
-         "0 (one scale per chunk) or a multiple of 16, such as 256");
+  for (const auto& entry : compressor_registry()) {
+    if (entry.settings.check_values) entry.settings.check_values(c);
   }
-  if (c.training.optimizer == "onebit_adam") {
-    // runtime/train/onebit_adam.hpp: the momentum is what goes 1-bit; gradients before the
-    // freeze are summed in full precision.
-    if (c.compression.method != "none") {
-      fail(c, blamed(c, "compression.method", "training.optimizer"),
-           "compresses the gradients, and " + other(c, "training.optimizer") +
-               " compresses the momentum after compression.freeze_step instead",
-           "compression.method = none with onebit_adam, or training.optimizer = adamw");
-    }
-    const std::string why = " (1-bit Adam is built for f32 replicated parameters)";
-    if (c.precision.dtype != "fp32") {
-      fail(c, "training.optimizer", "not supported yet with " + other(c, "precision.dtype") + why,
-           "adamw, or precision.dtype = fp32");
-    }
-    if (c.parallel.zero_stage != 0) {
-      fail(c, blamed(c, "training.optimizer", "parallel.zero_stage"),
-           "needs ZeRO stage 0, and " + other(c, "parallel.zero_stage") + " shards the optimizer state",
-           "training.optimizer = adamw with zero_stage 1, or parallel.zero_stage = 0");
-    }
-    if (c.parallel.tensor_model_parallel_size != 1) {
-      fail(c, "training.optimizer", "not supported yet with " + other(c, "parallel.tensor_model_parallel_size") + why,
-           "adamw, or tensor_model_parallel_size = 1");
-    }
-    return;
+  for (const auto& owner : optimizer_registry()) {
+    if (owner.check_values) owner.check_values(c);
+  }
+  if (const ComponentSettings* optimizer = find_optimizer(c.training.optimizer); optimizer && optimizer->validate) {
+    optimizer->validate(c);
   }
   if (c.compression.method == "none") return;
-  if (set_away_from_default(c, "compression.freeze_step")) {
-    fail(c, "compression.freeze_step",
-         "is an option of training.optimizer = onebit_adam, which " + other(c, "training.optimizer") + " does not use",
-         "no compression.freeze_step with compression.method = " + c.compression.method +
-             ", or training.optimizer = onebit_adam with compression.method = none");
-  }
-  if (c.compression.method == "onebit") {
-    for (const std::string key : {"compression.rank", "compression.min_compression_rate", "compression.warm_start"}) {
-      if (!set_away_from_default(c, key)) continue;
-      fail(c, key, "is a PowerSGD option and " + other(c, "compression.method") + " has no use for it",
-           "no " + key + " with onebit, or compression.method = powersgd");
-    }
-  }
-  if (c.compression.method == "powersgd") {
-    for (const std::string key : {"compression.block_size", "compression.scale"}) {
-      if (!set_away_from_default(c, key)) continue;
-      fail(c, key, "is a 1-bit option and " + other(c, "compression.method") + " has no use for it",
-           "no " + key + " with powersgd, or compression.method = onebit");
-    }
-  }
+  check_unselected_keys(c);
   if (c.parallel.zero_stage != 0) {
     fail(c, blamed(c, "compression.method", "parallel.zero_stage"),
          "gradient compression needs ZeRO stage 0, and " + other(c, "parallel.zero_stage") +
              " reduce-scatters the gradients",
          "compression.method = none with zero_stage 1, or parallel.zero_stage = 0");
+  }
+  if (const CompressorEntry* compressor = find_compressor(c.compression.method);
+      compressor && compressor->settings.validate) {
+    compressor->settings.validate(c);
   }
 }
 
@@ -362,6 +345,26 @@ std::string where_set(const Config& c, const std::string& key) {
   return it == c.origin.end() ? c.path + " (default)" : it->second;
 }
 
+void fail_key(const Config& c, const std::string& key, const std::string& what, const std::string& expected) {
+  throw ConfigError(where_set(c, key) + ": " + key + " = " + value_of(c, key) + ": " + what + "; expected " + expected);
+}
+
+std::string key_and_value(const Config& c, const std::string& key) {
+  const auto it = c.origin.find(key);
+  return key + " = " + value_of(c, key) + (it == c.origin.end() ? " (default)" : " (" + it->second + ")");
+}
+
+std::string blamed_key(const Config& c, const std::string& a, const std::string& b) {
+  return c.origin.count(a) || !c.origin.count(b) ? a : b;
+}
+
+bool set_away_from_default(const Config& c, const std::string& key) {
+  if (!c.origin.count(key)) return false;
+  static const Config defaults;
+  const KeySpec* spec = find_key(key);
+  return spec == nullptr || spec->get(c) != spec->get(defaults);
+}
+
 std::string find_program(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::string_view rest = path ? path : "";
@@ -415,11 +418,20 @@ void validate_cuda_support(const Config& c) {
     fail(c, "parallel.zero_stage", gpu + "has no ZeRO-1 yet (its state is staged through host memory)",
          "0, or device: cpu");
   }
-  if (c.compression.method != "none") {
+  if (const CompressorEntry* compressor = find_compressor(c.compression.method);
+      compressor && !compressor->settings.runs_on_gpu) {
     fail(c, "compression.method", gpu + "has no gradient compression yet", "none, or device: cpu");
   }
-  if (c.training.optimizer != "adamw") {
-    fail(c, "training.optimizer", gpu + "runs AdamW only so far", "adamw, or device: cpu");
+  if (const ComponentSettings* optimizer = find_optimizer(c.training.optimizer); optimizer && !optimizer->runs_on_gpu) {
+    std::string names;
+    for (const auto& o : optimizer_registry()) {
+      if (o.runs_on_gpu) names += (names.empty() ? "" : ", ") + o.title;
+    }
+    std::string gpu_names;
+    for (const auto& o : optimizer_registry()) {
+      if (o.runs_on_gpu) gpu_names += (gpu_names.empty() ? "" : " or ") + o.name;
+    }
+    fail(c, "training.optimizer", gpu + "runs " + names + " only so far", gpu_names + ", or device: cpu");
   }
   if (c.memory.recompute == "selective" || c.memory.recompute == "auto") {
     fail(c, "memory.recompute", gpu + "has no CUDA kernel for selective recompute's attention probabilities",

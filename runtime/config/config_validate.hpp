@@ -31,6 +31,22 @@ void validate_cuda_support(const Config& config);
 // Where `key` was set, for messages: config.origin[key] or "<config.path> (default)".
 std::string where_set(const Config& config, const std::string& key);
 
+// The pieces of validate_config's messages, for the components' checks (component_registry.hpp).
+// Throws ConfigError "<where_set>: <key> = <value>: <what>; expected <expected>".
+[[noreturn]] void fail_key(const Config& config, const std::string& key, const std::string& what,
+                           const std::string& expected);
+// Another key named in a message, with where it was set: "model.hidden_size = 100 (f.yaml:3)",
+// "training.optimizer = adamw (default)".
+std::string key_and_value(const Config& config, const std::string& key);
+// Of two keys in one rule, the one the user set last is the likelier mistake: `a` unless only
+// `b` was set.
+std::string blamed_key(const Config& config, const std::string& a, const std::string& b);
+// True when `key` was set in the file or an override to something other than its default.
+// Only such a key of an unselected component is refused: run directories and checkpoints write
+// every key into config.yaml with its value (canonical_yaml), and eval, export-hf and --config
+// <run>/config.yaml load those files back.
+bool set_away_from_default(const Config& config, const std::string& key);
+
 // Searches PATH for an executable named `program`, as a shell would. Empty when not found.
 std::string find_program(const std::string& program);
 

@@ -7,9 +7,8 @@
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
+#include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/root_only.hpp"
-#include "runtime/train/onebit_adam.hpp"
-#include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -25,34 +24,24 @@ bool ready(const std::future<std::string>& f) {
 
 }  // namespace
 
-namespace {
-
-// The compressors' state() bytes: f32 tensors and 4-byte flags (rank_files' "compression").
-std::int64_t compression_bytes(const comms::GradientCompressor* c) {
-  if (!c) return 0;
-  const auto st = c->state();
-  std::int64_t n = static_cast<std::int64_t>(st.flags.size()) * 4;
-  for (const auto& [name, t] : st.tensors) n += static_cast<std::int64_t>(t.nbytes());
-  return n;
-}
-
-}  // namespace
-
 std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& params, const Optimizer& optimizer,
                                       int dp_rank, const comms::GradientCompressor* gradient_compressor) {
-  std::int64_t n = compression_bytes(gradient_compressor);
-  if (const auto* onebit = dynamic_cast<const OneBitAdam*>(&optimizer)) n += compression_bytes(onebit->compressor());
+  // What rank_files writes (Note [Optimizer state in checkpoints]): the compressors' state()
+  // (f32 tensors and 4-byte flags), the model on data-parallel rank 0, the optimizer's state
+  // and its 8-byte step.
+  const OptimizerState state = optimizer.state();
+  std::int64_t n = 0;
+  for (const auto& [prefix, c] : checkpointed_compressors(gradient_compressor, state)) {
+    const auto st = c->state();
+    n += static_cast<std::int64_t>(st.flags.size()) * 4;
+    for (const auto& [name, t] : st.tensors) n += static_cast<std::int64_t>(t.nbytes());
+  }
   if (dp_rank == 0) {
     for (const auto& p : params) n += static_cast<std::int64_t>(p.value.nbytes());
   }
-  if (const auto* zero = dynamic_cast<const ZeroAdamW*>(&optimizer)) {
-    return n + zero->shard_elements() * (zero->has_masters() ? 12 : 8) + 8;  // f32 moments (+ master), step
-  }
+  if (state.sharded) return n + state.shard_elements * (state.masters ? 12 : 8) + 8;  // f32 moments (+ master)
   if (dp_rank != 0) return n;
-  for (const auto& p : params) {
-    n += 2 * 4 * p.value.numel();  // f32 moments
-    if (p.master.defined()) n += static_cast<std::int64_t>(p.master.nbytes());
-  }
+  for (const auto& t : state.replicated) n += static_cast<std::int64_t>(t.tensor.nbytes());
   return n + 8;
 }
 

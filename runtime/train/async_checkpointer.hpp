@@ -29,10 +29,10 @@ namespace memtrain::train {
 // loses that checkpoint only: it is still step-NNNNNNNN.tmp/, and the previous one is whole.
 
 // Bytes a staging copy of this rank's checkpoint files needs (tensor_bytes of its rank_files):
-// on data-parallel rank 0 every value, and with AdamW its moments and masters; with ZeroAdamW
-// every rank's shard of moments and masters; plus the 8-byte step count wherever an optimizer
-// file is written; and on every rank the compressors' state (`gradient_compressor` and 1-bit
-// Adam's). Reads shapes only, so it works in a dry run.
+// on data-parallel rank 0 every value, and a replicated optimizer state (AdamW's moments and
+// masters); a sharded one (ZeroAdamW's) on every rank; plus the 8-byte step count wherever an
+// optimizer file is written; and on every rank the compressors' state (`gradient_compressor`
+// and the optimizer's own: checkpointed_compressors). Reads shapes only, so it works in a dry run.
 std::int64_t checkpoint_staging_bytes(const std::vector<models::Parameter>& params, const Optimizer& optimizer,
                                       int dp_rank, const comms::GradientCompressor* gradient_compressor = nullptr);
 

@@ -17,9 +17,8 @@
 #include "runtime/core/op_profile.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
-#include "runtime/train/onebit_adam.hpp"
+#include "runtime/config/component_registry.hpp"
 #include "runtime/train/tensor_parallel_shards.hpp"
-#include "runtime/train/zero_adamw.hpp"
 
 namespace memtrain::train {
 
@@ -98,7 +97,7 @@ const core::HostArray* f32_piece(const std::map<std::string, core::HostArray>& a
 // own other ranges, but every element is in exactly one shard of the writing run, so each
 // rank fills its pieces from the overlaps of the old ones, and counts that every element came.
 void load_zero_shards(const std::string& dir, const CheckpointMeta& meta, const comms::ProcessGrid& grid,
-                      const std::vector<models::Parameter>& params, ZeroAdamW& zero,
+                      const std::vector<models::Parameter>& params, const OptimizerState& state, Optimizer& optimizer,
                       std::vector<std::map<std::string, core::HostArray>>& files) {
   if (meta.zero_stage != 1) {
     throw ConfigError("checkpoint " + dir + " was written with zero_stage " + std::to_string(meta.zero_stage) +
@@ -130,7 +129,7 @@ void load_zero_shards(const std::string& dir, const CheckpointMeta& meta, const 
       sp.file = file;
       sp.exp_avg = f32_piece(arrays, it.key() + ".exp_avg", sp.length, file, true);
       sp.exp_avg_sq = f32_piece(arrays, it.key() + ".exp_avg_sq", sp.length, file, true);
-      sp.master = f32_piece(arrays, it.key() + ".master", sp.length, file, zero.has_masters());
+      sp.master = f32_piece(arrays, it.key() + ".master", sp.length, file, state.masters);
       by_name[it.key()].push_back(sp);
     }
     const auto step = arrays.find("step");
@@ -139,7 +138,7 @@ void load_zero_shards(const std::string& dir, const CheckpointMeta& meta, const 
     }
     std::memcpy(&steps, step->second.data.data(), sizeof steps);
   }
-  for (const auto& pc : zero.state_pieces()) {
+  for (const auto& pc : state.pieces) {
     const std::string& name = params[pc.param].name;
     std::int64_t covered = 0;
     for (const auto& sp : by_name[name]) {
@@ -163,7 +162,7 @@ void load_zero_shards(const std::string& dir, const CheckpointMeta& meta, const 
                          std::to_string(pc.param_offset) + " (a shard file is missing pieces)");
     }
   }
-  zero.set_step_count(steps);
+  optimizer.set_step_count(steps);
 }
 
 }  // namespace
@@ -249,7 +248,7 @@ void check_checkpoint_layout(const std::string& dir, const Config& config, int t
                              const std::string& data_key) {
   const CheckpointMeta meta = read_checkpoint_meta(dir);
   check_checkpoint_data(dir, meta, data_key, "another --run-dir");
-  const bool compressed = config.compression.method != "none" || config.training.optimizer == "onebit_adam";
+  const bool compressed = keeps_per_rank_state(config);
   check_tensor_parallel_size(dir, meta, tp_size, config.parallel.zero_stage != 0, compressed);
   if (compressed && meta.data_parallel_size != dp_size) {
     throw ConfigError(compression_dp_message(dir, meta.data_parallel_size, dp_size));
@@ -263,21 +262,16 @@ void check_checkpoint_layout(const std::string& dir, const Config& config, int t
 void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid, std::vector<models::Parameter>& params,
                      Optimizer& optimizer, LossScaler& scaler, comms::GradientCompressor* gradient_compressor) {
   const CheckpointMeta meta = read_checkpoint_meta(dir);
-  auto* adamw = dynamic_cast<AdamW*>(&optimizer);
-  auto* zero = dynamic_cast<ZeroAdamW*>(&optimizer);
-  auto* onebit = dynamic_cast<OneBitAdam*>(&optimizer);
-  if (!adamw && !zero && !onebit) {
-    throw RuntimeError("loading checkpoints into this optimizer is not built (AdamW, ZeRO-1 and 1-bit Adam only)");
-  }
-  const std::pair<const char*, comms::GradientCompressor*> compressors[] = {
-      {"gradient_sync", gradient_compressor}, {"onebit_adam", onebit ? onebit->compressor() : nullptr}};
-  const bool compressed = compressors[0].second || compressors[1].second;
+  // Note [Optimizer state in checkpoints]
+  const OptimizerState optimizer_state = optimizer.state();
+  const auto compressors = checkpointed_compressors(gradient_compressor, optimizer_state);
+  const bool compressed = !compressors.empty();
   if (compressed && meta.data_parallel_size != grid.dp_size()) {
     throw ConfigError(compression_dp_message(dir, meta.data_parallel_size, grid.dp_size()));
   }
-  check_tensor_parallel_size(dir, meta, grid.tp_size(), zero != nullptr, compressed);
+  check_tensor_parallel_size(dir, meta, grid.tp_size(), optimizer_state.sharded, compressed);
   const bool reshard = meta.tensor_model_parallel_size != grid.tp_size();
-  if (adamw && meta.zero_stage != 0) {
+  if (!optimizer_state.sharded && meta.zero_stage != 0) {
     throw ConfigError("checkpoint " + dir + " was written with zero_stage " + std::to_string(meta.zero_stage) +
                       ", this run has 0; resume with the checkpoint's parallel.zero_stage");
   }
@@ -286,7 +280,7 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid, std
   // checkpoint's shards and cuts this rank's out (Note [Resharding onto another
   // tensor-parallel size]).
   MergedCheckpoint whole;
-  if (reshard) whole = merge_tensor_parallel_checkpoint(dir, meta.tensor_model_parallel_size, !zero);
+  if (reshard) whole = merge_tensor_parallel_checkpoint(dir, meta.tensor_model_parallel_size, !optimizer_state.sharded);
   const auto put = [&](core::Tensor& t, const models::Parameter& p,
                        const std::map<std::string, core::HostArray>& arrays, const std::string& name,
                        const std::string& file) {
@@ -303,24 +297,17 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid, std
                        std::to_string(params.size()) + " parameters (a checkpoint of another model?)");
   }
   for (auto& p : params) put(p.value, p, model, p.name, model_file);
-  if (zero) {
+  if (optimizer_state.sharded) {
     std::vector<std::map<std::string, core::HostArray>> shards;
-    load_zero_shards(dir, meta, grid, params, *zero, shards);
+    load_zero_shards(dir, meta, grid, params, optimizer_state, optimizer, shards);
   } else {
     const std::string optim_file = reshard ? "checkpoint " + dir + " (optimizer, merged over its tensor-parallel ranks)"
                                            : (fs::path(dir) / optimizer_file_name(grid.tp_rank())).string();
     const auto optim = reshard ? std::move(whole.optimizer) : core::read_safetensors(optim_file);
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      auto& p = params[i];
-      if (adamw) {
-        put(adamw->exp_avg(i), p, optim, p.name + ".exp_avg", optim_file);
-        put(adamw->exp_avg_sq(i), p, optim, p.name + ".exp_avg_sq", optim_file);
-        if (p.master.defined()) put(p.master, p, optim, p.name + ".master", optim_file);
-      } else {
-        core::Tensor m = onebit->exp_avg(i), v = onebit->exp_avg_sq(i);  // handles onto the moments
-        put(m, p, optim, p.name + ".exp_avg", optim_file);
-        put(v, p, optim, p.name + ".exp_avg_sq", optim_file);
-      }
+    for (const auto& st : optimizer_state.replicated) {
+      core::Tensor t = st.tensor;  // a handle onto the live state
+      const auto& p = params[st.param];
+      put(t, p, optim, p.name + "." + st.suffix, optim_file);
     }
     const auto step = optim.find("step");
     if (step == optim.end() || step->second.dtype != "I64" || step->second.numel() != 1) {
@@ -328,18 +315,16 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid, std
     }
     std::int64_t steps = 0;
     std::memcpy(&steps, step->second.data.data(), sizeof steps);
-    if (adamw) adamw->set_step_count(steps);
-    if (onebit) onebit->set_step_count(steps);
+    optimizer.set_step_count(steps);
   }
   if (compressed) {
     const std::string file = (fs::path(dir) / compression_file_name(grid.tp_rank(), grid.dp_rank())).string();
     const auto arrays = core::read_safetensors(file);
     for (const auto& [prefix, compressor] : compressors) {
-      if (!compressor) continue;
       comms::GradientCompressor::State st = compressor->state();
-      for (auto& [name, t] : st.tensors) copy_array_into(t, arrays, std::string(prefix) + "." + name, file);
+      for (auto& [name, t] : st.tensors) copy_array_into(t, arrays, prefix + "." + name, file);
       std::vector<std::int32_t> flags;
-      const auto it = arrays.find(std::string(prefix) + ".flags");
+      const auto it = arrays.find(prefix + ".flags");
       if (it != arrays.end()) {
         if (it->second.dtype != "I32")
           throw RuntimeError(file + ": " + it->first + " is " + it->second.dtype + ", not I32");

@@ -46,8 +46,8 @@ void check_checkpoint_data(const std::string& dir, const CheckpointMeta& meta, c
 
 // The checks of load_checkpoint that need no tensors, run before the run directory is touched:
 // the tensor-parallel size must be the checkpoint's with ZeRO-1 or compression, and so must the
-// data-parallel size when `config` compresses (compression.method, or training.optimizer
-// onebit_adam). A change of tensor-parallel size it accepts is said on stderr. The checkpoint's
+// data-parallel size when `config`'s compressor or optimizer keeps per-rank state
+// (keeps_per_rank_state, runtime/config/component_registry.hpp). A change of tensor-parallel size it accepts is said on stderr. The checkpoint's
 // data_key, when it has one, must be `data_key` (TrainingData::data_key): token ids of another
 // corpus or tokenizer would be trained on as if they were the same. Throws ConfigError naming
 // both sizes or both data keys, RuntimeError for an unreadable meta.json.
@@ -64,9 +64,9 @@ void check_checkpoint_layout(const std::string& dir, const Config& config, int t
 // [Resharding onto another tensor-parallel size]), except for ZeRO-1 and compression state
 // (ConfigError naming both sizes). Throws RuntimeError naming the file and the tensor when a
 // tensor is missing, its dtype or shape differs from the model's (a checkpoint of another
-// model), or the shards do not cover a piece; and for an optimizer other than AdamW, ZeroAdamW
-// and OneBitAdam. The
-// compressors' state (`gradient_compressor`'s and 1-bit Adam's) comes from this rank's
+// model), or the shards do not cover a piece. The optimizer's state() says what is loaded and
+// in which form (Note [Optimizer state in checkpoints]); the
+// compressors' state (`gradient_compressor`'s and the optimizer's own) comes from this rank's
 // compression-tpXX-dpYY file, so such a checkpoint loads only on its data-parallel size (the
 // error feedback is per rank; ConfigError naming both sizes). Not collective: the caller
 // reports a failure on one rank to the others (run_where).

@@ -11,8 +11,6 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/safetensors.hpp"
 #include "runtime/train/root_only.hpp"
-#include "runtime/train/onebit_adam.hpp"
-#include "runtime/train/zero_adamw.hpp"
 #include "runtime/core/json_text.hpp"
 
 namespace memtrain::train {
@@ -78,25 +76,13 @@ std::string optimizer_file_name(int tp_rank, int dp_rank) {
 }
 
 RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
-  const auto* adamw = dynamic_cast<const AdamW*>(&src.optimizer);
-  const auto* zero = dynamic_cast<const ZeroAdamW*>(&src.optimizer);
-  const auto* onebit = dynamic_cast<const OneBitAdam*>(&src.optimizer);
-  if (!adamw && !zero && !onebit) {
-    throw RuntimeError("checkpoints of this optimizer are not built (AdamW, ZeRO-1 and 1-bit Adam only)");
-  }
+  // Note [Optimizer state in checkpoints]
+  const OptimizerState state = src.optimizer.state();
   RankFiles f;
   nlohmann::ordered_json layout = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < src.params.size(); ++i) {
     const auto& p = src.params[i];
     f.model[p.name] = view_of(p.value, f);
-    if (adamw) {
-      f.optimizer[p.name + ".exp_avg"] = view_of(adamw->exp_avg(i), f);
-      f.optimizer[p.name + ".exp_avg_sq"] = view_of(adamw->exp_avg_sq(i), f);
-      if (p.master.defined()) f.optimizer[p.name + ".master"] = view_of(p.master, f);
-    } else if (onebit) {  // fp32 only: the values are their own masters
-      f.optimizer[p.name + ".exp_avg"] = view_of(onebit->exp_avg(i), f);
-      f.optimizer[p.name + ".exp_avg_sq"] = view_of(onebit->exp_avg_sq(i), f);
-    }
     if (p.sharded()) {
       layout[p.name] = {{"sharding", sharding_name(p.shard.sharding)},
                         {"offset", p.shard.offset},
@@ -104,8 +90,12 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
                         {"valid_extent", p.shard.valid_extent}};
     }
   }
+  if (!state.sharded) {
+    for (const auto& t : state.replicated)
+      f.optimizer[src.params[t.param].name + "." + t.suffix] = view_of(t.tensor, f);
+  }
   f.optimizer_metadata = {{"memtrain_tp_rank", std::to_string(tp_rank)}};
-  if (zero) {
+  if (state.sharded) {
     nlohmann::ordered_json pieces = nlohmann::ordered_json::object();
     const auto piece_view = [](const float* data, std::int64_t n) {
       return core::TensorView{
@@ -113,7 +103,7 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
           {n},
           std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), static_cast<std::size_t>(n) * 4)};
     };
-    for (const auto& pc : zero->state_pieces()) {
+    for (const auto& pc : state.pieces) {
       const std::string& name = src.params[pc.param].name;
       f.optimizer[name + ".exp_avg"] = piece_view(pc.exp_avg, pc.length);
       f.optimizer[name + ".exp_avg_sq"] = piece_view(pc.exp_avg_sq, pc.length);
@@ -131,22 +121,19 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
       {"format", "pt"}, {"memtrain_tp_rank", std::to_string(tp_rank)}, {"memtrain_shards", layout.dump()}};
   if (dp_rank != 0) f.model.clear();  // the replicas are equal: data-parallel rank 0 writes it
   f.model_name = dp_rank == 0 ? model_file_name(tp_rank) : std::string();
-  f.optimizer_name = zero           ? optimizer_file_name(tp_rank, dp_rank)
+  f.optimizer_name = state.sharded  ? optimizer_file_name(tp_rank, dp_rank)
                      : dp_rank == 0 ? optimizer_file_name(tp_rank)
                                     : std::string();
   if (f.optimizer_name.empty()) f.optimizer.clear();
 
   // Note [Compression state in checkpoints]: every rank's own.
-  const std::pair<const char*, const comms::GradientCompressor*> compressors[] = {
-      {"gradient_sync", src.gradient_compressor}, {"onebit_adam", onebit ? onebit->compressor() : nullptr}};
-  for (const auto& [prefix, compressor] : compressors) {
-    if (!compressor) continue;
+  for (const auto& [prefix, compressor] : checkpointed_compressors(src.gradient_compressor, state)) {
     const comms::GradientCompressor::State st = compressor->state();
-    for (const auto& [name, t] : st.tensors) f.compression[std::string(prefix) + "." + name] = view_of(t, f);
+    for (const auto& [name, t] : st.tensors) f.compression[prefix + "." + name] = view_of(t, f);
     if (!st.flags.empty()) {
       auto& bytes = f.owned.emplace_back(st.flags.size() * sizeof(std::int32_t));
       std::memcpy(bytes.data(), st.flags.data(), bytes.size());
-      f.compression[std::string(prefix) + ".flags"] =
+      f.compression[prefix + ".flags"] =
           core::TensorView{"I32", {static_cast<std::int64_t>(st.flags.size())}, std::span<const std::byte>(bytes)};
     }
   }
@@ -156,6 +143,19 @@ RankFiles rank_files(const CheckpointSource& src, int tp_rank, int dp_rank) {
                               {"memtrain_dp_rank", std::to_string(dp_rank)}};
   }
   return f;
+}
+
+std::vector<std::pair<std::string, comms::GradientCompressor*>> checkpointed_compressors(
+    const comms::GradientCompressor* gradient_compressor, const OptimizerState& state) {
+  std::vector<std::pair<std::string, comms::GradientCompressor*>> out;
+  // The loader writes through these handles, as through the optimizer's (Note [Optimizer state
+  // in checkpoints]); the synchroniser's compressor is handed in const by the saver.
+  if (gradient_compressor)
+    out.emplace_back("gradient_sync", const_cast<comms::GradientCompressor*>(gradient_compressor));
+  for (const auto& c : state.compressors) {
+    if (c.second) out.push_back(c);
+  }
+  return out;
 }
 
 std::int64_t tensor_bytes(const RankFiles& f) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comms/gradient_compressor.hpp"
@@ -43,7 +44,7 @@ std::string compression_file_name(int tp_rank, int dp_rank);
 struct CheckpointSource {
   const Config& config;
   const std::vector<models::Parameter>& params;
-  const Optimizer& optimizer;  // AdamW, ZeroAdamW or OneBitAdam
+  const Optimizer& optimizer;  // its state() is written (Note [Optimizer state in checkpoints])
   const LossScaler& scaler;
   std::string canonical_config_yaml;
   std::string config_hash;
@@ -78,9 +79,16 @@ struct RankFiles {
   std::vector<std::vector<std::byte>> owned;  // bytes the flags' views point into
 };
 
-// This rank's files of `source`, viewing its tensors in place. Throws memtrain::RuntimeError
-// for an optimizer other than AdamW, ZeroAdamW and OneBitAdam.
+// This rank's files of `source`, viewing its tensors in place: the optimizer's state() in its
+// replicated or sharded form (Note [Optimizer state in checkpoints], optimizer.hpp).
 RankFiles rank_files(const CheckpointSource& source, int tp_rank, int dp_rank);
+
+// The compressors whose per-rank state a checkpoint holds, with the prefix of their arrays:
+// "gradient_sync" for the synchroniser's (`gradient_compressor`, may be null), then the
+// optimizer's own (OptimizerState::compressors, "onebit_adam"). The saver, the loader and the
+// staging size all use this list.
+std::vector<std::pair<std::string, comms::GradientCompressor*>> checkpointed_compressors(
+    const comms::GradientCompressor* gradient_compressor, const OptimizerState& state);
 // Bytes of every tensor in `files` (the headers excluded): what a staging copy holds.
 std::int64_t tensor_bytes(const RankFiles& files);
 // `files` with every tensor's bytes copied into `staging` (at least tensor_bytes(files) bytes),

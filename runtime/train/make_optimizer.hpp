@@ -17,22 +17,22 @@ namespace memtrain::train {
 // all_reduce for zero_stage 0, reduce_scatter for 1.
 comms::GradientReduction gradient_reduction(const Config& config);
 
-// The synchroniser's compression for compression.method (none: nullopt): PowerSGD with the
-// compression section's options and training.seed for the initial Q.
+// The synchroniser's compression for compression.method (none: nullopt): the registered
+// compressor of that name (runtime/config/component_registry.hpp) built from the config, from
+// compression.start_iter on. Throws ConfigError naming the registered methods for another name.
 std::optional<comms::GradientSynchronizer::Compression> gradient_compression(const Config& config);
-// compression.block_size and compression.scale, for the gradient compressor and 1-bit Adam.
-comms::OneBitOptions onebit_options(const Config& config);
 
-// AdamW (zero_stage 0), ZeroAdamW over `dp` (1) or OneBitAdam (training.optimizer onebit_adam,
-// compression.freeze_step), with the training section's Adam settings;
-// `sync` must have been built with gradient_reduction(config). Everything passed must outlive
-// the optimizer.
+// The registered optimizer named by training.optimizer (optimizer_registry.hpp: AdamW, or
+// ZeroAdamW over `dp` under zero_stage 1; OneBitAdam), with the training section's Adam
+// settings; `sync` must have been built with gradient_reduction(config). Everything passed
+// must outlive the optimizer. Throws ConfigError naming the registered optimizers for another
+// name.
 std::unique_ptr<Optimizer> make_optimizer(const Config& config, models::BertForMaskedLM& model,
                                           comms::GradientSynchronizer& sync, comms::Communicator& dp,
                                           core::Context& ctx, comms::Communicator* tp_group);
 
-// model.init_parameters(seed), handing each draw to a ZeroAdamW's masters when the optimizer is
-// one (Note [ZeRO-1 shards the buckets]).
+// model.init_parameters(seed), handing each draw to the optimizer's own masters when it keeps
+// them (Optimizer::takes_initial_draws: ZeRO-1, Note [ZeRO-1 shards the buckets]).
 void init_parameters(models::BertForMaskedLM& model, Optimizer& optimizer, std::uint64_t seed);
 
 }  // namespace memtrain::train

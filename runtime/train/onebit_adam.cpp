@@ -8,6 +8,8 @@
 #include "runtime/core/tags.hpp"
 #include "runtime/train/gradient_reads.hpp"
 #include "runtime/train/norm_sketch.hpp"
+#include "runtime/train/optimizer_registry.hpp"
+#include "runtime/config/onebit_settings.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -56,7 +58,8 @@ OneBitAdam::OneBitAdam(std::vector<models::Parameter>& params, const std::vector
     }
     v_.push_back(core::Tensor::zeros(ctx, params[i].value.shape(), core::DType::f32, state));
   }
-  if (dp.size() > 1) compressor_.emplace(buckets, dp.size(), ctx, onebit_.compression);
+  if (dp.size() > 1)
+    compressor_ = std::make_unique<comms::OneBitCompressor>(buckets, dp.size(), ctx, onebit_.compression);
   sync.keep_local_from(onebit_.freeze_step);
 }
 
@@ -150,6 +153,24 @@ void OneBitAdam::step(double lr, double grad_multiplier) {
     kernels::adam_frozen_variance_update(p.value.data<float>(), m_[i].data<float>(), v_[i].data<float>(),
                                          p.value.numel(), flr, b1, b2, eps, wd, step_, onebit_.freeze_step);
   }
+}
+
+OptimizerState OneBitAdam::state() const {
+  OptimizerState s;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    s.replicated.push_back({i, "exp_avg", m_[i]});
+    s.replicated.push_back({i, "exp_avg_sq", v_[i]});
+  }
+  if (compressor_) s.compressors.emplace_back("onebit_adam", compressor_.get());
+  return s;
+}
+
+std::unique_ptr<Optimizer> make_onebit_adam(const Config& config, const OptimizerInputs& in) {
+  const auto& tc = config.training;
+  const AdamWOptions options{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay};
+  return std::make_unique<OneBitAdam>(
+      in.model.parameters(), in.model.gradient_buckets(), in.sync, in.dp, in.ctx, options,
+      OneBitAdamOptions{config.compression.freeze_step, onebit_options(config), config.training.seed});
 }
 
 }  // namespace memtrain::train

@@ -4,6 +4,7 @@
 // behaviour: Adam with full-precision gradient sums for a warm-up of freeze_step steps, then
 // the variance frozen and the momentum summed through the 1-bit compressed all-reduce.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -96,10 +97,13 @@ class OneBitAdam final : public Optimizer {
   const core::Tensor& exp_avg_sq(std::size_t i) const { return v_[i]; }
   // The momentum's compressor (null with one rank): its error feedback is checkpointed per rank
   // (Note [Compression state in checkpoints]).
-  const comms::OneBitCompressor* compressor() const { return compressor_ ? &*compressor_ : nullptr; }
-  comms::OneBitCompressor* compressor() { return compressor_ ? &*compressor_ : nullptr; }
+  const comms::OneBitCompressor* compressor() const { return compressor_.get(); }
+  comms::OneBitCompressor* compressor() { return compressor_.get(); }
   // A loaded checkpoint's count of completed steps (the freeze and bias correction follow it).
-  void set_step_count(std::int64_t steps) { step_ = steps; }
+  void set_step_count(std::int64_t steps) override { step_ = steps; }
+  // Replicated: exp_avg and exp_avg_sq per parameter (fp32 values are their own masters); the
+  // compressor under "onebit_adam".
+  OptimizerState state() const override;
 
  private:
   std::vector<models::Parameter>& params_;
@@ -108,9 +112,9 @@ class OneBitAdam final : public Optimizer {
   AdamWOptions options_;
   OneBitAdamOptions onebit_;
   bool dry_run_;
-  std::vector<core::Tensor> m_buffers_;                // [bucket numel] f32, per bucket
-  std::vector<core::Tensor> m_, v_;                    // per parameter; m_ are views of m_buffers_
-  std::optional<comms::OneBitCompressor> compressor_;  // with more than one rank
+  std::vector<core::Tensor> m_buffers_;                  // [bucket numel] f32, per bucket
+  std::vector<core::Tensor> m_, v_;                      // per parameter; m_ are views of m_buffers_
+  std::unique_ptr<comms::OneBitCompressor> compressor_;  // with more than one rank
   std::int64_t step_ = 0;
   comms::GradientSyncStats comm_;               // this step's momentum sum
   mutable comms::GradientSyncStats norm_comm_;  // grad_norm's sketch sum, counted by the next step

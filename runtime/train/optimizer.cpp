@@ -133,4 +133,14 @@ void AdamW::step(double lr, double grad_multiplier) {
   }
 }
 
+OptimizerState AdamW::state() const {
+  OptimizerState s;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    s.replicated.push_back({i, "exp_avg", m_[i]});
+    s.replicated.push_back({i, "exp_avg_sq", v_[i]});
+    if (params_[i].master.defined()) s.replicated.push_back({i, "master", params_[i].master});
+  }
+  return s;
+}
+
 }  // namespace memtrain::train

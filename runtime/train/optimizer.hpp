@@ -1,10 +1,14 @@
 #pragma once
 // AdamW over a model's parameters, with global-norm gradient clipping; on fp32 master weights
 // when the parameters are stored in 16 bits.
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comms/communicator.hpp"
+#include "comms/gradient_compressor.hpp"
 #include "comms/gradient_sync_stats.hpp"
 #include "kernels/op_context.hpp"
 #include "models/parameter.hpp"
@@ -18,6 +22,42 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;  // applied only to parameters with Parameter::weight_decay
+};
+
+// Note [Optimizer state in checkpoints]
+// An optimizer hands its state to checkpoints as handles onto its live buffers, in one of two
+// forms, and the saver and the loader treat each form alike whichever optimizer gave it:
+// - replicated: per-parameter tensors, the same on every data-parallel rank, written by
+//   data-parallel rank 0 as "<parameter name>.<suffix>" (exp_avg, exp_avg_sq, master) in the
+//   parameter's shape, and resharded over tensor-parallel sizes as the parameters are;
+// - sharded (ZeRO-1): this rank's pieces of the flat state, written by every rank into its own
+//   file with their element ranges, and resharded over data-parallel sizes by those ranges
+//   (Note [ZeRO-1 checkpoints reshard by element ranges], checkpoint_loader.cpp).
+// Its compressors' per-rank state goes into the compression file under their prefix (Note
+// [Compression state in checkpoints]). The step count travels as "step" beside the state.
+// The array names are those of the checkpoints written before this interface: they must stay.
+struct OptimizerState {
+  struct Tensor {
+    std::size_t param;    // index into the model's parameters
+    std::string suffix;   // "exp_avg": the array is "<parameter name>.exp_avg"
+    core::Tensor tensor;  // a handle onto the live buffer, the parameter's shape
+  };
+  // Elements [param_offset, param_offset + length) of parameter `param` (its flat [numel]
+  // order), as [length] f32 arrays; master is null without masters.
+  struct Piece {
+    std::size_t param;
+    std::int64_t param_offset, length;
+    float* exp_avg;
+    float* exp_avg_sq;
+    float* master;
+  };
+  std::vector<Tensor> replicated;
+  bool sharded = false;             // the pieces below, not `replicated`, are the state
+  bool masters = false;             // sharded: the pieces carry fp32 masters
+  std::int64_t shard_elements = 0;  // sharded: elements this rank holds
+  std::vector<Piece> pieces;        // sharded, not in a dry run (no memory)
+  // "onebit_adam" -> 1-bit Adam's momentum compressor (absent with one rank).
+  std::vector<std::pair<std::string, comms::GradientCompressor*>> compressors;
 };
 
 // What a training step asks of its optimizer (train_step): the global gradient norm, the fp16
@@ -41,6 +81,19 @@ class Optimizer {
   // What the last step() communicated itself, beyond the gradient synchroniser (1-bit Adam's
   // momentum sum); null for optimizers that communicate nothing of their own.
   virtual const comms::GradientSyncStats* step_comm() const { return nullptr; }
+
+  // The state a checkpoint saves and restores (Note [Optimizer state in checkpoints]): handles
+  // onto the live buffers, which a load writes through. Writing through a const optimizer's
+  // handles is the loader's business alone.
+  virtual OptimizerState state() const = 0;
+  // The number of steps taken, restored from a checkpoint: the next step's bias correction
+  // (and 1-bit Adam's freeze) follow step_count + 1.
+  virtual void set_step_count(std::int64_t steps) = 0;
+  // True when the optimizer keeps fp32 masters of its own that the initial draws must reach
+  // (ZeRO-1: init_parameters hands each parameter's draw to init_master).
+  virtual bool takes_initial_draws() const { return false; }
+  // Copies parameter `param`'s f32 draw [numel] into this optimizer's masters; nothing by default.
+  virtual void init_master(std::size_t /*param*/, const float* /*draw*/) {}
 };
 
 // AdamW (Loshchilov & Hutter 2019, Algorithm 2, in torch.optim.AdamW's formulation; the update
@@ -98,9 +151,9 @@ class AdamW final : public Optimizer {
   // The same, to be overwritten when a checkpoint is loaded (checkpoint_loader.hpp).
   core::Tensor& exp_avg(std::size_t i) { return m_[i]; }
   core::Tensor& exp_avg_sq(std::size_t i) { return v_[i]; }
-  // The number of steps taken, restored from a checkpoint: the next step's bias correction
-  // uses step_count + 1.
-  void set_step_count(std::int64_t steps) { step_ = steps; }
+  void set_step_count(std::int64_t steps) override { step_ = steps; }
+  // exp_avg, exp_avg_sq and, for 16-bit values, the parameter's master, per parameter.
+  OptimizerState state() const override;
 
  private:
   std::vector<models::Parameter>& params_;

@@ -10,6 +10,7 @@
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 #include "runtime/train/gradient_reads.hpp"
+#include "runtime/train/optimizer_registry.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -241,6 +242,25 @@ std::vector<ZeroAdamW::StatePiece> ZeroAdamW::state_pieces() const {
     }
   }
   return out;
+}
+
+OptimizerState ZeroAdamW::state() const {
+  OptimizerState s;
+  s.sharded = true;
+  s.masters = has_masters();
+  s.shard_elements = shard_elements();
+  if (!dry_run_) s.pieces = state_pieces();
+  return s;
+}
+
+std::unique_ptr<Optimizer> make_adamw(const Config& config, const OptimizerInputs& in) {
+  const auto& tc = config.training;
+  const AdamWOptions options{tc.adam_beta1, tc.adam_beta2, tc.adam_eps, tc.weight_decay};
+  if (config.parallel.zero_stage == 1) {
+    return std::make_unique<ZeroAdamW>(in.model.parameters(), in.model.gradient_buckets(), in.sync, in.dp, in.ctx,
+                                       options, in.tp_group);
+  }
+  return std::make_unique<AdamW>(in.model.parameters(), in.ctx, options, in.tp_group);
 }
 
 }  // namespace memtrain::train

@@ -49,7 +49,8 @@ class ZeroAdamW final : public Optimizer {
             comms::Communicator* tp_group = nullptr);
 
   // Copies this rank's pieces of parameter `param`'s f32 draw [numel] into its masters.
-  void init_master(std::size_t param, const float* draw);
+  void init_master(std::size_t param, const float* draw) override;
+  bool takes_initial_draws() const override { return true; }
 
   // The norm of the summed gradients: each rank's squares over its blocks, all-reduced over dp
   // (Note [The global norm counts every element once] over tp). Collective.
@@ -70,17 +71,13 @@ class ZeroAdamW final : public Optimizer {
   // [param_offset, param_offset + length) of parameter `param` (its flat [numel] order), as
   // [length] f32 arrays; master is null without masters. A block meets a parameter in one
   // range, and a parameter lies in one bucket, so a rank has at most one piece per parameter.
-  struct StatePiece {
-    std::size_t param;
-    std::int64_t param_offset, length;
-    float* exp_avg;
-    float* exp_avg_sq;
-    float* master;
-  };
+  using StatePiece = OptimizerState::Piece;
   // This rank's pieces (none of length 0), in block order. Not in a dry run (no memory).
   std::vector<StatePiece> state_pieces() const;
   // A loaded checkpoint's count of completed steps (bias correction continues from it).
-  void set_step_count(std::int64_t steps) { step_ = steps; }
+  void set_step_count(std::int64_t steps) override { step_ = steps; }
+  // Sharded: this rank's pieces (none in a dry run), shard_elements() and has_masters().
+  OptimizerState state() const override;
 
  private:
   struct Piece {

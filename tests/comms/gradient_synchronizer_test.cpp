@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "comms/onebit_compressor.hpp"
+#include "comms/powersgd_compressor.hpp"
 #include "comms/simulated_world_communicator.hpp"
 #include "kernels/cpu/half_convert.hpp"
 #include "runtime/core/errors.hpp"
@@ -371,8 +373,7 @@ TEST(GradientSynchronizer, CompressionStartsAtItsIterationAndCountsBothPayloads)
     FakeGroup group;
     group.twin = true;
     GradientSynchronizer::Compression compression;
-    compression.powersgd.rank = 4;
-    compression.powersgd.min_compression_rate = 1e-9;
+    compression.make = powersgd_factory(PowerSgdOptions{.rank = 4, .min_compression_rate = 1e-9});
     compression.start_iter = 1;
     GradientSynchronizer sync(buckets, group, ctx, overlap, GradientReduction::all_reduce, &compression);
     EXPECT_EQ(sync.row_mask_bytes(), 0u);
@@ -396,6 +397,7 @@ TEST(GradientSynchronizer, CompressionStartsAtItsIterationAndCountsBothPayloads)
   auto buckets = split_bucket(ctx, core::DType::f32, 6, 4);
   FakeGroup group;
   GradientSynchronizer::Compression compression;
+  compression.make = powersgd_factory(PowerSgdOptions{});
   EXPECT_THROW(GradientSynchronizer(buckets, group, ctx, true, GradientReduction::reduce_scatter, &compression),
                RuntimeError);
 }
@@ -404,17 +406,15 @@ TEST(GradientSynchronizer, CompressionStartsAtItsIterationAndCountsBothPayloads)
 // staging buffer (its own size, tag communication) and back, for PowerSGD at full rank (the sum
 // exactly, up to bf16 rounding) and for 1-bit (the staging only: its sum needs an all-to-all).
 TEST(GradientSynchronizer, SixteenBitBucketsAreCompressedInF32) {
-  for (auto method :
-       {GradientSynchronizer::CompressionMethod::powersgd, GradientSynchronizer::CompressionMethod::onebit}) {
+  for (std::string method : {"powersgd", "onebit"}) {
     auto alloc = std::make_shared<TestAllocator>();
     core::Context ctx(alloc);
     auto buckets = split_bucket(ctx, core::DType::bf16, 6, 4);  // [3 | 6 x 4 | 2]
     FakeGroup group;
     group.twin = true;
     GradientSynchronizer::Compression compression;
-    compression.method = method;
-    compression.powersgd.rank = 4;
-    compression.powersgd.min_compression_rate = 1e-9;
+    compression.make = method == "powersgd" ? powersgd_factory(PowerSgdOptions{.rank = 4, .min_compression_rate = 1e-9})
+                                            : onebit_factory(OneBitOptions{});
     compression.start_iter = 0;
     const std::size_t before = alloc->live_bytes(core::tags().communication);
     GradientSynchronizer sync(buckets, group, ctx, false, GradientReduction::all_reduce, &compression);
@@ -423,7 +423,7 @@ TEST(GradientSynchronizer, SixteenBitBucketsAreCompressedInF32) {
     // compression one (29 elements), beside the compressor's own state.
     EXPECT_EQ(alloc->live_bytes(core::tags().communication) - before,
               2u * 29 * 4 + static_cast<std::size_t>(sync.compressor()->state_bytes()));
-    if (method != GradientSynchronizer::CompressionMethod::powersgd) continue;
+    if (method != "powersgd") continue;
     std::vector<float> values(29);
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + static_cast<float>(i);  // exact in bf16
     std::uint16_t* g = buckets[0].buffer.data<std::uint16_t>();
