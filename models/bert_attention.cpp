@@ -1,12 +1,8 @@
 #include "models/bert_attention.hpp"
-#include "models/op_descriptions.hpp"
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 
-#include "kernels/ops/copy.hpp"
-#include "kernels/ops/dropout.hpp"
 #include "models/f32_access.hpp"
 #include "models/row_parallel.hpp"
 #include "models/sequence_parallel.hpp"
@@ -22,12 +18,10 @@ BertAttention::BertAttention(ParameterSet& params, const std::string& prefix, in
     : query_(params, prefix + ".self.query", c.hidden_size, c.hidden_size, LinearParallel::column, tp),
       key_(params, prefix + ".self.key", c.hidden_size, c.hidden_size, LinearParallel::column, tp),
       value_(params, prefix + ".self.value", c.hidden_size, c.hidden_size, LinearParallel::column, tp),
-      output_(params, prefix + ".output.dense", c.hidden_size, c.hidden_size, LinearParallel::row, tp),
-      layer_norm_(params, prefix + ".output.LayerNorm", c.hidden_size, c.layer_norm_eps),
+      output_(params, prefix + ".output", c.hidden_size, c.hidden_size, c.layer_norm_eps, layer, kAttentionOutput, tp),
       core_(layer, c.hidden_size / tp.size(), c.num_attention_heads / tp.size(), core,
             tp.rank() * (c.num_attention_heads / tp.size())),
       tp_(tp),
-      layer_(layer),
       C_(c.hidden_size),
       NH_(c.num_attention_heads),
       Cl_(c.hidden_size / tp.size()) {}
@@ -37,10 +31,8 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
   const auto act = core::tags().activation;
   const auto tmp = core::tags().temporary;
   // Under sequence parallelism x, the residual and the LayerNorm hold this rank's tokens only
-  // (Nl = B x T/tp rows; Note [Sequence-parallel regions]); the projections see all of them.
+  // (Tl = T/tp of each sample; Note [Sequence-parallel regions]); the projections see all of them.
   const bool sp = tp_.sp();
-  const int Tl = sp ? sequence_shard_length(tp_, T) : T, Nl = B * Tl;
-  const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
   // f: entering the column-parallel Q, K, V is the identity forward (Note [Megatron's f and g]),
   // or with sequence parallelism the all-gather of the shard.
   auto q = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, act);  // [B, T, C/tp]
@@ -71,28 +63,9 @@ Tensor BertAttention::forward(PassState& s, const Tensor& x) {
     context = core_.forward(s, q_f.get(), k_f.get(), v_f.get(), context_f);
   }
 
-  // The residual sum is the LayerNorm's input, which it keeps for its backward pass.
-  auto residual = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, act);  // [B, Tl, C]
-  Tensor out;                                                      // [B, Tl, C]
-  {
-    // Projection, dropout and residual add in one float view, rounded once (as a fused kernel).
-    // Under tensor parallelism the row-parallel projection gives partial sums; g all-reduces
-    // them in the float view (the f32 staging of 16-bit activations), or reduce-scatters them
-    // onto the shard, and the bias, held whole on every rank, is added once after the sum.
-    auto r_f = write_f32(s.ctx, residual);                                                  // [B, Tl, C]
-    row_parallel_forward(s, tp_, output_, GemmInput(context_f.get(), context), r_f.get());  // g
-    context_f = F32View();                                                                  // its workspace slot back
-    if (s.compute()) {
-      const core::ScopedOp op(s.ctx.op_profile(), "dropout_residual.forward",
-                              [&] { return elementwise_description(Nl, C, 3); });
-      kernels::ops::dropout_residual_forward(s.kc(), r_f.get(), r_f.get(), x_f.get(), B, long{Tl} * C, s.hidden_dropout,
-                                             s.key(encoder_rng_layer(layer_), kAttentionOutput), s.first_sample,
-                                             first_element);
-    }
-    // The LayerNorm reads the residual's floats as stored (Note [Views rounded in place]).
-    r_f.round_in_place();
-    out = layer_norm_.forward(s, residual, Nl, r_f.get());
-  }
+  // BertSelfOutput: out = LayerNorm(x + dropout(context W_o^T + b_o)); g (Note [Megatron's f
+  // and g]) inside. The context's view goes with it, to be dropped once the projection has read it.
+  Tensor out = output_.forward(s, context, std::move(context_f), x_f.get());  // [B, Tl, C]
   if (s.training) {
     x_ = x;
     q_ = std::move(q);
@@ -107,37 +80,14 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
   const int B = s.B, T = s.T, N = s.N(), C = C_, Cl = Cl_;
   const auto tmp = core::tags().temporary;
   const bool sp = tp_.sp();
-  const int Tl = sp ? sequence_shard_length(tp_, T) : T, Nl = B * Tl;
-  const std::uint64_t first_element = std::uint64_t(sp ? sequence_shard_first(tp_, T) : 0) * C;
   // dx starts as the residual branch's gradient d(residual); the projections add to it below.
-  auto dx = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);  // [B, Tl, C]
-  auto dx_f = zeroed_f32(s.ctx, dx);                         // [B, Tl, C]
-  layer_norm_.backward(s, dx_f.get(), read_f32(s.ctx, da).get(), Nl);
-
-  auto dproj = Tensor::empty(s.ctx, {B, Tl, C}, s.dtype, tmp);     // [B, Tl, C]
+  auto [dx, dx_f] = output_.backward_residual(s, da);              // [B, Tl, C]
   auto dcontext = Tensor::empty(s.ctx, {B, T, Cl}, s.dtype, tmp);  // [B, T, C/tp]
   auto dcontext_f = zeroed_f32(s.ctx, dcontext);                   // [B, T, C/tp]
-  {
-    // Scratch: dproj is freed below unread in 16 bits, so its floats are never rounded back.
-    auto dproj_f = scratch_f32(s.ctx, dproj);  // [B, Tl, C]
-    if (s.compute()) {
-      if (s.hidden_dropout > 0.0f) {
-        const core::ScopedOp op(s.ctx.op_profile(), "dropout.backward",
-                                [&] { return elementwise_description(Nl, C, 2); });
-        kernels::ops::dropout_backward(s.kc(), dproj_f.get(), dx_f.get(), B, long{Tl} * C, s.hidden_dropout,
-                                       s.key(encoder_rng_layer(layer_), kAttentionOutput), s.first_sample,
-                                       first_element);
-      } else {
-        kernels::ops::copy_on_device(s.kc(), dproj_f.get(), dx_f.get(), sizeof(float) * Nl * C);
-      }
-    }
-    // g's backward: the identity, or with sequence parallelism the all-gather of the shard's
-    // gradient (the bias gradient is then the whole sum on every rank).
-    row_parallel_backward(s, tp_, output_, dcontext_f.get(), dproj_f.get(), context_);
-  }
+  // g's backward: dcontext = d(projection) W_o, after dropout's backward.
+  output_.backward_input(s, dx_f.get(), context_, dcontext, &dcontext_f);
   // The core reads dcontext's floats as stored (Note [Views rounded in place]).
   dcontext_f.round_in_place();
-  dproj.reset();
   // Only the flash core's backward reads its own output again.
   if (core_.kind() != AttentionCoreKind::flash) context_.reset();
 
@@ -207,7 +157,7 @@ Tensor BertAttention::backward(PassState& s, const Tensor& da) {
 }
 
 void BertAttention::release() {
-  layer_norm_.release();
+  output_.release();
   x_.reset();
   q_.reset();
   k_.reset();

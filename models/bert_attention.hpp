@@ -6,8 +6,8 @@
 
 #include "models/attention_core.hpp"
 #include "models/bert_config.hpp"
-#include "models/layer_norm.hpp"
 #include "models/linear.hpp"
+#include "models/output_sublayer.hpp"
 #include "models/pass_state.hpp"
 #include "models/tensor_parallel.hpp"
 
@@ -35,11 +35,11 @@ class BertAttention {
   void set_core_kind(AttentionCoreKind kind) { core_.set_kind(kind); }
 
  private:
-  Linear query_, key_, value_, output_;
-  LayerNorm layer_norm_;
+  Linear query_, key_, value_;
+  OutputSublayer output_;  // BertSelfOutput: output.dense (row-parallel), dropout, residual, output.LayerNorm
   AttentionCore core_;
   TensorParallel tp_;
-  int layer_, C_, NH_;
+  int C_, NH_;
   int Cl_;  // C / tp: this rank's columns of q, k, v and the context
   core::Tensor x_, q_, k_, v_, context_;
 };

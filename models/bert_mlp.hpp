@@ -4,8 +4,8 @@
 #include <string>
 
 #include "models/bert_config.hpp"
-#include "models/layer_norm.hpp"
 #include "models/linear.hpp"
+#include "models/output_sublayer.hpp"
 #include "models/pass_state.hpp"
 
 namespace memtrain::models {
@@ -29,10 +29,10 @@ class BertMlp {
   void release();
 
  private:
-  Linear intermediate_, output_;
-  LayerNorm layer_norm_;
+  Linear intermediate_;
+  OutputSublayer output_;  // BertOutput: output.dense (row-parallel), dropout, residual, output.LayerNorm
   TensorParallel tp_;
-  int layer_, C_, I_;  // I_: this rank's intermediate features (I / tp)
+  int C_, I_;  // I_: this rank's intermediate features (I / tp)
   core::Tensor a_, pre_gelu_, gelu_;
 };
 

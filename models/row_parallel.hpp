@@ -1,7 +1,8 @@
 #pragma once
-// The two ends of a split block that BertAttention and BertMlp share: leaving a row-parallel
-// projection (Megatron's g) and entering a column-parallel one backward (f's backward), in the
-// three layouts (no tensor parallelism, tensor parallelism, and with sequence parallelism).
+// The two ends of a split block: leaving a row-parallel projection (Megatron's g; the
+// OutputSublayer of BertAttention and BertMlp) and entering a column-parallel one backward (f's
+// backward), in the three layouts (no tensor parallelism, tensor parallelism, and with sequence
+// parallelism).
 #include "models/linear.hpp"
 #include "models/pass_state.hpp"
 #include "models/tensor_parallel.hpp"
