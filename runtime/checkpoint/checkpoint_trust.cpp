@@ -32,8 +32,7 @@ Trust read_trust(const std::string& dir) {
     if (t.is_object() && t.contains("trusted_at_step") && t["trusted_at_step"].is_number_integer()) {
       return {true, "by step " + std::to_string(t["trusted_at_step"].get<std::int64_t>())};
     }
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   return {false, std::string("unreadable ") + kTrustFile};
 }
 

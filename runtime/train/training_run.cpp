@@ -145,10 +145,9 @@ void TrainingRun::print_header() {
       << gemm_path(config_, job_->on_gpu(), job_->model.options().native_bf16_gemm)
       << (job_->scaler.enabled() ? " (dynamic loss scaling from " + plain_number(job_->scaler.scale()) + ")" : "")
       << ", recompute " << resolved_.memory.recompute
-      << (resolved_.memory.recompute_num_layers > 0
-              ? " (" + std::to_string(resolved_.memory.recompute_num_layers) + " layers, " +
-                    resolved_.memory.recompute_method + ")"
-              : "")
+      << (resolved_.memory.recompute_num_layers > 0 ? " (" + std::to_string(resolved_.memory.recompute_num_layers) +
+                                                          " layers, " + resolved_.memory.recompute_method + ")"
+                                                    : "")
       << ", attention " << config_.memory.attention << "\n"
       << "memtrain: run directory " << run_path_ << "\n";
   if (dry_) {

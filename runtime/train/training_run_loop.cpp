@@ -92,8 +92,8 @@ void TrainingRun::start_checkpointing() {
 
 // `final`: the run stops after it, so an asynchronous one is waited for.
 void TrainingRun::save(std::int64_t at, bool final, bool trusted) {
-  const CheckpointSource source{config_,    job_->model.parameters(),         *job_->optimizer, job_->scaler,
-                                canonical_, hash_, job_->gradient_sync.compressor(), data_.data_key, trusted};
+  const CheckpointSource source{config_, job_->model.parameters(),         *job_->optimizer, job_->scaler, canonical_,
+                                hash_,   job_->gradient_sync.compressor(), data_.data_key,   trusted};
   if (async_checkpoints_) {
     async_checkpoints_->start(source, at);
     if (final) async_checkpoints_->wait();
@@ -166,8 +166,8 @@ void TrainingRun::rollback(const std::string& reason, std::int64_t max_step) {
 
 bool TrainingRun::train_one_step() {
   const auto& tc = config_.training;
-  StepSettings settings{kernels::learning_rate(static_cast<int>(step_), effective_lr_decay_steps(tc),
-                                               tc.warmup_steps, tc.lr, tc.min_lr, tc.lr_schedule),
+  StepSettings settings{kernels::learning_rate(static_cast<int>(step_), effective_lr_decay_steps(tc), tc.warmup_steps,
+                                               tc.lr, tc.min_lr, tc.lr_schedule),
                         tc.grad_clip, tc.seed};
   if (faults_.nan_grad && faults_.nan_grad->covers(step_, world_->rank()) && step_ > nan_injected_through_) {
     nan_injected_through_ = step_;
@@ -195,8 +195,8 @@ bool TrainingRun::train_one_step() {
   }
   if (r.skipped && root_) {
     progress_->break_line();
-    *out_ << "memtrain: step " << step_ << ": inf/NaN gradients at loss scale " << r.loss_scale
-          << "; step skipped (" << r.skipped_steps << " so far), loss scale now " << job_->scaler.scale() << "\n"
+    *out_ << "memtrain: step " << step_ << ": inf/NaN gradients at loss scale " << r.loss_scale << "; step skipped ("
+          << r.skipped_steps << " so far), loss scale now " << job_->scaler.scale() << "\n"
           << std::flush;
   }
   if (!r.skipped) last_unskipped_step_ = step_;

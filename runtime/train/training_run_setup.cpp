@@ -166,8 +166,9 @@ void TrainingRun::resume() {
   *out_ << "memtrain: resumed from checkpoint " << resume_.checkpoint << " (step " << resume_.step << ")" << line
         << std::flush;
   if (resume_.step >= config_.training.max_steps) {
-    *out_ << "memtrain: the checkpoint's step " << resume_.step << " is at or past training.max_steps = "
-          << config_.training.max_steps << ": no steps to train (raise training.max_steps to continue)\n"
+    *out_ << "memtrain: the checkpoint's step " << resume_.step
+          << " is at or past training.max_steps = " << config_.training.max_steps
+          << ": no steps to train (raise training.max_steps to continue)\n"
           << std::flush;
   }
 }

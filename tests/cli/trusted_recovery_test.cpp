@@ -109,8 +109,7 @@ TEST(TrustedRecovery, TheLastStepsCheckpointIsTrustedAtOnce) {
   const std::string cfg = config(s, "c.yaml", 7, 2, "health:\n  consistency_interval: 5\n", true);
   ASSERT_EQ(s.mpirun(2, "train --config " + cfg + " --run-dir run").exit_code, 0);
   const auto last = s.memtrain("checkpoint inspect run/checkpoints/step-00000007");
-  EXPECT_TRUE(contains(last.out, "  trusted: yes (its step's health checks passed before it was written)"))
-      << last.out;
+  EXPECT_TRUE(contains(last.out, "  trusted: yes (its step's health checks passed before it was written)")) << last.out;
   const auto six = s.memtrain("checkpoint inspect run/checkpoints/step-00000006");
   EXPECT_TRUE(contains(six.out, "  trusted: yes (by step 7)")) << six.out;
 }

@@ -37,7 +37,7 @@ Config switch_config() {
 }
 
 struct Outcome {
-  std::vector<std::vector<float>> parameters;  // at the last boundary, f32 values
+  std::vector<std::vector<float>> parameters;            // at the last boundary, f32 values
   std::map<std::int64_t, std::int64_t> step_peak_bytes;  // step -> peak allocated bytes during it
 };
 
