@@ -11,7 +11,7 @@ namespace memtrain::memory {
 namespace {
 
 constexpr std::string_view kExpected =
-    "expected a non-negative number with an optional unit B, KiB, MiB, GiB, TiB, KB, MB, GB, TB "
+    "expected a non-negative number with an optional unit B, KiB, MiB, GiB, TiB, PiB, EiB, KB, MB, GB, TB, PB, EB "
     "(e.g. 40GiB, 512MiB, 4096)";
 
 [[noreturn]] void fail(std::string_view text, std::string_view what) {
@@ -21,18 +21,24 @@ constexpr std::string_view kExpected =
 
 // Multiplier for a unit spelled as the user wrote it; 0 when unknown.
 double unit_multiplier(std::string_view unit) {
-  static const std::array<std::pair<std::string_view, double>, 11> kUnits{{
+  // The units format_byte_size prints are read back (PiB and EiB too: replay's --capacity goes
+  // up to 4 EiB).
+  static const std::array<std::pair<std::string_view, double>, 15> kUnits{{
       {"", 1.0},
       {"B", 1.0},
       {"KiB", 1024.0},
       {"MiB", 1024.0 * 1024},
       {"GiB", 1024.0 * 1024 * 1024},
       {"TiB", 1024.0 * 1024 * 1024 * 1024},
+      {"PiB", 1024.0 * 1024 * 1024 * 1024 * 1024},
+      {"EiB", 1024.0 * 1024 * 1024 * 1024 * 1024 * 1024},
       {"kB", 1e3},
       {"KB", 1e3},
       {"MB", 1e6},
       {"GB", 1e9},
       {"TB", 1e12},
+      {"PB", 1e15},
+      {"EB", 1e18},
   }};
   for (const auto& [name, mult] : kUnits) {
     if (name == unit) return mult;

@@ -148,6 +148,10 @@ struct HealthConfig {
   // run time], ecc_monitor.hpp).
   bool ecc_check = true;
   int max_rollbacks = 2;  // rollbacks of one process before it stops (exit 1)
+  // Seconds a rank of a multi-rank job may make no progress before the job ends (exit 1), the
+  // stalled rank named (Note [A hung rank ends the job], stall_watchdog.hpp); 0 = off. 600 as
+  // PyTorch's NCCL watchdog.
+  int stall_timeout = 600;
 };
 
 // training.lr_decay_steps, or training.max_steps when it is 0.

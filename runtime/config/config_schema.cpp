@@ -340,6 +340,8 @@ std::vector<KeySpec> make_keys() {
                       [](Config& c) -> int& { return c.health.consistency_interval; }));
   k.push_back(boolean("health.ecc_check", [](Config& c) -> bool& { return c.health.ecc_check; }));
   k.push_back(integer("health.max_rollbacks", 0, 1 << 20, [](Config& c) -> int& { return c.health.max_rollbacks; }));
+  k.push_back(
+      integer("health.stall_timeout", 0, 7 * 24 * 3600, [](Config& c) -> int& { return c.health.stall_timeout; }));
   return k;
 }
 
@@ -364,11 +366,6 @@ const KeySpec* find_key(std::string_view name) {
 }
 
 std::optional<std::string> not_built_key(std::string_view name) {
-  // Stall detection is the one planned health check; any other unknown health.* key is a
-  // typo, and gets the unknown-key message with its nearest spelling.
-  if (name.starts_with("health.stall") && find_key(name) == nullptr) {
-    return "this health check (stall detection) is not built yet";
-  }
   static const std::vector<std::pair<std::string, std::string>> keys = {
       {"parallel.pipeline_model_parallel_size", "pipeline parallelism is not built"},
       // Issue 14's deterministic mode: memtrain's CPU and CUDA kernels already reduce in a
@@ -415,7 +412,8 @@ std::string closest_key(std::string_view name) {
       best = k.name;
     }
   }
-  if (best_d <= std::max<std::size_t>(2, leaf.size() / 3)) return best;
+  // A key of one or two letters is not "two edits" from another: everything would be rewritten.
+  if (best_d <= std::max<std::size_t>(2, leaf.size() / 3) && best_d < leaf.size()) return best;
   // Then a reworded key ("lr_warmup" for warmup_steps): the most letters in shared words, where
   // a shared word of four letters or more is needed to count as related.
   best.clear();

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "comms/broadcast_string.hpp"
 #include "comms/launcher_environment.hpp"
 #include "kernels/cpu/matmul_bf16.hpp"
 #include "memory/byte_size.hpp"
@@ -90,6 +92,7 @@ int TrainingRun::run() {
     progress_.emplace(*out_,
                       root_ && progress_is_live(options_.progress, stdout_is_terminal(), comms::launched_by_mpi()));
     start_checkpointing();
+    start_watchdog();
     if (root_) {
       const auto& tc = config_.training;
       log_.emplace(*metrics_, *progress_,
@@ -173,7 +176,17 @@ void TrainingRun::print_header() {
 #endif
 }
 
+void TrainingRun::start_watchdog() {
+  if (config_.health.stall_timeout <= 0 || world_->size() <= 1 || dry_) return;
+  // Rank 0 named the run directory (a default name carries its clock).
+  const std::string run_dir = comms::broadcast_string(*world_, run_path_);
+  watchdog_ = std::make_unique<StallWatchdog>((std::filesystem::path(run_dir) / "heartbeats").string(), world_->rank(),
+                                              world_->size(), config_.health.stall_timeout);
+  watchdog_->progress(step_);
+}
+
 int TrainingRun::finish() {
+  const StallWatchdog::Busy busy(watchdog_.get(), "finishing");
   // Every rank of rank 0's tensor-parallel group takes part (the vocabulary is split).
   if (grid_->dp_rank() == 0 && data_.tokenizer && !dry_ && step_ > 0) {  // untrained: noise
     *out_ << "Fill-mask predictions (top 5):\n";

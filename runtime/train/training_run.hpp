@@ -25,6 +25,7 @@
 #include "runtime/train/progress_line.hpp"
 #include "runtime/train/resume.hpp"
 #include "runtime/train/run_directory.hpp"
+#include "runtime/train/stall_watchdog.hpp"
 #include "runtime/train/step_boundary.hpp"
 #include "runtime/train/stop_signal.hpp"
 #include "runtime/train/train_step.hpp"
@@ -80,6 +81,7 @@ class TrainingRun final : public StepBoundary {
 
   // Parts of set-up.
   void start_checkpointing();
+  void start_watchdog();
   void measure_peaks();
 
   // Parts of the step loop.
@@ -153,6 +155,7 @@ class TrainingRun final : public StepBoundary {
   std::optional<checkpoint::WriteBudget> budget_;
   std::optional<AsyncCheckpointer> async_checkpoints_;
   std::optional<TrainingLog> log_;
+  std::unique_ptr<StallWatchdog> watchdog_;  // health.stall_timeout, several ranks only
 
   // run_steps
   std::int64_t step_ = 0;

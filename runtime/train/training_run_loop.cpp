@@ -56,6 +56,7 @@ EvalResult TrainingRun::evaluate_and_log(std::int64_t step, bool write) {
     *out_ << line << std::flush;
   }
   last_eval_step_ = step;
+  if (watchdog_) watchdog_->progress(step_);
   return e;
 }
 
@@ -92,6 +93,7 @@ void TrainingRun::start_checkpointing() {
 
 // `final`: the run stops after it, so an asynchronous one is waited for.
 void TrainingRun::save(std::int64_t at, bool final, bool trusted) {
+  const StallWatchdog::Busy busy(watchdog_.get(), "checkpoint");
   const CheckpointSource source{config_, job_->model.parameters(),         *job_->optimizer, job_->scaler, canonical_,
                                 hash_,   job_->gradient_sync.compressor(), data_.data_key,   trusted};
   if (async_checkpoints_) {
@@ -128,6 +130,7 @@ std::string TrainingRun::choose_rollback_target(std::int64_t max_step, std::int6
 // than `max_step` on every rank and continues from it; metrics.jsonl loses the steps after
 // it, as on resume.
 void TrainingRun::rollback(const std::string& reason, std::int64_t max_step) {
+  const StallWatchdog::Busy busy(watchdog_.get(), "rollback");
   record_fault(reason);
   if (!checkpointing_) {
     throw RuntimeError(reason + "; no checkpoint to roll back to (checkpoint.interval is 0)");
@@ -280,7 +283,10 @@ void TrainingRun::promote_trusted() {
     return true;
   });
   if (now.empty()) return;
-  if (async_checkpoints_) async_checkpoints_->wait();  // the newest one may still be written
+  if (async_checkpoints_) {
+    const StallWatchdog::Busy busy(watchdog_.get(), "checkpoint");
+    async_checkpoints_->wait();  // the newest one may still be written
+  }
   if (!root_) return;
   for (const std::int64_t s : now) {
     const auto dir = std::filesystem::path(checkpoints_root_) / checkpoint::step_directory_name(s);
@@ -330,6 +336,7 @@ void TrainingRun::run_steps() {
     if (options_.at_step_boundary) options_.at_step_boundary(*this);
     ++step_;
     if (!train_one_step()) continue;
+    if (watchdog_) watchdog_->progress(step_);
     const bool last = step_ == tc.max_steps || interrupted_;
     if (step_ % tc.eval_interval == 0 || last) end_eval_ = evaluate_and_log(step_);
     if (faults_.flip_param && faults_.flip_param->covers(step_, world_->rank()) && step_ > flip_done_) {
@@ -341,7 +348,10 @@ void TrainingRun::run_steps() {
     if (faults_.kills_after(step_, world_->rank())) checkpoint::kill_self();
   }
   if (options_.at_step_boundary) options_.at_step_boundary(*this);
-  if (async_checkpoints_) async_checkpoints_->wait();  // an interrupt without a saving stop
+  if (async_checkpoints_) {
+    const StallWatchdog::Busy busy(watchdog_.get(), "checkpoint");
+    async_checkpoints_->wait();  // an interrupt without a saving stop
+  }
   if (last_eval_step_ != step_) end_eval_ = evaluate_and_log(step_);
   progress_->break_line();
 }

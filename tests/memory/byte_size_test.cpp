@@ -17,6 +17,10 @@ TEST(ParseByteSize, BinaryAndDecimalUnitsFollowTheirStandards) {
   EXPECT_EQ(parse_byte_size("512MiB"), 512ull << 20);
   EXPECT_EQ(parse_byte_size("40GiB"), 40ull << 30);
   EXPECT_EQ(parse_byte_size("2TiB"), 2ull << 40);
+  EXPECT_EQ(parse_byte_size("1PiB"), 1ull << 50);
+  EXPECT_EQ(parse_byte_size("4EiB"), 4ull << 60);  // replay --capacity's largest (README)
+  EXPECT_EQ(parse_byte_size("2PB"), 2'000'000'000'000'000ull);
+  EXPECT_EQ(parse_byte_size(format_byte_size(3ull << 50)), 3ull << 50);  // what is printed reads back
   EXPECT_EQ(parse_byte_size("40GB"), 40'000'000'000ull);
   EXPECT_EQ(parse_byte_size("1kB"), 1000u);
   EXPECT_EQ(parse_byte_size("1.5GiB"), 3ull << 29);
