@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/philox.hpp"
 #include "kernels/op_context.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::kernels::ops {
 

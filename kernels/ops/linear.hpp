@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/half_convert.hpp"
+#include "kernels/half_format.hpp"
 #include "kernels/op_context.hpp"
 
 namespace memtrain::kernels::ops {

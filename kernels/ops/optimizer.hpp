@@ -4,7 +4,7 @@
 // check; kernels/cpu/adamw and kernels/cpu/half_convert, or their twins in kernels/cuda/adamw.
 #include <cstdint>
 
-#include "kernels/cpu/half_convert.hpp"
+#include "kernels/half_format.hpp"
 #include "kernels/op_context.hpp"
 
 namespace memtrain::kernels::ops {
