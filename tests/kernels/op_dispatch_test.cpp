@@ -221,6 +221,31 @@ TEST(OpDispatch, CrossEntropyOnTheCpuIsTheCpuKernel) {
   EXPECT_EQ(correct, correct_ref);
 }
 
+// The GPU's fixed scratch is sized from what the ops report (runtime/core/cuda_device.cpp);
+// on the CPU they need none, and a build without CUDA says it has no GPU kernels to size.
+TEST(OpDispatch, OpsReportTheirGpuScratchNeedAndNoneOnTheCpu) {
+  EXPECT_EQ(ops::reduction_workspace_bytes(Device::cpu), 0u);
+  EXPECT_EQ(ops::linear_bf16_workspace_bytes(Device::cpu), 0u);
+  EXPECT_EQ(ops::softmax_cross_entropy_workspace_bytes(Device::cpu, 4096), 0u);
+  EXPECT_EQ(ops::attention_workspace_bytes(Device::cpu, 8, 512, 16, 0.1f, 4), 0u);
+#if MEMTRAIN_HAVE_CUDA
+  EXPECT_GT(ops::reduction_workspace_bytes(Device::cuda), 0u);
+  EXPECT_EQ(ops::linear_bf16_workspace_bytes(Device::cuda), std::size_t{8} << 20);
+  EXPECT_GT(ops::softmax_cross_entropy_workspace_bytes(Device::cuda, 4096),
+            ops::softmax_cross_entropy_workspace_bytes(Device::cuda, 1));
+  // The dropped probabilities [B, NH, T, T] in fp32.
+  EXPECT_GE(ops::attention_workspace_bytes(Device::cuda, 8, 512, 16, 0.1f, 4), std::size_t{8} * 16 * 512 * 512 * 4);
+#else
+  try {
+    ops::softmax_cross_entropy_workspace_bytes(Device::cuda, 4);
+    FAIL() << "expected std::runtime_error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("softmax_cross_entropy_workspace_bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
+  }
+#endif
+}
+
 TEST(OpDispatch, ConversionsOnTheCpuAreTheCpuKernels) {
   const Floats x = rnd(33, 38);
   for (HalfFormat f : {HalfFormat::f16, HalfFormat::bf16}) {
