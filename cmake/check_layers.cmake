@@ -5,6 +5,11 @@
 #
 # Each layer may include itself and the layers listed for it (written out transitively, so the
 # table is the whole rule). tests/ and benchmarks/ may include anything.
+#
+# One rule more inside a layer's reach: models/ names no backend (design.md, "kernels/"). It
+# calls the op API (kernels/ops, kernels/op_context.hpp, and the backend-neutral headers at the
+# top of kernels/), which picks the CPU or the CUDA kernel; an include of kernels/cpu/ or
+# kernels/cuda/ from models/ is refused like an upward one.
 if(CMAKE_SCRIPT_MODE_FILE)
   cmake_minimum_required(VERSION 3.25)  # policies of the script mode (IN_LIST)
 endif()
@@ -26,6 +31,8 @@ set(_below_runtime/plan runtime/train runtime/checkpoint runtime/config runtime/
     runtime/core kernels memory)
 set(_below_runtime/cli runtime/plan runtime/train runtime/checkpoint runtime/config runtime/data
     models comms runtime/core kernels memory)
+set(_no_backend models)
+set(_backend_folders "^kernels/(cpu|cuda)/")
 set(_layers memory kernels runtime/core comms models runtime/data runtime/config
     runtime/checkpoint runtime/train runtime/plan runtime/cli)
 
@@ -62,6 +69,11 @@ foreach(layer IN LISTS _layers)
       if(EXISTS ${_dir}/${inc} AND NOT EXISTS ${MEMTRAIN_SOURCE_DIR}/${inc})
         get_filename_component(_abs ${_dir}/${inc} ABSOLUTE)
         file(RELATIVE_PATH _path ${MEMTRAIN_SOURCE_DIR} ${_abs})
+      endif()
+      if(layer IN_LIST _no_backend AND _path MATCHES "${_backend_folders}")
+        file(RELATIVE_PATH rel ${MEMTRAIN_SOURCE_DIR} ${f})
+        string(APPEND _violations "\n  ${rel}: #include \"${inc}\" (${layer} names no backend: call the op API in kernels/ops)")
+        continue()
       endif()
       _memtrain_layer_of("${_path}" target_layer)
       if(target_layer STREQUAL "" OR target_layer STREQUAL layer)

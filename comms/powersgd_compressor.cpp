@@ -10,7 +10,7 @@
 #include <xxhash.h>
 
 #include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/tags.hpp"
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cpu/matmul_bf16.hpp"
 #include "kernels/ops/copy.hpp"
 #include "kernels/ops/half_convert.hpp"
+#include "kernels/ops/linear.hpp"
 #include "models/f32_access.hpp"
 #include "models/parameter_init.hpp"
 #include "runtime/core/errors.hpp"
@@ -276,7 +276,7 @@ PassState BertForMaskedLM::make_pass(const core::MlmBatch& b, bool training, std
   // bf16 GEMMs on bf16 operands: cuBLASLt's on a GPU; on the CPU oneDNN's only where the CPU has
   // bf16 dot products (a GPU run's checkpoint evaluated on a CPU without them falls back).
   s.native_bf16_gemm = options_.native_bf16_gemm && s.dtype == core::DType::bf16 &&
-                       (ctx_.op_context().device != kernels::Device::cpu || kernels::bf16_gemm_native());
+                       kernels::ops::bf16_gemm_native(ctx_.op_context().device);
   return s;
 }
 

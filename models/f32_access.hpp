@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/cpu/half_convert.hpp"
 #include "kernels/op_context.hpp"
+#include "kernels/ops/half_convert.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/tensor.hpp"
 #include "runtime/core/workspace.hpp"

@@ -126,21 +126,25 @@ Tensor MlmHead::loss(PassState& s, const Tensor& hidden, const std::vector<std::
   dlogits = logits(s, hidden, positions, &z);
   std::int64_t correct = 0;
   double loss = 0.0;
+  // Under tensor parallelism the cross-entropy's per-row scratch, in a dry run too (Note [The
+  // cross-entropy's scratch is a tensor]).
+  Tensor ce_scratch = tp_.enabled() ? vocab_parallel_cross_entropy_scratch(s.ctx, M) : Tensor();
   if (s.compute()) {
     // The loss and its gradient in float (double sums inside the kernel) whatever the logits'
     // storage, as Megatron-LM computes cross-entropy in fp32.
     {
       const core::ScopedOp op(s.ctx.op_profile(), "cross_entropy.forward_backward",
                               [&] { return masked_elementwise_description(M, V_, 2); });
-      loss = tp_.enabled()
-                 ? vocab_parallel_cross_entropy(z.get(), z.get(), labels.data(), M, shard_, grad_scale, &correct, tp_)
-                 : kernels::ops::softmax_cross_entropy_forward_backward(s.kc(), z.get(), z.get(),
-                                                                        stage(s, StagingSlot::masked_labels, labels), M,
-                                                                        V_, grad_scale, &correct);
+      loss = tp_.enabled() ? vocab_parallel_cross_entropy(s.kc(), ce_scratch, z.get(), z.get(), labels.data(), M,
+                                                          shard_, grad_scale, &correct, tp_)
+                           : kernels::ops::softmax_cross_entropy_forward_backward(
+                                 s.kc(), z.get(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_,
+                                 grad_scale, &correct);
     }
     z.round_in_place();
     dlogits_f_ = std::move(z);
   }
+  ce_scratch.reset();
   stats->loss_sum += loss;
   stats->num_masked += M;
   stats->num_correct += correct;
@@ -202,13 +206,15 @@ Tensor MlmHead::backward(PassState& s, Tensor dlogits, const std::vector<std::in
 void MlmHead::evaluate(PassState& s, const Tensor& logits, const std::vector<std::int32_t>& labels,
                        StepStats* stats) const {
   const int M = static_cast<int>(labels.size());
+  const Tensor ce_scratch = tp_.enabled() ? vocab_parallel_cross_entropy_scratch(s.ctx, M) : Tensor();
   if (s.compute()) {
     const auto z = read_f32(s.ctx, logits);  // [M, V]
     std::int64_t correct = 0;
-    stats->loss_sum +=
-        tp_.enabled() ? vocab_parallel_cross_entropy(nullptr, z.get(), labels.data(), M, shard_, 1.0f, &correct, tp_)
-                      : kernels::ops::softmax_cross_entropy_forward(
-                            s.kc(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, &correct);
+    stats->loss_sum += tp_.enabled()
+                           ? vocab_parallel_cross_entropy(s.kc(), ce_scratch, nullptr, z.get(), labels.data(), M,
+                                                          shard_, 1.0f, &correct, tp_)
+                           : kernels::ops::softmax_cross_entropy_forward(
+                                 s.kc(), z.get(), stage(s, StagingSlot::masked_labels, labels), M, V_, &correct);
     stats->num_correct += correct;
   }
   stats->num_masked += M;

@@ -3,7 +3,7 @@
 #include <Random123/boxmuller.hpp>
 #include <limits>
 
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::models {
 

@@ -2,7 +2,7 @@
 // What every layer needs to know about the micro-batch pass it runs in.
 #include <cstdint>
 
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 #include "runtime/core/context.hpp"
 #include "runtime/core/dtype.hpp"
 

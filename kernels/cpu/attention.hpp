@@ -1,8 +1,8 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/philox.hpp"
 #include "kernels/cpu/scalar.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::kernels {
 

@@ -2,8 +2,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/philox.hpp"
 #include "kernels/cpu/scalar.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::kernels {
 

@@ -9,9 +9,9 @@
 #include <bit>
 #include <cstdint>
 
-namespace memtrain::kernels {
+#include "kernels/half_format.hpp"
 
-enum class HalfFormat { f16, bf16 };
+namespace memtrain::kernels {
 
 // float -> binary16, rounding to nearest, ties to even (IEEE 754 section 4.3.1, the default
 // rounding). Magnitudes >= 65520 (halfway between 65504 and the next power, 2^16) become

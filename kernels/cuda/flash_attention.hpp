@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/philox.hpp"
 #include "kernels/cuda/kernel_context.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::kernels::gpu {
 

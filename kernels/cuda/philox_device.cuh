@@ -1,6 +1,6 @@
 #pragma once
 // Philox4x32-10 in device code: Random123's own generator (Salmon et al. 2011), which supports
-// CUDA, so the words are those of kernels/cpu/philox.hpp's PhiloxStream::block.
+// CUDA, so the words are those of kernels/philox.hpp's PhiloxStream::block.
 #include <Random123/philox.h>
 
 #include <cstdint>

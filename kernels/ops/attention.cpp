@@ -43,6 +43,17 @@ void attention_backward(const OpContext& kc, float* dq, float* dk, float* dv, fl
 #endif
 }
 
+std::size_t attention_workspace_bytes(Device device, [[maybe_unused]] int B, [[maybe_unused]] int T,
+                                      [[maybe_unused]] int NH, [[maybe_unused]] float dropout_p,
+                                      [[maybe_unused]] std::size_t element_bytes) {
+  if (detail::on_cpu(device, "attention_workspace_bytes")) return 0;
+#if MEMTRAIN_HAVE_CUDA
+  return gpu::attention_scratch_bytes(B, T, NH, dropout_p, element_bytes);
+#else
+  return 0;  // unreachable: on_cpu throws for a GPU without CUDA
+#endif
+}
+
 std::size_t flash_attention_workspace_elements(const OpContext& kc, int T, int C, int NH) {
   return detail::on_cpu(kc, "flash_attention_workspace_elements")
              ? kernels::flash_attention_workspace_elements(T, C, NH)

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/philox.hpp"
 #include "kernels/op_context.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::kernels::ops {
 
@@ -29,6 +29,13 @@ void attention_probs(const OpContext& kc, float* probs, const float* q, const fl
 void attention_backward(const OpContext& kc, float* dq, float* dk, float* dv, float* scratch, const float* dout,
                         const float* probs, const float* q, const float* k, const float* v, int B, int T, int C, int NH,
                         float dropout_p, const RngKey& key, std::uint64_t first_sample, int first_head = 0);
+
+// Bytes of the GPU's fixed scratch (the KernelContext's) that attention_forward and
+// attention_backward need on `device` for B sequences of T tokens, NH heads, dropout p and
+// element_bytes bytes an element (one [B, NH, T, T] buffer, or none: kernels/cuda/attention's
+// attention_scratch_bytes); 0 on the CPU, whose caller passes the backward's scratch itself.
+// Throws std::runtime_error for a GPU in a build without CUDA.
+std::size_t attention_workspace_bytes(Device device, int B, int T, int NH, float dropout_p, std::size_t element_bytes);
 
 // Elements of the host workspace flash_attention_forward and _backward take at this shape:
 // the CPU's per-thread tiles; 0 on the GPU, whose kernels keep their tiles on chip.

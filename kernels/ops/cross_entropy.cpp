@@ -23,6 +23,15 @@ double softmax_cross_entropy_forward_backward(const OpContext& kc, float* dlogit
 #endif
 }
 
+std::size_t softmax_cross_entropy_workspace_bytes(Device device, [[maybe_unused]] int M) {
+  if (detail::on_cpu(device, "softmax_cross_entropy_workspace_bytes")) return 0;
+#if MEMTRAIN_HAVE_CUDA
+  return gpu::cross_entropy_scratch_bytes(M);
+#else
+  return 0;    // unreachable: on_cpu throws for a GPU without CUDA
+#endif
+}
+
 double softmax_cross_entropy_forward(const OpContext& kc, const float* logits, const std::int32_t* targets, int M,
                                      int V, std::int64_t* num_correct) {
   if (detail::on_cpu(kc, "softmax_cross_entropy_forward")) {

@@ -17,6 +17,16 @@ bool on_cpu(const OpContext& kc, const char* op) {
 #endif
 }
 
+bool on_cpu(Device device, const char* op) {
+  if (device == Device::cpu) return true;
+#if MEMTRAIN_HAVE_CUDA
+  static_cast<void>(op);  // named only when refusing
+  return false;
+#else
+  throw std::runtime_error(std::string(op) + ": device cuda but this memtrain was built without CUDA");
+#endif
+}
+
 void require_cpu(const OpContext& kc, const char* op) {
   if (kc.device == Device::cpu) return;
   throw std::runtime_error(std::string(op) + " has no CUDA kernel yet (issue 14); it runs on the CPU only");

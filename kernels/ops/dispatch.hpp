@@ -22,6 +22,10 @@ namespace memtrain::kernels::ops::detail {
 // KernelContext; otherwise throws std::runtime_error naming `op`.
 bool on_cpu(const OpContext& kc, const char* op);
 
+// For sizing before a KernelContext exists (an op's workspace_bytes): true for the CPU, false
+// for a GPU in a build with CUDA; throws std::runtime_error naming `op` for a GPU without CUDA.
+bool on_cpu(Device device, const char* op);
+
 // For ops with no CUDA twin yet: returns on the CPU, throws std::runtime_error naming `op`
 // on the GPU.
 void require_cpu(const OpContext& kc, const char* op);

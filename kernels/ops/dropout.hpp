@@ -4,8 +4,8 @@
 // the same elements for the same RngKey.
 #include <cstdint>
 
-#include "kernels/cpu/philox.hpp"
 #include "kernels/op_context.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::kernels::ops {
 

@@ -3,7 +3,7 @@
 // (and gelu_half for 16-bit storage) or kernels/cuda/gelu, with their contract.
 #include <cstdint>
 
-#include "kernels/cpu/half_convert.hpp"
+#include "kernels/half_format.hpp"
 #include "kernels/op_context.hpp"
 
 namespace memtrain::kernels::ops {

@@ -1,5 +1,6 @@
 #include "kernels/ops/half_convert.hpp"
 
+#include "kernels/cpu/half_convert.hpp"
 #include "kernels/ops/dispatch.hpp"
 
 #if MEMTRAIN_HAVE_CUDA

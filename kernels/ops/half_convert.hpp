@@ -3,7 +3,7 @@
 // kernels/cpu/half_convert or kernels/cuda/half_convert, bitwise the same on both.
 #include <cstdint>
 
-#include "kernels/cpu/half_convert.hpp"
+#include "kernels/half_format.hpp"
 #include "kernels/op_context.hpp"
 
 namespace memtrain::kernels::ops {

@@ -3,6 +3,7 @@
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/linear_bf16.hpp"
 #include "kernels/cpu/linear_half_weight.hpp"
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "kernels/ops/dispatch.hpp"
 
 #if MEMTRAIN_HAVE_CUDA
@@ -60,6 +61,17 @@ void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool 
                             as_bf16(inp), as_bf16(weight), N, C, OC);
 #endif
 }
+
+std::size_t linear_bf16_workspace_bytes(Device device) {
+  if (detail::on_cpu(device, "linear_bf16_workspace_bytes")) return 0;
+#if MEMTRAIN_HAVE_CUDA
+  return gpu::kLinearBf16ScratchBytes;
+#else
+  return 0;  // unreachable: on_cpu throws for a GPU without CUDA
+#endif
+}
+
+bool bf16_gemm_native(Device device) { return device != Device::cpu || kernels::bf16_gemm_native(); }
 
 std::size_t linear_half_weight_scratch_elements(const OpContext& kc, int OC, int C) {
   return kc.device == Device::cpu ? kernels::linear_half_weight_scratch_elements(OC, C) : 0;

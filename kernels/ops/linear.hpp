@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/half_convert.hpp"
+#include "kernels/half_format.hpp"
 #include "kernels/op_context.hpp"
 
 namespace memtrain::kernels::ops {
@@ -25,6 +25,17 @@ void linear_forward_bf16(const OpContext& kc, float* out, const std::uint16_t* i
 void linear_backward_bf16(const OpContext& kc, float* dinp, void* dweight, bool dweight_bf16, bool dweight_accumulate,
                           float* dbias, const std::uint16_t* dout, const std::uint16_t* inp,
                           const std::uint16_t* weight, int N, int C, int OC);
+
+// Bytes of the GPU's fixed scratch (the KernelContext's) that linear_backward_bf16 is best
+// served with on `device`: a bf16 weight gradient is accumulated through it a block of rows at
+// a time (kernels/cuda/linear_bf16's kLinearBf16ScratchBytes, 8 MiB); 0 on the CPU (oneDNN keeps
+// its own). Throws std::runtime_error for a GPU in a build without CUDA.
+std::size_t linear_bf16_workspace_bytes(Device device);
+
+// True when linear_forward_bf16 and linear_backward_bf16 run bf16 products natively on
+// `device`: always on a GPU (cuBLASLt on tensor cores); on the CPU when oneDNN has bf16 dot
+// products (Note [bf16 GEMMs through oneDNN]), where without them the fp32 path is faster.
+bool bf16_gemm_native(Device device);
 
 // Floats of host scratch linear_forward_half_weight and linear_backward_half_weight take for an
 // [OC, C] weight (0 on the GPU).

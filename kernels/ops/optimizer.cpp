@@ -94,4 +94,13 @@ bool all_finite_half(const OpContext& kc, const std::uint16_t* x, std::int64_t n
 #endif
 }
 
+std::size_t reduction_workspace_bytes(Device device) {
+  if (detail::on_cpu(device, "reduction_workspace_bytes")) return 0;
+#if MEMTRAIN_HAVE_CUDA
+  return gpu::reduction_scratch_bytes();
+#else
+  return 0;  // unreachable: on_cpu throws for a GPU without CUDA
+#endif
+}
+
 }  // namespace memtrain::kernels::ops

@@ -2,9 +2,10 @@
 // The optimizer's kernels through the op API: AdamW (Loshchilov & Hutter 2019, Algorithm 2),
 // clipping's scaling, the global norm's sum of squares and the fp16 loss scaler's finiteness
 // check; kernels/cpu/adamw and kernels/cpu/half_convert, or their twins in kernels/cuda/adamw.
+#include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/half_convert.hpp"
+#include "kernels/half_format.hpp"
 #include "kernels/op_context.hpp"
 
 namespace memtrain::kernels::ops {
@@ -36,5 +37,10 @@ double sum_of_squares_half(const OpContext& kc, const std::uint16_t* x, std::int
 bool all_finite(const OpContext& kc, const float* x, std::int64_t n);
 // The same over 16-bit storage x [n] of format f.
 bool all_finite_half(const OpContext& kc, const std::uint16_t* x, std::int64_t n, HalfFormat f);
+
+// Bytes of the GPU's fixed scratch (the KernelContext's) that sum_of_squares and all_finite (and
+// their _half forms) need on `device`, whatever n: their per-block partial results. 0 on the
+// CPU. Throws std::runtime_error for a GPU in a build without CUDA.
+std::size_t reduction_workspace_bytes(Device device);
 
 }  // namespace memtrain::kernels::ops

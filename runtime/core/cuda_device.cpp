@@ -6,11 +6,11 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cuda/adamw.hpp"
-#include "kernels/cuda/attention.hpp"
-#include "kernels/cuda/cross_entropy.hpp"
-#include "kernels/cuda/linear_bf16.hpp"
+#include "kernels/ops/attention.hpp"
 #include "kernels/ops/copy.hpp"
+#include "kernels/ops/cross_entropy.hpp"
+#include "kernels/ops/linear.hpp"
+#include "kernels/ops/optimizer.hpp"
 #include "memory/cuda_resource.hpp"
 #include "memory/cuda_virtual_memory_resource.hpp"
 #include "memory/out_of_memory.hpp"
@@ -25,11 +25,15 @@ CudaWorkspaceSizes CudaWorkspaceSizes::for_batch(int B, int T, int NH, float att
   }
   const std::int64_t N = std::max(std::int64_t{B} * T, max_tokens);
   CudaWorkspaceSizes s;
+  // The ops that use the fixed scratch say how much they need (Note [One op API over two
+  // backends]); one op runs at a time on the stream, so the largest need serves them all.
+  namespace ops = kernels::ops;
+  constexpr auto gpu = kernels::Device::cuda;
   s.scratch =
-      std::max({kernels::gpu::reduction_scratch_bytes(), kernels::gpu::kLinearBf16ScratchBytes,
-                kernels::gpu::cross_entropy_scratch_bytes(static_cast<int>(N)),
+      std::max({ops::reduction_workspace_bytes(gpu), ops::linear_bf16_workspace_bytes(gpu),
+                ops::softmax_cross_entropy_workspace_bytes(gpu, static_cast<int>(N)),
                 flash_attention ? std::size_t{0}
-                                : kernels::gpu::attention_scratch_bytes(B, T, NH, attention_dropout, sizeof(float))});
+                                : ops::attention_workspace_bytes(gpu, B, T, NH, attention_dropout, sizeof(float))});
   // Each slot rounded up to 256 bytes, as ops::stage splits them.
   const std::size_t slot = (static_cast<std::size_t>(N) * 4 + 255) / 256 * 256;
   s.staging = slot * static_cast<std::size_t>(kernels::ops::StagingSlot::count);

@@ -29,7 +29,7 @@ struct CudaWorkspaceSizes {
   // What a training micro-batch of B sequences of T tokens needs, with NH attention heads and
   // attention dropout p, and evaluation passes of up to max_tokens tokens (fill-mask prompts:
   // no dropout): the largest of the global norm's reduction, the bf16 linears' weight-gradient
-  // blocks (kLinearBf16ScratchBytes), the cross-entropy of every token
+  // blocks (8 MiB), the cross-entropy of every token
   // masked, and, for unfused attention with dropout, its dropped probabilities [B, NH, T, T] in
   // fp32 (kernels/cuda/attention.cu; the kernels see float: 16-bit storage goes through float
   // views); six staging slots of as many four-byte values as tokens. Flash attention takes no

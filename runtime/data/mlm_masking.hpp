@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 #include "runtime/data/special_tokens.hpp"
 
 namespace memtrain::data {
@@ -47,7 +47,7 @@ std::uint32_t philox_word(std::uint64_t seed, std::uint64_t a, std::uint32_t b, 
 
 // kernels::kPhiloxLanes consecutive blocks at once: out[w][j] = philox_word(seed, a, first_b + j,
 // stream, w) for j in [0, kernels::kPhiloxLanes) (b wraps modulo 2^32). Bitwise philox_word, at
-// vector speed (Note [Many Philox blocks at once] in kernels/cpu/philox.hpp): mock rows and
+// vector speed (Note [Many Philox blocks at once] in kernels/philox.hpp): mock rows and
 // masking of large micro-batches drew one scalar block per token and dominated `memtrain plan`.
 void philox_words(std::uint64_t seed, std::uint64_t a, std::uint32_t first_b, std::uint32_t stream,
                   kernels::PhiloxLaneWords& out);

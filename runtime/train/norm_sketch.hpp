@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::train {
 

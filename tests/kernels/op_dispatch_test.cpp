@@ -23,6 +23,7 @@
 #include "kernels/cpu/layernorm.hpp"
 #include "kernels/cpu/linear.hpp"
 #include "kernels/cpu/rows.hpp"
+#include "kernels/cpu/vocab_parallel_cross_entropy.hpp"
 #include "kernels/ops/attention.hpp"
 #include "kernels/ops/cross_entropy.hpp"
 #include "kernels/ops/dropout.hpp"
@@ -33,6 +34,7 @@
 #include "kernels/ops/linear.hpp"
 #include "kernels/ops/optimizer.hpp"
 #include "kernels/ops/rows.hpp"
+#include "kernels/ops/vocab_parallel_cross_entropy.hpp"
 #include "tests/kernels/test_util.hpp"
 
 namespace memtrain::kernels {
@@ -221,6 +223,66 @@ TEST(OpDispatch, CrossEntropyOnTheCpuIsTheCpuKernel) {
   EXPECT_EQ(correct, correct_ref);
 }
 
+// One rank's passes (columns [4, 10) of a vocabulary of 13: the last three padding), the
+// op's scratch carved from one buffer, against the kernel's passes on separate arrays.
+TEST(OpDispatch, VocabParallelCrossEntropyOnTheCpuIsTheCpuKernel) {
+  const int M = 3;
+  const std::int64_t first = 4, columns = 6, V = 13 - 3;
+  const Floats logits = rnd(M * columns, 39);
+  const std::vector<std::int32_t> targets = {5, 0, 7};
+  std::vector<double> buffer(ops::vocab_parallel_cross_entropy_scratch_bytes(M) / sizeof(double));
+  EXPECT_EQ(ops::vocab_parallel_cross_entropy_scratch_bytes(M), std::size_t{40} * M);
+  const auto s = ops::vocab_parallel_cross_entropy_scratch(buffer.data(), M);
+  Floats d(M * columns);
+  std::int64_t correct = -1;
+  ops::vocab_parallel_cross_entropy_local_max(kCpu, s, logits.data(), targets.data(), M, first, columns, V);
+  ops::vocab_parallel_cross_entropy_sums(kCpu, s, logits.data(), targets.data(), M, first, columns, V);
+  const double loss = ops::vocab_parallel_cross_entropy_finish(kCpu, s, d.data(), logits.data(), targets.data(), M,
+                                                               first, columns, V, 0.25f, &correct);
+
+  Floats local_max(M), global_max(M), d_ref(M * columns);
+  std::vector<std::int64_t> local_first(M);
+  std::vector<double> sums(2 * M), argmax(M);
+  std::int64_t correct_ref = -2;
+  vocab_parallel_cross_entropy_local_max(local_max.data(), local_first.data(), global_max.data(), logits.data(),
+                                         targets.data(), M, first, columns, V);
+  vocab_parallel_cross_entropy_sums(sums.data(), argmax.data(), logits.data(), targets.data(), local_max.data(),
+                                    local_first.data(), global_max.data(), M, first, columns, V);
+  const double loss_ref =
+      vocab_parallel_cross_entropy_finish(d_ref.data(), logits.data(), targets.data(), global_max.data(), sums.data(),
+                                          argmax.data(), M, first, columns, V, 0.25f, &correct_ref);
+  EXPECT_EQ(loss, loss_ref);
+  EXPECT_EQ(correct, correct_ref);
+  EXPECT_EQ(d, d_ref);
+  EXPECT_EQ(std::vector<double>(s.sums, s.sums + 2 * M), sums);
+  EXPECT_EQ(std::vector<double>(s.argmax, s.argmax + M), argmax);
+}
+
+// The GPU's fixed scratch is sized from what the ops report (runtime/core/cuda_device.cpp);
+// on the CPU they need none, and a build without CUDA says it has no GPU kernels to size.
+TEST(OpDispatch, OpsReportTheirGpuScratchNeedAndNoneOnTheCpu) {
+  EXPECT_EQ(ops::reduction_workspace_bytes(Device::cpu), 0u);
+  EXPECT_EQ(ops::linear_bf16_workspace_bytes(Device::cpu), 0u);
+  EXPECT_EQ(ops::softmax_cross_entropy_workspace_bytes(Device::cpu, 4096), 0u);
+  EXPECT_EQ(ops::attention_workspace_bytes(Device::cpu, 8, 512, 16, 0.1f, 4), 0u);
+#if MEMTRAIN_HAVE_CUDA
+  EXPECT_GT(ops::reduction_workspace_bytes(Device::cuda), 0u);
+  EXPECT_EQ(ops::linear_bf16_workspace_bytes(Device::cuda), std::size_t{8} << 20);
+  EXPECT_GT(ops::softmax_cross_entropy_workspace_bytes(Device::cuda, 4096),
+            ops::softmax_cross_entropy_workspace_bytes(Device::cuda, 1));
+  // The dropped probabilities [B, NH, T, T] in fp32.
+  EXPECT_GE(ops::attention_workspace_bytes(Device::cuda, 8, 512, 16, 0.1f, 4), std::size_t{8} * 16 * 512 * 512 * 4);
+#else
+  try {
+    ops::softmax_cross_entropy_workspace_bytes(Device::cuda, 4);
+    FAIL() << "expected std::runtime_error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("softmax_cross_entropy_workspace_bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
+  }
+#endif
+}
+
 TEST(OpDispatch, ConversionsOnTheCpuAreTheCpuKernels) {
   const Floats x = rnd(33, 38);
   for (HalfFormat f : {HalfFormat::f16, HalfFormat::bf16}) {
@@ -360,6 +422,13 @@ TEST(OpDispatch, AnOpWithoutACudaTwinRefusesTheGpu) {
               ops::linear_forward_half_weight(kc, probs.data(), q.data(), h, nullptr, 1, 1, 1, HalfFormat::bf16,
                                               probs.data());
             }).find("linear_forward_half_weight has no CUDA kernel yet"),
+            std::string::npos);
+  // The vocabulary-parallel cross-entropy's passes have no twin: refused before the targets
+  // are even read.
+  EXPECT_NE(gpu_refusal([&](const OpContext& kc) {
+              const ops::VocabParallelCrossEntropyScratch s;
+              ops::vocab_parallel_cross_entropy_local_max(kc, s, q.data(), nullptr, 1, 0, 8, 8);
+            }).find("vocab_parallel_cross_entropy_local_max has no CUDA kernel yet"),
             std::string::npos);
   // The bf16-operand linears have their twin (kernels/cuda/linear_bf16): refused here only for
   // the missing CUDA state.

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/half_convert.hpp"
 #include "kernels/cpu/matmul_bf16.hpp"
 #include "models/f32_access.hpp"
 #include "models/parameter_io.hpp"

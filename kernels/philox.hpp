@@ -2,6 +2,9 @@
 // Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11, via Random123).
 // A value depends only on (key, counter), never on call order: dropout masks can be rebuilt
 // bitwise in a backward or recompute pass, and do not depend on how a batch is split.
+// Device-independent math, so it lives beside the op API rather than in a backend: the CPU
+// kernels (kernels/cpu), the CUDA kernels (kernels/cuda/philox_device.cuh draws the same words),
+// models' parameter init and dropout keys, the data pipeline and the compressors all use it.
 #include <Random123/philox.h>
 
 #include <array>

@@ -1,4 +1,4 @@
-#include "kernels/cpu/philox.hpp"
+#include "kernels/philox.hpp"
 
 namespace memtrain::kernels {
 
