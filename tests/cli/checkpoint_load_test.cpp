@@ -192,6 +192,31 @@ TEST(CheckpointLoad, AReshapedTensorIsSkipped) {
   expect_resumes_from(s, cfg, kTwo, kFour, reason, want);
 }
 
+// A rollback chooses as a resume does (TrainingRun::choose_rollback_target): a copy of step 2
+// named step-00000003 (trusted, and its bytes verify) is skipped by the resume and again by
+// the rollback that a NaN streak at steps 3-4 starts, which goes to step 2; the run then ends
+// on the unfaulted run's losses, bit for bit.
+TEST(CheckpointLoad, ARollbackSkipsACheckpointThatCannotLoad) {
+  Scratch s;
+  std::string text = slurp(checkpoint_config(s, "c.yaml", 8, 2, "health:\n  max_consecutive_skips: 2\n"));
+  text.replace(text.find("  lr_decay_steps: 5\n"), 20, "  lr_decay_steps: 8\n");
+  const std::string cfg = s.write("c.yaml", text);
+  ASSERT_EQ(s.memtrain("train --config " + cfg + " --run-dir clean").exit_code, 0);
+  ASSERT_EQ(s.memtrain("train --config " + cfg + " --set training.max_steps=2 --run-dir run").exit_code, 0);
+  fs::copy(s.path(kTwo), s.path("run/checkpoints/step-00000003"));
+  const auto r = s.memtrain("train --config " + cfg + " --run-dir run", "MEMTRAIN_FAULT=nan_grad=3:0:2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string warning =
+      "memtrain: warning: skipping checkpoint run/checkpoints/step-00000003: meta.json: \"step\" is 2, and the "
+      "directory step-00000003 is the checkpoint of step 3";
+  const auto first = r.err.find(warning);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(warning, first + warning.size()), std::string::npos) << "no second warning:\n" << r.err;
+  EXPECT_TRUE(contains(r.out, "memtrain: resumed from checkpoint " + kTwo + " ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "rolled back to checkpoint " + kTwo + " (step 2")) << r.out;
+  EXPECT_EQ(losses(s, "run"), losses(s, "clean"));
+}
+
 // A file that is not in the manifest is not part of the checkpoint: a note, the checkpoint
 // stays valid and is resumed (it made the checkpoint "corrupt" and the resume skipped it).
 TEST(CheckpointLoad, AnExtraFileIsANoteAndTheCheckpointIsResumed) {
