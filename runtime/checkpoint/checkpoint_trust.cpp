@@ -42,7 +42,8 @@ void mark_trusted(const std::string& dir, std::int64_t checked_at_step) {
 }
 
 std::optional<StoredCheckpoint> newest_trusted_checkpoint(const std::string& root, std::int64_t max_step,
-                                                          std::vector<std::string>* warnings) {
+                                                          std::vector<std::string>* warnings,
+                                                          const LoadCheck& load_check) {
   for (const auto& c : list_checkpoints(root)) {
     if (c.step > max_step) continue;
     const VerifyReport r = verify_checkpoint(c.path);
@@ -53,10 +54,17 @@ std::optional<StoredCheckpoint> newest_trusted_checkpoint(const std::string& roo
       continue;
     }
     const Trust t = read_trust(c.path);
-    if (t.trusted) return c;
+    if (!t.trusted) {
+      if (warnings) {
+        warnings->push_back("skipping checkpoint " + c.path + ": not trusted (" +
+                            (t.how == "no" ? std::string("no health check passed at or after its step") : t.how) + ")");
+      }
+      continue;
+    }
+    const std::vector<std::string> problems = load_check ? load_check(c) : std::vector<std::string>{};
+    if (problems.empty()) return c;
     if (warnings) {
-      warnings->push_back("skipping checkpoint " + c.path + ": not trusted (" +
-                          (t.how == "no" ? std::string("no health check passed at or after its step") : t.how) + ")");
+      for (const auto& p : problems) warnings->push_back("skipping checkpoint " + c.path + ": " + p);
     }
   }
   return std::nullopt;

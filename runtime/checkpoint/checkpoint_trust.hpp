@@ -2,6 +2,7 @@
 // Whether a checkpoint may be resumed or rolled back to: only once a health check at or after
 // its step has passed (Note [A checkpoint is trusted once a health check has passed]).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,9 +48,17 @@ Trust read_trust(const std::string& dir);
 // memtrain::RuntimeError when it cannot be written.
 void mark_trusted(const std::string& dir, std::int64_t checked_at_step);
 
-// The newest checkpoint under `root` of step <= max_step that verifies and is trusted. Each
-// newer one that is skipped gets a line "skipping checkpoint <dir>: <why>" in *warnings.
+// A further check of a candidate that verified and is trusted: the problems that stop it from
+// loading ("<file>: <what>"), none when it loads. The layer that knows the model supplies it
+// (runtime/train's verify_loadable): this one reads files, not models.
+using LoadCheck = std::function<std::vector<std::string>(const StoredCheckpoint&)>;
+
+// The newest checkpoint under `root` of step <= max_step that verifies, is trusted and, when
+// `load_check` is given, has no problem by it. Each newer one that is skipped gets a line
+// "skipping checkpoint <dir>: <why>" in *warnings (one per problem). Throws what load_check
+// throws.
 std::optional<StoredCheckpoint> newest_trusted_checkpoint(const std::string& root, std::int64_t max_step,
-                                                          std::vector<std::string>* warnings);
+                                                          std::vector<std::string>* warnings,
+                                                          const LoadCheck& load_check = {});
 
 }  // namespace memtrain::checkpoint

@@ -1,5 +1,11 @@
 #include "runtime/checkpoint/checkpoint_verify.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -56,6 +62,14 @@ VerifyReport verify_checkpoint(const std::string& dir) {
                            std::to_string(digest.bytes) + " (truncated or overwritten)");
       continue;
     }
+    // A file this process may not open (permissions) is named with the OS's reason: it is not
+    // corrupt, but no load can read it either.
+    if (const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC); fd < 0) {
+      r.problems.push_back(name + ": cannot be read (" + std::strerror(errno) + ")");
+      continue;
+    } else {
+      ::close(fd);
+    }
     try {
       const std::string actual = data::hex64(data::xxh64_file(p.string()));
       if (actual != digest.xxh64) {
@@ -69,9 +83,10 @@ VerifyReport verify_checkpoint(const std::string& dir) {
     const std::string name = e.path().filename().string();
     // trusted.json is written after the manifest, by a later health check (checkpoint_trust.hpp).
     if (name != "manifest.json" && !name.starts_with(kTrustFile) && !listed.count(name)) {
-      r.problems.push_back(name + ": not in the manifest");
+      r.notes.push_back(name + ": not in the manifest, so not part of the checkpoint (a load never reads it)");
     }
   }
+  std::sort(r.notes.begin(), r.notes.end());  // the directory's order is the file system's
   // Checksums prove the bytes are the ones written, not that they can be read: a header damaged
   // before the manifest was computed (or a manifest recomputed over damaged files) would pass
   // and then fail every load. Each tensor file's header is parsed and checked against the file.

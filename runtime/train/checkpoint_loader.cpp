@@ -339,6 +339,10 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid, std
     }
   }
 
+  scaler.load(read_trainer_state(dir));
+}
+
+LossScaler::State read_trainer_state(const std::string& dir) {
   const std::string state_file = (fs::path(dir) / "trainer_state.json").string();
   const nlohmann::json state = read_json(state_file);
   const nlohmann::json ls =
@@ -350,7 +354,7 @@ void load_checkpoint(const std::string& dir, const comms::ProcessGrid& grid, std
   s.consecutive_overflows = field<int>(ls, "consecutive_overflows", where);
   s.skipped_steps = field<std::int64_t>(ls, "skipped_steps", where);
   s.consecutive_overflows_at_min = field<int>(ls, "consecutive_overflows_at_min", where);
-  scaler.load(s);
+  return s;
 }
 
 }  // namespace memtrain::train

@@ -37,6 +37,12 @@ void copy_array_into(core::Tensor& t, const std::map<std::string, core::HostArra
 // not JSON, or a field is absent or of the wrong type.
 CheckpointMeta read_checkpoint_meta(const std::string& dir);
 
+// The loss scaler's state in dir/trainer_state.json ("loss_scaler": scale, growth_tracker,
+// consecutive_overflows, skipped_steps, consecutive_overflows_at_min). Throws RuntimeError
+// naming the file and the field when it is missing, not JSON, or a field is absent or of the
+// wrong type.
+LossScaler::State read_trainer_state(const std::string& dir);
+
 // Throws ConfigError naming both keys when the checkpoint records a data_key and `data_key`
 // (TrainingData::data_key of the data about to be used) is another one: its token ids mean
 // other pieces. `otherwise` ends the message's "expected the data the checkpoint was trained

@@ -11,6 +11,7 @@
 #include "runtime/checkpoint/checkpoint_verify.hpp"
 #include "runtime/config/resume_compatibility.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/train/checkpoint_loadable.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
 
 namespace memtrain::train {
@@ -53,16 +54,19 @@ ResumePoint find_resume_point(const std::string& run_dir, ResumeMode mode, const
                       "), which starting over would overwrite; resume (--resume auto) or use another --run-dir");
   }
   std::vector<std::string> skipped;
-  // Note [A checkpoint is trusted once a health check has passed]: never a newer untrusted one.
-  const auto valid = checkpoint::newest_trusted_checkpoint(root, std::numeric_limits<std::int64_t>::max(), &skipped);
+  // Note [A checkpoint is trusted once a health check has passed]: never a newer untrusted one;
+  // Note [A checkpoint that verifies must load]: never one that would fail to load.
+  const auto valid = checkpoint::newest_trusted_checkpoint(
+      root, std::numeric_limits<std::int64_t>::max(), &skipped,
+      [](const checkpoint::StoredCheckpoint& c) { return verify_loadable(c.path); });
   for (const auto& w : skipped) warnings << "memtrain: warning: " << w << "\n";
   if (!valid) {
     if (mode == ResumeMode::required) {
       throw ConfigError("--resume required: no checkpoint under " + root +
-                        " verifies and is trusted (the warnings say why)");
+                        " verifies, is trusted and loads (the warnings say why)");
     }
     warnings << "memtrain: warning: no checkpoint under " << root
-             << " verifies and is trusted; starting from step 0 (--resume required would refuse)\n";
+             << " verifies, is trusted and loads; starting from step 0 (--resume required would refuse)\n";
     ResumePoint fresh;
     fresh.none_valid = true;
     return fresh;

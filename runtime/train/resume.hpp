@@ -27,9 +27,11 @@ struct ResumePoint {
   bool none_valid = false;
 };
 
-// Looks at run_dir/checkpoints: the newest checkpoint whose manifest verifies (each newer one
-// skipped with "memtrain: warning: skipping checkpoint DIR: FILE: PROBLEM" on `warnings`), and
-// checks that `config` may resume it (resume_compatibility.hpp). Throws ConfigError (exit 2):
+// Looks at run_dir/checkpoints: the newest checkpoint whose manifest verifies, that is trusted
+// (checkpoint_trust.hpp) and that loads (verify_loadable: its meta.json, shard files and
+// tensors agree with the model its config.yaml describes), each newer one skipped with
+// "memtrain: warning: skipping checkpoint DIR: FILE: PROBLEM" on `warnings`; and checks that
+// `config` may resume it (resume_compatibility.hpp). Throws ConfigError (exit 2):
 // mode never and the directory has checkpoints; mode required and there is none, or none
 // verifies; the config differs in keys that change the trajectory (every such key named,
 // with both values); RuntimeError when the checkpoint's meta.json or config.yaml is unreadable.

@@ -16,6 +16,7 @@
 #include "runtime/config/config_hash.hpp"
 #include "runtime/config/config_loader.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/train/checkpoint_loadable.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
 #include "runtime/train/checkpoint_saver.hpp"
 #include "runtime/train/health_check.hpp"
@@ -106,8 +107,9 @@ void TrainingRun::save(std::int64_t at, bool final, bool trusted) {
   if (root_) saved_line(at, path, seconds_since(t0), "");
 }
 
-// The newest checkpoint at or before max_step that verifies and is trusted, chosen on rank 0
-// and broadcast: its path and step (at = -1 when there is none).
+// The newest checkpoint at or before max_step that verifies, is trusted and loads
+// (verify_loadable), chosen on rank 0 and broadcast: its path and step (at = -1 when there is
+// none).
 std::string TrainingRun::choose_rollback_target(std::int64_t max_step, std::int64_t& at) {
   std::string target;
   at = -1;
@@ -115,7 +117,9 @@ std::string TrainingRun::choose_rollback_target(std::int64_t max_step, std::int6
     std::error_code ec;
     if (!std::filesystem::is_directory(checkpoints_root_, ec)) return;
     std::vector<std::string> skipped;
-    const auto found = checkpoint::newest_trusted_checkpoint(checkpoints_root_, max_step, &skipped);
+    const auto found = checkpoint::newest_trusted_checkpoint(
+        checkpoints_root_, max_step, &skipped,
+        [](const checkpoint::StoredCheckpoint& c) { return verify_loadable(c.path); });
     for (const auto& w : skipped) std::cerr << "memtrain: warning: " << w << "\n";
     if (found) {
       target = found->path;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/checkpoint/checkpoint_trust.hpp"
 #include "runtime/checkpoint/checkpoint_verify.hpp"
 #include "runtime/checkpoint/durable_file.hpp"
 #include "runtime/checkpoint/fault_injection.hpp"
@@ -166,6 +167,9 @@ TEST(CheckpointVerify, ATruncatedFileIsReportedWithBothSizes) {
   EXPECT_EQ(r.problems[0], "a.bin: 999 bytes, the manifest records 1000 (truncated or overwritten)");
 }
 
+// A file the manifest does not name is not part of the checkpoint, and no load reads it: a
+// note, not a problem (issue 48: an extra file made an intact checkpoint "corrupt", and a
+// resume skipped it). A missing file the manifest names stays a problem.
 TEST(CheckpointVerify, MissingManifestMissingFileAndUnlistedFile) {
   Dir d;
   const std::string one = write_checkpoint(d.sub("c1"), 1);
@@ -176,7 +180,9 @@ TEST(CheckpointVerify, MissingManifestMissingFileAndUnlistedFile) {
   fs::remove(two + "/b.bin");
   std::ofstream(two + "/extra.bin") << "x";
   const auto r = verify_checkpoint(two);
-  EXPECT_EQ(r.problems, (std::vector<std::string>{"b.bin: missing", "extra.bin: not in the manifest"}));
+  EXPECT_EQ(r.problems, (std::vector<std::string>{"b.bin: missing"}));
+  EXPECT_EQ(r.notes, (std::vector<std::string>{
+                         "extra.bin: not in the manifest, so not part of the checkpoint (a load never reads it)"}));
 
   const std::string three = write_checkpoint(d.sub("c3"), 1);
   std::ofstream(three + "/manifest.json") << "{not json";
@@ -251,6 +257,90 @@ TEST(CheckpointVerify, AManifestNamingFilesOutsideItsDirectoryIsRefused) {
   std::ofstream(dir + "/manifest.json") << "{\"version\": 2, \"files\": {}}";
   EXPECT_EQ(verify_checkpoint(dir).problems,
             std::vector<std::string>{"manifest.json: has version 2; this memtrain reads version 1"});
+}
+
+// An extra file and an extra directory leave an intact checkpoint valid, named in notes.
+TEST(CheckpointVerify, AnExtraFileOrDirectoryIsANoteAndTheCheckpointStaysValid) {
+  Dir d;
+  const std::string path = write_checkpoint(d.sub("c"), 1);
+  std::ofstream(path + "/meta.json.orig") << "{}";
+  fs::create_directories(path + "/stray");
+  const auto r = verify_checkpoint(path);
+  EXPECT_TRUE(r.ok()) << r.problems[0];
+  ASSERT_EQ(r.notes.size(), 2u);
+  EXPECT_EQ(r.notes[0].rfind("meta.json.orig: not in the manifest", 0), 0u) << r.notes[0];
+  EXPECT_EQ(r.notes[1].rfind("stray: not in the manifest", 0), 0u) << r.notes[1];
+}
+
+// verify_checkpoint(path).problems as an unprivileged user sees them: root opens any file, so
+// as root the check runs in a child process that has become nobody (65534).
+std::vector<std::string> problems_without_privileges(const std::string& path) {
+  if (::geteuid() != 0) return verify_checkpoint(path).problems;
+  int fds[2];
+  if (::pipe(fds) != 0) return {"pipe failed"};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    std::string text;
+    for (const auto& p : verify_checkpoint(path).problems) text += p + "\n";
+    const bool written = ::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::_exit(written ? 0 : 4);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return {"the unprivileged child failed"};
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A file of the checkpoint that cannot be opened (permissions) is a problem with the OS's
+// reason, not "corrupted" (issue 48).
+TEST(CheckpointVerify, AFileThatCannotBeOpenedIsNamedWithTheOsReason) {
+  Dir d;
+  const std::string path = write_checkpoint(d.sub("c"), 1);
+  fs::permissions(path + "/a.bin", fs::perms::none);
+  const auto problems = problems_without_privileges(path);
+  fs::permissions(path + "/a.bin", fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(problems, std::vector<std::string>{"a.bin: cannot be read (Permission denied)"});
+  EXPECT_TRUE(verify_checkpoint(path).ok());
+}
+
+// Resume and rollback pass a load check (runtime/train's verify_loadable) to the choice: a
+// checkpoint that verifies and is trusted but cannot load is skipped with each of its reasons.
+TEST(CheckpointTrust, ACheckpointThatFailsTheLoadCheckIsSkippedWithItsReasons) {
+  Dir d;
+  const std::string root = d.sub("checkpoints");
+  write_checkpoint(root, 2, 3);
+  const std::string four = write_checkpoint(root, 4, 3);
+  const std::string six = write_checkpoint(root, 6, 3);
+  std::vector<std::string> warnings;
+  std::vector<std::int64_t> asked;
+  const auto chosen = newest_trusted_checkpoint(root, 100, &warnings, [&](const StoredCheckpoint& c) {
+    asked.push_back(c.step);
+    return c.step >= 4 ? std::vector<std::string>{"meta.json: one", "model-tp00.safetensors: two"}
+                       : std::vector<std::string>{};
+  });
+  ASSERT_TRUE(chosen.has_value());
+  EXPECT_EQ(chosen->step, 2);
+  EXPECT_EQ(asked, (std::vector<std::int64_t>{6, 4, 2}));
+  EXPECT_EQ(warnings, (std::vector<std::string>{
+                          "skipping checkpoint " + six + ": meta.json: one",
+                          "skipping checkpoint " + six + ": model-tp00.safetensors: two",
+                          "skipping checkpoint " + four + ": meta.json: one",
+                          "skipping checkpoint " + four + ": model-tp00.safetensors: two",
+                      }));
+  // Without a check (and with max_step), as before.
+  warnings.clear();
+  EXPECT_EQ(newest_trusted_checkpoint(root, 5, &warnings)->step, 4);
+  EXPECT_TRUE(warnings.empty());
 }
 
 TEST(CheckpointVerify, TheNewestValidOneIsChosenAndTheSkippedOnesNamed) {

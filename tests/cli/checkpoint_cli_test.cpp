@@ -122,7 +122,8 @@ TEST(CheckpointCli, VerifyReadsMetaFieldsAsAResumeDoes) {
 
 // A run directory or its checkpoints folder given for a checkpoint is a usage mistake (exit 2),
 // not a corrupt checkpoint: one line pointing at the checkpoint that was meant. A stray
-// directory inside a checkpoint is reported by inspect, not thrown.
+// directory inside a checkpoint is not part of it (not in the manifest): inspect and verify
+// name it in a note and call the checkpoint valid (issue 48: it made an intact one "corrupt").
 TEST(CheckpointCli, ARunDirectoryIsNotACheckpointAndPointsAtItsNewest) {
   Scratch s;
   ASSERT_EQ(s.memtrain("train --config " + config(s, "c.yaml", 2, 2) + " --run-dir run").exit_code, 0);
@@ -145,8 +146,13 @@ TEST(CheckpointCli, ARunDirectoryIsNotACheckpointAndPointsAtItsNewest) {
       << empty.err;
   fs::create_directories(s.path("run/checkpoints/step-00000002/stray"));
   const auto stray = s.memtrain("checkpoint inspect run/checkpoints/step-00000002");
-  EXPECT_EQ(stray.exit_code, 1);
-  EXPECT_TRUE(contains(stray.out, "  problem: stray: not in the manifest")) << stray.out;
+  EXPECT_EQ(stray.exit_code, 0) << stray.out;
+  EXPECT_TRUE(contains(stray.out, "  note: stray: not in the manifest")) << stray.out;
+  EXPECT_FALSE(contains(stray.out, "problem")) << stray.out;
+  const auto verified = s.memtrain("checkpoint verify run/checkpoints/step-00000002");
+  EXPECT_EQ(verified.exit_code, 0) << verified.out;
+  EXPECT_TRUE(contains(verified.out, "  note: run/checkpoints/step-00000002/stray: not in the manifest"))
+      << verified.out;
 }
 
 // Note [A checkpoint appears whole or not at all], end to end: SIGKILL at three byte offsets
