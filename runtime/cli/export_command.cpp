@@ -73,7 +73,7 @@ void add_export_command(CLI::App& app, int& exit_code) {
       }
     }
     // A directory where an earlier export's tokenizer.model would be replaced: not deleted, even
-    // with --force (remove_earlier_tokenizer in checkpoint_export.cpp refuses it too).
+    // with --force.
     if (std::filesystem::symlink_status(std::filesystem::path(args->out) / "tokenizer.model", ec).type() ==
         std::filesystem::file_type::directory) {
       throw ConfigError("export-hf: " + (std::filesystem::path(args->out) / "tokenizer.model").string() +

@@ -60,23 +60,6 @@ Config checkpoint_model_config(const std::string& dir) {
 
 namespace {
 
-// An earlier export's OUT/tokenizer.model (export-hf --force): removed as a name, so a symbolic
-// link goes and its target stays. A directory there is refused rather than deleted.
-void remove_earlier_tokenizer(const std::string& out) {
-  const fs::path p = fs::path(out) / "tokenizer.model";
-  std::error_code ec;
-  const auto status = fs::symlink_status(p, ec);
-  if (ec || status.type() == fs::file_type::not_found) return;
-  if (status.type() == fs::file_type::directory) {
-    throw ConfigError("export-hf: " + p.string() +
-                      " is a directory; expected the file of an earlier export, or "
-                      "another OUT");
-  }
-  if (!fs::remove(p, ec) || ec) {
-    throw RuntimeError("export-hf: cannot replace " + p.string() + ": " + ec.message());
-  }
-}
-
 // Note [An export appears whole or not at all]
 // export-hf writes four files; written one by one into OUT, a full disk or a kill between two
 // left a new config.json beside the old model.safetensors (found by a hostile trial), a model
@@ -207,7 +190,6 @@ void export_hf(const std::string& dir, const std::string& final_out, bool fp32) 
   });
   std::string note = "# Tokenizer\n\n";
   if (c.data.mock) {
-    remove_earlier_tokenizer(out);
     note +=
         "This model was trained on data.mock: uniform random token ids in [0, vocab_size), with no "
         "tokenizer. Feed it ids directly.\n";
@@ -230,9 +212,9 @@ void export_hf(const std::string& dir, const std::string& final_out, bool fp32) 
         model.clear();  // the corpus is not here: the note says where the model lives
       }
     }
-    // `--force` over an earlier export: its tokenizer.model belongs to another model's ids, and
-    // a symbolic link there must be replaced, not written through (copy_file follows it).
-    remove_earlier_tokenizer(out);
+    // `--force` over an earlier export: its tokenizer.model (another model's ids, or a symbolic
+    // link that copy_file would write through) is not carried into the staging directory, so
+    // the exchange replaces it (Note [An export appears whole or not at all]).
     const bool copied =
         !model.empty() && fs::is_regular_file(model, ec) && fs::copy_file(model, fs::path(out) / "tokenizer.model", ec);
     note += "The ids come from memtrain's SentencePiece model (data.tokenizer_type: " + c.data.tokenizer_type +

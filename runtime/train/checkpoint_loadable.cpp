@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -84,17 +85,25 @@ void add_lines(const std::string& file, const std::vector<std::string>& lines, s
   }
 }
 
+// The tensor list of `file`'s safetensors header; nullopt, with the reason in `problems`, when
+// it cannot be read.
+std::optional<std::map<std::string, core::HostArray>> read_header(const std::string& dir, const std::string& file,
+                                                                  std::vector<std::string>& problems) {
+  try {
+    return core::read_safetensors_header((fs::path(dir) / file).string());
+  } catch (const std::exception& e) {
+    problems.push_back(file_problem(dir, file, e.what()));
+    return std::nullopt;
+  }
+}
+
 // The header of `file` against the tensors the saver writes there (`expected`: name -> dtype
 // and shape). `model` says whose tensors they are, for the messages.
 void compare_header(const std::string& dir, const std::string& file, const std::map<std::string, Expected>& expected,
                     const std::string& model, std::vector<std::string>& problems) {
-  std::map<std::string, core::HostArray> header;
-  try {
-    header = core::read_safetensors_header((fs::path(dir) / file).string());
-  } catch (const std::exception& e) {
-    problems.push_back(file_problem(dir, file, e.what()));
-    return;
-  }
+  const auto read = read_header(dir, file, problems);
+  if (!read) return;
+  const std::map<std::string, core::HostArray>& header = *read;
   std::vector<std::string> lines;
   for (const auto& [name, view] : expected) {
     const auto it = header.find(name);
@@ -115,13 +124,9 @@ void compare_header(const std::string& dir, const std::string& file, const std::
 // names and form are checked ("<parameter>.exp_avg" etc., [length] F32) and the step count.
 void check_zero_shard(const std::string& dir, const std::string& file, const std::set<std::string>& parameters,
                       std::vector<std::string>& problems) {
-  std::map<std::string, core::HostArray> header;
-  try {
-    header = core::read_safetensors_header((fs::path(dir) / file).string());
-  } catch (const std::exception& e) {
-    problems.push_back(file_problem(dir, file, e.what()));
-    return;
-  }
+  const auto read = read_header(dir, file, problems);
+  if (!read) return;
+  const std::map<std::string, core::HostArray>& header = *read;
   std::vector<std::string> lines;
   const auto step = header.find("step");
   if (step == header.end() || step->second.dtype != "I64" || step->second.numel() != 1) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/cli/run_memtrain.hpp"
 
@@ -34,6 +35,14 @@ inline std::map<long, double> losses(const Scratch& s, const std::string& run_di
     if (!j.contains("loss") || !j.contains("step")) continue;
     EXPECT_TRUE(out.emplace(j["step"].get<long>(), j["loss"].get<double>()).second) << run_dir << ": " << line;
   }
+  return out;
+}
+
+// Every line of run_dir/metrics.jsonl, parsed.
+inline std::vector<nlohmann::json> metrics_lines(const Scratch& s, const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(s.path(run_dir + "/metrics.jsonl"));
+  for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l));
   return out;
 }
 

@@ -22,15 +22,9 @@ using testing::checkpoint_config;
 using testing::contains;
 using testing::expect_same_state;
 using testing::losses;
+using testing::metrics_lines;
 using testing::Scratch;
 using testing::slurp;
-
-std::vector<nlohmann::json> lines(const Scratch& s, const std::string& run) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(s.path(run + "/metrics.jsonl"));
-  for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
 
 std::string dp_config(const Scratch& s, const std::string& name, const std::string& health) {
   std::string text = slurp(checkpoint_config(s, name, 5, 2, health));
@@ -45,7 +39,7 @@ TEST(Health, ANanOnOneRankIsSkippedOnEveryRank) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "memtrain: step 3: inf/NaN gradients")) << r.out;
   EXPECT_FALSE(contains(r.out + r.err, "disagree"));  // both ranks skipped: replicas still equal
-  for (const auto& l : lines(s, "run")) {
+  for (const auto& l : metrics_lines(s, "run")) {
     if (!l.contains("loss") || !l.contains("step")) continue;
     EXPECT_EQ(l["skipped_steps"], l["step"].get<int>() >= 3 ? 1 : 0) << l.dump();
   }
@@ -66,7 +60,7 @@ TEST(Health, AStreakOfNansRollsBackAndEndsOnTheCleanRunsState) {
   EXPECT_EQ(losses(s, "run"), losses(s, "clean"));  // steps 3 and 4 logged once: the clean reruns
   expect_same_state(s, "clean", "run", 5);
   int rolled = 0;
-  for (const auto& l : lines(s, "run")) rolled += l.contains("rolled_back_to") ? 1 : 0;
+  for (const auto& l : metrics_lines(s, "run")) rolled += l.contains("rolled_back_to") ? 1 : 0;
   EXPECT_EQ(rolled, 1);
 }
 

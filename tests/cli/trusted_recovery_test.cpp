@@ -20,6 +20,7 @@ using testing::checkpoint_config;
 using testing::contains;
 using testing::expect_same_state;
 using testing::losses;
+using testing::metrics_lines;
 using testing::Scratch;
 using testing::slurp;
 
@@ -32,16 +33,9 @@ std::string config(const Scratch& s, const std::string& name, int steps, int int
   return s.write(name, text);
 }
 
-std::vector<nlohmann::json> lines(const Scratch& s, const std::string& run) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(s.path(run + "/metrics.jsonl"));
-  for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l));
-  return out;
-}
-
 int count_key(const Scratch& s, const std::string& run, const char* key) {
   int n = 0;
-  for (const auto& l : lines(s, run)) n += l.contains(key) ? 1 : 0;
+  for (const auto& l : metrics_lines(s, run)) n += l.contains(key) ? 1 : 0;
   return n;
 }
 
