@@ -99,6 +99,8 @@ Block CachingAllocator::allocate(std::size_t bytes, StreamId stream, TagId tag) 
     allocated_.emplace(block->address, block);
   }
   stats_.block_allocated(block->size, bytes, tag);
+  window_peak_allocated_ += block->size;
+  window_peak_allocated_max_ = std::max(window_peak_allocated_max_, window_peak_allocated_);
   if (stats_.at_peak_reserved()) {
     stats_.record_fragmentation_at_peak(fragmentation(largest_free_block(), cached_free_bytes()));
   }
@@ -118,6 +120,7 @@ void CachingAllocator::deallocate(const Block& b) {
   BlockNode* block = it->second;
   spare_allocated_nodes_.push_back(allocated_.extract(it));
   stats_.block_freed(block->size, block->requested, block->tag);
+  window_peak_allocated_ -= std::min(window_peak_allocated_, block->size);
   if (sink_) {
     emit(TraceEventKind::free, block->requested, block->address, block->stream, block->tag, block->allocation_id);
   }
@@ -563,9 +566,12 @@ void CachingAllocator::throw_oom(std::size_t bytes, std::size_t rounded, StreamI
   const std::size_t unallocated = reserved - std::min(reserved, allocated);
   const std::size_t largest = largest_free_block();
   std::string msg = "out of memory on " + upstream_->name() + ": tried to allocate " + format_byte_size(bytes) + "; ";
+  // Free is what this allocator could still reserve: its capacity less what it reserved, and
+  // no more than a shared upstream (a quota over a ledger) leaves it after the other jobs.
+  const std::size_t free_here =
+      std::min(capacity_ - std::min(capacity_, reserved), capacity_ != 0 ? upstream_->available_bytes() : 0);
   if (capacity_ != 0) {
-    msg += "capacity " + format_byte_size(capacity_) + ", " +
-           format_byte_size(capacity_ - std::min(capacity_, reserved)) + " free; ";
+    msg += "capacity " + format_byte_size(capacity_) + ", " + format_byte_size(free_here) + " free; ";
   } else {
     msg += "capacity unbounded; ";
   }
@@ -577,7 +583,7 @@ void CachingAllocator::throw_oom(std::size_t bytes, std::size_t rounded, StreamI
   // that keeps cached segments past its peak (pytorch) reserves more than best_fit would;
   // otherwise the request is larger than everything that could be freed. The policy is asked
   // what it does, not what it is called.
-  const std::size_t free_total = cached_free_bytes() + (capacity_ != 0 ? capacity_ - std::min(capacity_, reserved) : 0);
+  const std::size_t free_total = cached_free_bytes() + free_here;
   if (!policy_->stitches() && rounded != 0 && free_total >= rounded && unallocated > 0) {
     msg += " Policy vmm_stitch can use fragmented space.";
   } else if (policy_->caches() && !policy_->holds_peak() && rounded != 0 && largest < rounded && unallocated > 0) {
@@ -607,6 +613,19 @@ void CachingAllocator::reset_peak_stats() {
 std::string CachingAllocator::memory_summary() const {
   const MemoryStats s = stats();
   return format_memory_summary(s, upstream_->name() + ", policy " + std::string(policy_->name()));
+}
+
+std::size_t CachingAllocator::release_cached(std::size_t goal) {
+  std::lock_guard lock(mutex_);
+  if (!pending_.empty()) process_events(/*wait=*/false);
+  return release_cached_segments(goal);
+}
+
+std::size_t CachingAllocator::take_window_peak_allocated() {
+  std::lock_guard lock(mutex_);
+  const std::size_t peak = window_peak_allocated_max_;
+  window_peak_allocated_max_ = window_peak_allocated_;
+  return peak;
 }
 
 void CachingAllocator::empty_cache() {

@@ -57,6 +57,15 @@ class CachingAllocator final : public Allocator {
   void reset_peak_stats() override;
   std::string memory_summary() const override;
   void empty_cache() override;
+  // Releases cached segments with nothing allocated in them, oldest first, until at least
+  // `goal` bytes are released or none is left (empty_cache with a goal). Returns the bytes
+  // released. Thread-safe.
+  std::size_t release_cached(std::size_t goal);
+  // The most bytes allocated at once (in blocks, after rounding) since the previous call, and
+  // starts a new window at what is allocated now: a caller that takes it around a phase of
+  // work (a training step) learns that phase's working set without resetting the statistics
+  // that memory_stats() reports.
+  std::size_t take_window_peak_allocated();
 
   // Segments with their blocks, address order (PyTorch memory snapshot shape).
   std::vector<SegmentSnapshot> snapshot() const;
@@ -116,6 +125,9 @@ class CachingAllocator final : public Allocator {
   AllocatorOptions options_;
   std::unique_ptr<AllocationPolicy> policy_;
   std::size_t capacity_ = 0;
+  // take_window_peak_allocated: bytes allocated now, and the most since the window began.
+  std::size_t window_peak_allocated_ = 0;
+  std::size_t window_peak_allocated_max_ = 0;
   StreamRegistry* streams_;
 
   mutable std::mutex mutex_;

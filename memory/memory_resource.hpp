@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "memory/types.hpp"
@@ -24,6 +25,10 @@ class MemoryResource {
 
   // Bytes this resource can hand out in total; 0 when unknown/unbounded (host).
   virtual std::size_t capacity_bytes() const { return 0; }
+  // Bytes this resource could hand out right now, counting what others sharing the device hold
+  // (a quota adaptor over a shared ledger); SIZE_MAX when it cannot say (then capacity_bytes()
+  // less what this caller reserved is the best guess).
+  virtual std::size_t available_bytes() const { return SIZE_MAX; }
   // Short human-readable name used in messages ("host", "simulated a100-40gb", "cuda:0").
   virtual std::string name() const = 0;
   // True when the pointers refer to real, touchable memory (false for simulated resources).

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "memory/byte_size.hpp"
+#include "memory/cross_job_release.hpp"
 #include "memory/out_of_memory.hpp"
 
 namespace memtrain::memory {
@@ -48,11 +49,15 @@ std::string quota_refusal_message(SharedLedger& ledger, const JobShare& share, c
 
 std::size_t QuotaResourceAdaptor::charged_bytes() const { return ledger_->entry(job_).in_use_bytes; }
 
+std::size_t QuotaResourceAdaptor::available_bytes() const { return ledger_->available_bytes(job_); }
+
 void* QuotaResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) {
-  ChargeResult charge = ledger_->try_charge(job_, bytes);
-  if (!charge.ok) {
-    std::string msg = quota_refusal_message(*ledger_, share_, charge, bytes);
-    throw OutOfMemory(msg, bytes);
+  const ReleasedCharge charge = charge_with_release(*ledger_, job_, bytes, share_.release_wait);
+  if (!charge.charge.ok) {
+    ledger_->count_oom(job_);
+    throw OutOfMemory(quota_refusal_message(*ledger_, share_, charge.charge, bytes) +
+                          release_outcome_text(charge, share_.release_wait),
+                      bytes);
   }
   try {
     return upstream_->allocate(bytes, alignment, stream);

@@ -29,11 +29,14 @@ class QuotaResourceAdaptor final : public MemoryResource {
 
   // The most this job can ever hold: min(limit, ledger capacity, upstream capacity if known).
   std::size_t capacity_bytes() const override;
+  // What the ledger leaves this job now (SharedLedger::available_bytes).
+  std::size_t available_bytes() const override;
   std::string name() const override;
   bool backs_memory() const override { return upstream_->backs_memory(); }
 
   const JobShare& share() const { return share_; }
   JobId job() const { return job_; }
+  const std::shared_ptr<SharedLedger>& ledger() const { return ledger_; }
   // Bytes this job has charged now (from the ledger).
   std::size_t charged_bytes() const;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "memory/cross_job_release.hpp"
 #include "memory/out_of_memory.hpp"
 
 namespace memtrain::memory {
@@ -32,11 +33,18 @@ std::size_t QuotaVirtualMemoryResource::capacity_bytes() const {
 
 std::string QuotaVirtualMemoryResource::name() const { return upstream_->name() + " (job '" + share_.name + "')"; }
 
+std::size_t QuotaVirtualMemoryResource::available_bytes() const { return ledger_->available_bytes(job_); }
+
 std::size_t QuotaVirtualMemoryResource::charged_bytes() const { return ledger_->entry(job_).in_use_bytes; }
 
 PhysicalHandle QuotaVirtualMemoryResource::create_physical(std::size_t bytes) {
-  ChargeResult charge = ledger_->try_charge(job_, bytes);
-  if (!charge.ok) throw OutOfMemory(quota_refusal_message(*ledger_, share_, charge, bytes), bytes);
+  const ReleasedCharge charge = charge_with_release(*ledger_, job_, bytes, share_.release_wait);
+  if (!charge.charge.ok) {
+    ledger_->count_oom(job_);
+    throw OutOfMemory(quota_refusal_message(*ledger_, share_, charge.charge, bytes) +
+                          release_outcome_text(charge, share_.release_wait),
+                      bytes);
+  }
   PhysicalHandle h;
   try {
     h = upstream_->create_physical(bytes);

@@ -28,6 +28,8 @@ class QuotaVirtualMemoryResource final : public VirtualMemoryResource {
   QuotaVirtualMemoryResource& operator=(const QuotaVirtualMemoryResource&) = delete;
 
   std::size_t capacity_bytes() const override;
+  // What the ledger leaves this job now (SharedLedger::available_bytes).
+  std::size_t available_bytes() const override;
   std::string name() const override;
   bool backs_memory() const override { return upstream_->backs_memory(); }
   std::size_t granularity() const override { return upstream_->granularity(); }
@@ -42,6 +44,7 @@ class QuotaVirtualMemoryResource final : public VirtualMemoryResource {
   void unmap(std::uintptr_t address, std::size_t bytes) override { upstream_->unmap(address, bytes); }
 
   JobId job() const { return job_; }
+  const std::shared_ptr<SharedLedger>& ledger() const { return ledger_; }
   std::size_t charged_bytes() const;
 
  private:

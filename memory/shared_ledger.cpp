@@ -24,7 +24,7 @@ namespace memtrain::memory {
 namespace {
 
 constexpr std::uint32_t kMagic = 0x4D4C4447;  // "MLDG"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;         // 2: jobs with members (Note [A job is its run directory])
 constexpr std::uint32_t kFree = 0;
 constexpr std::uint32_t kActive = 1;
 constexpr auto kOpenTimeout = std::chrono::seconds(5);
@@ -75,15 +75,39 @@ std::size_t footprint(std::uint64_t in_use, std::uint64_t reservation) {
 
 }  // namespace
 
+struct Member {
+  std::int32_t pid;  // 0: empty
+  std::uint64_t start_time;
+  std::uint64_t in_use;
+  std::uint64_t allocated, reserved, peak_reserved, releasable;
+  double fragmentation;
+  std::int64_t step;
+  double tokens_per_s;
+  std::uint32_t state;
+  std::int64_t num_ooms;
+  std::uint64_t answered_release;
+  char policy[24];
+};
+
 struct SharedLedger::Slot {
   std::atomic<std::uint32_t> state;  // kFree or kActive; written last when an entry is filled
-  std::int32_t pid;
-  std::uint64_t start_time;
   std::uint64_t generation;
   std::uint64_t reservation;
   std::uint64_t limit;
-  std::uint64_t in_use;
+  std::uint64_t releases;
+  std::uint64_t released_bytes;
   char name[32];
+  char key[SharedLedger::kMaxKeyBytes];
+  Member members[SharedLedger::kMaxMembers];
+
+  std::uint64_t in_use() const {
+    std::uint64_t total = 0;
+    for (const Member& m : members) total += m.pid != 0 ? m.in_use : 0;
+    return total;
+  }
+  bool has_members() const {
+    return std::any_of(std::begin(members), std::end(members), [](const Member& m) { return m.pid != 0; });
+  }
 };
 
 struct SharedLedger::Layout {
@@ -92,6 +116,10 @@ struct SharedLedger::Layout {
   std::uint64_t capacity;
   std::uint64_t next_generation;
   pthread_mutex_t mutex;
+  std::atomic<std::uint64_t> release_sequence;  // Note [Cross-job release]
+  std::uint32_t release_slot;
+  std::uint32_t release_member;
+  std::uint64_t release_generation;
   Slot slots[SharedLedger::kMaxJobs];
 };
 
@@ -111,13 +139,28 @@ std::string SharedLedger::shm_name(std::string_view device) {
 bool SharedLedger::remove(std::string_view device) { return ::shm_unlink(shm_name(device).c_str()) == 0; }
 
 SharedLedger::SharedLedger(std::string_view device, std::size_t capacity_bytes)
+    : SharedLedger(device, capacity_bytes, /*create=*/true) {}
+
+std::unique_ptr<SharedLedger> SharedLedger::open_existing(std::string_view device) {
+  return std::unique_ptr<SharedLedger>(new SharedLedger(device, 0, /*create=*/false));
+}
+
+SharedLedger::SharedLedger(std::string_view device, std::size_t capacity_bytes, bool create)
     : device_(device), shm_name_(shm_name(device)) {
-  if (capacity_bytes == 0) {
+  if (create && capacity_bytes == 0) {
     throw std::invalid_argument("shared ledger for device '" + device_ + "': capacity is 0 bytes; expected > 0");
   }
   const auto deadline = std::chrono::steady_clock::now() + kOpenTimeout;
   int fd = -1;
   bool creator = false;
+  if (!create) {
+    fd = ::shm_open(shm_name_.c_str(), O_RDWR, 0600);
+    if (fd < 0 && errno == ENOENT) {
+      throw std::runtime_error("no ledger '" + device_ + "' on this host (/dev/shm" + shm_name_ +
+                               "): no job with memory.capacity, memory.limit or memory.reservation has run on it");
+    }
+    if (fd < 0) throw std::runtime_error("shared ledger: shm_open(" + shm_name_ + ") failed: " + errno_text(errno));
+  }
   while (fd < 0) {
     fd = ::shm_open(shm_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0) {
@@ -191,6 +234,7 @@ SharedLedger::SharedLedger(std::string_view device, std::size_t capacity_bytes)
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    if (!create && layout_->version == kVersion) return;  // a reader takes the ledger's capacity
     if (layout_->version == kVersion && layout_->capacity != capacity_bytes) {
       // The ledger outlives its jobs (/dev/shm): with none left (the dead reclaimed), the
       // capacity is the next job's to set, not the last one's to keep.
@@ -244,23 +288,47 @@ std::size_t SharedLedger::reclaim_dead_locked() {
   std::size_t reclaimed = 0;
   for (Slot& s : layout_->slots) {
     if (s.state.load(std::memory_order_relaxed) != kActive) continue;
-    if (!process_alive(static_cast<pid_t>(s.pid), s.start_time)) {
-      s.state.store(kFree, std::memory_order_relaxed);
-      ++reclaimed;
+    for (Member& m : s.members) {
+      if (m.pid != 0 && !process_alive(static_cast<pid_t>(m.pid), m.start_time)) {
+        m.pid = 0;  // its charge goes with it (Note [A job is its run directory])
+        m.in_use = 0;
+        ++reclaimed;
+      }
     }
+    if (!s.has_members()) s.state.store(kFree, std::memory_order_relaxed);
   }
   return reclaimed;
 }
 
 SharedLedger::Slot& SharedLedger::find_locked(JobId job, const char* what) {
-  if (job.slot < kMaxJobs) {
+  if (job.slot < kMaxJobs && job.member < kMaxMembers) {
     Slot& s = layout_->slots[job.slot];
-    if (s.state.load(std::memory_order_relaxed) == kActive && s.generation == job.generation) return s;
+    if (s.state.load(std::memory_order_relaxed) == kActive && s.generation == job.generation &&
+        s.members[job.member].pid != 0) {
+      return s;
+    }
   }
   throw std::logic_error(std::string("shared ledger ") + shm_name_ + ": " + what + " for job slot " +
-                         std::to_string(job.slot) + " generation " + std::to_string(job.generation) +
+                         std::to_string(job.slot) + " generation " + std::to_string(job.generation) + " member " +
+                         std::to_string(job.member) +
                          " that is not in the ledger (it left, or its process was declared dead)");
 }
+
+namespace {
+
+// The key as stored: its last kMaxKeyBytes - 1 bytes (run directories differ at the end).
+std::string stored_key(const std::string& key) {
+  const std::size_t keep = SharedLedger::kMaxKeyBytes - 1;
+  return key.size() <= keep ? key : key.substr(key.size() - keep);
+}
+
+void fill_member(Member& m) {
+  std::memset(&m, 0, sizeof m);
+  m.pid = static_cast<std::int32_t>(::getpid());
+  m.start_time = start_time_of(::getpid());
+}
+
+}  // namespace
 
 JobId SharedLedger::join(const JobShare& share) {
   if (share.limit < share.reservation) {
@@ -268,13 +336,33 @@ JobId SharedLedger::join(const JobShare& share) {
                                 std::to_string(share.limit) + " bytes is below its reservation " +
                                 std::to_string(share.reservation) + " bytes; expected limit >= reservation");
   }
+  const std::string key = stored_key(share.key);
   LockGuard guard(*this);
   reclaim_dead_locked();
+  if (!key.empty()) {
+    for (Slot& s : layout_->slots) {
+      if (s.state.load(std::memory_order_relaxed) != kActive || key != s.key) continue;
+      if (s.reservation != share.reservation || s.limit != share.limit) {
+        throw std::invalid_argument("job '" + share.name + "' (" + share.key + ") on device '" + device_ +
+                                    "' joins with reservation " + std::to_string(share.reservation) + " and limit " +
+                                    std::to_string(share.limit) + " bytes, but its other processes joined with " +
+                                    std::to_string(s.reservation) + " and " + std::to_string(s.limit) +
+                                    "; expected the same memory.reservation and memory.limit on every rank");
+      }
+      for (std::uint32_t i = 0; i < kMaxMembers; ++i) {
+        if (s.members[i].pid != 0) continue;
+        fill_member(s.members[i]);
+        return JobId{static_cast<std::uint32_t>(&s - layout_->slots), s.generation, i};
+      }
+      throw std::runtime_error("job '" + share.name + "' on device '" + device_ + "' already has " +
+                               std::to_string(kMaxMembers) + " processes on this host; expected at most that many");
+    }
+  }
   std::size_t committed = 0;
   Slot* free_slot = nullptr;
   for (Slot& s : layout_->slots) {
     if (s.state.load(std::memory_order_relaxed) == kActive) {
-      committed += footprint(s.in_use, s.reservation);
+      committed += footprint(s.in_use(), s.reservation);
     } else if (!free_slot) {
       free_slot = &s;
     }
@@ -286,12 +374,11 @@ JobId SharedLedger::join(const JobShare& share) {
                       format_byte_size(committed) + " reserved or in use by other jobs:";
     for (const Slot& s : layout_->slots) {
       if (s.state.load(std::memory_order_relaxed) != kActive) continue;
-      msg += " '" + std::string(s.name) + "' (pid " + std::to_string(s.pid) + ") reserves " +
-             format_byte_size(s.reservation) + ", uses " + format_byte_size(s.in_use) + ";";
+      msg += " '" + std::string(s.name) + "' (pid " + std::to_string(s.members[0].pid) + ") reserves " +
+             format_byte_size(s.reservation) + ", uses " + format_byte_size(s.in_use()) + ";";
     }
-    // Every rank of a job is a job of its own here: ranks on one device each reserve.
     msg += " expected a reservation of at most " + format_byte_size(capacity - std::min(committed, capacity)) +
-           " (the capacity less what the others reserve or use; each rank of a job reserves its own)";
+           " (the capacity less what the others reserve or use)";
     throw std::runtime_error(msg);
   }
   if (!free_slot) {
@@ -299,58 +386,88 @@ JobId SharedLedger::join(const JobShare& share) {
                              " jobs are registered");
   }
   Slot& s = *free_slot;
-  s.pid = static_cast<std::int32_t>(::getpid());
-  s.start_time = start_time_of(::getpid());
   s.generation = layout_->next_generation++;
   s.reservation = share.reservation;
   s.limit = share.limit;
-  s.in_use = 0;
+  s.releases = 0;
+  s.released_bytes = 0;
   std::memset(s.name, 0, sizeof s.name);
   std::memcpy(s.name, share.name.data(), std::min(share.name.size(), sizeof s.name - 1));
+  std::memset(s.key, 0, sizeof s.key);
+  std::memcpy(s.key, key.data(), key.size());
+  for (Member& m : s.members) std::memset(&m, 0, sizeof m);
+  fill_member(s.members[0]);
   s.state.store(kActive, std::memory_order_release);  // published last: a crash before leaves it free
-  return JobId{static_cast<std::uint32_t>(&s - layout_->slots), s.generation};
+  return JobId{static_cast<std::uint32_t>(&s - layout_->slots), s.generation, 0};
 }
 
 void SharedLedger::leave(JobId job) {
   LockGuard guard(*this);
-  find_locked(job, "leave").state.store(kFree, std::memory_order_release);
+  Slot& s = find_locked(job, "leave");
+  s.members[job.member].pid = 0;
+  s.members[job.member].in_use = 0;
+  if (!s.has_members()) s.state.store(kFree, std::memory_order_release);
 }
 
 ChargeResult SharedLedger::try_charge(JobId job, std::size_t bytes) {
   LockGuard guard(*this);
-  Slot& me = find_locked(job, "charge");
+  Slot* me = &find_locked(job, "charge");
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::size_t others = 0;
     for (const Slot& s : layout_->slots) {
-      if (&s == &me || s.state.load(std::memory_order_relaxed) != kActive) continue;
-      others += footprint(s.in_use, s.reservation);
+      if (&s == me || s.state.load(std::memory_order_relaxed) != kActive) continue;
+      others += footprint(s.in_use(), s.reservation);
     }
+    const std::size_t in_use = me->in_use();
     const std::size_t capacity = layout_->capacity;
     const std::size_t room_on_device = capacity - std::min(others, capacity);  // max footprint for me
-    const std::size_t limit = std::min<std::size_t>(me.limit, room_on_device);
-    const std::size_t available = limit - std::min<std::size_t>(me.in_use, limit);
+    const std::size_t limit = std::min<std::size_t>(me->limit, room_on_device);
+    const std::size_t available = limit - std::min<std::size_t>(in_use, limit);
     if (bytes <= available) {
-      me.in_use += bytes;
-      return ChargeResult{true, ChargeRefusal::none, static_cast<std::size_t>(me.in_use), available - bytes};
+      me->members[job.member].in_use += bytes;
+      return ChargeResult{true, ChargeRefusal::none, in_use + bytes, available - bytes};
     }
     // Before refusing, reclaim the shares of processes that are gone, then look again.
-    if (attempt == 0 && reclaim_dead_locked() > 0) continue;
-    const bool over_limit = me.in_use > me.limit || bytes > me.limit - me.in_use;
-    return ChargeResult{false, over_limit ? ChargeRefusal::over_limit : ChargeRefusal::over_capacity,
-                        static_cast<std::size_t>(me.in_use), available};
+    if (attempt == 0 && reclaim_dead_locked() > 0) {
+      me = &find_locked(job, "charge");
+      continue;
+    }
+    const bool over_limit = in_use > me->limit || bytes > me->limit - in_use;
+    return ChargeResult{false, over_limit ? ChargeRefusal::over_limit : ChargeRefusal::over_capacity, in_use,
+                        available};
   }
-  return ChargeResult{false, ChargeRefusal::over_capacity, static_cast<std::size_t>(me.in_use), 0};
+  return ChargeResult{false, ChargeRefusal::over_capacity, static_cast<std::size_t>(me->in_use()), 0};
+}
+
+std::size_t SharedLedger::available_bytes(JobId job) {
+  LockGuard guard(*this);
+  const Slot& me = find_locked(job, "available_bytes");
+  std::size_t others = 0;
+  for (const Slot& s : layout_->slots) {
+    if (&s == &me || s.state.load(std::memory_order_relaxed) != kActive) continue;
+    others += footprint(s.in_use(), s.reservation);
+  }
+  const std::size_t capacity = layout_->capacity;
+  const std::size_t limit = std::min<std::size_t>(me.limit, capacity - std::min(others, capacity));
+  return limit - std::min<std::size_t>(me.in_use(), limit);
 }
 
 void SharedLedger::release(JobId job, std::size_t bytes) {
   LockGuard guard(*this);
-  Slot& me = find_locked(job, "release");
+  Slot& s = find_locked(job, "release");
+  Member& me = s.members[job.member];
   if (bytes > me.in_use) {
-    throw std::logic_error("shared ledger " + shm_name_ + ": job '" + std::string(me.name) + "' releases " +
+    throw std::logic_error("shared ledger " + shm_name_ + ": job '" + std::string(s.name) + "' releases " +
                            std::to_string(bytes) + " bytes but has only " + std::to_string(me.in_use) + " charged");
   }
   me.in_use -= bytes;
 }
+
+namespace {
+
+LedgerEntry entry_of(const SharedLedger::Slot& s);
+
+}  // namespace
 
 LedgerSnapshot SharedLedger::snapshot() {
   LockGuard guard(*this);
@@ -360,18 +477,136 @@ LedgerSnapshot SharedLedger::snapshot() {
   for (const Slot& s : layout_->slots) {
     if (s.state.load(std::memory_order_relaxed) != kActive) continue;
     snap.reserved_bytes += s.reservation;
-    snap.committed_bytes += footprint(s.in_use, s.reservation);
-    snap.jobs.push_back(LedgerEntry{s.name, static_cast<pid_t>(s.pid), static_cast<std::size_t>(s.reservation),
-                                    static_cast<std::size_t>(s.limit), static_cast<std::size_t>(s.in_use)});
+    snap.committed_bytes += footprint(s.in_use(), s.reservation);
+    snap.jobs.push_back(entry_of(s));
   }
   return snap;
 }
 
 LedgerEntry SharedLedger::entry(JobId job) {
   LockGuard guard(*this);
-  const Slot& s = find_locked(job, "entry");
-  return LedgerEntry{s.name, static_cast<pid_t>(s.pid), static_cast<std::size_t>(s.reservation),
-                     static_cast<std::size_t>(s.limit), static_cast<std::size_t>(s.in_use)};
+  return entry_of(find_locked(job, "entry"));
 }
+
+void SharedLedger::publish(JobId job, const MemberFigures& f) {
+  LockGuard guard(*this);
+  Member& m = find_locked(job, "publish").members[job.member];
+  m.allocated = f.allocated_bytes;
+  m.reserved = f.reserved_bytes;
+  m.peak_reserved = f.peak_reserved_bytes;
+  m.releasable = f.releasable_bytes;
+  m.fragmentation = f.fragmentation;
+  m.step = f.step;
+  m.tokens_per_s = f.tokens_per_s;
+  m.state = static_cast<std::uint32_t>(f.state);
+  m.num_ooms = std::max(m.num_ooms, f.num_ooms);
+  std::memset(m.policy, 0, sizeof m.policy);
+  std::memcpy(m.policy, f.policy.data(), std::min(f.policy.size(), sizeof m.policy - 1));
+}
+
+void SharedLedger::count_oom(JobId job) {
+  LockGuard guard(*this);
+  ++find_locked(job, "count_oom").members[job.member].num_ooms;
+}
+
+std::uint64_t SharedLedger::request_release(JobId asker) {
+  LockGuard guard(*this);
+  find_locked(asker, "request_release");
+  layout_->release_slot = asker.slot;
+  layout_->release_member = asker.member;
+  layout_->release_generation = asker.generation;
+  return layout_->release_sequence.fetch_add(1, std::memory_order_acq_rel) + 1;
+}
+
+std::uint64_t SharedLedger::release_sequence() const {
+  return layout_->release_sequence.load(std::memory_order_acquire);
+}
+
+JobId SharedLedger::release_asker() {
+  LockGuard guard(*this);
+  return JobId{layout_->release_slot, layout_->release_generation, layout_->release_member};
+}
+
+void SharedLedger::answer_release(JobId job, std::uint64_t sequence, std::size_t bytes) {
+  LockGuard guard(*this);
+  Slot& s = find_locked(job, "answer_release");
+  Member& m = s.members[job.member];
+  m.answered_release = std::max(m.answered_release, sequence);
+  if (bytes > 0) {
+    ++s.releases;
+    s.released_bytes += bytes;
+  }
+}
+
+std::vector<std::string> SharedLedger::unanswered(JobId asker, std::uint64_t sequence) {
+  LockGuard guard(*this);
+  reclaim_dead_locked();
+  std::vector<std::string> out;
+  for (std::uint32_t i = 0; i < kMaxJobs; ++i) {
+    const Slot& s = layout_->slots[i];
+    if (s.state.load(std::memory_order_relaxed) != kActive) continue;
+    for (std::uint32_t j = 0; j < kMaxMembers; ++j) {
+      const Member& m = s.members[j];
+      const bool is_asker = i == asker.slot && j == asker.member && s.generation == asker.generation;
+      if (m.pid == 0 || is_asker || m.releasable == 0 || m.answered_release >= sequence) continue;
+      out.push_back("'" + std::string(s.name) + "' (pid " + std::to_string(m.pid) + ")");
+    }
+  }
+  return out;
+}
+
+const char* job_state_name(JobState state) {
+  switch (state) {
+    case JobState::starting:
+      return "starting";
+    case JobState::training:
+      return "training";
+    case JobState::evaluating:
+      return "evaluating";
+    case JobState::checkpointing:
+      return "checkpointing";
+    case JobState::waiting:
+      return "waiting";
+    case JobState::finished:
+      return "finished";
+  }
+  return "unknown";
+}
+
+namespace {
+
+LedgerEntry entry_of(const SharedLedger::Slot& s) {
+  LedgerEntry e;
+  e.name = s.name;
+  e.key = s.key;
+  e.reservation = static_cast<std::size_t>(s.reservation);
+  e.limit = static_cast<std::size_t>(s.limit);
+  e.in_use_bytes = static_cast<std::size_t>(s.in_use());
+  e.releases = s.releases;
+  e.released_bytes = s.released_bytes;
+  for (const Member& m : s.members) {
+    if (m.pid == 0) continue;
+    if (e.pid == 0) e.pid = m.pid;
+    LedgerMember lm;
+    lm.pid = m.pid;
+    lm.in_use_bytes = static_cast<std::size_t>(m.in_use);
+    lm.answered_release = m.answered_release;
+    MemberFigures& f = lm.figures;
+    f.allocated_bytes = m.allocated;
+    f.reserved_bytes = m.reserved;
+    f.peak_reserved_bytes = m.peak_reserved;
+    f.releasable_bytes = m.releasable;
+    f.fragmentation = m.fragmentation;
+    f.step = m.step;
+    f.tokens_per_s = m.tokens_per_s;
+    f.state = static_cast<JobState>(m.state);
+    f.num_ooms = m.num_ooms;
+    f.policy = m.policy;
+    e.members.push_back(std::move(lm));
+  }
+  return e;
+}
+
+}  // namespace
 
 }  // namespace memtrain::memory

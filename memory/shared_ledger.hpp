@@ -4,10 +4,13 @@
 // taking memory that another job reserved.
 #include <pthread.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <sys/types.h>
 #include <vector>
 
@@ -18,24 +21,71 @@ inline constexpr std::size_t kNoLimit = SIZE_MAX;
 
 // What a job asks for when it joins a ledger. Units: bytes.
 struct JobShare {
+  JobShare() = default;
+  JobShare(std::string name_, std::size_t reservation_ = 0, std::size_t limit_ = kNoLimit, std::string key_ = {})
+      : name(std::move(name_)), reservation(reservation_), limit(limit_), key(std::move(key_)) {}
+
   std::string name;              // for messages; truncated to 31 bytes in the ledger
   std::size_t reservation = 0;   // guaranteed to this job: no other job can take it
   std::size_t limit = kNoLimit;  // the job is never charged past this (must be >= reservation)
+  // What makes two processes one job (Note [A job is its run directory]): the absolute run
+  // directory of a training job. Processes that join with the same key share one entry, its
+  // reservation and its limit; an empty key makes the process a job of its own. At most
+  // kMaxKeyBytes - 1 bytes are kept; longer keys are told apart by their last bytes.
+  std::string key;
+  // How long a charge refused for lack of capacity waits for other processes to release cached
+  // memory (Note [Cross-job release]); 0 = it never asks. Not stored in the ledger.
+  std::chrono::milliseconds release_wait{0};
 };
 
-// Identifies a job's entry; the generation detects a slot that was reclaimed and reused.
+// Identifies one process's place in the ledger: its job's slot, the slot's generation (which
+// detects a slot that was reclaimed and reused) and the process's member index in the job.
 struct JobId {
   std::uint32_t slot = 0;
   std::uint64_t generation = 0;
+  std::uint32_t member = 0;
 };
 
-// One job as the ledger sees it (a copy, taken under the ledger's lock).
+// What a job is doing, as `memtrain top` shows it.
+enum class JobState : std::uint32_t { starting, training, evaluating, checkpointing, waiting, finished };
+// "starting", "training", ...
+const char* job_state_name(JobState state);
+
+// A process's allocator figures, published by the process (LedgerAgent) for the live view and
+// for cross-job release. Bytes, except where said.
+struct MemberFigures {
+  std::size_t allocated_bytes = 0;
+  std::size_t reserved_bytes = 0;
+  std::size_t peak_reserved_bytes = 0;
+  std::size_t releasable_bytes = 0;  // cached segments with nothing allocated in them
+  double fragmentation = 0.0;        // memory::MemoryStats::fragmentation
+  std::int64_t step = 0;             // optimizer steps done
+  double tokens_per_s = 0.0;
+  JobState state = JobState::starting;
+  std::int64_t num_ooms = 0;
+  std::string policy;  // truncated to 23 bytes
+};
+
+// One process of a job (a copy).
+struct LedgerMember {
+  pid_t pid = 0;
+  std::size_t in_use_bytes = 0;  // charged to the job by this process
+  MemberFigures figures;
+  std::uint64_t answered_release = 0;  // the last release request it answered
+};
+
+// One job as the ledger sees it (a copy, taken under the ledger's lock). in_use_bytes is the
+// sum over its members.
 struct LedgerEntry {
   std::string name;
-  pid_t pid = 0;
+  std::string key;
+  pid_t pid = 0;  // the first live member's
   std::size_t reservation = 0;
   std::size_t limit = kNoLimit;
   std::size_t in_use_bytes = 0;
+  std::uint64_t releases = 0;        // times its members released cached memory for another job
+  std::uint64_t released_bytes = 0;  // bytes they released then
+  std::vector<LedgerMember> members;
 };
 
 struct LedgerSnapshot {
@@ -78,10 +128,33 @@ struct ChargeResult {
 // consistent. The mutex is error-checking, so locking it twice from one thread throws
 // instead of hanging.
 //
+// Note [A job is its run directory]
+// A job is one training job, not one process: its MPI ranks on a host share one entry, whose
+// reservation and limit are the job's (the sum of what its ranks hold), and a dead rank's
+// charge returns with it. The job is named by its run directory (JobShare::key), not by its
+// config: two runs of one config are two jobs, and a relaunch of a run is the same job. The
+// first member to join sets the reservation and limit; a later member with other figures is
+// refused (the ranks of one job read one config, so this means two jobs share a directory).
+//
+// Note [Cross-job release]
+// A caching allocator keeps freed segments for reuse; on a device shared by several jobs,
+// those cached bytes may be exactly what another job lacks. Each process publishes how many
+// of its reserved bytes it could give back (MemberFigures::releasable_bytes). A job whose
+// charge is refused for lack of capacity while others hold releasable bytes posts a release
+// request (a sequence number in the ledger); every other process's LedgerAgent sees it within
+// its poll period, empties its allocator's cache (freed segments return through its quota
+// adaptor, lowering its charge) and records that it answered. The asker retries its charge
+// until it succeeds, or every process that held releasable bytes has answered and it still
+// does not fit, or its wait bound passes (a stopped or hung process never answers): then it
+// fails with OutOfMemory as before, naming the processes that did not answer. Nobody waits
+// for memory that is in use, only for cached memory, so the wait is short.
+//
 // Thread-safe and process-safe. All sizes are bytes.
 class SharedLedger {
  public:
   static constexpr std::uint32_t kMaxJobs = 64;
+  static constexpr std::uint32_t kMaxMembers = 16;  // processes of one job on one host
+  static constexpr std::size_t kMaxKeyBytes = 192;
 
   // Opens the ledger of `device` (shared memory object shm_name(device)), creating it with
   // `capacity_bytes` when it does not exist. Throws std::invalid_argument when the existing
@@ -89,6 +162,10 @@ class SharedLedger {
   // memory cannot be created or mapped, or was never initialised (a creator that crashed;
   // the message says which file to remove).
   SharedLedger(std::string_view device, std::size_t capacity_bytes);
+  // Opens the existing ledger of `device` with the capacity it has (for a reader such as
+  // `memtrain top`). Throws std::runtime_error when there is none (the message says so) or
+  // it cannot be mapped, std::invalid_argument when it has another layout version.
+  static std::unique_ptr<SharedLedger> open_existing(std::string_view device);
   ~SharedLedger();
   SharedLedger(const SharedLedger&) = delete;
   SharedLedger& operator=(const SharedLedger&) = delete;
@@ -99,12 +176,14 @@ class SharedLedger {
   // keep using it. Returns false when it did not exist.
   static bool remove(std::string_view device);
 
-  // Adds a job owned by the calling process. Reclaims dead entries first. Throws
-  // std::invalid_argument when limit < reservation, std::runtime_error when the reservation
-  // does not fit in what the other jobs hold (the message lists them) or all kMaxJobs slots
-  // are taken.
+  // Adds the calling process to the job of share.key (Note [A job is its run directory]), or
+  // a new job when none is live. Reclaims dead entries first. Throws std::invalid_argument
+  // when limit < reservation or the job exists with another reservation or limit,
+  // std::runtime_error when a new job's reservation does not fit in what the other jobs hold
+  // (the message lists them), all kMaxJobs slots or the job's kMaxMembers are taken.
   JobId join(const JobShare& share);
-  // Removes the job; what it still had charged returns to the device.
+  // Removes the process from its job, and the job when it was the last; what the process
+  // still had charged returns to the device.
   void leave(JobId job);
 
   // Charges `bytes` to `job` if that keeps the job within its limit and the committed sum
@@ -117,6 +196,26 @@ class SharedLedger {
 
   LedgerSnapshot snapshot();
   LedgerEntry entry(JobId job);
+  // What `job` could be charged now: within its limit and what the other jobs leave.
+  std::size_t available_bytes(JobId job);
+
+  // Records this process's figures (Note [Cross-job release]; `memtrain top`).
+  void publish(JobId job, const MemberFigures& figures);
+  // Counts one OutOfMemory of this process's job (shown by `memtrain top`).
+  void count_oom(JobId job);
+
+  // Asks every other process to release its cached memory (Note [Cross-job release]). Returns
+  // the request's sequence number.
+  std::uint64_t request_release(JobId asker);
+  // The latest request's number (0: none yet) and who asked; read without the lock, so a
+  // LedgerAgent can poll it cheaply.
+  std::uint64_t release_sequence() const;
+  JobId release_asker();
+  // Records that `job`'s process answered request `sequence`, having released `bytes`.
+  void answer_release(JobId job, std::uint64_t sequence, std::size_t bytes);
+  // Processes other than `asker` that published releasable bytes and have not answered
+  // `sequence` yet, as "'name' (pid N)" strings; empty when all have.
+  std::vector<std::string> unanswered(JobId asker, std::uint64_t sequence);
   std::size_t capacity_bytes() const;
   const std::string& device() const { return device_; }
 
@@ -141,6 +240,7 @@ class SharedLedger {
   struct Slot;    // one job's entry in it
 
  private:
+  SharedLedger(std::string_view device, std::size_t capacity_bytes, bool create);
   void lock();
   void unlock();
   std::size_t reclaim_dead_locked();

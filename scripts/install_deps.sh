@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(cmake g++ make pkg-config libeigen3-dev libopenblas-dev libopenblas0-pthread libcli11-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin
   libsentencepiece-dev sentencepiece nlohmann-json3-dev libxxhash-dev librandom123-dev libdnnl-dev
-  ocl-icd-opencl-dev bible-kjv clang-format python3)
+  ocl-icd-opencl-dev bible-kjv clang-format python3 libcpp-httplib-dev prometheus tmux)
 # ocl-icd-opencl-dev is only a Recommends of libdnnl-dev, but Debian's dnnl-config.cmake runs
 # find_package(OpenCL REQUIRED) (its GPU runtime is OpenCL): without it the configure fails.
 # The PyTorch reference (fixtures, benchmark) and the plots (scripts/bert_large_memory.sh) are

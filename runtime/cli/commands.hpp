@@ -42,4 +42,8 @@ void add_eval_command(CLI::App& app, int& exit_code);
 // (supervisor.hpp): the last attempt's exit code.
 void add_supervise_command(CLI::App& app, int& exit_code);
 
+// memtrain top [--ledger NAME] [--once] [--json] [--serve HOST:PORT] [--interval S]: the jobs
+// on a shared ledger (memory/pool_view.hpp), live, as one table, as JSON or as Prometheus text.
+void add_top_command(CLI::App& app, int& exit_code);
+
 }  // namespace memtrain::cli

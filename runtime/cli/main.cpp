@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   memtrain::cli::add_eval_command(app, exit_code);
   memtrain::cli::add_export_command(app, exit_code);
   memtrain::cli::add_supervise_command(app, exit_code);
+  memtrain::cli::add_top_command(app, exit_code);
   // CLI11 reports a mistyped verb as "a subcommand is required"; name it instead.
   const auto is_verb = [&](const char* word) {
     return !app.get_subcommands([word](CLI::App* sub) { return sub->get_name() == word; }).empty();

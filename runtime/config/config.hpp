@@ -31,6 +31,9 @@ struct TrainingConfig {
   int log_interval = 10;
   int eval_interval = 50;
   int eval_steps = 10;
+  // Rows per evaluation micro-batch (Hugging Face's per_device_eval_batch_size); 0 = training's
+  // micro_batch_size. An evaluation covers eval_steps of them.
+  int eval_micro_batch_size = 0;
   int num_threads = 0;  // 0 = cores on this node / ranks on this node
   std::string optimizer = "adamw";
 };
@@ -82,6 +85,10 @@ struct MemoryConfig {
   // Jobs that divide one host's memory give the same name; a test gives its own, so it never
   // meets a real job's ledger or a stale one a crashed job left behind.
   std::string ledger = "cpu";
+  // Seconds a charge refused for lack of capacity waits for the other jobs on the ledger to
+  // release their cached memory (Note [Cross-job release], memory/shared_ledger.hpp); 0 = it
+  // never asks them.
+  int release_timeout = 10;
   // Activation checkpointing (Megatron-LM's recompute_granularity/method/num_layers).
   std::string recompute = "none";            // none | selective | full | auto
   std::string recompute_method = "uniform";  // uniform (every k-th layer) | block (first k)

@@ -202,6 +202,8 @@ std::vector<KeySpec> make_keys() {
   k.push_back(
       integer("training.eval_interval", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_interval; }));
   k.push_back(integer("training.eval_steps", 1, kMaxSteps, [](Config& c) -> int& { return c.training.eval_steps; }));
+  k.push_back(integer("training.eval_micro_batch_size", 0, 1 << 20,
+                      [](Config& c) -> int& { return c.training.eval_micro_batch_size; }));
   k.push_back(integer("training.num_threads", 0, 4096, [](Config& c) -> int& { return c.training.num_threads; }));
   // The registered optimizers and compressors (component_registry.hpp).
   k.push_back(choice("training.optimizer", optimizer_names(),
@@ -275,6 +277,7 @@ std::vector<KeySpec> make_keys() {
                  c.memory.ledger = std::string(t);
                },
                [](const Config& c) { return c.memory.ledger; }});
+  k.push_back(integer("memory.release_timeout", 0, 3600, [](Config& c) -> int& { return c.memory.release_timeout; }));
   // Activation checkpointing (Megatron-LM --recompute-granularity/-method/-num-layers) and the
   // attention implementation.
   k.push_back(choice("memory.recompute", {"none", "selective", "full", "auto"}, {},

@@ -20,7 +20,7 @@ namespace {
 // resolve differently on the machine a run resumes on anyway. precision.allow_tf32 likewise
 // rounds a GPU's fp32 GEMM inputs or not (nothing on the CPU); a config written before the key
 // existed resumes under either value.
-constexpr std::array<std::string_view, 22> kMayChange = {"precision.bf16_gemm",
+constexpr std::array<std::string_view, 24> kMayChange = {"precision.bf16_gemm",
                                                          "precision.allow_tf32",
                                                          "parallel.tensor_model_parallel_size",
                                                          "parallel.sequence_parallel",
@@ -30,6 +30,7 @@ constexpr std::array<std::string_view, 22> kMayChange = {"precision.bf16_gemm",
                                                          "training.log_interval",
                                                          "training.eval_interval",
                                                          "training.eval_steps",
+                                                         "training.eval_micro_batch_size",
                                                          "training.num_threads",
                                                          "data.cache_dir",
                                                          "memory.trace",
@@ -41,6 +42,7 @@ constexpr std::array<std::string_view, 22> kMayChange = {"precision.bf16_gemm",
                                                          "memory.limit",
                                                          "memory.reservation",
                                                          "memory.ledger",
+                                                         "memory.release_timeout",
                                                          "memory.host_huge_pages"};
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }

@@ -109,8 +109,8 @@ StepMeasurement measure_step(const Config& config, int world_size) {
   {
     // The trainer's job, built by the trainer's builder (Note [One order of construction]).
     std::ostringstream discard;
-    TrainingJob job(job_config, grid, JobPlacement{SimulatedDevice{kUnlimitedBytes, "simulated plan device"}, &trace},
-                    discard);
+    TrainingJob job(job_config, grid,
+                    JobPlacement{SimulatedDevice{kUnlimitedBytes, "simulated plan device"}, &trace, {}}, discard);
     m.loss_scale = job.scaler.config();
     m.parameters = job.model.num_parameters();
     for (const auto& p : job.model.parameters()) m.parameters_on_rank += p.value.numel();

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -30,10 +32,27 @@ std::size_t physical_memory_bytes() {
   return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
 }
 
+// memory.max of this process's cgroup (v2), or 0 when none is set ("max") or readable.
+std::size_t cgroup_memory_max() {
+  std::ifstream cgroup("/proc/self/cgroup");
+  for (std::string line; std::getline(cgroup, line);) {
+    if (line.rfind("0::", 0) != 0) continue;  // the v2 hierarchy's line
+    std::ifstream max_file("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
+    std::string text;
+    if (!(max_file >> text) || text == "max") return 0;
+    try {
+      return static_cast<std::size_t>(std::stoull(text));
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
 // The host's ledger: memory.capacity when given (Note [A reservation needs a capacity] in
-// config_validate.cpp), otherwise the machine's physical memory.
+// config_validate.cpp), otherwise what this process's cgroup and the machine allow.
 std::shared_ptr<memory::SharedLedger> open_ledger(const MemoryConfig& config) {
-  const std::size_t capacity = config.capacity != 0 ? config.capacity : physical_memory_bytes();
+  const std::size_t capacity = config.capacity != 0 ? config.capacity : host_ledger_capacity();
   try {
     return std::make_shared<memory::SharedLedger>(config.ledger, capacity);
   } catch (const std::invalid_argument& e) {
@@ -46,9 +65,11 @@ std::shared_ptr<memory::SharedLedger> open_ledger(const MemoryConfig& config) {
   }
 }
 
-memory::JobShare job_share(const MemoryConfig& config) {
+memory::JobShare job_share(const MemoryConfig& config, const LedgerJob& job) {
   memory::JobShare share;
-  share.name = "memtrain pid " + std::to_string(::getpid());
+  share.name = !job.name.empty() ? job.name : "memtrain pid " + std::to_string(::getpid());
+  share.key = job.key;
+  share.release_wait = std::chrono::seconds(config.release_timeout);
   share.reservation = config.reservation;
   share.limit = config.limit != 0 ? config.limit : memory::kNoLimit;
   return share;
@@ -70,24 +91,40 @@ auto join(Make make) {
 
 }  // namespace
 
-std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config) {
+std::size_t host_ledger_capacity() {
+  const std::size_t physical = physical_memory_bytes();
+  const std::size_t cgroup = cgroup_memory_max();
+  return cgroup != 0 ? std::min(cgroup, physical) : physical;
+}
+
+LedgerMembership ledger_membership(const memory::CachingAllocator& allocator) {
+  if (const auto* q = dynamic_cast<const memory::QuotaResourceAdaptor*>(&allocator.upstream())) {
+    return {q->ledger(), q->job()};
+  }
+  if (const auto* q = dynamic_cast<const memory::QuotaVirtualMemoryResource*>(&allocator.upstream())) {
+    return {q->ledger(), q->job()};
+  }
+  return {};
+}
+
+std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config, const LedgerJob& job) {
   const memory::AllocatorOptions options = allocator_options(config);
   // vmm_stitch and expandable segments map pages into reserved address ranges: on the host that
   // is memfd + mmap (HostVirtualMemoryResource); every other policy takes plain aligned memory.
   const bool needs_vmm = memory::needs_virtual_memory(options);
-  // A job with a limit or a reservation takes its memory through the host's shared ledger, so
-  // that memtrain processes on one host keep within their shares (issue 3, "Quotas, isolation
-  // and a device pool"). Jobs without either do not join it: they would otherwise all have to
+  // A job with a capacity, a limit or a reservation takes its memory through the host's shared
+  // ledger, so that memtrain processes on one host keep within their shares and see each other
+  // (`memtrain top`). Jobs with none of them do not join it: they would otherwise all have to
   // agree on one ledger capacity.
-  const bool quota = config.limit != 0 || config.reservation != 0;
+  const bool quota = config.capacity != 0 || config.limit != 0 || config.reservation != 0;
   std::shared_ptr<memory::SharedLedger> ledger = quota ? open_ledger(config) : nullptr;
   try {
     std::shared_ptr<memory::MemoryResource> upstream;
     if (needs_vmm) {
       auto host = std::make_shared<memory::HostVirtualMemoryResource>();
       if (quota) {
-        upstream =
-            join([&] { return std::make_shared<memory::QuotaVirtualMemoryResource>(host, ledger, job_share(config)); });
+        upstream = join(
+            [&] { return std::make_shared<memory::QuotaVirtualMemoryResource>(host, ledger, job_share(config, job)); });
       } else {
         upstream = host;
       }
@@ -95,7 +132,7 @@ std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfi
       auto host = std::make_shared<memory::HostResource>(256, config.host_huge_pages);
       if (quota) {
         upstream =
-            join([&] { return std::make_shared<memory::QuotaResourceAdaptor>(host, ledger, job_share(config)); });
+            join([&] { return std::make_shared<memory::QuotaResourceAdaptor>(host, ledger, job_share(config, job)); });
       } else {
         upstream = host;
       }

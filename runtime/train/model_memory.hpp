@@ -4,24 +4,48 @@
 #include <string>
 
 #include "memory/caching_allocator.hpp"
+#include "memory/shared_ledger.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/core/cuda_device.hpp"
 
 namespace memtrain::train {
 
+// Who a process is on its ledger (Note [A job is its run directory], shared_ledger.hpp): the
+// job's key (its run directory, absolute) and the name `memtrain top` shows. Empty key: the
+// process is a job of its own (named by its pid).
+struct LedgerJob {
+  std::string key;
+  std::string name;
+};
+
+// A process's entry in its ledger, for a memory::LedgerAgent: null ledger when the allocator
+// is on none.
+struct LedgerMembership {
+  std::shared_ptr<memory::SharedLedger> ledger;
+  memory::JobId job;
+};
+// The membership of an allocator built by make_model_allocator (its quota upstream's).
+LedgerMembership ledger_membership(const memory::CachingAllocator& allocator);
+
+// The capacity of the host's ledger when memory.capacity is 0: the cgroup's memory.max where
+// this process's cgroup (v2, /proc/self/cgroup) sets one below the physical memory, otherwise
+// the physical memory (sysconf). Bytes. Throws RuntimeError when neither can be read.
+std::size_t host_ledger_capacity();
+
 // A memory::CachingAllocator over memory::HostResource (HostVirtualMemoryResource for
 // vmm_stitch and expandable_segments) with the memory.* options (policy,
 // max_split_size, garbage_collection_threshold, expandable_segments, capacity).
-// With memory.limit or memory.reservation, the upstream is a memory::QuotaResourceAdaptor
-// (QuotaVirtualMemoryResource for the virtual-memory policies) charging this process's share
-// in the host's memory::SharedLedger of device "cpu", whose capacity is memory.capacity or,
-// when 0, the host's physical memory: the allocator then throws memtrain::OutOfMemory when the
-// job would pass its limit or take what another job reserved.
+// With memory.capacity, memory.limit or memory.reservation, the upstream is a
+// memory::QuotaResourceAdaptor (QuotaVirtualMemoryResource for the virtual-memory policies)
+// charging `job`'s share in the host's memory::SharedLedger memory.ledger, whose capacity is
+// memory.capacity or, when 0, host_ledger_capacity(): the allocator then throws
+// memtrain::OutOfMemory when the job would pass its limit or take what another job reserved
+// (after asking the others for their cached memory for up to memory.release_timeout seconds).
 // Throws ConfigError naming memory.policy when the allocator refuses the options (an unknown
 // policy, options that would do nothing, a virtual-memory policy on a host without one), or
 // naming memory.capacity when the host's ledger exists with another capacity; RuntimeError
 // when the reservation does not fit beside the other jobs' or the ledger cannot be opened.
-std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config);
+std::shared_ptr<memory::CachingAllocator> make_model_allocator(const MemoryConfig& config, const LedgerJob& job = {});
 
 // The allocator of a dry run (`train --dry-run`, `plan`): the same CachingAllocator and
 // memory.* options over a simulated device of `capacity_bytes` that hands out addresses only

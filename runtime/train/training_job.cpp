@@ -116,16 +116,22 @@ std::shared_ptr<memory::CachingAllocator> job_allocator(const Config& config, co
   if (placement.simulated) {
     return make_dry_run_allocator(config.memory, placement.simulated->capacity_bytes, placement.simulated->name);
   }
-  return gpu != nullptr ? make_cuda_model_allocator(*gpu, config.memory) : make_model_allocator(config.memory);
+  return gpu != nullptr ? make_cuda_model_allocator(*gpu, config.memory)
+                        : make_model_allocator(config.memory, placement.ledger_job);
 }
 #else
 std::shared_ptr<memory::CachingAllocator> job_allocator(const Config& config, const JobPlacement& placement) {
   if (placement.simulated) {
     return make_dry_run_allocator(config.memory, placement.simulated->capacity_bytes, placement.simulated->name);
   }
-  return make_model_allocator(config.memory);
+  return make_model_allocator(config.memory, placement.ledger_job);
 }
 #endif
+
+std::unique_ptr<memory::LedgerAgent> ledger_agent_for(memory::CachingAllocator& allocator) {
+  LedgerMembership m = ledger_membership(allocator);
+  return m.ledger ? std::make_unique<memory::LedgerAgent>(m.ledger, m.job, allocator) : nullptr;
+}
 
 // Note [Buckets overlap backward]: under tensor parallelism only with MPI_THREAD_MULTIPLE; on a
 // GPU the synchroniser sums whole buckets after backward (Note [Data parallelism on GPUs]).
@@ -146,6 +152,7 @@ TrainingJob::TrainingJob(const Config& config, comms::ProcessGrid& grid, const J
 #else
       allocator(job_allocator(config, placement)),
 #endif
+      ledger_agent(ledger_agent_for(*allocator)),
       ctx(allocator, dry_run_ ? std::string("cpu") : config.device),
       context_ready_(prepare_context(config, placement, log)),
       tp_group(grid.tp()),

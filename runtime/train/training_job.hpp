@@ -12,6 +12,7 @@
 #include "comms/gradient_synchronizer.hpp"
 #include "comms/process_grid.hpp"
 #include "memory/caching_allocator.hpp"
+#include "memory/ledger_agent.hpp"
 #include "memory/trace_recorder.hpp"
 #include "models/bert_for_masked_lm.hpp"
 #include "models/model_options.hpp"
@@ -20,6 +21,7 @@
 #include "runtime/core/cuda_device.hpp"
 #include "runtime/core/tensor.hpp"
 #include "runtime/train/loss_scaler.hpp"
+#include "runtime/train/model_memory.hpp"
 #include "runtime/train/optimizer.hpp"
 
 #if MEMTRAIN_HAVE_CUDA
@@ -42,6 +44,9 @@ struct JobPlacement {
   // Receives every allocator event (memory.trace, the planner's replay) when set; it must
   // outlive the job, whose destruction frees are events too.
   memory::TraceRecorder* trace = nullptr;
+  // Who this process is on the memory.ledger it joins (memory.capacity, limit or reservation
+  // set): its job's run directory, the same on every rank of the job (model_memory.hpp).
+  LedgerJob ledger_job;
 };
 
 // The objects a training step needs, in the order they are built and the reverse of the order
@@ -83,6 +88,9 @@ class TrainingJob {
 
  public:
   std::shared_ptr<memory::CachingAllocator> allocator;
+  // Publishes the allocator's figures and answers other jobs' release requests while the job
+  // lives (memory/ledger_agent.hpp); null off a ledger and in a dry run.
+  std::unique_ptr<memory::LedgerAgent> ledger_agent;
   core::Context ctx;
 
  private:

@@ -46,7 +46,10 @@ bool TrainingRun::stop_requested() {
 
 // `write`: false for the evaluation at a resumed step that metrics.jsonl already has.
 EvalResult TrainingRun::evaluate_and_log(std::int64_t step, bool write) {
-  auto e = evaluate_model(job_->model, *data_.validation, *dp_, plan_->micro_batch_size, config_.training.eval_steps);
+  if (job_->ledger_agent) job_->ledger_agent->set_state(memory::JobState::evaluating);
+  const int eval_micro_batch =
+      config_.training.eval_micro_batch_size > 0 ? config_.training.eval_micro_batch_size : plan_->micro_batch_size;
+  auto e = evaluate_model(job_->model, *data_.validation, *dp_, eval_micro_batch, config_.training.eval_steps);
   if (dry_) e.loss = e.accuracy = e.perplexity = std::nan("");
   if (root_) {
     if (write) metrics_->write(EvalMetrics{step, e.loss, e.accuracy, e.perplexity});
@@ -57,6 +60,7 @@ EvalResult TrainingRun::evaluate_and_log(std::int64_t step, bool write) {
     *out_ << line << std::flush;
   }
   last_eval_step_ = step;
+  if (job_->ledger_agent) job_->ledger_agent->set_state(memory::JobState::training);
   if (watchdog_) watchdog_->progress(step_);
   return e;
 }
@@ -95,6 +99,7 @@ void TrainingRun::start_checkpointing() {
 // `final`: the run stops after it, so an asynchronous one is waited for.
 void TrainingRun::save(std::int64_t at, bool final, bool trusted) {
   const StallWatchdog::Busy busy(watchdog_.get(), "checkpoint");
+  if (job_->ledger_agent) job_->ledger_agent->set_state(memory::JobState::checkpointing);
   const CheckpointSource source{config_, job_->model.parameters(),         *job_->optimizer, job_->scaler, canonical_,
                                 hash_,   job_->gradient_sync.compressor(), data_.data_key,   trusted};
   if (async_checkpoints_) {
@@ -105,6 +110,7 @@ void TrainingRun::save(std::int64_t at, bool final, bool trusted) {
   const auto t0 = Clock::now();
   const std::string path = save_checkpoint(source, *grid_, checkpoints_root_, at, &*budget_);
   if (root_) saved_line(at, path, seconds_since(t0), "");
+  if (job_->ledger_agent) job_->ledger_agent->set_state(memory::JobState::training);
 }
 
 // The newest checkpoint at or before max_step that verifies, is trusted and loads
@@ -180,6 +186,8 @@ bool TrainingRun::train_one_step() {
     nan_injected_through_ = step_;
     settings.after_gradients = [](models::BertForMaskedLM& m) { inject_nan_gradient(m); };
   }
+  // Note [What a job may release]: the step's working set, without what ran between steps.
+  job_->allocator->take_window_peak_allocated();
   const auto t0 = Clock::now();
   const comms::CollectiveCounts tp_before = job_->tp_group.counts();
   StepResult r;
@@ -215,6 +223,10 @@ bool TrainingRun::train_one_step() {
     profiled_flops_ += r.model_flops / static_cast<double>(world_->size());
   }
   last_loss_ = r.loss;
+  if (job_->ledger_agent) {
+    job_->ledger_agent->set_progress(step_, wall > 0 ? static_cast<double>(r.num_tokens) / wall : 0.0,
+                                     memory::JobState::training, job_->allocator->take_window_peak_allocated());
+  }
   // The step's line is written before the vote on a stop signal, so a signal that lands
   // during step k stops the run after step k with step k - 1 already on disk.
   if (log_) log_->record(step_, r, settings.lr, wall, job_->allocator->stats(), step_ == tc.max_steps);

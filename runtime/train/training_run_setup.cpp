@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 #include <thread>
+#include <unistd.h>
 
 #include "comms/broadcast_string.hpp"
 #include "comms/communicator.hpp"
@@ -31,6 +32,26 @@ int compute_threads(int configured, const comms::Communicator& comm) {
   if (configured > 0) return configured;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, comm.local_size()));
+}
+
+// Note [A job is its run directory] (memory/shared_ledger.hpp): every rank takes rank 0's
+// absolute --run-dir as the job's key. Without --run-dir the directory is named later, on rank
+// 0 (open_run_directory); rank 0's pid and host stand for it, which are as unique.
+LedgerJob ledger_job_of(const std::string& run_dir, const std::string& config_name, comms::Communicator& world) {
+  LedgerJob job;
+  if (world.rank() == 0) {
+    if (!run_dir.empty()) {
+      job.key = std::filesystem::absolute(run_dir).lexically_normal().string();
+    } else {
+      char host[256] = {};
+      if (::gethostname(host, sizeof host - 1) != 0) host[0] = '?';
+      job.key = "run of " + config_name + " by pid " + std::to_string(::getpid()) + "@" + host;
+    }
+  }
+  job.key = world.size() > 1 ? comms::broadcast_string(world, job.key) : job.key;
+  const std::string base = std::filesystem::path(job.key).filename().string();
+  job.name = !run_dir.empty() && !base.empty() ? base : config_name;
+  return job;
 }
 
 }  // namespace
@@ -78,6 +99,7 @@ void TrainingRun::set_up() {
   JobPlacement placement;
   if (dry_) placement.simulated = SimulatedDevice{target_.allocator_capacity(), "simulated " + target_.describe()};
   if (config_.memory.trace) placement.trace = &trace_;
+  if (!dry_) placement.ledger_job = ledger_job_of(options_.run_dir, config_.name, *world_);
   job_ = std::make_unique<TrainingJob>(resolved_, *grid_, placement, *out_);
 
   open_run_directory();

@@ -18,8 +18,10 @@ using testing::slurp;
 TEST(RunFailure, OutOfMemoryExitsOneWithTheAllocatorsMessage) {
   // 64 KiB cannot hold even the first 2 MiB segment of the allocator.
   Scratch s;
+  const memory::testing::ScopedDevice ledger;  // memory.capacity joins a ledger: a ledger of its own
   s.write("exp.yaml", kTinyMockYaml);
-  const auto r = s.memtrain("train --config exp.yaml --run-dir run --set memory.capacity=64KiB");
+  const auto r = s.memtrain("train --config exp.yaml --run-dir run --set memory.capacity=64KiB --set memory.ledger=" +
+                            ledger.name);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(contains(r.err, "memtrain: out of memory"));
   EXPECT_TRUE(contains(r.err, "capacity 64.00 KiB"));
