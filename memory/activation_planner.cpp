@@ -96,8 +96,8 @@ ArenaPlan live_set_lower_bound(const std::vector<TensorLifetime>& lifetimes, std
 // an allocator's best fit with a free list that knows no segments or rounding, which a sweep
 // over time answers with two ordered sets of free ranges. The smaller arena is kept, greedy
 // by size on a tie, so:
-//  - wherever greedy by size runs (every input of the planner's and the replay's tests but
-//    LargeInputsStayDisjoint's 40k tensors, about 50 pairs per tensor there), the arena is
+//  - wherever greedy by size runs (every input of the planner's and the replay's tests: at
+//    most 47 pairs per tensor, in LargeInputsStayDisjoint's 40k tensors), the arena is
 //    never larger than before this change, and the offsets are the old ones unless best fit
 //    in time order found a strictly smaller arena;
 //  - with more overlapping pairs, the layout is best fit in time order. With n blocks all live
