@@ -130,8 +130,9 @@ ReplayReport replay_on_allocator(const InternedTrace& trace, const std::string& 
 // Note [The planned policy is a greedy offline bound, not the optimum]
 // An allocator sees requests one at a time; the planner sees the whole trace, so each alloc's
 // lifetime is known (alloc event to free event, or to the end when never freed) and one arena
-// is laid out for all of them (activation_planner.hpp). The layout is greedy (by size, best-fit
-// offsets); the optimum is NP-hard (dynamic storage allocation), so `planned` is an upper bound
+// is laid out for all of them (activation_planner.hpp). The layout is greedy (by size with best-fit
+// offsets, or best fit in time order when many blocks are live together: Note [Two layouts,
+// each at most O(n log n)]); the optimum is NP-hard (dynamic storage allocation), so `planned` is an upper bound
 // on what an offline layout needs, and the peak live bytes (lower_bound_bytes) a lower bound:
 // the true optimum lies between them. Its utilization is the ratio of the two, so 1 - that is
 // the greedy layout's largest possible gap to the optimum. The arena is "reserved" from the start,

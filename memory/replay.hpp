@@ -99,8 +99,8 @@ std::string replay_policy_list();
 // Replays `trace` on a simulated device of `capacity_bytes` (a simulated virtual-memory device
 // for a policy that maps pages, vmm_stitch). A failed alloc is counted in num_ooms and replay continues; its later
 // free is ignored. Cost: linear in the trace for the allocator policies; "planned" lays out
-// the whole trace at once, O(n log n + overlapping pairs) (about a minute for 10^6 events with
-// thousands of tensors live at once). Throws std::invalid_argument for an unknown policy or capacity 0, and
+// the whole trace at once, O(n log n) (Note [Two layouts, each at most O(n log n)] in
+// activation_planner.cpp; seconds for 10^6 blocks live at once). Throws std::invalid_argument for an unknown policy or capacity 0, and
 // TraceFormatError for a trace that frees an unknown id or allocates a live id twice (or, when
 // built by hand, names an id or tag index past its tables), std::invalid_argument for one whose
 // lines or tags tables do not fit its ops.
