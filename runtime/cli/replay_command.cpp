@@ -53,7 +53,8 @@ std::size_t capacity_bytes(const std::string& text) {
 // A policy that maps pages (vmm_stitch) keeps a record of each 2 MiB page: an allocation of
 // 16 TiB took 1.4 GB of host memory to simulate, and one of 2^61 bytes ran the host out of memory (exit 1).
 // The largest GPUs hold well under 1 TiB.
-void check_policy(const std::string& name, std::size_t capacity, const std::string& capacity_text) {
+// `where` names the capacity in a message: "--capacity 2TiB", or the workload's capacity.
+void check_policy(const std::string& name, std::size_t capacity, const std::string& where) {
   const auto& policies = memory::replay_policies();
   if (std::find(policies.begin(), policies.end(), name) == policies.end()) {
     throw ConfigError("--policy " + name + ": unknown policy; expected one of " + memory::replay_policy_list());
@@ -61,7 +62,7 @@ void check_policy(const std::string& name, std::size_t capacity, const std::stri
   constexpr std::size_t kLargestStitchCapacity = std::size_t{1} << 40;
   const memory::PolicyRegistration* policy = memory::find_policy(name);
   if (policy != nullptr && policy->maps_pages && capacity > kLargestStitchCapacity) {
-    throw ConfigError("--capacity " + capacity_text + " with --policy " + name +
+    throw ConfigError(where + " with --policy " + name +
                       ": larger than 1 TiB, the most its "
                       "simulation keeps a record of each 2 MiB page for; expected a device size such as 80GiB");
   }
@@ -71,18 +72,18 @@ void check_policy(const std::string& name, std::size_t capacity, const std::stri
 void replay_workload(const ReplayArgs& args) {
   const train::Workload workload = train::load_workload(args.workload);
   std::size_t capacity = 0;
-  std::string capacity_text = args.capacity;
+  std::string where = "--capacity " + args.capacity;
   if (!args.capacity.empty()) {
     capacity = capacity_bytes(args.capacity);
   } else if (workload.capacity_bytes) {
-    capacity_text = std::to_string(*workload.capacity_bytes);
-    capacity = capacity_bytes(capacity_text);
+    capacity = *workload.capacity_bytes;  // load_workload checked it
+    where = args.workload + ": capacity " + std::to_string(capacity) + " bytes";
   } else {
     throw ConfigError("--workload " + args.workload +
                       ": no capacity; expected --capacity SIZE or capacity: SIZE in the workload file");
   }
   const std::vector<std::string> policies = args.policies.empty() ? memory::replay_policies() : args.policies;
-  for (const auto& p : policies) check_policy(p, capacity, capacity_text);
+  for (const auto& p : policies) check_policy(p, capacity, where);
   // Traces are read once and shared by every policy's replay.
   std::vector<memory::JobTrace> traces;
   traces.reserve(workload.jobs.size());
@@ -150,7 +151,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
     if (args->capacity.empty()) throw ConfigError("--capacity: missing with --trace; expected a size such as 40GiB");
     const std::string& policy = args->policies.front();
     const std::size_t capacity = capacity_bytes(args->capacity);
-    check_policy(policy, capacity, args->capacity);
+    check_policy(policy, capacity, "--capacity " + args->capacity);
     const memory::ReplayReport report = memory::replay_trace_file(args->trace, policy, capacity);
     std::cout << (args->json ? report.to_json() : report.to_text()) << "\n";
     exit_code = 0;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "memory/byte_size.hpp"
+#include "memory/memory_stats.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/core/printable.hpp"
 
@@ -141,6 +142,12 @@ Workload load_workload(const std::string& path) {
                  ": expected a device size such as 80GB or 40GiB");
       }
       if (bytes == 0) fail(path, v, "capacity is zero; expected a device size such as 80GB or 40GiB");
+      // The allocators' statistics are signed 64-bit counters (as --capacity says).
+      if (bytes > memory::kLargestAllocatorBytes) {
+        fail(path, v,
+             "capacity " + printable(v.Scalar(), 40) + " is larger than 4 EiB, the most the allocators count; " +
+                 "expected a device size such as 80GB");
+      }
       w.capacity_bytes = bytes;
     } else {
       fail(path, kv.first, printable(key, 40) + ": unknown key; expected jobs or capacity");

@@ -29,7 +29,7 @@ struct Workload {
 
 // Reads and checks a workload file: a YAML mapping with `jobs` (a non-empty list of mappings
 // with `trace` and optionally `name`, `start`, `steps`, `repeat`, `gap`) and optionally
-// `capacity` (a byte size such as 80GB). Every trace must exist (it is read later). Throws
+// `capacity` (a byte size such as 80GB, at most 4 EiB). Every trace must exist (it is read later). Throws
 // ConfigError "<path>:<line>: <what>; expected <what>" for anything else: not YAML, unknown or
 // repeated keys, values that are not non-negative integers, steps or repeat 0, two jobs of one
 // name, a trace that is missing.

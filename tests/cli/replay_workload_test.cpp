@@ -4,6 +4,7 @@
 // caching policy); every malformed input exits 2 naming the file and line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -113,6 +114,11 @@ TEST(ReplayWorkload, MalformedWorkloadsExitTwoWithFileAndLine) {
       {"jobs:\n  - trace: a.csv\njobs:\n  - trace: b.csv\n", "config error: w.yaml:3: jobs: given twice"},
       {"capacity: lots\njobs:\n  - trace: a.csv\n", "config error: w.yaml:1: capacity = lots: expected a device size"},
       {"capacity: 0\njobs:\n  - trace: a.csv\n", "config error: w.yaml:1: capacity is zero"},
+      {"capacity: 8EiB\njobs:\n  - trace: a.csv\n", "config error: w.yaml:1: capacity 8EiB is larger than 4 EiB"},
+      {"capacity: 2TiB\njobs:\n  - trace: a.csv\n",
+       "config error: w.yaml: capacity 2199023255552 bytes with --policy vmm_stitch"},
+      {"jobs:\n  - trace: a.csv\n    [1, 2]: 3\n", "config error: w.yaml:3: a key that is not a text"},
+      {"jobs:\n  - trace: .\n", "config error: w.yaml:2: trace . is not a regular file"},
       {"jobs:\n  - trace: a.csv\n", "config error: --workload w.yaml: no capacity; expected --capacity SIZE"},
       {"capacity: 1GiB\njobs:\n  - trace: bad.csv\n", "trace error: "},
       {"capacity: 1GiB\njobs:\n  - trace: keeps.csv\n    steps: 2\n",
@@ -120,13 +126,18 @@ TEST(ReplayWorkload, MalformedWorkloadsExitTwoWithFileAndLine) {
   };
   for (const Case& c : cases) {
     s.write("w.yaml", c.yaml);
-    const auto r = s.memtrain("replay --workload w.yaml --policy best_fit");
+    const auto r = s.memtrain(std::string("replay --workload w.yaml --policy ") +
+                              (contains(c.error, "vmm_stitch") ? "vmm_stitch" : "best_fit"));
     EXPECT_EQ(r.exit_code, 2) << c.yaml << r.err;
     EXPECT_TRUE(contains(r.err, "memtrain: " + c.error)) << c.yaml << "\n" << r.err;
   }
   // A malformed trace names its own file and line.
   s.write("w.yaml", "capacity: 1GiB\njobs:\n  - trace: bad.csv\n");
   EXPECT_TRUE(contains(s.memtrain("replay --workload w.yaml --policy best_fit").err, "bad.csv:2: bytes 'lots'"));
+  std::filesystem::create_directories(s.path("dir.yaml"));
+  const auto directory = s.memtrain("replay --workload dir.yaml --policy best_fit");
+  EXPECT_EQ(directory.exit_code, 2);
+  EXPECT_TRUE(contains(directory.err, "memtrain: config error: dir.yaml: is not a regular file")) << directory.err;
   const auto missing = s.memtrain("replay --workload nowhere.yaml --policy best_fit");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_TRUE(contains(missing.err, "memtrain: config error: nowhere.yaml: workload file not found"));
