@@ -605,6 +605,13 @@ MemoryStats CachingAllocator::stats() const {
   return stats_.snapshot(largest_free_block(), cached_free_bytes());
 }
 
+MemoryUsage CachingAllocator::usage() const {
+  std::lock_guard lock(mutex_);
+  const auto reserved = static_cast<std::size_t>(stats_.reserved().current);
+  const auto in_use = static_cast<std::size_t>(stats_.active().current + stats_.inactive_split().current);
+  return {static_cast<std::size_t>(stats_.allocated().current), reserved, reserved - std::min(reserved, in_use)};
+}
+
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard lock(mutex_);
   stats_.reset_peaks();

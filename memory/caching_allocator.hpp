@@ -54,6 +54,9 @@ class CachingAllocator final : public Allocator {
   void record_stream(const Block& block, StreamId stream) override;
 
   MemoryStats stats() const override;
+  // Allocated, reserved and releasable bytes now (memory_stats.hpp), without the per-tag copy
+  // and free-list scans of stats().
+  MemoryUsage usage() const;
   void reset_peak_stats() override;
   std::string memory_summary() const override;
   void empty_cache() override;

@@ -80,6 +80,14 @@ nlohmann::json chrome_trace_json(const std::vector<TraceEvent>& events, const st
                          {"ts", static_cast<double>(e.time_ns - t0) / 1000.0},
                          {"args", {{"bytes", e.bytes}, {"tag", tag}}}});
         break;
+      case TraceEventKind::step:
+        trace.push_back({{"name", "step " + std::to_string(e.allocation_id)},
+                         {"ph", "i"},
+                         {"s", "p"},
+                         {"pid", 0},
+                         {"tid", 0},
+                         {"ts", static_cast<double>(e.time_ns - t0) / 1000.0}});
+        break;
       case TraceEventKind::segment_map:
       case TraceEventKind::segment_unmap:
         break;  // mapping moves pages between ranges; reserved bytes do not change

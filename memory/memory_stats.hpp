@@ -29,6 +29,16 @@ struct TagStats {
   StatCounter requested_bytes;
 };
 
+// An allocator's byte counters at one moment, without the rest of MemoryStats (cheap enough to
+// read after every event of a multi-job replay). Bytes. releasable_bytes: reserved bytes in
+// segments that hold no block, which empty_cache() returns to the upstream (reserved - active -
+// inactive split; expandable segments' free tails are not counted).
+struct MemoryUsage {
+  std::size_t allocated_bytes = 0;
+  std::size_t reserved_bytes = 0;
+  std::size_t releasable_bytes = 0;
+};
+
 struct MemoryStats {
   StatCounter allocated_bytes;       // bytes in blocks handed to callers (after rounding)
   StatCounter reserved_bytes;        // bytes obtained from the upstream (segments)

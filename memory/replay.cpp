@@ -26,9 +26,8 @@ namespace {
   throw TraceFormatError(source + ":" + std::to_string(trace.lines[i]) + ": " + what);
 }
 
-// The requested bytes live at the fullest moment of the trace (no allocator can do better).
-// Also checks the trace's ids: every free names a live (or failed) alloc, ids are not reused
-// while live, and a free's bytes, when given, match its alloc.
+}  // namespace
+
 std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& source) {
   // A hand-built InternedTrace may be inconsistent; intern_trace's never is.
   if (trace.lines.size() != trace.ops.size() || trace.tags.empty()) {
@@ -70,6 +69,8 @@ std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& sourc
   return peak > std::numeric_limits<std::size_t>::max() ? std::numeric_limits<std::size_t>::max()
                                                         : static_cast<std::size_t>(peak);
 }
+
+namespace {
 
 ReplayReport replay_on_allocator(const InternedTrace& trace, const std::string& policy, std::size_t capacity_bytes) {
   std::shared_ptr<MemoryResource> device;

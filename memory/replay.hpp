@@ -23,10 +23,31 @@ struct TraceOp {
   std::size_t line = 0;  // 1-based line in the source file, for messages
 };
 
-// Reads the replay CSV: header `op,id,bytes,stream,tag`; op is alloc|free; free rows may leave
-// bytes and tag empty; `#` starts a comment (whole line or trailing); blank lines are skipped.
-// `source` is the name used in messages. Throws TraceFormatError ("<source>:<line>: <what>").
-std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source);
+// Note [Step boundaries in a trace]
+// A multi-job replay (multi_job_replay.hpp) runs several traces on one clock, and the natural
+// unit of a training job's time is its step: so the trainer records a `step` event at every
+// step boundary (after set-up and the first evaluation: `step,0`; after step N's evaluation,
+// health check and checkpoint: `step,N`), and the CSV carries it as the row `step,N,,,`. The
+// allocator never sees it, so replaying one trace ignores it, and a trace without step rows
+// (older traces, RMM's logs) still reads: it is one step long. The rows are what count; their
+// numbers label them (a health rollback makes them go back).
+
+// A step row: `step` steps completed once the trace's first `op_index` alloc and free rows
+// have run; `line` is the row's line in the file.
+struct StepMark {
+  std::uint64_t step = 0;
+  std::size_t op_index = 0;
+  std::size_t line = 0;
+};
+
+// Reads the replay CSV: header `op,id,bytes,stream,tag`; op is alloc|free|step; free rows may leave
+// bytes and tag empty; step rows carry the step number in the id field and nothing else; `#`
+// starts a comment (whole line or trailing); blank lines are skipped. Returns the alloc and free
+// rows; the step rows go to `steps` when given (Note [Step boundaries in a trace]), else are
+// skipped. `source` is the name used in messages. Throws TraceFormatError ("<source>:<line>:
+// <what>").
+std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source,
+                                     std::vector<StepMark>* steps = nullptr);
 
 // Reads RMM's logging_resource_adaptor CSV: header `Thread,Time,Action,Pointer,Size,Stream`,
 // Action allocate|free (RMM also writes "allocate failure", which is skipped: the request never
@@ -34,9 +55,9 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
 // TraceFormatError.
 std::vector<TraceOp> parse_rmm_log_csv(std::istream& in, const std::string& source);
 
-// Opens `path` and picks the parser from the header line. Throws TraceFormatError (also for a
-// missing or unreadable file).
-std::vector<TraceOp> read_trace_file(const std::string& path);
+// Opens `path` and picks the parser from the header line. Step rows go to `steps` when given
+// (an RMM log has none). Throws TraceFormatError (also for a missing or unreadable file).
+std::vector<TraceOp> read_trace_file(const std::string& path, std::vector<StepMark>* steps = nullptr);
 
 // Note [Replay interns ids and tags once]
 // Replay throughput is a target (issue 3, "Speed": at least 5 million events/s). Hashing an id
@@ -65,6 +86,13 @@ struct InternedTrace {
 // Interns `ops` (one hash lookup per row; no checks: replay_trace checks the ids). Throws
 // std::length_error for more than 2^32 - 1 distinct ids or tags.
 InternedTrace intern_trace(const std::vector<TraceOp>& ops);
+
+// The requested bytes live at the fullest moment of `trace` (no allocator can do better),
+// saturating at SIZE_MAX. Also checks the trace's ids: every free names a live alloc, ids are
+// not reused while live, and a free's bytes, when given, match its alloc. Throws
+// TraceFormatError ("<source>:<line>: ..."), std::invalid_argument for a hand-built trace
+// whose tables do not fit its ops.
+std::size_t peak_live_bytes(const InternedTrace& trace, const std::string& source);
 
 // What a replay measured. Byte counts are bytes; ratios are in [0, 1].
 struct ReplayReport {

@@ -37,6 +37,8 @@ class StatsRecorder {
   void reset_peaks();
   const StatCounter& allocated() const { return stats_.allocated_bytes; }
   const StatCounter& reserved() const { return stats_.reserved_bytes; }
+  const StatCounter& active() const { return stats_.active_bytes; }
+  const StatCounter& inactive_split() const { return stats_.inactive_split_bytes; }
   // The full stats; fragmentation from the allocator's free-block view at this moment.
   MemoryStats snapshot(std::size_t largest_free, std::size_t total_free) const;
 

@@ -19,6 +19,8 @@ void write_trace_csv(std::ostream& out, const std::vector<TraceEvent>& events) {
       out << "alloc," << e.allocation_id << ',' << e.bytes << ',' << e.stream << ',' << tag << '\n';
     } else if (e.kind == TraceEventKind::free) {
       out << "free," << e.allocation_id << ",," << e.stream << ",\n";
+    } else if (e.kind == TraceEventKind::step) {
+      out << "step," << e.allocation_id << ",,,\n";
     }
   }
 }

@@ -18,6 +18,8 @@ std::string_view to_string(TraceEventKind kind) {
       return "segment_unmap";
     case TraceEventKind::oom:
       return "oom";
+    case TraceEventKind::step:
+      return "step";
   }
   return "unknown";
 }

@@ -16,6 +16,8 @@ enum class TraceEventKind : std::uint8_t {
   segment_map,    // pages mapped into a virtual range (expandable growth, stitching)
   segment_unmap,  // pages unmapped from a virtual range
   oom,            // a request that failed with OutOfMemory
+  step,           // a training step boundary: allocation_id = steps completed (not an allocator
+                  // event; the trainer records it, Note [Step boundaries in a trace])
 };
 
 // "alloc", "free", "segment_alloc", ... (the names the JSON and CSV exports use).
@@ -30,7 +32,8 @@ struct TraceEvent {
   StreamId stream = kDefaultStream;
   TagId tag = kUntagged;
   std::uint64_t allocation_id = 0;  // alloc/free: the same id for a block's alloc and free
-                                    // (1, 2, ... per allocator); segments: the segment id
+                                    // (1, 2, ... per allocator); segments: the segment id;
+                                    // step: the number of steps completed
 };
 
 // Receives every event, synchronously, under the allocator's lock: it must not call back into

@@ -72,7 +72,7 @@ void for_each_record(std::istream& in, Fn&& fn) {
 
 }  // namespace
 
-std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source) {
+std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source, std::vector<StepMark>* steps) {
   std::vector<TraceOp> ops;
   bool header_seen = false;
   for_each_record(in, [&](std::string_view line, std::size_t line_no) {
@@ -89,6 +89,16 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
            std::to_string(f.size()) + " fields; expected at most 5 (" + std::string(kTraceHeader) + ")");
     }
     auto field = [&](std::size_t i) { return i < f.size() ? f[i] : std::string_view{}; };
+    if (f[0] == "step") {
+      // Note [Step boundaries in a trace]
+      if (field(1).empty()) fail(source, line_no, "step row has no step number; expected step,N");
+      for (std::size_t i = 2; i < f.size(); ++i) {
+        if (!f[i].empty()) fail(source, line_no, "step row has more than a step number; expected step,N");
+      }
+      const auto step = parse_uint<std::uint64_t>(field(1), "step", source, line_no, "step,N");
+      if (steps != nullptr) steps->push_back({step, ops.size(), line_no});
+      return;
+    }
     TraceOp op;
     op.line = line_no;
     if (f[0] == "alloc") {
@@ -96,7 +106,7 @@ std::vector<TraceOp> parse_trace_csv(std::istream& in, const std::string& source
     } else if (f[0] == "free") {
       op.kind = TraceOp::Kind::free;
     } else {
-      fail(source, line_no, "op '" + printable(f[0], 60) + "' is not alloc or free");
+      fail(source, line_no, "op '" + printable(f[0], 60) + "' is not alloc, free or step");
     }
     if (field(1).empty()) fail(source, line_no, "id is empty; every row names an allocation");
     op.id = std::string(field(1));
@@ -199,7 +209,7 @@ InternedTrace intern_trace(const std::vector<TraceOp>& ops) {
   return trace;
 }
 
-std::vector<TraceOp> read_trace_file(const std::string& path) {
+std::vector<TraceOp> read_trace_file(const std::string& path, std::vector<StepMark>* steps) {
   // A directory opens as a stream that reads nothing, which would pass for an empty trace.
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
@@ -224,7 +234,7 @@ std::vector<TraceOp> read_trace_file(const std::string& path) {
   in.clear();
   in.seekg(0);
   if (first == kRmmHeader) return parse_rmm_log_csv(in, path);
-  return parse_trace_csv(in, path);
+  return parse_trace_csv(in, path, steps);
 }
 
 }  // namespace memtrain::memory

@@ -91,6 +91,9 @@ class TrainingRun final : public StepBoundary {
   void saved_line(std::int64_t at, const std::string& path, double seconds, const char* how);
   void rollback(const std::string& reason, std::int64_t max_step);
   std::string choose_rollback_target(std::int64_t max_step, std::int64_t& at);
+  // Records a step row in the allocation trace (Note [Step boundaries in a trace],
+  // memory/replay.hpp) when memory.trace is on: `step_` steps completed.
+  void mark_step_in_trace();
   // One optimizer step (`step_` already advanced): false when it was rolled back.
   bool train_one_step();
   // The replica and ECC checks of health.consistency_interval: false when rolled back.

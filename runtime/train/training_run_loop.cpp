@@ -339,6 +339,17 @@ void TrainingRun::remove_checkpoints_after(std::int64_t at) {
   });
 }
 
+void TrainingRun::mark_step_in_trace() {
+  if (!config_.memory.trace) return;
+  memory::TraceEvent mark;
+  mark.kind = memory::TraceEventKind::step;
+  mark.time_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+  mark.allocation_id = static_cast<std::uint64_t>(step_);
+  trace_.record(mark);
+}
+
 void TrainingRun::run_steps() {
   const auto& tc = config_.training;
   // A resumed run logs the evaluations an uninterrupted one would: none at the resumed step
@@ -349,6 +360,7 @@ void TrainingRun::run_steps() {
   // A SIGINT during setup (data preparation can take a minute) stops before the first step.
   interrupted_ = stop_requested();
   while (!interrupted_ && step_ < tc.max_steps) {
+    mark_step_in_trace();
     if (options_.at_step_boundary) options_.at_step_boundary(*this);
     ++step_;
     if (!train_one_step()) continue;
@@ -363,6 +375,7 @@ void TrainingRun::run_steps() {
     save_if_due();
     if (faults_.kills_after(step_, world_->rank())) checkpoint::kill_self();
   }
+  mark_step_in_trace();
   if (options_.at_step_boundary) options_.at_step_boundary(*this);
   if (async_checkpoints_) {
     const StallWatchdog::Busy busy(watchdog_.get(), "checkpoint");

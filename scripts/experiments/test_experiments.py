@@ -39,6 +39,13 @@ class TraceStatsTest(unittest.TestCase):
         self.assertEqual(s.peak_by_tag["activation"], 120)
         self.assertEqual(s.tags, ["parameter", "gradient", "activation"])
 
+    def test_step_rows_are_boundaries_not_events(self):
+        path = write("op,id,bytes,stream,tag\nstep,0,,,\nalloc,a,100,0,parameter\nstep,1,,,\nfree,a,,0,\n")
+        s = read_trace_stats(path)
+        os.unlink(path)
+        self.assertEqual(s.events, 2)
+        self.assertEqual(s.peak_live_bytes, 100)
+
     def test_free_of_an_unknown_id_names_the_file_and_row(self):
         path = write("op,id,bytes,stream,tag\nfree,x,,0,\n")
         with self.assertRaisesRegex(ValueError, r"row 2: free of unknown id x"):
@@ -50,6 +57,18 @@ class TraceStatsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "expected op,id,bytes,stream,tag"):
             read_trace_stats(path)
         os.unlink(path)
+
+
+class WorkloadPlotsTest(unittest.TestCase):
+    def test_series_skips_ticks_with_nothing_reserved_and_marks_failures(self):
+        import workload_plots
+        report = {"capacity_bytes": 100, "timeline": {"tick": [0, 1, 2], "allocated_bytes": [50, 0, 30],
+                                                      "reserved_bytes": [100, 0, 60], "failures": [0, 0, 1]}}
+        ticks, util, device, failed = workload_plots.series(report)
+        self.assertEqual(ticks, [0, 2])
+        self.assertEqual(util, [0.5, 0.5])
+        self.assertEqual(device, [0.5, 0.3])
+        self.assertEqual(failed, [(2, 0.5)])
 
 
 class GridTest(unittest.TestCase):

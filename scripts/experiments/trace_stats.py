@@ -41,6 +41,8 @@ def read_trace_stats(path):
         if len(row) != 5:
             raise ValueError(f"{path}: row {n}: {len(row)} fields; expected 5")
         op, ident, nbytes, _stream, tag = row
+        if op == "step":
+            continue  # a step boundary (memory/replay.hpp, Note [Step boundaries in a trace])
         stats.events += 1
         if op == "alloc":
             b = int(nbytes)
@@ -62,5 +64,5 @@ def read_trace_stats(path):
             total -= b
             live_by_tag[t] -= b
         else:
-            raise ValueError(f"{path}: row {n}: op {op!r}; expected alloc or free")
+            raise ValueError(f"{path}: row {n}: op {op!r}; expected alloc, free or step")
     return stats

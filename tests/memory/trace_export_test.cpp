@@ -88,6 +88,32 @@ TEST(TraceCsvWriter, WritesAllocAndFreeRowsThatReadBack) {
   EXPECT_THROW(write_trace_csv(sink, {event(TraceEventKind::alloc, 0, 1, bad, 1)}), std::invalid_argument);
 }
 
+// A step event is the row `step,N,,,` (Note [Step boundaries in a trace]); reading it back
+// gives the step and how many alloc and free rows came before it, and no alloc or free row.
+TEST(TraceCsvWriter, StepEventsBecomeStepRowsThatReadBack) {
+  const TagId act = tag_registry().register_tag("activation");
+  using K = TraceEventKind;
+  std::ostringstream out;
+  write_trace_csv(out, {event(K::step, 0, 0, kUntagged, 0), event(K::alloc, 1, 1024, act, 1, 0x10000),
+                        event(K::free, 2, 1024, act, 1, 0x10000), event(K::step, 3, 0, kUntagged, 1)});
+  EXPECT_EQ(out.str(),
+            "op,id,bytes,stream,tag\n"
+            "step,0,,,\n"
+            "alloc,1,1024,0,activation\n"
+            "free,1,,0,\n"
+            "step,1,,,\n");
+  std::istringstream in(out.str());
+  std::vector<StepMark> steps;
+  const auto ops = parse_trace_csv(in, "written.csv", &steps);
+  EXPECT_EQ(ops.size(), 2u);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].step, 0u);
+  EXPECT_EQ(steps[0].op_index, 0u);
+  EXPECT_EQ(steps[0].line, 2u);
+  EXPECT_EQ(steps[1].step, 1u);
+  EXPECT_EQ(steps[1].op_index, 2u);
+}
+
 TEST(MemorySnapshotJson, TraceEntriesUsePyTorchActions) {
   const TagId act = tag_registry().register_tag("activation");
   const TagId grad = tag_registry().register_tag("gradient");

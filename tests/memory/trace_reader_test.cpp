@@ -27,6 +27,17 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
+// Step rows (Note [Step boundaries in a trace]) carry a step number and nothing else.
+TEST(TraceCsv, MalformedStepRowsNameTheLine) {
+  EXPECT_EQ(error_of("op,id,bytes,stream,tag\nstep,,,,\n"), "t.csv:2: step row has no step number; expected step,N");
+  EXPECT_EQ(error_of("op,id,bytes,stream,tag\nstep,1,5,,\n"),
+            "t.csv:2: step row has more than a step number; expected step,N");
+  EXPECT_EQ(error_of("op,id,bytes,stream,tag\nstep,x\n"),
+            "t.csv:2: step 'x' is not a non-negative integer; expected step,N");
+  EXPECT_EQ(error_of("op,id,bytes,stream,tag\nstop,1\n"), "t.csv:2: op 'stop' is not alloc, free or step");
+  EXPECT_EQ(parse("op,id,bytes,stream,tag\nstep,0\nalloc,a,1,0,\nstep,1,,,\n").size(), 1u);
+}
+
 TEST(TraceCsv, ReadsRowsCommentsAndFreeRowsWithoutBytes) {
   const auto ops = parse(
       "# recorded by hand\n"
