@@ -53,18 +53,24 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
 }
 
 FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer, const FillMaskProbe& probe,
-                         int top_k, int max_positions) {
+                         int top_k, int max_positions, bool trained_on_kjv) {
   FillMaskResult result = fill_mask(model, tokenizer, probe.text, top_k, max_positions);
-  result.label = probe.reference + (probe.held_out ? ", held out" : ", training text") + "; answer: " + probe.answer;
+  // The split labels hold for the KJV's own split only: another corpus neither trained on the
+  // verse nor held it out.
+  const char* where = !trained_on_kjv ? ", a KJV verse (not from this run's corpus)"
+                      : probe.held_out ? ", held out"
+                                       : ", training text";
+  result.label = probe.reference + where + "; answer: " + probe.answer;
   return result;
 }
 
 std::string format_fill_mask_probes(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
-                                    const std::vector<FillMaskProbe>& probes, int top_k, int max_positions) {
+                                    const std::vector<FillMaskProbe>& probes, int top_k, int max_positions,
+                                    bool trained_on_kjv) {
   std::string text;
   for (const auto& probe : probes) {
     try {
-      text += format_fill_mask(fill_mask(model, tokenizer, probe, top_k, max_positions));
+      text += format_fill_mask(fill_mask(model, tokenizer, probe, top_k, max_positions, trained_on_kjv));
     } catch (const std::exception& e) {
       text += "  skipped " + probe.reference + ": " + e.what() + "\n";
     }

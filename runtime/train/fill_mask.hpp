@@ -36,9 +36,11 @@ struct FillMaskProbe {
 FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer, const std::string& text,
                          int top_k, int max_positions);
 
-// fill_mask on probe.text, labelled with the probe's reference, held-out status and answer.
+// fill_mask on probe.text, labelled with the probe's reference, held-out status and answer;
+// `trained_on_kjv` false (data.corpus is another text) labels it a KJV verse outside the run's
+// corpus instead, since the held-out status describes the KJV's split.
 FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer, const FillMaskProbe& probe,
-                         int top_k, int max_positions);
+                         int top_k, int max_positions, bool trained_on_kjv = true);
 
 // Note [Fill-mask candidates]
 // model.vocab_size is an upper bound on the tokenizer's size (the unigram trainer stops where
@@ -53,7 +55,8 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
 // one-line note "  skipped <reference>: <reason>", because a finished run must not fail on
 // its illustration.
 std::string format_fill_mask_probes(models::BertForMaskedLM& model, const data::Tokenizer& tokenizer,
-                                    const std::vector<FillMaskProbe>& probes, int top_k, int max_positions);
+                                    const std::vector<FillMaskProbe>& probes, int top_k, int max_positions,
+                                    bool trained_on_kjv = true);
 
 // "And God said, Let there be [MASK]\n    light 0.412 | the 0.101 | ..." (one line per mask).
 std::string format_fill_mask(const FillMaskResult& result);

@@ -105,8 +105,14 @@ RunDirectory RunDirectory::open(const std::string& path, const std::string& traj
                         "refusing to write into it: expected a new directory or one written "
                         "by the same config (--run-dir)");
     };
-    // A directory that is not a run is refused before a lock file is put into it.
-    if (!held && !holds_only_the_lock(dir) && !fs::exists(dir / "run.json", ec)) refuse_foreign();
+    // A directory that is not a run is refused before a lock file is put into it. One with a
+    // lock file is a run being started (its run.json comes last): lock it, so that a job
+    // starting beside it is told which job holds it, or that it raced, not that the directory
+    // is foreign.
+    if (!held && !holds_only_the_lock(dir) && !fs::exists(dir / "run.json", ec) &&
+        !fs::exists(dir / kRunDirectoryLockFile, ec)) {
+      refuse_foreign();
+    }
     if (!held) held = RunDirectoryLock::acquire(path);
     if (!holds_only_the_lock(dir)) {
       if (seen_new) refuse_raced();

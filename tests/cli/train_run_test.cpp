@@ -83,6 +83,23 @@ TEST(TrainRun, ARunDirectoryInUseByAnotherJobIsRefused) {
   EXPECT_EQ(s.memtrain("train --config exp.yaml --run-dir run").exit_code, 0);
 }
 
+// Two jobs started at the same instant on a new run directory (issue 48, section 6): the loser
+// finds the winner's lock and its first files but no run.json yet (written last). It used to
+// say the directory "is not empty and has no run.json"; it now waits for the lock and names the
+// job that holds it. The winner's start is frozen here by holding its lock with flock.
+TEST(TrainRun, AJobStartingBesideAnotherOnANewRunDirectoryNamesTheHolder) {
+  Scratch s;
+  s.write("exp.yaml", kTinyMockYaml);
+  std::filesystem::create_directories(s.path("run"));
+  s.write("run/config.yaml", "# the winner's first file\n");
+  const std::string binary = std::string(MEMTRAIN_BINARY_DIR) + "/memtrain";
+  const auto r = s.shell("true; { flock -o run/.lock sleep 60 & holder=$!; sleep 0.5; '" + binary +
+                         "' train --config exp.yaml --run-dir run; rc=$?; kill $holder; wait $holder; exit $rc; }");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "run directory run is in use by another job")) << r.err;
+  EXPECT_EQ(r.err.find("has no run.json"), std::string::npos) << r.err;
+}
+
 TEST(TrainRun, AnEmptyRunDirIsAUsageError) {
   Scratch s;
   s.write("exp.yaml", kTinyMockYaml);

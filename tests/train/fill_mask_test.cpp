@@ -92,5 +92,17 @@ TEST_F(FillMaskTest, ProbeLongerThanMaxPositionsIsSkippedNotFatal) {
   EXPECT_NE(text.find("  let there be [MASK]  (Ge1:3, training text; answer: light)\n"), std::string::npos) << text;
 }
 
+// Issue 48, section 6: trained on another corpus, a KJV verse is neither training text nor held
+// out of it.
+TEST_F(FillMaskTest, ProbesOfARunOnAnotherCorpusAreNotLabelledByTheKjvSplit) {
+  const std::vector<FillMaskProbe> probes = {{"Ge1:3", "let there be [MASK]", "light", false},
+                                             {"Psa1:1", "blessed is the [MASK]", "man", true}};
+  const std::string text = format_fill_mask_probes(*model_, *tokenizer_, probes, 5, 8, /*trained_on_kjv=*/false);
+  EXPECT_NE(text.find("(Ge1:3, a KJV verse (not from this run's corpus); answer: light)"), std::string::npos) << text;
+  EXPECT_NE(text.find("(Psa1:1, a KJV verse (not from this run's corpus); answer: man)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("training text"), std::string::npos) << text;
+  EXPECT_EQ(text.find("held out"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace memtrain::train
