@@ -16,9 +16,9 @@ namespace memtrain::train {
 // So where a bf16 run on the CPU has bf16 dot products, `auto` times both paths on the GEMMs
 // its step runs (bf16_gemm_probe.hpp: the forward GEMMs of one micro-batch, rows capped at
 // kProbeMaxRows, a warm-up then three alternated repeats, medians) and takes the faster one.
-// - Rank 0 measures and broadcasts the choice: every rank runs the same path, so the replicas
-//   of a data-parallel run stay bitwise equal (the health checks compare them), and the other
-//   ranks, idle in the broadcast, leave rank 0 the cores it would have.
+// - Rank 0 measures, on its own threads (its share of the node's cores, as it will train), and
+//   broadcasts the choice: every rank runs the same path, so a data-parallel gradient is one
+//   path's sum and the run is the same whatever the measurement on another rank would say.
 // - The two paths sum the same fp32 products in another order (Note [bf16 GEMMs through
 //   oneDNN]), so the path is part of a run's bits: checkpoints record it (meta.json
 //   "bf16_gemm"), and a resume with auto takes the recorded path without measuring, so a
