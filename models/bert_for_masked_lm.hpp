@@ -128,6 +128,15 @@ class BertForMaskedLM {
   // while a forward pass's tensors are kept.
   void set_recompute(Recompute recompute, RecomputeMethod method, int num_layers);
 
+  // Chooses the path of the bf16 GEMMs from the next pass on (ModelOptions::native_bf16_gemm):
+  // oneDNN on the bf16 operands as stored (true), or sgemm on float views (false). The
+  // parameters and what the allocator sees do not change (Note [bf16 GEMMs through oneDNN]),
+  // only the order of the fp32 sums, so a run switches before its first step or at a resume,
+  // never between two steps of one trajectory (precision.bf16_gemm: auto, bf16_gemm_choice.hpp
+  // in runtime/train). Ignored unless compute_dtype is bf16, and on a CPU without bf16 dot
+  // products (make_pass falls back as for a model built with it).
+  void set_native_bf16_gemm(bool native) { options_.native_bf16_gemm = native; }
+
  private:
   PassState make_pass(const core::MlmBatch& batch, bool training, std::uint64_t seed, std::uint64_t step);
   // Embeddings and every encoder layer: hidden [B, T, C].

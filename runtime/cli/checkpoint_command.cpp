@@ -44,8 +44,8 @@ int inspect(const std::string& dir, std::ostream& out) {
   const auto meta = nlohmann::json::parse(meta_in, nullptr, /*allow_exceptions=*/false);
   out << "checkpoint " << dir << ": " << (report.ok() ? "valid" : "NOT VALID") << "\n";
   if (meta.is_object()) {
-    for (const char* key : {"step", "consumed_samples", "dtype", "tensor_model_parallel_size", "data_parallel_size",
-                            "zero_stage", "config_hash", "data_key", "memtrain_version"}) {
+    for (const char* key : {"step", "consumed_samples", "dtype", "bf16_gemm", "tensor_model_parallel_size",
+                            "data_parallel_size", "zero_stage", "config_hash", "data_key", "memtrain_version"}) {
       // A hand-edited meta.json may hold bytes that are not UTF-8: shown replaced, not thrown on.
       if (meta.contains(key)) {
         out << "  " << key << ": " << meta[key].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -16,8 +16,8 @@ namespace {
 // The tensor-parallel layout changes where sums happen, not what is summed (Note [Resharding
 // onto another tensor-parallel size], tensor_parallel_shards.hpp): a resume continues within
 // float rounding, as with another data-parallel size; so does the bf16 GEMM path (the same
-// products, summed in another order: Note [bf16 GEMMs through oneDNN]), which `auto` may
-// resolve differently on the machine a run resumes on anyway. precision.allow_tf32 likewise
+// products, summed in another order: Note [bf16 GEMMs through oneDNN]); `auto` keeps the
+// path the checkpoint records (Note [bf16_gemm: auto measures the step's GEMMs]). precision.allow_tf32 likewise
 // rounds a GPU's fp32 GEMM inputs or not (nothing on the CPU); a config written before the key
 // existed resumes under either value.
 constexpr std::array<std::string_view, 24> kMayChange = {"precision.bf16_gemm",

@@ -24,8 +24,9 @@ namespace memtrain::train {
 // compression state refuse it when loading). So may training.micro_batch_size (the global
 // batch is the same samples cut into other micro-batches: gradient accumulation sums them in
 // another order), and precision.bf16_gemm (the same bf16 products summed by oneDNN or sgemm,
-// Note [bf16 GEMMs through oneDNN]; auto resolves by the machine, which a resume may change
-// anyway). Everything else (the model, data, global batch,
+// Note [bf16 GEMMs through oneDNN]: an explicit path continues within rounding, while auto
+// keeps the path the checkpoint records and so continues bitwise, Note [bf16_gemm: auto
+// measures the step's GEMMs]). Everything else (the model, data, global batch,
 // optimizer, precision, recomputation, ZeRO stage) is part of the trajectory and a change is
 // refused, naming every key that differs.
 //

@@ -245,10 +245,18 @@ std::vector<std::string> verify_loadable(const std::string& dir) {
       c.memory.trace = false;
       auto grid = comms::ProcessGrid::simulated(static_cast<int>(ranks), tp);
       std::ostringstream discard;
-      const TrainingJob job(
-          c, grid, JobPlacement{SimulatedDevice{std::size_t{1} << 50, "checkpoint check"}, nullptr, {}}, discard);
-      const CheckpointSource source{c,  job.model.parameters(),         *job.optimizer,  job.scaler,      "",
-                                    "", job.gradient_sync.compressor(), /*data_key=*/"", /*trusted=*/true};
+      const TrainingJob job(c, grid, JobPlacement{SimulatedDevice{std::size_t{1} << 50, "checkpoint check"}, nullptr, {}},
+                            discard);
+      const CheckpointSource source{c,
+                                    job.model.parameters(),
+                                    *job.optimizer,
+                                    job.scaler,
+                                    "",
+                                    "",
+                                    job.gradient_sync.compressor(),
+                                    /*data_key=*/"",
+                                    /*trusted=*/true,
+                                    /*bf16_gemm=*/""};
       const RankFiles files = rank_files(source, 0, 0);
       for (int t = 0; t < tp; ++t) {
         written[model_file_name(t)] = expected_of(files.model);

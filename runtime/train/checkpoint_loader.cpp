@@ -202,6 +202,12 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
   if (j.contains("zero_stage")) m.zero_stage = field<int>(j, "zero_stage", file);
   if (j.contains("data_key")) m.data_key = field<std::string>(j, "data_key", file);
   require(m.zero_stage == 0 || m.zero_stage == 1, "zero_stage", m.zero_stage, "0 or 1");
+  if (j.contains("bf16_gemm")) {
+    m.bf16_gemm = field<std::string>(j, "bf16_gemm", file);
+    if (m.bf16_gemm != "native" && m.bf16_gemm != "fp32") {
+      throw RuntimeError(file + ": field \"bf16_gemm\" = " + printable(m.bf16_gemm, 40) + "; expected native or fp32");
+    }
+  }
   return m;
 }
 

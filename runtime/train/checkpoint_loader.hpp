@@ -25,6 +25,9 @@ struct CheckpointMeta {
   std::string dtype;
   int zero_stage = 0;    // absent in checkpoints from before ZeRO-1 was saved: 0
   std::string data_key;  // TrainingData::data_key; empty in checkpoints from before 2026-12-05
+  // The path of the run's bf16 GEMMs on the CPU, "native" or "fp32" (Note [bf16_gemm: auto
+  // measures the step's GEMMs]); empty when not recorded (other runs, older checkpoints).
+  std::string bf16_gemm;
 };
 
 // Copies arrays[name] into `t` after checking that its dtype and shape are t's. Throws

@@ -55,6 +55,10 @@ struct CheckpointSource {
   // meta.json "trusted": the health checks of this step passed before it was written
   // (Note [A checkpoint is trusted once a health check has passed]).
   bool trusted = true;
+  // meta.json "bf16_gemm": the path the run's bf16 GEMMs took, "native" (oneDNN) or "fp32"
+  // (Bf16GemmChoice::recorded_path, Note [bf16_gemm: auto measures the step's GEMMs]); empty:
+  // not recorded (not a bf16 run on the CPU).
+  std::string bf16_gemm;
 };
 
 // The safetensors files one rank writes, as views of the bytes they are written from (the live

@@ -91,6 +91,7 @@ ResumePoint find_resume_point(const std::string& run_dir, ResumeMode mode, const
   point.checkpoint = valid->path;
   point.step = meta.step;
   point.data_parallel_size = meta.data_parallel_size;
+  point.bf16_gemm = meta.bf16_gemm;
   return point;
 }
 

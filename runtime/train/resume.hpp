@@ -25,6 +25,9 @@ struct ResumePoint {
   int data_parallel_size = 0;  // the checkpoint's (the run's may differ)
   // The run directory had checkpoints but none verified (auto then starts from step 0).
   bool none_valid = false;
+  // The checkpoint's meta.json "bf16_gemm" ("" when it has none): precision.bf16_gemm: auto
+  // continues on it (Note [bf16_gemm: auto measures the step's GEMMs]).
+  std::string bf16_gemm;
 };
 
 // Looks at run_dir/checkpoints: the newest checkpoint whose manifest verifies, that is trusted

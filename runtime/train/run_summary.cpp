@@ -46,10 +46,10 @@ std::string format_summary(const RunSummary& s) {
   if (s.loss_scaling) {
     std::snprintf(buf, sizeof buf, "  precision        %s (loss scale %.17g at the end, %lld steps skipped)\n",
                   s.precision.c_str(), s.final_loss_scale, static_cast<long long>(s.skipped_steps));
+    os << buf;
   } else {
-    std::snprintf(buf, sizeof buf, "  precision        %s\n", s.precision.c_str());
+    os << "  precision        " << s.precision << (s.gemm_path.empty() ? "" : ", " + s.gemm_path) << '\n';
   }
-  os << buf;
   os << "  peak memory      " << memory::format_byte_size(s.peak_allocated_bytes) << " allocated, "
      << memory::format_byte_size(s.peak_reserved_bytes) << " reserved\n";
   for (const auto& e : s.health_events) os << "  health           " << e << '\n';

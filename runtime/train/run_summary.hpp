@@ -22,6 +22,8 @@ struct RunSummary {
   std::int64_t peak_reserved_bytes = 0;
   std::string run_dir;
   std::string precision = "fp32";  // precision.dtype
+  // How a bf16 run's GEMMs ran on the CPU (bf16_gemm_summary), after the dtype; empty: nothing said.
+  std::string gemm_path;
   bool loss_scaling = false;       // fp16 dynamic loss scaling was on
   double final_loss_scale = 1;     // the scale at the end (with loss_scaling)
   std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients (with loss_scaling)

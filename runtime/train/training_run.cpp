@@ -61,8 +61,9 @@ StepReference measure_step_reference(const Config& config, int tp_size, double m
   return r;
 }
 
-// " (GEMMs in ...)" of the header's precision, for bf16; empty otherwise.
-std::string gemm_path(const Config& config, bool on_gpu, bool native_bf16_gemm) {
+// " (GEMMs in ...)" of the header's precision, for bf16; empty otherwise. `basis`: why the
+// CPU's path is the one it is (Note [bf16_gemm: auto measures the step's GEMMs]).
+std::string gemm_path(const Config& config, bool on_gpu, bool native_bf16_gemm, Bf16GemmBasis basis) {
   if (config.precision.dtype != "bf16") return "";
   if (on_gpu) {
     return native_bf16_gemm ? " (GEMMs in bf16 on the GPU's tensor cores: cuBLASLt)"
@@ -71,7 +72,9 @@ std::string gemm_path(const Config& config, bool on_gpu, bool native_bf16_gemm) 
   const std::string how = native_bf16_gemm ? " (GEMMs in bf16: "
                           : config.precision.bf16_gemm == "fp32"
                               ? " (GEMMs in fp32 on converted operands, as precision.bf16_gemm: fp32 asks; "
-                              : " (GEMMs in fp32 on converted operands: no bf16 dot products here; ";
+                          : basis == Bf16GemmBasis::no_dot_products
+                              ? " (GEMMs in fp32 on converted operands: no bf16 dot products here; "
+                              : " (GEMMs in fp32 on converted operands, by precision.bf16_gemm: auto; ";
   return how + kernels::bf16_gemm_description() + ")";
 }
 
@@ -80,6 +83,7 @@ std::string gemm_path(const Config& config, bool on_gpu, bool native_bf16_gemm) 
 int TrainingRun::run() {
   set_up();
   resume();
+  choose_bf16_gemm();
   // Note [Memory record of an out-of-memory run]
   // An OutOfMemory is the failure the memory outputs exist to explain: the allocator's
   // segments and blocks at that moment show what held the memory (fragmentation, the cache, a
@@ -145,14 +149,14 @@ void TrainingRun::print_header() {
                : "measured " + std::to_string(static_cast<long>(sgemm_flops_ / 1e9)) + " GFLOP/s")
       << "\n"
       << "memtrain: precision " << config_.precision.dtype
-      << gemm_path(config_, job_->on_gpu(), job_->model.options().native_bf16_gemm)
+      << gemm_path(config_, job_->on_gpu(), job_->model.options().native_bf16_gemm, bf16_gemm_.basis)
       << (job_->scaler.enabled() ? " (dynamic loss scaling from " + plain_number(job_->scaler.scale()) + ")" : "")
       << ", recompute " << resolved_.memory.recompute
       << (resolved_.memory.recompute_num_layers > 0 ? " (" + std::to_string(resolved_.memory.recompute_num_layers) +
                                                           " layers, " + resolved_.memory.recompute_method + ")"
                                                     : "")
       << ", attention " << config_.memory.attention << "\n"
-      << "memtrain: run directory " << run_path_ << "\n";
+      << bf16_gemm_header_line(bf16_gemm_) << "memtrain: run directory " << run_path_ << "\n";
   // Note [1-bit gradients under AdamW are not reliable] (README, "Gradient compression"): over
   // three seeds and two batch splits of the main job, 1-bit-compressed gradients fed to AdamW
   // ended up to several percent above uncompressed training, while 1-bit Adam held; DeepSpeed
@@ -226,6 +230,7 @@ void TrainingRun::write_summary() {
   summary.peak_reserved_bytes = mem.reserved_bytes.peak;
   summary.run_dir = run_path_;
   summary.precision = config_.precision.dtype;
+  summary.gemm_path = bf16_gemm_summary(bf16_gemm_);
   summary.loss_scaling = job_->scaler.enabled();
   summary.final_loss_scale = job_->scaler.scale();
   summary.skipped_steps = job_->scaler.skipped_steps();

@@ -19,6 +19,7 @@
 #include "runtime/core/op_profile.hpp"
 #include "runtime/train/async_checkpointer.hpp"
 #include "runtime/train/batch_plan.hpp"
+#include "runtime/train/bf16_gemm_choice.hpp"
 #include "runtime/train/ecc_monitor.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/metrics_writer.hpp"
@@ -41,7 +42,8 @@ namespace memtrain::train {
 // before it:
 //   set_up      the process grid, the data, memory.recompute: auto, the job's state
 //               (TrainingJob, the planner's builder) and then the run directory;
-//   resume      the newest valid checkpoint, loaded on every rank;
+//   resume      the newest valid checkpoint, loaded on every rank; then the path of the bf16
+//               GEMMs, which may follow the checkpoint (choose_bf16_gemm);
 //   run_steps   the step loop: a step, its log line, the stop vote, evaluations, the health
 //               checks and rollbacks, checkpoints, and between two steps the step boundary
 //               (step_boundary.hpp), where what costs memory may change;
@@ -75,6 +77,9 @@ class TrainingRun final : public StepBoundary {
   void set_up();
   void open_run_directory();
   void resume();
+  // precision.bf16_gemm settled on rank 0 (the checkpoint's record, or a measurement) and
+  // taken by every rank's model: Note [bf16_gemm: auto measures the step's GEMMs].
+  void choose_bf16_gemm();
   void print_header();
   void run_steps();
   int finish();
@@ -143,6 +148,7 @@ class TrainingRun final : public StepBoundary {
   std::optional<RunDirectory> run_dir_;
   std::optional<MetricsWriter> metrics_;
   ResumePoint resume_;
+  Bf16GemmChoice bf16_gemm_;
 
   // print_header, start_checkpointing
   double sgemm_flops_ = 0;

@@ -8,10 +8,12 @@
 
 #include "comms/broadcast_string.hpp"
 #include "comms/communicator.hpp"
+#include "kernels/cpu/matmul_bf16.hpp"
 #include "kernels/cpu/threads.hpp"
 #include "runtime/checkpoint/fault_injection.hpp"
 #include "runtime/config/config_hash.hpp"
 #include "runtime/config/config_loader.hpp"
+#include "runtime/config/model_options_from_config.hpp"
 #include "runtime/config/resume_compatibility.hpp"
 #include "runtime/core/errors.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
@@ -193,6 +195,48 @@ void TrainingRun::resume() {
           << ": no steps to train (raise training.max_steps to continue)\n"
           << std::flush;
   }
+}
+
+// Rank 0 settles the path (it alone read the checkpoint's meta.json) and broadcasts it with
+// the speeds it measured, so every rank's model takes the same one.
+void TrainingRun::choose_bf16_gemm() {
+  Bf16GemmInputs in;
+  in.bf16_on_cpu = config_.precision.dtype == "bf16" && config_.device == "cpu";
+  in.configured = config_.precision.bf16_gemm;
+  in.dot_products = kernels::bf16_gemm_native();
+  in.dry_run = dry_;
+  in.resuming = resume_.resume;
+  in.recorded = resume_.bf16_gemm;
+  // basis, native, native FLOP/s, fp32 FLOP/s, forced (-1 none, 0 fp32, 1 native)
+  double decided[5] = {0, 0, 0, 0, -1};
+  run_on_root(*world_, "choosing the bf16 GEMM path", [&] {
+    const Bf16GemmPlan plan = plan_bf16_gemm(in);
+    bool native = plan.native;
+    if (plan.basis == Bf16GemmBasis::measurement) {
+      const auto forced = forced_bf16_gemm_preference();
+      const auto tp = tensor_parallel(resolved_, &job_->tp_group);
+      const Bf16GemmSpeeds speeds = measure_bf16_gemm_paths(
+          step_forward_gemms(resolved_, grid_->tp_size(), tp.padded_vocab_size(config_.model.vocab_size)));
+      native = prefers_native(speeds, forced);
+      decided[2] = speeds.native_flops;
+      decided[3] = speeds.fp32_flops;
+      decided[4] = forced ? (*forced ? 1 : 0) : -1;
+    }
+    decided[0] = static_cast<double>(plan.basis);
+    decided[1] = native ? 1 : 0;
+  });
+  world_->broadcast(decided, sizeof decided, 0);
+  bf16_gemm_.basis = static_cast<Bf16GemmBasis>(static_cast<int>(decided[0]));
+  bf16_gemm_.native = decided[1] != 0;
+  if (bf16_gemm_.basis == Bf16GemmBasis::measurement) {
+    bf16_gemm_.speeds = Bf16GemmSpeeds{decided[2], decided[3]};
+    if (decided[4] >= 0) bf16_gemm_.forced = decided[4] > 0;
+  }
+  if (bf16_gemm_.basis == Bf16GemmBasis::config && !resume_.bf16_gemm.empty() &&
+      resume_.bf16_gemm != bf16_gemm_.recorded_path()) {
+    bf16_gemm_.overridden = resume_.bf16_gemm;  // rank 0's, for its header
+  }
+  if (bf16_gemm_.basis != Bf16GemmBasis::not_applicable) job_->model.set_native_bf16_gemm(bf16_gemm_.native);
 }
 
 }  // namespace memtrain::train

@@ -3,6 +3,7 @@
 // precision, and a resume that would leave the trajectory is refused before anything is
 // written.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -70,6 +71,13 @@ class ResumeByDtype : public ::testing::TestWithParam<const char*> {};
 TEST_P(ResumeByDtype, StepsAfterTheCheckpointEqualAnUninterruptedRunBitwise) {
   testing::TempDir tmp;
   const std::string dtype = GetParam();
+  // bf16's straight run and the resumed run's first start each time the two GEMM paths
+  // (precision.bf16_gemm: auto); the hook makes them choose alike, so that this tests the
+  // resume and not the timing (tests/cli/bf16_gemm_auto_test.cpp tests the choice).
+  ::setenv("MEMTRAIN_BF16_GEMM_PREFER", "native", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("MEMTRAIN_BF16_GEMM_PREFER"); }
+  } unset;
   ASSERT_EQ(run(resumable_config(dtype, 6), tmp.sub("straight")), 0);
   ASSERT_EQ(run(resumable_config(dtype, 3), tmp.sub("resumed")), 0);  // ends with step 3's checkpoint
   ASSERT_EQ(run(resumable_config(dtype, 6), tmp.sub("resumed")), 0);  // lengthened: resumes
