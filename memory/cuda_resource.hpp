@@ -29,6 +29,8 @@ class CudaResource final : public MemoryResource {
  public:
   explicit CudaResource(int device = 0);
   std::size_t capacity_bytes() const override { return capacity_; }
+  // The device's free bytes (cudaMemGetInfo): what other processes, memtrain or not, left.
+  std::size_t available_bytes() const override;
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   int device() const { return device_; }
 

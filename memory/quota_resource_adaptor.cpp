@@ -49,7 +49,13 @@ std::string quota_refusal_message(SharedLedger& ledger, const JobShare& share, c
 
 std::size_t QuotaResourceAdaptor::charged_bytes() const { return ledger_->entry(job_).in_use_bytes; }
 
-std::size_t QuotaResourceAdaptor::available_bytes() const { return ledger_->available_bytes(job_); }
+// Note [The ledger and the device disagree]: processes that are not memtrain (a PyTorch job on
+// the same GPU) take device memory without asking the ledger, so the ledger can promise bytes
+// the device no longer has. The smaller figure wins: what the ledger leaves this job, and no
+// more than the device (cudaMemGetInfo on a GPU) reports free.
+std::size_t QuotaResourceAdaptor::available_bytes() const {
+  return std::min(ledger_->available_bytes(job_), upstream_->available_bytes());
+}
 
 void* QuotaResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) {
   const ReleasedCharge charge = charge_with_release(*ledger_, job_, bytes, share_.release_wait);

@@ -33,7 +33,13 @@ std::size_t QuotaVirtualMemoryResource::capacity_bytes() const {
 
 std::string QuotaVirtualMemoryResource::name() const { return upstream_->name() + " (job '" + share_.name + "')"; }
 
-std::size_t QuotaVirtualMemoryResource::available_bytes() const { return ledger_->available_bytes(job_); }
+// Note [The ledger and the device disagree]: processes that are not memtrain (a PyTorch job on
+// the same GPU) take device memory without asking the ledger, so the ledger can promise bytes
+// the device no longer has. The smaller figure wins: what the ledger leaves this job, and no
+// more than the device (cudaMemGetInfo on a GPU) reports free.
+std::size_t QuotaVirtualMemoryResource::available_bytes() const {
+  return std::min(ledger_->available_bytes(job_), upstream_->available_bytes());
+}
 
 std::size_t QuotaVirtualMemoryResource::charged_bytes() const { return ledger_->entry(job_).in_use_bytes; }
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -20,6 +21,8 @@ class SimulatedResource final : public MemoryResource {
  public:
   SimulatedResource(std::size_t capacity_bytes, std::string name = "simulated");
   std::size_t capacity_bytes() const override { return capacity_; }
+  // capacity - used: what a GPU's cudaMemGetInfo would call free, whoever took the rest.
+  std::size_t available_bytes() const override { return capacity_ - std::min(capacity_, used_bytes()); }
   std::string name() const override { return name_; }
   bool backs_memory() const override { return false; }
   // Bytes currently handed out (each allocation counted at its requested size, aligned up).

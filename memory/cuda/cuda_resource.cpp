@@ -79,6 +79,16 @@ void* CudaResource::do_allocate(std::size_t bytes, std::size_t alignment, Stream
   return p;
 }
 
+std::size_t CudaResource::available_bytes() const {
+  set_device(device_);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return SIZE_MAX;  // cannot say; the allocator's own figure stands
+  }
+  return free_bytes;
+}
+
 void CudaResource::do_deallocate(void* p, std::size_t, std::size_t, StreamId) {
   if (p == nullptr) return;
   set_device(device_);

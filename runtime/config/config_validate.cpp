@@ -401,7 +401,8 @@ void validate_compute_host(const Config& c) {
 // stages through the host), tensor parallelism (its layers' collectives are not NCCL's yet),
 // ZeRO-1 and the compressors (host staging), selective recompute (attention_probs
 // has no twin; auto may pick it), asynchronous checkpoints (a host staging buffer taken from the
-// device allocator) and the host ledger's limit and reservation (host memory's, not the GPU's).
+// device allocator). memory.limit and reservation go through the GPU's own ledger (Note [One
+// ledger per GPU], model_memory.cpp).
 void validate_cuda_support(const Config& c) {
   if (c.device == "cpu") return;
   const std::string gpu = "training on " + c.device + " ";
@@ -449,10 +450,6 @@ void validate_cuda_support(const Config& c) {
              other(c, "model.hidden_size") + " / " + other(c, "model.num_attention_heads") + "; at most " +
              std::to_string(kGpuFlashMaxHeadSize) + ")",
          "standard, or heads of at most 128");
-  }
-  if (c.memory.limit != 0 || c.memory.reservation != 0) {
-    const std::string key = c.memory.limit != 0 ? "memory.limit" : "memory.reservation";
-    fail(c, key, gpu + "does not go through the host's shared ledger", "0 (unset), or device: cpu");
   }
 }
 

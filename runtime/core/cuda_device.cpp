@@ -103,16 +103,26 @@ CudaDevice::~CudaDevice() {
   cudaStreamDestroy(stream_);
 }
 
-std::shared_ptr<memory::CachingAllocator> CudaDevice::make_allocator(const memory::AllocatorOptions& options) {
+std::shared_ptr<memory::CachingAllocator> CudaDevice::make_allocator(const memory::AllocatorOptions& options,
+                                                                     const UpstreamWrap& wrap) {
   std::shared_ptr<memory::MemoryResource> upstream;
   if (memory::needs_virtual_memory(options)) {
     upstream = std::make_shared<memory::CudaVirtualMemoryResource>(device_);
   } else {
     upstream = std::make_shared<memory::CudaResource>(device_);
   }
+  if (wrap) upstream = wrap(std::move(upstream));
   auto allocator = std::make_shared<memory::CachingAllocator>(std::move(upstream), options);
   allocator->set_stream_registry(&streams_);
   return allocator;
+}
+
+std::array<unsigned char, 16> CudaDevice::uuid() const {
+  cudaDeviceProp prop{};
+  memory::check_cuda(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+  std::array<unsigned char, 16> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<unsigned char>(prop.uuid.bytes[i]);
+  return out;
 }
 
 void CudaDevice::attach(Context& ctx) const {

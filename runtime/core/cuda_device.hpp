@@ -6,6 +6,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <array>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -69,8 +71,15 @@ class CudaDevice {
   memory::StreamId stream_id() const { return stream_id_; }
 
   // A caching allocator over this GPU's memory, with `options` (memory.policy and friends).
-  // Throws std::invalid_argument for options the allocator rejects.
-  std::shared_ptr<memory::CachingAllocator> make_allocator(const memory::AllocatorOptions& options);
+  // `wrap`, when set, is given the device resource and returns the allocator's upstream (a
+  // quota over the GPU's shared ledger). Throws std::invalid_argument for options the
+  // allocator rejects, and what `wrap` throws.
+  using UpstreamWrap = std::function<std::shared_ptr<memory::MemoryResource>(std::shared_ptr<memory::MemoryResource>)>;
+  std::shared_ptr<memory::CachingAllocator> make_allocator(const memory::AllocatorOptions& options,
+                                                           const UpstreamWrap& wrap = {});
+
+  // The GPU's UUID (cudaDeviceProp::uuid), stable across CUDA_VISIBLE_DEVICES renumbering.
+  std::array<unsigned char, 16> uuid() const;
 
   // ctx's ops run on this device's kernels, its new tensors are allocated on its stream, and its
   // workspace (the float views' scratch) is this device's. ctx's allocator should come from

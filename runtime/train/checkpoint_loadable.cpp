@@ -245,8 +245,8 @@ std::vector<std::string> verify_loadable(const std::string& dir) {
       c.memory.trace = false;
       auto grid = comms::ProcessGrid::simulated(static_cast<int>(ranks), tp);
       std::ostringstream discard;
-      const TrainingJob job(c, grid, JobPlacement{SimulatedDevice{std::size_t{1} << 50, "checkpoint check"}, nullptr, {}},
-                            discard);
+      const TrainingJob job(
+          c, grid, JobPlacement{SimulatedDevice{std::size_t{1} << 50, "checkpoint check"}, nullptr, {}}, discard);
       const CheckpointSource source{c,
                                     job.model.parameters(),
                                     *job.optimizer,

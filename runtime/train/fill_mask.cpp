@@ -57,7 +57,7 @@ FillMaskResult fill_mask(models::BertForMaskedLM& model, const data::Tokenizer& 
   FillMaskResult result = fill_mask(model, tokenizer, probe.text, top_k, max_positions);
   // The split labels hold for the KJV's own split only: another corpus neither trained on the
   // verse nor held it out.
-  const char* where = !trained_on_kjv ? ", a KJV verse (not from this run's corpus)"
+  const char* where = !trained_on_kjv  ? ", a KJV verse (not from this run's corpus)"
                       : probe.held_out ? ", held out"
                                        : ", training text";
   result.label = probe.reference + where + "; answer: " + probe.answer;

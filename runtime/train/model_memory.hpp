@@ -1,5 +1,7 @@
 #pragma once
 // The allocator behind every tensor of a training run (design.md, "Memory subsystem").
+#include <array>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -32,6 +34,25 @@ LedgerMembership ledger_membership(const memory::CachingAllocator& allocator);
 // the physical memory (sysconf). Bytes. Throws RuntimeError when neither can be read.
 std::size_t host_ledger_capacity();
 
+// Whether a job with these memory.* keys joins a shared ledger: memory.capacity, limit or
+// reservation set.
+bool joins_ledger(const MemoryConfig& config);
+
+// `upstream` charged to `job`'s share in the shared ledger `ledger_name` (created with
+// memory.capacity, or `default_capacity` when that is 0) when joins_ledger(config): a
+// memory::QuotaVirtualMemoryResource over a virtual-memory upstream, a
+// memory::QuotaResourceAdaptor over any other; `upstream` itself otherwise. The same stack for
+// the host and for a GPU, so the GPU side is tested over a simulated device. Throws as
+// make_model_allocator does for the ledger.
+std::shared_ptr<memory::MemoryResource> on_ledger(std::shared_ptr<memory::MemoryResource> upstream,
+                                                  const MemoryConfig& config, const LedgerJob& job,
+                                                  const std::string& ledger_name, std::size_t default_capacity);
+
+// The ledger of a GPU (Note [One ledger per GPU]): "gpu-" and the UUID's 16 bytes in hex grouped
+// 8-4-4-4-12 as nvidia-smi prints them, prefixed by memory.ledger and '-' when it is not the
+// default "cpu".
+std::string gpu_ledger_name(const MemoryConfig& config, const std::array<unsigned char, 16>& uuid);
+
 // A memory::CachingAllocator over memory::HostResource (HostVirtualMemoryResource for
 // vmm_stitch and expandable_segments) with the memory.* options (policy,
 // max_split_size, garbage_collection_threshold, expandable_segments, capacity).
@@ -60,10 +81,12 @@ std::shared_ptr<memory::CachingAllocator> make_dry_run_allocator(const MemoryCon
 #if MEMTRAIN_HAVE_CUDA
 // A caching allocator over `device`'s GPU memory (core::CudaDevice::make_allocator) with the
 // memory.* options (policy, max_split_size, garbage_collection_threshold, expandable_segments,
-// capacity); memory.limit and memory.reservation are refused for GPU runs before this
-// (validate_cuda_support). Throws ConfigError naming memory.policy as make_model_allocator does.
+// capacity); with memory.capacity, limit or reservation it joins the GPU's ledger
+// (gpu_ledger_name, on_ledger), whose capacity is memory.capacity or the GPU's total memory.
+// Throws ConfigError naming memory.policy as make_model_allocator does.
 std::shared_ptr<memory::CachingAllocator> make_cuda_model_allocator(core::CudaDevice& device,
-                                                                    const MemoryConfig& config);
+                                                                    const MemoryConfig& config,
+                                                                    const LedgerJob& job = {});
 #endif
 
 // " This job's memory.limit is <bytes> bytes (<size>)." when memory.limit is set, else "":

@@ -116,7 +116,7 @@ std::shared_ptr<memory::CachingAllocator> job_allocator(const Config& config, co
   if (placement.simulated) {
     return make_dry_run_allocator(config.memory, placement.simulated->capacity_bytes, placement.simulated->name);
   }
-  return gpu != nullptr ? make_cuda_model_allocator(*gpu, config.memory)
+  return gpu != nullptr ? make_cuda_model_allocator(*gpu, config.memory, placement.ledger_job)
                         : make_model_allocator(config.memory, placement.ledger_job);
 }
 #else

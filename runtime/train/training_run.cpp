@@ -162,8 +162,7 @@ void TrainingRun::print_header() {
   // ended up to several percent above uncompressed training, while 1-bit Adam held; DeepSpeed
   // likewise offers 1-bit only inside its 1-bit optimizers.
   if (root_ && config_.compression.method == "onebit" && config_.training.optimizer != "onebit_adam") {
-    std::cerr << "memtrain: warning: compression.method: onebit feeds 1-bit gradients to "
-              << config_.training.optimizer
+    std::cerr << "memtrain: warning: compression.method: onebit feeds 1-bit gradients to " << config_.training.optimizer
               << ", which is not reliable: over several seeds and batch splits it ended up to several percent "
                  "above uncompressed training (README, \"Gradient compression\"); training.optimizer: "
                  "onebit_adam is the 1-bit method to use\n";

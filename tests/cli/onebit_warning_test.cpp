@@ -28,8 +28,8 @@ TEST(OneBitWarning, OneBitGradientsUnderAdamWAreWarnedOnceAndOneBitAdamIsNot) {
       << adamw.err;
   EXPECT_TRUE(contains(adamw.err, "training.optimizer: onebit_adam is the 1-bit method to use"));
   s.write("d.yaml", testing::kTinyMockYaml);
-  const auto onebit_adam =
-      s.mpirun(2, "train --config d.yaml --run-dir b --set training.global_batch_size=4 --set training.optimizer=onebit_adam");
+  const auto onebit_adam = s.mpirun(
+      2, "train --config d.yaml --run-dir b --set training.global_batch_size=4 --set training.optimizer=onebit_adam");
   EXPECT_EQ(onebit_adam.exit_code, 0) << onebit_adam.err;
   EXPECT_EQ(onebit_adam.err.find("warning: compression.method"), std::string::npos) << onebit_adam.err;
 }

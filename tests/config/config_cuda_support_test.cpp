@@ -51,8 +51,10 @@ TEST(CudaSupport, EachValueAGpuRunDoesNotTrainYetIsNamedWithWhereItWasSet) {
       {"compression.method=powersgd", "compression.method = powersgd: training on cuda has no gradient compression"},
       {"memory.recompute=selective", "memory.recompute = selective: training on cuda has no CUDA kernel"},
       {"checkpoint.async=true", "checkpoint.async = true: training on cuda writes checkpoints synchronously"},
-      {"memory.limit=1GiB", "memory.limit = "},
   };
+  // Issue 44, section 6: a GPU's memory goes through its own ledger, so these are accepted.
+  EXPECT_EQ(refusal(load_config(path, {"device=cuda", "memory.limit=1GiB"})), "");
+  EXPECT_EQ(refusal(load_config(path, {"device=cuda", "memory.capacity=2GiB", "memory.reservation=1GiB"})), "");
   // Flash attention on a GPU holds a head's row in registers: heads of at most 128.
   EXPECT_EQ(refusal(load_config(path, {"device=cuda", "memory.attention=flash", "model.hidden_size=512",
                                        "model.num_attention_heads=4"})),

@@ -96,10 +96,10 @@ TEST_F(FillMaskTest, ProbeLongerThanMaxPositionsIsSkippedNotFatal) {
 // out of it.
 TEST_F(FillMaskTest, ProbesOfARunOnAnotherCorpusAreNotLabelledByTheKjvSplit) {
   const std::vector<FillMaskProbe> probes = {{"Ge1:3", "let there be [MASK]", "light", false},
-                                             {"Psa1:1", "blessed is the [MASK]", "man", true}};
+                                             {"Ge1:4", "god saw the [MASK]", "light", true}};
   const std::string text = format_fill_mask_probes(*model_, *tokenizer_, probes, 5, 8, /*trained_on_kjv=*/false);
   EXPECT_NE(text.find("(Ge1:3, a KJV verse (not from this run's corpus); answer: light)"), std::string::npos) << text;
-  EXPECT_NE(text.find("(Psa1:1, a KJV verse (not from this run's corpus); answer: man)"), std::string::npos) << text;
+  EXPECT_NE(text.find("(Ge1:4, a KJV verse (not from this run's corpus); answer: light)"), std::string::npos) << text;
   EXPECT_EQ(text.find("training text"), std::string::npos) << text;
   EXPECT_EQ(text.find("held out"), std::string::npos) << text;
 }
