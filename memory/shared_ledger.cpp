@@ -190,6 +190,19 @@ SharedLedger::SharedLedger(std::string_view device, std::size_t capacity_bytes, 
       throw std::runtime_error("shared ledger: fstat(" + shm_name_ + ") failed: " + errno_text(err));
     }
     if (static_cast<std::size_t>(st.st_size) >= sizeof(Layout)) break;
+    // A ledger of another layout (an older memtrain) has its own size: say so at once rather
+    // than wait for a creator that is not coming.
+    if (st.st_size >= 8) {
+      std::uint32_t head[2] = {0, 0};
+      if (::pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) && head[0] == kMagic &&
+          head[1] != kVersion) {
+        ::close(fd);
+        throw std::runtime_error("shared ledger /dev/shm" + shm_name_ +
+                                 " was created by another memtrain version (ledger layout " + std::to_string(head[1]) +
+                                 ", this one uses " + std::to_string(kVersion) +
+                                 "); once no job of that version runs on it, remove it (rm /dev/shm" + shm_name_ + ")");
+      }
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       ::close(fd);
       throw std::runtime_error("shared ledger " + shm_name_ + " has size " + std::to_string(st.st_size) +
@@ -549,7 +562,9 @@ std::vector<std::string> SharedLedger::unanswered(JobId asker, std::uint64_t seq
       const Member& m = s.members[j];
       const bool is_asker = i == asker.slot && j == asker.member && s.generation == asker.generation;
       if (m.pid == 0 || is_asker || m.releasable == 0 || m.answered_release >= sequence) continue;
-      out.push_back("'" + std::string(s.name) + "' (pid " + std::to_string(m.pid) + ")");
+      std::string who = "'";  // appended piece by piece: GCC 12 warns (-Wrestrict) on "'" + std::string(...)
+      who.append(s.name).append("' (pid ").append(std::to_string(m.pid)).append(")");
+      out.push_back(std::move(who));
     }
   }
   return out;

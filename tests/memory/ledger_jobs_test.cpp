@@ -1,7 +1,10 @@
 // Jobs, not processes (Note [A job is its run directory]): processes that join with one key
 // share one entry, its reservation and its limit; a dead process's charge leaves with it; the
 // figures they publish come back per process. Hand-computed sums.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "memory/shared_ledger.hpp"
 #include "tests/memory/ledger_test_util.hpp"
@@ -142,6 +145,28 @@ TEST(LedgerJobs, AReaderOpensTheLedgerWithItsCapacityAndNoneIsAnError) {
   SharedLedger ledger(dev.name, 777 * MiB);
   auto reader = SharedLedger::open_existing(dev.name);
   EXPECT_EQ(reader->capacity_bytes(), 777 * MiB);
+}
+
+// A ledger left by a memtrain of the previous layout (version 1, 5184 bytes) is named as such at
+// once, with the file to remove, instead of being waited on as a creator that crashed.
+TEST(LedgerJobs, ALedgerOfAnOlderLayoutIsNamedWithTheFileToRemove) {
+  ScopedDevice dev;
+  const std::string name = SharedLedger::shm_name(dev.name);
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 5184), 0);
+  const std::uint32_t head[2] = {0x4D4C4447, 1};  // "MLDG", layout 1
+  ASSERT_EQ(::pwrite(fd, head, sizeof head, 0), static_cast<ssize_t>(sizeof head));
+  ::close(fd);
+  try {
+    SharedLedger ledger(dev.name, 1000 * MiB);
+    FAIL() << "a ledger of layout 1 was opened";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("was created by another memtrain version (ledger layout 1, this one uses 2)"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("rm /dev/shm" + name), std::string::npos) << msg;
+  }
 }
 
 }  // namespace

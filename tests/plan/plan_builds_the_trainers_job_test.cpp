@@ -35,7 +35,8 @@ TEST(PlanBuildsTheTrainersJob, LossScalerCarriesTheHealthLimit) {
 
   auto grid = comms::ProcessGrid::simulated(1, 1);
   std::ostringstream log;
-  TrainingJob job(c, grid, JobPlacement{SimulatedDevice{std::size_t{1} << 40, "simulated test device"}, nullptr}, log);
+  TrainingJob job(c, grid, JobPlacement{SimulatedDevice{std::size_t{1} << 40, "simulated test device"}, nullptr, {}},
+                  log);
   EXPECT_EQ(job.scaler.config().max_skipped_steps_at_min, m.loss_scale.max_skipped_steps_at_min);
   EXPECT_EQ(job.scaler.config().initial_scale, m.loss_scale.initial_scale);
   EXPECT_TRUE(job.scaler.enabled());
