@@ -1,7 +1,11 @@
 #include "memory/cross_job_release.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <thread>
+
+#include "memory/out_of_memory.hpp"
+#include "memory/quota_resource_adaptor.hpp"
 
 namespace memtrain::memory {
 
@@ -38,6 +42,19 @@ std::string release_outcome_text(const ReleasedCharge& result, std::chrono::mill
   for (const std::string& w : result.unanswered) who += (who.empty() ? "" : ", ") + w;
   return " Asked the other jobs to release their cached memory; " + who + " did not answer within " +
          std::to_string(wait.count()) + " ms (memory.release_timeout; a stopped or hung process).";
+}
+
+void charge_or_throw(SharedLedger& ledger, JobId job, const JobShare& share, std::size_t bytes) {
+  const ReleasedCharge charge = charge_with_release(ledger, job, bytes, share.release_wait);
+  if (charge.charge.ok) return;
+  ledger.count_oom(job);
+  throw OutOfMemory(
+      quota_refusal_message(ledger, share, charge.charge, bytes) + release_outcome_text(charge, share.release_wait),
+      bytes);
+}
+
+std::size_t quota_available_bytes(SharedLedger& ledger, JobId job, std::size_t device_available) {
+  return std::min(ledger.available_bytes(job), device_available);
 }
 
 }  // namespace memtrain::memory

@@ -30,4 +30,15 @@ ReleasedCharge charge_with_release(SharedLedger& ledger, JobId job, std::size_t 
 // who did not answer within the wait, or that what they released was not enough.
 std::string release_outcome_text(const ReleasedCharge& result, std::chrono::milliseconds wait);
 
+// charge_with_release for a quota adaptor: on refusal counts the job's OutOfMemory in the
+// ledger and throws memtrain::OutOfMemory with quota_refusal_message and the release outcome.
+// Shared by QuotaResourceAdaptor and QuotaVirtualMemoryResource.
+void charge_or_throw(SharedLedger& ledger, JobId job, const JobShare& share, std::size_t bytes);
+
+// Note [The ledger and the device disagree]: processes that are not memtrain (a PyTorch job on
+// the same GPU) take device memory without asking the ledger, so the ledger can promise bytes
+// the device no longer has. The smaller figure wins: what the ledger leaves `job`, and no more
+// than `device_available` (MemoryResource::available_bytes; cudaMemGetInfo on a GPU).
+std::size_t quota_available_bytes(SharedLedger& ledger, JobId job, std::size_t device_available);
+
 }  // namespace memtrain::memory

@@ -49,22 +49,13 @@ std::string quota_refusal_message(SharedLedger& ledger, const JobShare& share, c
 
 std::size_t QuotaResourceAdaptor::charged_bytes() const { return ledger_->entry(job_).in_use_bytes; }
 
-// Note [The ledger and the device disagree]: processes that are not memtrain (a PyTorch job on
-// the same GPU) take device memory without asking the ledger, so the ledger can promise bytes
-// the device no longer has. The smaller figure wins: what the ledger leaves this job, and no
-// more than the device (cudaMemGetInfo on a GPU) reports free.
+// Note [The ledger and the device disagree] (cross_job_release.hpp).
 std::size_t QuotaResourceAdaptor::available_bytes() const {
-  return std::min(ledger_->available_bytes(job_), upstream_->available_bytes());
+  return quota_available_bytes(*ledger_, job_, upstream_->available_bytes());
 }
 
 void* QuotaResourceAdaptor::do_allocate(std::size_t bytes, std::size_t alignment, StreamId stream) {
-  const ReleasedCharge charge = charge_with_release(*ledger_, job_, bytes, share_.release_wait);
-  if (!charge.charge.ok) {
-    ledger_->count_oom(job_);
-    throw OutOfMemory(quota_refusal_message(*ledger_, share_, charge.charge, bytes) +
-                          release_outcome_text(charge, share_.release_wait),
-                      bytes);
-  }
+  charge_or_throw(*ledger_, job_, share_, bytes);
   try {
     return upstream_->allocate(bytes, alignment, stream);
   } catch (...) {

@@ -33,24 +33,15 @@ std::size_t QuotaVirtualMemoryResource::capacity_bytes() const {
 
 std::string QuotaVirtualMemoryResource::name() const { return upstream_->name() + " (job '" + share_.name + "')"; }
 
-// Note [The ledger and the device disagree]: processes that are not memtrain (a PyTorch job on
-// the same GPU) take device memory without asking the ledger, so the ledger can promise bytes
-// the device no longer has. The smaller figure wins: what the ledger leaves this job, and no
-// more than the device (cudaMemGetInfo on a GPU) reports free.
+// Note [The ledger and the device disagree] (cross_job_release.hpp).
 std::size_t QuotaVirtualMemoryResource::available_bytes() const {
-  return std::min(ledger_->available_bytes(job_), upstream_->available_bytes());
+  return quota_available_bytes(*ledger_, job_, upstream_->available_bytes());
 }
 
 std::size_t QuotaVirtualMemoryResource::charged_bytes() const { return ledger_->entry(job_).in_use_bytes; }
 
 PhysicalHandle QuotaVirtualMemoryResource::create_physical(std::size_t bytes) {
-  const ReleasedCharge charge = charge_with_release(*ledger_, job_, bytes, share_.release_wait);
-  if (!charge.charge.ok) {
-    ledger_->count_oom(job_);
-    throw OutOfMemory(quota_refusal_message(*ledger_, share_, charge.charge, bytes) +
-                          release_outcome_text(charge, share_.release_wait),
-                      bytes);
-  }
+  charge_or_throw(*ledger_, job_, share_, bytes);
   PhysicalHandle h;
   try {
     h = upstream_->create_physical(bytes);

@@ -91,6 +91,12 @@ class Scratch {
   std::filesystem::path dir_;
 };
 
+// Removes a test's ledger from /dev/shm when the test ends (a ledger outlives its jobs).
+struct LedgerCleanup {
+  std::string name;
+  ~LedgerCleanup() { std::filesystem::remove("/dev/shm/memtrain-ledger-" + name); }
+};
+
 inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "output:  " << text << "\nexpected to contain: " << part;

@@ -4,20 +4,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <filesystem>
-
 #include "tests/cli/run_memtrain.hpp"
 
 namespace memtrain::cli {
 namespace {
 
-// Removes a test's ledger from /dev/shm when the test ends (a ledger outlives its jobs).
-struct LedgerCleanup {
-  std::string name;
-  ~LedgerCleanup() { std::filesystem::remove("/dev/shm/memtrain-ledger-" + name); }
-};
-
 using testing::contains;
+using testing::LedgerCleanup;
 using testing::Scratch;
 
 std::string unique_ledger() { return "toptest-" + std::to_string(::getpid()); }

@@ -8,20 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include <filesystem>
-
 #include "tests/cli/run_memtrain.hpp"
 
 namespace memtrain::cli {
 namespace {
 
-// Removes a test's ledger from /dev/shm when the test ends (a ledger outlives its jobs).
-struct LedgerCleanup {
-  std::string name;
-  ~LedgerCleanup() { std::filesystem::remove("/dev/shm/memtrain-ledger-" + name); }
-};
-
 using testing::contains;
+using testing::LedgerCleanup;
 using testing::Scratch;
 
 // `s.shell` redirects the last command of its line: a group keeps every command's output, and
