@@ -78,6 +78,14 @@ struct LedgerMember {
 // sum over its members.
 struct LedgerEntry {
   std::string name;
+  // Admission by plan (Note [Admission by plan]): whether the job waits in the queue, and what
+  // it asked for. A job that joined without admission has admission_bytes 0.
+  bool waiting = false;
+  int priority = 0;
+  std::size_t admission_bytes = 0;  // its need, bytes
+  std::size_t floor_bytes = 0;      // its need at its elastic floor (= admission_bytes if not elastic)
+  std::size_t target_bytes = 0;     // what the pool asks it to shrink to (0: nothing asked)
+  bool preempt_requested = false;
   std::string key;
   pid_t pid = 0;  // the first live member's
   std::size_t reservation = 0;
@@ -93,6 +101,36 @@ struct LedgerSnapshot {
   std::size_t reserved_bytes = 0;   // sum of the reservations
   std::size_t committed_bytes = 0;  // sum over jobs of max(in use, reservation)
   std::vector<LedgerEntry> jobs;
+};
+
+// A job that asks to be admitted by plan (Note [Admission by plan]). Bytes.
+struct AdmissionRequest {
+  std::string name;
+  std::string key;                // the job's key (JobShare::key); must not be empty
+  int priority = 0;               // higher is admitted first and may shrink or preempt lower
+  std::size_t need_bytes = 0;     // the job's planned peak reserved bytes
+  std::size_t floor_bytes = 0;    // its need at its elastic floor; need_bytes when not elastic
+  bool elastic = false;           // may be asked to shrink to floor_bytes
+  bool preemptible = false;       // may be asked to checkpoint and give all its memory back
+  std::chrono::seconds aging{60};  // one priority level gained per this much waiting; 0 = none
+};
+
+// What a waiting job learns from poll_admission.
+struct AdmissionStatus {
+  bool admitted = false;
+  std::size_t granted_bytes = 0;  // its reservation once admitted (at least its floor)
+  std::size_t jobs_ahead = 0;     // waiting jobs before it in the queue's order
+  std::size_t free_bytes = 0;     // capacity less what all jobs hold
+  bool asked_others = false;      // it is the head and asked lower-priority jobs to shrink or stop
+};
+
+// What the pool asks of an admitted job at its next step boundary (pool_request).
+struct PoolRequest {
+  std::size_t target_bytes = 0;  // shrink to at most this reservation (0: no request)
+  bool preempt = false;          // checkpoint, give everything back and wait again
+  std::size_t waiting_jobs = 0;  // jobs in the queue
+  std::size_t free_bytes = 0;    // capacity less what all jobs hold
+  std::size_t reservation_bytes = 0;  // the job's reservation now
 };
 
 // Why a charge was refused (ChargeResult::ok false).
@@ -149,6 +187,27 @@ struct ChargeResult {
 // fails with OutOfMemory as before, naming the processes that did not answer. Nobody waits
 // for memory that is in use, only for cached memory, so the wait is short.
 //
+// Note [Admission by plan]
+// A job with memory.admission: wait knows its need before it allocates anything (its dry-run
+// peak reserved bytes, the figure `memtrain plan` prints) and enters the ledger as a waiting
+// entry that holds nothing. The queue's order is the effective priority (memory.priority, plus
+// one level for every memory.priority_aging seconds waited, so a low-priority job cannot wait
+// forever behind a stream of higher ones), then arrival. Each waiting job polls:
+//  - the head starts when its need fits in what is free; its reservation becomes its need;
+//  - otherwise, if lower-priority admitted jobs can make room, the head asks them: elastic ones
+//    to shrink towards their floor (lowest priority first, the latest arrival first), and if
+//    that is not enough, preemptible ones (those with checkpoints) to stop and wait; they act
+//    at their next step boundary, and the head waits for the room;
+//  - when nothing can make room and the head is elastic, it starts with what is free if that
+//    is at least its floor (it grows later);
+//  - a job further back starts before the ones ahead only when it fits, none ahead of it fits,
+//    the head asked nobody to make room and the head has waited less than its aging period:
+//    it takes memory the ones ahead could not use, but never starves the head.
+// Priority for shrinking and preemption is the configured one, not the aged one: a job that
+// aged past another must not preempt it and then be preempted back.
+// An admitted job's reservation is its need; it may lower it at any time (a shrink) and raise
+// it only while nobody waits (a grow), so the queue always sees the room it was promised.
+
 // Thread-safe and process-safe. All sizes are bytes.
 class SharedLedger {
  public:
@@ -219,6 +278,24 @@ class SharedLedger {
   std::size_t capacity_bytes() const;
   const std::string& device() const { return device_; }
 
+  // Admission by plan (Note [Admission by plan]). enqueue adds the calling process as the job's
+  // ticket (a member holding nothing) in the queue; throws std::invalid_argument for an empty
+  // key, a floor above the need, or a key already in the ledger, std::runtime_error when the
+  // ledger is full. poll_admission decides, under the lock, whether the ticket's job starts now,
+  // and when it heads the queue asks lower-priority jobs to shrink or be preempted.
+  JobId enqueue(const AdmissionRequest& request);
+  AdmissionStatus poll_admission(JobId ticket);
+  // A preempted job goes back to the queue with its arrival time kept: reservation 0, waiting.
+  void requeue(JobId ticket);
+  // The number of times the job of `key` was admitted (0 while it first waits): the other ranks
+  // of a job wait for it to change. Throws std::runtime_error when no live job has the key.
+  std::uint64_t admissions_of(const std::string& key);
+  PoolRequest pool_request(JobId job);
+  // Sets the job's reservation: a decrease always succeeds (and clears the shrink request), an
+  // increase only while nobody waits and it fits beside what the others hold. Returns whether it
+  // was set.
+  bool set_reservation(JobId job, std::size_t bytes);
+
   // Holds the ledger's lock until destroyed. For a caller that must keep other processes out
   // for a while (tests use it to die inside the critical section). Calling the ledger from
   // the same thread while a guard is alive throws std::logic_error.
@@ -244,6 +321,9 @@ class SharedLedger {
   void lock();
   void unlock();
   std::size_t reclaim_dead_locked();
+  std::size_t committed_locked() const;
+  bool ask_for_room_locked(const Slot& head, std::size_t deficit);
+  void clear_requests_locked();
   Slot& find_locked(JobId job, const char* what);
 
   std::string device_;

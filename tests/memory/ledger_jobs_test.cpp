@@ -163,7 +163,7 @@ TEST(LedgerJobs, ALedgerOfAnOlderLayoutIsNamedWithTheFileToRemove) {
     FAIL() << "a ledger of layout 1 was opened";
   } catch (const std::runtime_error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("was created by another memtrain version (ledger layout 1, this one uses 2)"), std::string::npos)
+    EXPECT_NE(msg.find("was created by another memtrain version (ledger layout 1, this one uses 3)"), std::string::npos)
         << msg;
     EXPECT_NE(msg.find("rm /dev/shm" + name), std::string::npos) << msg;
   }
