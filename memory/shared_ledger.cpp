@@ -842,6 +842,11 @@ bool SharedLedger::set_reservation(JobId job, std::size_t bytes) {
     me.target = 0;
     return true;
   }
+  // Reserving what it holds already takes nothing from anyone.
+  if (bytes <= me.in_use()) {
+    me.reservation = bytes;
+    return true;
+  }
   for (const Slot& s : layout_->slots) {
     if (is_active(s) && s.admission == kWaiting) return false;
   }

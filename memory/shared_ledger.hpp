@@ -292,8 +292,8 @@ class SharedLedger {
   std::uint64_t admissions_of(const std::string& key);
   PoolRequest pool_request(JobId job);
   // Sets the job's reservation: a decrease always succeeds (and clears the shrink request), an
-  // increase only while nobody waits and it fits beside what the others hold. Returns whether it
-  // was set.
+  // increase up to what the job holds in use always (it takes nothing), any other increase only
+  // while nobody waits and it fits beside what the others hold. Returns whether it was set.
   bool set_reservation(JobId job, std::size_t bytes);
 
   // Holds the ledger's lock until destroyed. For a caller that must keep other processes out

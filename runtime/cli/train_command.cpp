@@ -9,6 +9,7 @@
 #include "runtime/cli/device_check.hpp"
 #include "runtime/config/device_target.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/plan/planned_need.hpp"
 #include "runtime/plan/recompute_auto.hpp"
 #include "runtime/train/trainer.hpp"
 
@@ -99,6 +100,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
                               train::parse_resume_mode(args->resume),
                               args->profile_ops,
                               train::parse_progress_mode(args->progress)};
+    options.planned_peak_reserved = train::planned_peak_reserved_bytes;
     if (args->dry_run) {
       options.dry_run = train::parse_device_target(args->target.empty() ? kDefaultTarget : args->target);
       if (!args->non_allocator.empty()) {

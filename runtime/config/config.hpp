@@ -89,6 +89,13 @@ struct MemoryConfig {
   // release their cached memory (Note [Cross-job release], memory/shared_ledger.hpp); 0 = it
   // never asks them.
   int release_timeout = 10;
+  // Admission by plan and elastic jobs (Note [Admission by plan], memory/shared_ledger.hpp;
+  // Note [An elastic job's footprints], runtime/train/pool_seat.hpp). Need memory.capacity.
+  std::string admission = "fail";  // fail: start at once | wait: reserve the planned need, or queue
+  int priority = 0;                // higher is admitted first, and may shrink or preempt lower
+  int priority_aging = 60;         // seconds of waiting per priority level gained; 0 = strict order
+  bool elastic = false;            // shrink at step boundaries when a higher-priority job waits
+  int elastic_min_micro_batch = 1;  // the smallest micro-batch an elastic job shrinks to
   // Activation checkpointing (Megatron-LM's recompute_granularity/method/num_layers).
   std::string recompute = "none";            // none | selective | full | auto
   std::string recompute_method = "uniform";  // uniform (every k-th layer) | block (first k)

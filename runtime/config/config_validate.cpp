@@ -189,6 +189,25 @@ void check_quota(const Config& c) {
     fail(c, "memory.reservation", "exceeds " + other(c, "memory.capacity"),
          "at most memory.capacity (" + std::to_string(m.capacity) + " bytes)");
   }
+  // Admission by plan (Note [Admission by plan]): the pool is the ledger of memory.capacity, and
+  // the reservation is the plan's need, not a figure of the config.
+  if (m.admission == "wait" && m.capacity == 0) {
+    fail(c, "memory.admission", "needs memory.capacity (the pool the jobs are admitted to)",
+         "memory.capacity set as well (the same on every job sharing the pool), or admission: fail");
+  }
+  if (m.admission == "wait" && m.reservation > 0) {
+    fail(c, blamed(c, "memory.reservation", "memory.admission"),
+         "cannot be set with memory.admission = wait, which reserves the job's planned need",
+         "memory.reservation = 0 with admission: wait");
+  }
+  if (m.elastic && m.admission != "wait") {
+    fail(c, "memory.elastic", "needs memory.admission = wait (an elastic job is asked to shrink by the queue)",
+         "memory.admission: wait as well, or elastic: false");
+  }
+  if (m.elastic && m.elastic_min_micro_batch > c.training.micro_batch_size) {
+    fail(c, "memory.elastic_min_micro_batch", "exceeds " + other(c, "training.micro_batch_size"),
+         "at most training.micro_batch_size (" + std::to_string(c.training.micro_batch_size) + ")");
+  }
   if (m.limit > 0 && m.capacity > 0 && m.limit > m.capacity) {
     fail(c, "memory.limit", "exceeds " + other(c, "memory.capacity") + " and would have no effect",
          "at most memory.capacity (" + std::to_string(m.capacity) + " bytes), or 0");

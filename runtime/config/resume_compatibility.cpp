@@ -20,7 +20,7 @@ namespace {
 // path the checkpoint records (Note [bf16_gemm: auto measures the step's GEMMs]). precision.allow_tf32 likewise
 // rounds a GPU's fp32 GEMM inputs or not (nothing on the CPU); a config written before the key
 // existed resumes under either value.
-constexpr std::array<std::string_view, 24> kMayChange = {"precision.bf16_gemm",
+constexpr std::array<std::string_view, 29> kMayChange = {"precision.bf16_gemm",
                                                          "precision.allow_tf32",
                                                          "parallel.tensor_model_parallel_size",
                                                          "parallel.sequence_parallel",
@@ -43,6 +43,11 @@ constexpr std::array<std::string_view, 24> kMayChange = {"precision.bf16_gemm",
                                                          "memory.reservation",
                                                          "memory.ledger",
                                                          "memory.release_timeout",
+                                                         "memory.admission",
+                                                         "memory.priority",
+                                                         "memory.priority_aging",
+                                                         "memory.elastic",
+                                                         "memory.elastic_min_micro_batch",
                                                          "memory.host_huge_pages"};
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }

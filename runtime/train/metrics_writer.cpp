@@ -82,6 +82,27 @@ void MetricsWriter::write_fault_detected(std::int64_t step, const std::string& r
   write_line(core::json_text(j));
 }
 
+void MetricsWriter::write_pool_event(std::int64_t step, const std::string& event, const Footprint* from,
+                                     const Footprint* to, const std::string& why) {
+  const auto fields = [](const Footprint* f) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    if (!f) return j;
+    j["micro_batch_size"] = f->micro_batch_size;
+    j["recompute"] = f->recompute_num_layers > 0 ? f->recompute + " (" + std::to_string(f->recompute_num_layers) +
+                                                       " layers, " + f->recompute_method + ")"
+                                                 : f->recompute;
+    j["need_bytes"] = f->need_bytes;
+    return j;
+  };
+  nlohmann::ordered_json j;
+  j["step"] = step;
+  j["event"] = event;
+  j["from"] = fields(from);
+  j["to"] = fields(to);
+  j["why"] = why;
+  write_line(core::json_text(j));
+}
+
 void MetricsWriter::reopen() {
   out_.close();
   out_.clear();

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string>
 
+#include "runtime/train/pool_seat.hpp"
+
 namespace memtrain::train {
 
 // One logged training step. Times are seconds summed over the micro-batches of the step
@@ -73,6 +75,12 @@ class MetricsWriter {
   // (replicas that disagree, a streak of skipped steps, non-finite parameters), written before
   // the rollback or the failure it leads to; no "step" key either.
   void write_fault_detected(std::int64_t step, const std::string& reason);
+  // {"step": N, "event": "wait" | "shrink" | "grow" | "preempt" | "resume", "from": {...},
+  //  "to": {...}, "why": "..."}: what the memory pool made the job do at step N (pool_seat.hpp).
+  // from/to: {"micro_batch_size", "recompute", "need_bytes"}, {} for none (before a start,
+  // after a preemption).
+  void write_pool_event(std::int64_t step, const std::string& event, const Footprint* from, const Footprint* to,
+                        const std::string& why);
   // Opens the file again (after truncate_metrics_after replaced it).
   void reopen();
   const std::string& path() const { return path_; }

@@ -166,4 +166,14 @@ bool RunDirectory::is_lockable(const std::string& path) {
 
 std::string RunDirectory::file(const std::string& name) const { return (fs::path(path_) / name).string(); }
 
+void RunDirectory::record(const std::string& key, const std::string& json_value) const {
+  const fs::path file = fs::path(path_) / "run.json";
+  std::ifstream in(file);
+  if (!in.is_open()) throw RuntimeError("cannot open " + file.string() + " to record " + key);
+  auto run = nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!run.is_object()) throw RuntimeError("cannot read " + file.string() + " to record " + key);
+  run[key] = nlohmann::ordered_json::parse(json_value);
+  core::write_file_atomically(file.string(), [&](std::ostream& out) { out << core::json_text(run, 2) << '\n'; });
+}
+
 }  // namespace memtrain::train

@@ -53,6 +53,10 @@ class RunDirectory {
   std::string file(const std::string& name) const;
   // True when open() found the directory from an earlier run of the same config.
   bool reused() const { return reused_; }
+  // Sets run.json's `key` to the JSON value `json_value` (written atomically), e.g. the memory
+  // pool's record at the end of a run. Throws RuntimeError when run.json cannot be read or
+  // written, nlohmann::json::parse_error for a json_value that is not JSON.
+  void record(const std::string& key, const std::string& json_value) const;
 
  private:
   RunDirectory(std::string path, bool reused, RunDirectoryLock lock)

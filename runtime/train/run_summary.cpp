@@ -53,6 +53,7 @@ std::string format_summary(const RunSummary& s) {
   os << "  peak memory      " << memory::format_byte_size(s.peak_allocated_bytes) << " allocated, "
      << memory::format_byte_size(s.peak_reserved_bytes) << " reserved\n";
   for (const auto& e : s.health_events) os << "  health           " << e << '\n';
+  if (!s.pool.empty()) os << "  memory pool      " << s.pool << '\n';
   if (!s.run_dir.empty()) os << "  run directory    " << s.run_dir << '\n';
   return os.str();
 }

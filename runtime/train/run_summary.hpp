@@ -30,6 +30,9 @@ struct RunSummary {
   bool dry_run = false;            // no math ran: a throughput figure would mean nothing
   // Faults the health checks detected, one line each ("step 20: ...; rolled back to step 9").
   std::vector<std::string> health_events;
+  // A job in a memory pool (memory.admission: wait): whether it stayed bit for bit on its solo
+  // trajectory, and what the pool made it do. Empty: not in a pool.
+  std::string pool;
 };
 
 // A block of "  key  value" lines, units spelled out (s, tokens/s, MiB). A dry run's tokens/s

@@ -39,6 +39,10 @@ struct RunOptions {
   // after each step, the last one included. Where an elastic job changes its micro-batch size
   // or recompute setting and releases cached memory; tests read the parameters there.
   std::function<void(StepBoundary&)> at_step_boundary{};
+  // memory.admission: wait needs the job's planned need before it allocates anything: the peak
+  // reserved bytes of one rank of `world_size` for a config (runtime/plan/planned_need.hpp),
+  // handed in for the reason resolve_recompute is. Unset with admission wait: ConfigError.
+  std::function<std::size_t(const Config&, int world_size)> planned_peak_reserved{};
 };
 
 // Trains config.model on config.data for training.max_steps steps on every rank of the world

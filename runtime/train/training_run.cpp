@@ -81,9 +81,14 @@ std::string gemm_path(const Config& config, bool on_gpu, bool native_bf16_gemm, 
 }  // namespace
 
 int TrainingRun::run() {
-  set_up();
+  try {
+    set_up();
+  } catch (const StoppedWhileWaiting& stopped) {
+    return stopped_exit_code(stopped.signal);
+  }
   resume();
   choose_bf16_gemm();
+  write_pool_start_event();
   // Note [Memory record of an out-of-memory run]
   // An OutOfMemory is the failure the memory outputs exist to explain: the allocator's
   // segments and blocks at that moment show what held the memory (fragmentation, the cache, a
@@ -201,6 +206,13 @@ void TrainingRun::start_watchdog() {
 
 int TrainingRun::finish() {
   const StallWatchdog::Busy busy(watchdog_.get(), "finishing");
+  if (stopped_while_preempted_) {
+    // It holds no memory and no model: its checkpoint of this step is the run's state.
+    *out_ << "memtrain: stopped while waiting for memory after a preemption at step " << step_
+          << "; a relaunch with the same --run-dir resumes from its checkpoint\n"
+          << std::flush;
+    return stopped_exit_code(stop_signal_);
+  }
   // Every rank of rank 0's tensor-parallel group takes part (the vocabulary is split).
   if (grid_->dp_rank() == 0 && data_.tokenizer && !dry_ && step_ > 0) {  // untrained: noise
     *out_ << "Fill-mask predictions (top 5):\n";
@@ -235,6 +247,8 @@ void TrainingRun::write_summary() {
   summary.skipped_steps = job_->scaler.skipped_steps();
   summary.dry_run = dry_;
   summary.health_events = health_events_;
+  summary.pool = pool_trajectory();
+  if (seat_) run_dir_->record("pool", pool_record_json());
   // Files first: under mpirun after a Ctrl-C, stdout may no longer be read (Note [SIGTERM
   // interrupts a blocked write]), and the snapshot must not wait on it.
   write_memory_outputs(*job_->allocator, config_.memory.trace ? &trace_ : nullptr, *run_dir_);
@@ -254,7 +268,7 @@ void TrainingRun::write_summary() {
 }
 
 void TrainingRun::write_out_of_memory_record() {
-  if (!root_ || !run_dir_) return;
+  if (!root_ || !run_dir_ || !job_) return;
   *out_ << "\nmemtrain: out of memory; the allocator at the failure:\n"
         << job_->allocator->memory_summary() << std::flush;
   try {

@@ -23,6 +23,7 @@
 #include "runtime/train/ecc_monitor.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/metrics_writer.hpp"
+#include "runtime/train/pool_seat.hpp"
 #include "runtime/train/progress_line.hpp"
 #include "runtime/train/resume.hpp"
 #include "runtime/train/run_directory.hpp"
@@ -73,6 +74,11 @@ class TrainingRun final : public StepBoundary {
   const std::vector<models::Parameter>& parameters() const override { return job_->model.parameters(); }
 
  private:
+  // A stop signal while the job waited for memory before it started: nothing ran.
+  struct StoppedWhileWaiting {
+    int signal;
+  };
+
   // Phases.
   void set_up();
   void open_run_directory();
@@ -84,8 +90,19 @@ class TrainingRun final : public StepBoundary {
   void run_steps();
   int finish();
 
+  // The memory pool (memory.admission: wait; training_run_pool.cpp): the seat, its wait before
+  // the job is built, what the pool asks at a step boundary, and a preemption.
+  void enter_pool(const LedgerJob& who);
+  void apply_footprint(int footprint);
+  void pool_step_boundary();
+  void preempt();
+  void write_pool_start_event();
+  std::string pool_trajectory() const;
+  std::string pool_record_json() const;  // run.json's "pool"
+
   // Parts of set-up.
   void start_checkpointing();
+  void start_async_checkpoints();
   void start_watchdog();
   void measure_peaks();
 
@@ -140,6 +157,9 @@ class TrainingRun final : public StepBoundary {
   checkpoint::FaultPlan faults_;
   DeviceTarget target_;
   memory::TraceRecorder trace_;  // before the job: it outlives the allocator's sink
+  JobPlacement placement_;              // kept to rebuild the job after a preemption
+  std::unique_ptr<PoolSeat> seat_;      // memory.admission: wait
+  WaitOutcome start_wait_;              // the wait before the job was built
   std::unique_ptr<TrainingJob> job_;
   core::OpProfile op_profile_;  // `train --profile-ops`: the context points to it during a step
 
@@ -179,6 +199,13 @@ class TrainingRun final : public StepBoundary {
   std::int64_t last_unskipped_step_ = 0;   // the newest step that was not skipped (finite)
   std::vector<std::int64_t> untrusted_;    // steps of checkpoints written untrusted
   std::vector<std::string> health_events_;
+  // The pool's changes (pool_seat.hpp), and a stop that came while the job waited after a
+  // preemption (it then holds no memory and no job).
+  int pool_shrinks_ = 0;
+  int pool_grows_ = 0;
+  int pool_preemptions_ = 0;
+  double pool_wait_s_ = 0;
+  bool stopped_while_preempted_ = false;
   // MEMTRAIN_FAULT nan_grad / flip_param: each step's fault once per process.
   std::int64_t nan_injected_through_ = -1;
   std::int64_t flip_done_ = -1;

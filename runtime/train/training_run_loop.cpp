@@ -47,9 +47,21 @@ bool TrainingRun::stop_requested() {
 // `write`: false for the evaluation at a resumed step that metrics.jsonl already has.
 EvalResult TrainingRun::evaluate_and_log(std::int64_t step, bool write) {
   if (job_->ledger_agent) job_->ledger_agent->set_state(memory::JobState::evaluating);
-  const int eval_micro_batch =
-      config_.training.eval_micro_batch_size > 0 ? config_.training.eval_micro_batch_size : plan_->micro_batch_size;
-  auto e = evaluate_model(job_->model, *data_.validation, *dp_, eval_micro_batch, config_.training.eval_steps);
+  const int configured = config_.training.eval_micro_batch_size;
+  int micro_batch = configured > 0 ? configured : plan_->micro_batch_size;
+  std::int64_t batches = config_.training.eval_steps;
+  const int eval_micro_batch = configured > 0 ? configured : config_.training.micro_batch_size;
+  if (seat_) micro_batch = eval_micro_batch;
+  if (seat_ && plan_->micro_batch_size < eval_micro_batch) {
+    // An elastic job shrunk below it evaluates in its footprint, over the same validation
+    // sequences: its micro-batch divides the evaluation's (elastic_footprints).
+    const std::int64_t available =
+        static_cast<std::int64_t>(data_.validation->num_sequences() / static_cast<std::uint64_t>(eval_micro_batch));
+    batches = std::max<std::int64_t>(1, std::min<std::int64_t>(batches, available)) *
+              (eval_micro_batch / plan_->micro_batch_size);
+    micro_batch = plan_->micro_batch_size;
+  }
+  auto e = evaluate_model(job_->model, *data_.validation, *dp_, micro_batch, static_cast<int>(batches));
   if (dry_) e.loss = e.accuracy = e.perplexity = std::nan("");
   if (root_) {
     if (write) metrics_->write(EvalMetrics{step, e.loss, e.accuracy, e.perplexity});
@@ -87,7 +99,12 @@ void TrainingRun::start_checkpointing() {
   // test can die inside the second one with the first one complete.
   budget_.emplace(faults_.kill_in_checkpoint ? checkpoint::WriteBudget(*faults_.kill_in_checkpoint)
                                              : checkpoint::WriteBudget());
-  // checkpoint.async: Note [An asynchronous checkpoint is committed by a vote].
+  start_async_checkpoints();
+}
+
+// checkpoint.async: Note [An asynchronous checkpoint is committed by a vote]. Again after a
+// preemption: the staging buffer is the rebuilt job's.
+void TrainingRun::start_async_checkpoints() {
   if (checkpointing_ && config_.checkpoint.async) {
     async_checkpoints_.emplace(job_->checkpoint_staging, *grid_, checkpoints_root_, &*budget_,
                                [this](std::int64_t at, const std::string& path, double seconds) {
@@ -362,6 +379,10 @@ void TrainingRun::run_steps() {
   interrupted_ = stop_requested();
   while (!interrupted_ && step_ < tc.max_steps) {
     mark_step_in_trace();
+    if (seat_) {
+      pool_step_boundary();
+      if (stopped_while_preempted_) return;  // no job left to evaluate or report
+    }
     if (options_.at_step_boundary) options_.at_step_boundary(*this);
     ++step_;
     if (!train_one_step()) continue;

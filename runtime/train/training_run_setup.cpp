@@ -102,7 +102,11 @@ void TrainingRun::set_up() {
   if (dry_) placement.simulated = SimulatedDevice{target_.allocator_capacity(), "simulated " + target_.describe()};
   if (config_.memory.trace) placement.trace = &trace_;
   if (!dry_) placement.ledger_job = ledger_job_of(options_.run_dir, config_.name, *world_);
-  job_ = std::make_unique<TrainingJob>(resolved_, *grid_, placement, *out_);
+  // memory.admission: wait: the job waits for its planned need before it allocates anything.
+  if (!dry_ && config_.memory.admission == "wait") enter_pool(placement.ledger_job);
+  placement_ = placement;
+  job_ = std::make_unique<TrainingJob>(resolved_, *grid_, placement_, *out_);
+  if (seat_) apply_footprint(seat_->current());
 
   open_run_directory();
 }
