@@ -178,6 +178,8 @@ WaitOutcome PoolSeat::wait_for_admission(const std::function<int()>& stop_signal
   int f = largest_within(granted);
   if (f < 0) f = static_cast<int>(footprints_.size()) - 1;  // granted at least the floor
   current_ = f;
+  observed_ = 0;
+  settling_ = false;
   if (footprints_[f].micro_batch_size != config_.training.micro_batch_size) bitwise_ = false;
   // Granted what was free (an elastic start): keep what the footprint needs, give back the rest.
   if (root && footprints_[f].need_bytes < granted) ledger_->set_reservation(*ticket_, footprints_[f].need_bytes);
@@ -197,9 +199,18 @@ PoolAction PoolSeat::at_step_boundary(std::size_t held_bytes) {
   std::int64_t decided[2] = {PoolAction::none, current_};
   if (world_.rank() == 0 && ticket_) {
     observed_ = std::max(observed_, held_bytes);
-    const memory::PoolRequest r = ledger_->pool_request(*ticket_);
-    // Note [A footprint's slack]: the reservation covers what the job holds.
-    if (observed_ > r.reservation_bytes) ledger_->set_reservation(*ticket_, observed_);
+    // Note [A footprint's slack]: the reservation covers what the job holds. The first boundary
+    // after a change is when what the new footprint holds is known: only then does the
+    // reservation come down to it.
+    const std::size_t covered = std::max(observed_, footprints_[current_].need_bytes);
+    if (settling_) {
+      settling_ = false;
+      ledger_->set_reservation(*ticket_, covered);
+    }
+    memory::PoolRequest r = ledger_->pool_request(*ticket_);
+    if (observed_ > r.reservation_bytes && ledger_->set_reservation(*ticket_, observed_)) {
+      r.reservation_bytes = observed_;
+    }
     const std::size_t slack = this->slack();
     const int last = static_cast<int>(footprints_.size()) - 1;
     if (r.preempt && config_.checkpoint.interval > 0) {
@@ -212,7 +223,7 @@ PoolAction PoolSeat::at_step_boundary(std::size_t held_bytes) {
         decided[1] = f;
       }
     } else if (config_.memory.elastic && current_ > 0 && r.waiting_jobs == 0) {
-      const std::size_t room = std::max(r.reservation_bytes, observed_) + r.free_bytes;
+      const std::size_t room = r.reservation_bytes + r.free_bytes;
       const int f = room > slack ? largest_within(room - slack) : -1;
       if (f >= 0 && f < current_ && ledger_->set_reservation(*ticket_, footprints_[f].need_bytes + slack)) {
         decided[0] = PoolAction::grow;
@@ -231,17 +242,10 @@ PoolAction PoolSeat::at_step_boundary(std::size_t held_bytes) {
   return a;
 }
 
-void PoolSeat::shrunk_to(int footprint) {
-  const std::size_t reservation = reservation_for(footprint);
+void PoolSeat::changed_to(int footprint) {
   current_ = footprint;
-  observed_ = reservation;  // the slack carries over
-  if (world_.rank() == 0 && ticket_) ledger_->set_reservation(*ticket_, reservation);
-}
-
-void PoolSeat::grew_to(int footprint) {
-  const std::size_t reservation = reservation_for(footprint);
-  current_ = footprint;
-  observed_ = reservation;
+  observed_ = 0;
+  settling_ = true;
 }
 
 }  // namespace memtrain::train

@@ -56,9 +56,12 @@ std::vector<Footprint> elastic_footprints(const Config& config, int share,
 // what the job will hold would let a waiting job be admitted into memory the running one needs
 // back at its next step, and one of them would run out (the cascade the pool exists to end). So
 // each job watches what it holds at every step boundary (its allocators' reserved bytes: the
-// last step's peak, since nothing is released between steps), keeps its reservation at least
-// that (reserving what it already holds takes nothing from anyone), and counts the excess over
-// the footprint's need as slack that every footprint it moves to is assumed to carry as well.
+// last step's peak, since nothing is released between steps) and keeps its reservation at least
+// that (reserving what it already holds takes nothing from anyone). After a shrink it keeps its
+// old reservation for one step, in which the new footprint shows what it holds, and only then
+// lowers it to that: the job a shrink makes room for waits one step longer, and is never
+// admitted into memory the shrunk job takes back. The excess over the footprint's need is slack
+// that a footprint it moves to is assumed to carry too when it picks one.
 
 // What a job does at a step boundary, decided on rank 0 and the same on every rank.
 struct PoolAction {
@@ -110,10 +113,9 @@ class PoolSeat {
   // `held_bytes`: what the job's allocators reserve now (all its ranks on this host), which at a
   // step boundary is the last step's peak (Note [A footprint's slack]).
   PoolAction at_step_boundary(std::size_t held_bytes);
-  // After the job has run a shrink (and released its cache): lower its reservation to the new
-  // footprint's (rank 0). Sets current().
-  void shrunk_to(int footprint);
-  void grew_to(int footprint);
+  // The job now runs `footprint` (after a shrink, its cache released, or a grow). Its
+  // reservation follows at the next boundary (Note [A footprint's slack]).
+  void changed_to(int footprint);
 
   const std::vector<Footprint>& footprints() const { return footprints_; }
   int current() const { return current_; }
@@ -126,7 +128,6 @@ class PoolSeat {
   int largest_within(std::size_t bytes) const;
   // What the job holds above its footprint's planned need (Note [A footprint's slack]).
   std::size_t slack() const;
-  std::size_t reservation_for(int footprint) const { return footprints_[footprint].need_bytes + slack(); }
 
   const Config& config_;
   comms::Communicator& world_;
@@ -139,6 +140,7 @@ class PoolSeat {
   std::uint64_t admissions_seen_ = 0;
   int current_ = 0;
   std::size_t observed_ = 0;  // the most the job has held in its current footprint (rank 0)
+  bool settling_ = false;     // its footprint changed at the last boundary
   bool bitwise_ = true;
 };
 

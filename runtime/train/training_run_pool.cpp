@@ -121,12 +121,12 @@ void TrainingRun::pool_step_boundary() {
   if (a.kind == PoolAction::shrink) {
     // Note [An elastic job's footprints]: the cache goes first, with every shrink.
     const std::size_t released = job_->release_cached_memory();
-    seat_->shrunk_to(a.footprint);
+    seat_->changed_to(a.footprint);
     ++pool_shrinks_;
     why = "a job of higher priority waits on ledger " + seat_->ledger_name() + "; released " +
           memory::format_byte_size(released) + " of cached memory";
   } else {
-    seat_->grew_to(a.footprint);
+    seat_->changed_to(a.footprint);
     ++pool_grows_;
     why = "nobody waits on ledger " + seat_->ledger_name() + " and it has room";
   }
@@ -150,9 +150,14 @@ void TrainingRun::pool_step_boundary() {
 // data cursor]). A job without checkpoints is never asked (the ledger's preemptible flag).
 void TrainingRun::preempt() {
   const StallWatchdog::Busy busy(watchdog_.get(), "preempted");
-  if (!stop_checks_pass()) return;  // rolled back instead: the pool asks again at the next boundary
-  save(step_, /*final=*/true, /*trusted=*/true);
-  promote_trusted();
+  if (async_checkpoints_) async_checkpoints_->wait();
+  std::int64_t have = -1;
+  choose_rollback_target(step_, have);
+  if (have != step_) {  // this step's periodic checkpoint, when trusted, serves
+    if (!stop_checks_pass()) return;  // rolled back instead: the pool asks again at the next boundary
+    save(step_, /*final=*/true, /*trusted=*/true);
+    promote_trusted();
+  }
   const Footprint before = seat_->footprints()[seat_->current()];
   ++pool_preemptions_;
   if (root_) {

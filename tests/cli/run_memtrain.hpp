@@ -97,6 +97,18 @@ struct LedgerCleanup {
   ~LedgerCleanup() { std::filesystem::remove("/dev/shm/memtrain-ledger-" + name); }
 };
 
+// `Scratch::shell` redirects the last command of its line: a group keeps every command's output,
+// and the leading `true;` keeps the group in the scratch directory the shell changed into.
+inline std::string grouped(const std::string& commands) { return "true; { " + commands + "; }"; }
+
+inline std::string memtrain_binary() { return std::string(MEMTRAIN_BINARY_DIR) + "/memtrain"; }
+
+// The exit code a shell line printed as "key=N" (-100 when it printed none).
+inline int printed_code(const std::string& out, const std::string& key) {
+  const auto p = out.find(key + "=");
+  return p == std::string::npos ? -100 : std::stoi(out.substr(p + key.size() + 1));
+}
+
 inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "output:  " << text << "\nexpected to contain: " << part;

@@ -17,11 +17,8 @@ using testing::contains;
 using testing::LedgerCleanup;
 using testing::Scratch;
 
-// `s.shell` redirects the last command of its line: a group keeps every command's output, and
-// the leading `true;` keeps the group in the scratch directory the shell changed into.
-std::string grouped(const std::string& commands) { return "true; { " + commands + "; }"; }
-
-std::string binary() { return std::string(MEMTRAIN_BINARY_DIR) + "/memtrain"; }
+using testing::grouped;
+std::string binary() { return testing::memtrain_binary(); }
 std::string ledger_name(const std::string& what) { return "pooltest-" + what + "-" + std::to_string(::getpid()); }
 
 // A job that trains until stopped: 64-token rows of mock data, micro-batches of 2.
@@ -57,12 +54,8 @@ void run_a_then_b(const Scratch& s, const std::string& ledger, int release_timeo
       "' train --config c.yaml --run-dir B --set training.micro_batch_size=64"
       " --set training.global_batch_size=64 --set training.max_steps=5 --set memory.release_timeout=" +
       std::to_string(release_timeout) + " >b.out 2>b.err; echo \"b=$?\"; kill -TERM $a; wait $a; echo \"a=$?\""));
-  const auto at = [&](const std::string& key) {
-    const auto p = r.out.find(key + "=");
-    return p == std::string::npos ? -100 : std::stoi(r.out.substr(p + key.size() + 1));
-  };
-  b_exit = at("b");
-  a_exit = at("a");
+  b_exit = testing::printed_code(r.out, "b");
+  a_exit = testing::printed_code(r.out, "a");
   b_err = testing::slurp(s.path("b.err"));
 }
 
