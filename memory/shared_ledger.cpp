@@ -126,6 +126,9 @@ struct SharedLedger::Slot {
   std::uint64_t waiting_since_ns;
   std::uint64_t aging_s;
   std::uint64_t admissions;
+  std::uint64_t asked_at_ns;  // when it was asked to make room (0: not asked)
+  std::uint64_t silent;       // asked and no step boundary since, for longer than the asker's timeout
+  std::uint64_t answer_timeout_ms;
 
   std::uint64_t in_use() const {
     std::uint64_t total = 0;
@@ -373,6 +376,7 @@ void clear_admission(SharedLedger::Slot& s) {
   s.priority = 0;
   s.elastic = s.preemptible = s.preempt = s.asked = 0;
   s.need = s.floor = s.target = s.arrival_ns = s.waiting_since_ns = s.aging_s = s.admissions = 0;
+  s.asked_at_ns = s.silent = s.answer_timeout_ms = 0;
 }
 
 }  // namespace
@@ -679,6 +683,7 @@ JobId SharedLedger::enqueue(const AdmissionRequest& r) {
   s.floor = r.floor_bytes;
   s.arrival_ns = s.waiting_since_ns = now_ns();
   s.aging_s = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.aging.count()));
+  s.answer_timeout_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.answer_timeout.count()));
   s.state.store(kActive, std::memory_order_release);
   return JobId{static_cast<std::uint32_t>(&s - layout_->slots), s.generation, 0};
 }
@@ -686,12 +691,16 @@ JobId SharedLedger::enqueue(const AdmissionRequest& r) {
 // The head's request to lower-priority admitted jobs (Note [Admission by plan]): targets and
 // preemptions that make `deficit` bytes of room, or false when they cannot.
 bool SharedLedger::ask_for_room_locked(const Slot& head, std::size_t deficit) {
+  const std::uint64_t now = now_ns();
   std::vector<Slot*> candidates;
   for (Slot& s : layout_->slots) {
-    if (is_active(s) && &s != &head && s.admission == kAdmitted && s.priority < head.priority &&
-        (s.elastic != 0 || s.preemptible != 0)) {
-      candidates.push_back(&s);
+    if (!is_active(s) || &s == &head || s.admission != kAdmitted || s.priority >= head.priority ||
+        (s.elastic == 0 && s.preemptible == 0)) {
+      continue;
     }
+    // Note [A silent job is passed over].
+    if (s.asked_at_ns != 0 && now - s.asked_at_ns > head.answer_timeout_ms * 1000000ull) s.silent = 1;
+    if (s.silent == 0) candidates.push_back(&s);
   }
   // Lowest priority first; among equals the latest arrival gives first.
   std::sort(candidates.begin(), candidates.end(), [](const Slot* a, const Slot* b) {
@@ -720,8 +729,12 @@ bool SharedLedger::ask_for_room_locked(const Slot& head, std::size_t deficit) {
   }
   if (left > 0) return false;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    candidates[i]->target = target[i];
-    candidates[i]->preempt = preempt[i] ? 1 : 0;
+    Slot& c = *candidates[i];
+    const bool asked = target[i] != 0 || preempt[i];
+    if (asked && c.asked_at_ns == 0) c.asked_at_ns = now;
+    if (!asked) c.asked_at_ns = 0;
+    c.target = target[i];
+    c.preempt = preempt[i] ? 1 : 0;
   }
   return true;
 }
@@ -730,6 +743,7 @@ void SharedLedger::clear_requests_locked() {
   for (Slot& s : layout_->slots) {
     s.target = 0;
     s.preempt = 0;
+    s.asked_at_ns = 0;
   }
 }
 
@@ -768,6 +782,16 @@ AdmissionStatus SharedLedger::poll_admission(JobId ticket) {
     status.jobs_ahead = 0;
   };
   const auto starts_small = [free](const Slot* s) { return s->elastic != 0 && s->floor <= free; };
+  const auto name_silent = [&] {
+    for (const Slot& s : layout_->slots) {
+      if (!is_active(s) || s.silent == 0) continue;
+      pid_t pid = 0;
+      for (const Member& m : s.members) pid = pid == 0 ? m.pid : pid;
+      std::string who = "'";
+      who.append(s.name).append("' (pid ").append(std::to_string(pid)).append(")");
+      status.silent.push_back(std::move(who));
+    }
+  };
   if (position == 0) {
     if (me.need <= free) {
       clear_requests_locked();
@@ -780,6 +804,7 @@ AdmissionStatus SharedLedger::poll_admission(JobId ticket) {
       me.asked = 0;
       if (starts_small(&me)) admit(free);
     }
+    if (!status.admitted) name_silent();
     return status;
   }
   // Backfill: the head is not starved (it asked nobody, and is younger than its aging period).
@@ -820,7 +845,9 @@ std::uint64_t SharedLedger::admissions_of(const std::string& key) {
 
 PoolRequest SharedLedger::pool_request(JobId job) {
   LockGuard guard(*this);
-  const Slot& me = find_locked(job, "pool_request");
+  Slot& me = find_locked(job, "pool_request");
+  me.silent = 0;  // at a step boundary: it answers again, and has another timeout to act
+  me.asked_at_ns = me.target == 0 && me.preempt == 0 ? 0 : now_ns();
   PoolRequest r;
   r.target_bytes = static_cast<std::size_t>(me.target);
   r.preempt = me.preempt != 0;

@@ -106,13 +106,16 @@ struct LedgerSnapshot {
 // A job that asks to be admitted by plan (Note [Admission by plan]). Bytes.
 struct AdmissionRequest {
   std::string name;
-  std::string key;                // the job's key (JobShare::key); must not be empty
-  int priority = 0;               // higher is admitted first and may shrink or preempt lower
-  std::size_t need_bytes = 0;     // the job's planned peak reserved bytes
-  std::size_t floor_bytes = 0;    // its need at its elastic floor; need_bytes when not elastic
-  bool elastic = false;           // may be asked to shrink to floor_bytes
-  bool preemptible = false;       // may be asked to checkpoint and give all its memory back
+  std::string key;                 // the job's key (JobShare::key); must not be empty
+  int priority = 0;                // higher is admitted first and may shrink or preempt lower
+  std::size_t need_bytes = 0;      // the job's planned peak reserved bytes
+  std::size_t floor_bytes = 0;     // its need at its elastic floor; need_bytes when not elastic
+  bool elastic = false;            // may be asked to shrink to floor_bytes
+  bool preemptible = false;        // may be asked to checkpoint and give all its memory back
   std::chrono::seconds aging{60};  // one priority level gained per this much waiting; 0 = none
+  // How long a job asked to make room may take to reach a step boundary before it is passed
+  // over as silent (Note [A silent job is passed over]).
+  std::chrono::milliseconds answer_timeout{10000};
 };
 
 // What a waiting job learns from poll_admission.
@@ -122,14 +125,17 @@ struct AdmissionStatus {
   std::size_t jobs_ahead = 0;     // waiting jobs before it in the queue's order
   std::size_t free_bytes = 0;     // capacity less what all jobs hold
   bool asked_others = false;      // it is the head and asked lower-priority jobs to shrink or stop
+  // Jobs asked to make room that have not reached a step boundary within the answer timeout,
+  // as "'name' (pid N)": passed over (Note [A silent job is passed over]).
+  std::vector<std::string> silent;
 };
 
 // What the pool asks of an admitted job at its next step boundary (pool_request).
 struct PoolRequest {
-  std::size_t target_bytes = 0;  // shrink to at most this reservation (0: no request)
-  bool preempt = false;          // checkpoint, give everything back and wait again
-  std::size_t waiting_jobs = 0;  // jobs in the queue
-  std::size_t free_bytes = 0;    // capacity less what all jobs hold
+  std::size_t target_bytes = 0;       // shrink to at most this reservation (0: no request)
+  bool preempt = false;               // checkpoint, give everything back and wait again
+  std::size_t waiting_jobs = 0;       // jobs in the queue
+  std::size_t free_bytes = 0;         // capacity less what all jobs hold
   std::size_t reservation_bytes = 0;  // the job's reservation now
 };
 
@@ -203,6 +209,14 @@ struct ChargeResult {
 //  - a job further back starts before the ones ahead only when it fits, none ahead of it fits,
 //    the head asked nobody to make room and the head has waited less than its aging period:
 //    it takes memory the ones ahead could not use, but never starves the head.
+// Note [A silent job is passed over]
+// A job asked to shrink or stop acts at its next step boundary; one that is stopped (SIGSTOP)
+// or hung never does, and memory it holds cannot be taken from it. So the head waits at most
+// its answer timeout (memory.release_timeout) for each job it asked: a job that has not reached
+// a step boundary by then is marked silent, named in the head's waiting message, and left out
+// of every later request until it reaches a boundary again. With nothing else to ask, the head
+// stops asking, so jobs behind it that fit start (backfill); the head itself waits until memory
+// frees (a job ends, or the silent one resumes and is asked again).
 // Priority for shrinking and preemption is the configured one, not the aged one: a job that
 // aged past another must not preempt it and then be preempted back.
 // An admitted job's reservation is its need; it may lower it at any time (a shrink) and raise
@@ -290,6 +304,7 @@ class SharedLedger {
   // The number of times the job of `key` was admitted (0 while it first waits): the other ranks
   // of a job wait for it to change. Throws std::runtime_error when no live job has the key.
   std::uint64_t admissions_of(const std::string& key);
+  // Also records that the job reached a step boundary (it is not silent).
   PoolRequest pool_request(JobId job);
   // Sets the job's reservation: a decrease always succeeds (and clears the shrink request), an
   // increase up to what the job holds in use always (it takes nothing), any other increase only

@@ -91,10 +91,10 @@ struct MemoryConfig {
   int release_timeout = 10;
   // Admission by plan and elastic jobs (Note [Admission by plan], memory/shared_ledger.hpp;
   // Note [An elastic job's footprints], runtime/train/pool_seat.hpp). Need memory.capacity.
-  std::string admission = "fail";  // fail: start at once | wait: reserve the planned need, or queue
-  int priority = 0;                // higher is admitted first, and may shrink or preempt lower
-  int priority_aging = 60;         // seconds of waiting per priority level gained; 0 = strict order
-  bool elastic = false;            // shrink at step boundaries when a higher-priority job waits
+  std::string admission = "fail";   // fail: start at once | wait: reserve the planned need, or queue
+  int priority = 0;                 // higher is admitted first, and may shrink or preempt lower
+  int priority_aging = 60;          // seconds of waiting per priority level gained; 0 = strict order
+  bool elastic = false;             // shrink at step boundaries when a higher-priority job waits
   int elastic_min_micro_batch = 1;  // the smallest micro-batch an elastic job shrinks to
   // Activation checkpointing (Megatron-LM's recompute_granularity/method/num_layers).
   std::string recompute = "none";            // none | selective | full | auto

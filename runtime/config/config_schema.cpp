@@ -281,8 +281,7 @@ std::vector<KeySpec> make_keys() {
   k.push_back(
       choice("memory.admission", {"fail", "wait"}, {}, [](Config& c) -> std::string& { return c.memory.admission; }));
   k.push_back(integer("memory.priority", -1000, 1000, [](Config& c) -> int& { return c.memory.priority; }));
-  k.push_back(
-      integer("memory.priority_aging", 0, 86400, [](Config& c) -> int& { return c.memory.priority_aging; }));
+  k.push_back(integer("memory.priority_aging", 0, 86400, [](Config& c) -> int& { return c.memory.priority_aging; }));
   k.push_back(boolean("memory.elastic", [](Config& c) -> bool& { return c.memory.elastic; }));
   k.push_back(integer("memory.elastic_min_micro_batch", 1, 1 << 20,
                       [](Config& c) -> int& { return c.memory.elastic_min_micro_batch; }));

@@ -46,7 +46,7 @@ std::vector<Footprint> elastic_footprints(const Config& config, int share,
   // A smaller micro-batch divides the evaluation's too, so that an evaluation in the footprint
   // covers the same validation sequences (TrainingRun::evaluate_and_log).
   const int eval = config.training.eval_micro_batch_size > 0 ? config.training.eval_micro_batch_size
-                                                              : config.training.micro_batch_size;
+                                                             : config.training.micro_batch_size;
   for (int d = config.training.micro_batch_size - 1; d >= config.memory.elastic_min_micro_batch; --d) {
     if (share % d != 0 || eval % d != 0) continue;
     c.training.micro_batch_size = d;
@@ -67,9 +67,9 @@ PoolSeat::PoolSeat(const Config& config, std::string key, std::string name, std:
   const Footprint& smallest = footprints_.back();
   if (smallest.need_bytes > capacity) {
     throw ConfigError("memory.admission = wait: this job needs " + bytes(footprints_.front().need_bytes) +
-                      (footprints_.size() > 1 ? " (" + bytes(smallest.need_bytes) + " at its elastic floor, " +
-                                                    smallest.describe() + ")"
-                                              : std::string(" (") + footprints_.front().describe() + ")") +
+                      (footprints_.size() > 1
+                           ? " (" + bytes(smallest.need_bytes) + " at its elastic floor, " + smallest.describe() + ")"
+                           : std::string(" (") + footprints_.front().describe() + ")") +
                       " but the whole pool (memory.capacity, ledger '" + ledger_name_ + "') is " + bytes(capacity) +
                       "; it could never start: expected a smaller job, memory.elastic with a lower "
                       "elastic_min_micro_batch, or a larger pool");
@@ -114,6 +114,7 @@ WaitOutcome PoolSeat::wait_for_admission(const std::function<int()>& stop_signal
     r.elastic = config_.memory.elastic;
     r.preemptible = config_.checkpoint.interval > 0;
     r.aging = std::chrono::seconds(config_.memory.priority_aging);
+    r.answer_timeout = std::chrono::seconds(config_.memory.release_timeout);
     try {
       ticket_ = ledger_->enqueue(r);
     } catch (const std::invalid_argument& e) {
@@ -126,6 +127,7 @@ WaitOutcome PoolSeat::wait_for_admission(const std::function<int()>& stop_signal
   bool first = true;
   std::size_t last_ahead = SIZE_MAX;
   bool last_asked = false;
+  std::vector<std::string> last_silent;
   for (;;) {
     if (root) {
       const memory::AdmissionStatus s = ledger_->poll_admission(*ticket_);
@@ -139,11 +141,20 @@ WaitOutcome PoolSeat::wait_for_admission(const std::function<int()>& stop_signal
         decided[1] = static_cast<std::int64_t>(s.granted_bytes);
         break;
       }
+      if (s.silent != last_silent) {
+        for (const std::string& who : s.silent) {
+          log << "memtrain: warning: job " << who << " on ledger " << ledger_name_
+              << " was asked to make room and has not reached a step boundary within memory.release_timeout ("
+              << config_.memory.release_timeout
+              << " s): stopped or hung? It is passed over; jobs that fit start meanwhile, and this one waits "
+                 "for memory to free\n";
+        }
+        last_silent = s.silent;
+      }
       if (s.jobs_ahead != last_ahead || s.asked_others != last_asked) {
         log << "memtrain: waiting for " << bytes(footprints_.front().need_bytes) << " on ledger " << ledger_name_
             << ": " << s.jobs_ahead << (s.jobs_ahead == 1 ? " job" : " jobs") << " ahead, " << bytes(s.free_bytes)
-            << " free"
-            << (s.asked_others ? " (lower-priority jobs asked to make room)" : "")
+            << " free" << (s.asked_others ? " (lower-priority jobs asked to make room)" : "")
             << (first && config_.memory.priority != 0 ? "; priority " + std::to_string(config_.memory.priority) : "")
             << "\n"
             << std::flush;

@@ -156,10 +156,10 @@ class TrainingRun final : public StepBoundary {
   bool dry_ = false;
   checkpoint::FaultPlan faults_;
   DeviceTarget target_;
-  memory::TraceRecorder trace_;  // before the job: it outlives the allocator's sink
-  JobPlacement placement_;              // kept to rebuild the job after a preemption
-  std::unique_ptr<PoolSeat> seat_;      // memory.admission: wait
-  WaitOutcome start_wait_;              // the wait before the job was built
+  memory::TraceRecorder trace_;     // before the job: it outlives the allocator's sink
+  JobPlacement placement_;          // kept to rebuild the job after a preemption
+  std::unique_ptr<PoolSeat> seat_;  // memory.admission: wait
+  WaitOutcome start_wait_;          // the wait before the job was built
   std::unique_ptr<TrainingJob> job_;
   core::OpProfile op_profile_;  // `train --profile-ops`: the context points to it during a step
 

@@ -16,8 +16,9 @@ namespace memtrain::train {
 namespace {
 
 models::Recompute recompute_of(const std::string& r) {
-  return r == "full" ? models::Recompute::full : r == "selective" ? models::Recompute::selective
-                                                                  : models::Recompute::none;
+  return r == "full"        ? models::Recompute::full
+         : r == "selective" ? models::Recompute::selective
+                            : models::Recompute::none;
 }
 
 std::string seconds_text(double s) {
@@ -100,10 +101,10 @@ void TrainingRun::write_pool_start_event() {
 void TrainingRun::apply_footprint(int footprint) {
   const Footprint& f = seat_->footprints()[footprint];
   set_micro_batch_size(f.micro_batch_size);
-  job_->model.set_recompute(recompute_of(f.recompute),
-                            f.recompute_method == "block" ? models::RecomputeMethod::block
-                                                          : models::RecomputeMethod::uniform,
-                            f.recompute_num_layers);
+  job_->model.set_recompute(
+      recompute_of(f.recompute),
+      f.recompute_method == "block" ? models::RecomputeMethod::block : models::RecomputeMethod::uniform,
+      f.recompute_num_layers);
 }
 
 void TrainingRun::pool_step_boundary() {
@@ -153,7 +154,7 @@ void TrainingRun::preempt() {
   if (async_checkpoints_) async_checkpoints_->wait();
   std::int64_t have = -1;
   choose_rollback_target(step_, have);
-  if (have != step_) {  // this step's periodic checkpoint, when trusted, serves
+  if (have != step_) {                // this step's periodic checkpoint, when trusted, serves
     if (!stop_checks_pass()) return;  // rolled back instead: the pool asks again at the next boundary
     save(step_, /*final=*/true, /*trusted=*/true);
     promote_trusted();

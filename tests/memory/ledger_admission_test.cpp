@@ -253,5 +253,40 @@ TEST(LedgerAdmission, AnAdmittedJobsRanksJoinWhateverItsReservationIsNow) {
   EXPECT_EQ(ledger.snapshot().committed_bytes, 300 * MiB);
 }
 
+TEST(LedgerAdmission, AJobThatDoesNotAnswerIsPassedOverAndOthersStartMeanwhile) {
+  ScopedDevice dev;
+  SharedLedger ledger(dev.name, 1000 * MiB);
+  const JobId a = ledger.enqueue(elastic("a", 800 * MiB, 300 * MiB, 0));
+  ASSERT_TRUE(ledger.poll_admission(a).admitted);
+  AdmissionRequest head = job("head", 500 * MiB, 5);
+  head.answer_timeout = std::chrono::milliseconds(100);
+  const JobId h = ledger.enqueue(head);
+  const JobId small = ledger.enqueue(job("small", 150 * MiB, 0));
+  AdmissionStatus s = ledger.poll_admission(h);
+  EXPECT_TRUE(s.asked_others);
+  EXPECT_TRUE(s.silent.empty());
+  EXPECT_EQ(ledger.pool_request(a).target_bytes, 500 * MiB);  // it reached a boundary: asked, alive
+  EXPECT_FALSE(ledger.poll_admission(small).admitted);        // the head asked: no backfill
+  // a stops answering (SIGSTOP): no boundary within the head's 100 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  s = ledger.poll_admission(h);
+  EXPECT_FALSE(s.admitted);
+  EXPECT_FALSE(s.asked_others);
+  ASSERT_EQ(s.silent.size(), 1u);
+  EXPECT_NE(s.silent[0].find("'a' (pid "), std::string::npos) << s.silent[0];
+  EXPECT_EQ(ledger.snapshot().jobs[0].target_bytes, 0u);
+  // The queue moves on: the small job fits in the 200 MiB free and starts.
+  EXPECT_TRUE(ledger.poll_admission(small).admitted);
+  // a answers again: it is asked again, and its shrink lets the head in.
+  ledger.pool_request(a);
+  s = ledger.poll_admission(h);
+  EXPECT_TRUE(s.asked_others);
+  EXPECT_TRUE(s.silent.empty());
+  const PoolRequest r = ledger.pool_request(a);
+  ASSERT_EQ(r.target_bytes, 350 * MiB);  // 1000 - 150 (small) - 500 (head)
+  ASSERT_TRUE(ledger.set_reservation(a, 350 * MiB));
+  EXPECT_TRUE(ledger.poll_admission(h).admitted);
+}
+
 }  // namespace
 }  // namespace memtrain::memory

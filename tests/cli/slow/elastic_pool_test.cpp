@@ -134,12 +134,12 @@ TEST(ElasticPool, ASignalWhileWaitingEndsTheJobCleanly) {
   const std::string ledger = ledger_name("signal");
   const LedgerCleanup cleanup{ledger};
   s.write("c.yaml", job_yaml(ledger, 40));
-  const auto r = s.shell(grouped(
-      "'" + binary() + "' train --config c.yaml --run-dir A >a.out 2>a.err & a=$!;" +
-      wait_for("A/metrics.jsonl", "\"loss\"") + " '" + binary() +
-      "' train --config c.yaml --run-dir B >b.out 2>b.err & b=$!;" + wait_for("b.out", "waiting for") +
-      " '" + binary() + "' top --ledger " + ledger + " --json > top.json; kill -TERM $b; wait $b; echo \"b=$?\";"
-      " kill -INT $a; wait $a; echo \"a=$?\""));
+  const auto r = s.shell(grouped("'" + binary() + "' train --config c.yaml --run-dir A >a.out 2>a.err & a=$!;" +
+                                 wait_for("A/metrics.jsonl", "\"loss\"") + " '" + binary() +
+                                 "' train --config c.yaml --run-dir B >b.out 2>b.err & b=$!;" +
+                                 wait_for("b.out", "waiting for") + " '" + binary() + "' top --ledger " + ledger +
+                                 " --json > top.json; kill -TERM $b; wait $b; echo \"b=$?\";"
+                                 " kill -INT $a; wait $a; echo \"a=$?\""));
   EXPECT_EQ(printed_code(r.out, "b"), 143) << testing::slurp(s.path("b.err"));
   EXPECT_EQ(printed_code(r.out, "a"), 130) << testing::slurp(s.path("a.err"));
   EXPECT_TRUE(contains(testing::slurp(s.path("b.out")), "stopped while waiting for memory"));
@@ -164,13 +164,13 @@ struct ShrinkRun {
 
 ShrinkRun shrink_and_grow(const Scratch& s, const std::string& ledger, int capacity_mib, int floor) {
   s.write("c.yaml", job_yaml(ledger, capacity_mib));
-  const auto r = s.shell(grouped(
-      "'" + binary() + "' train --config c.yaml --run-dir A --set memory.elastic=true" +
-      " --set memory.elastic_min_micro_batch=" + std::to_string(floor) + " >a.out 2>a.err & a=$!;" +
-      wait_for("A/metrics.jsonl", "\"loss\"") + " '" + binary() +
-      "' train --config c.yaml --run-dir B --set memory.priority=1 --set training.max_steps=5 >b.out 2>b.err;"
-      " echo \"b=$?\";" +
-      wait_for("A/metrics.jsonl", "\"grow\"") + " kill -TERM $a; wait $a; echo \"a=$?\""));
+  const auto r = s.shell(
+      grouped("'" + binary() + "' train --config c.yaml --run-dir A --set memory.elastic=true" +
+              " --set memory.elastic_min_micro_batch=" + std::to_string(floor) + " >a.out 2>a.err & a=$!;" +
+              wait_for("A/metrics.jsonl", "\"loss\"") + " '" + binary() +
+              "' train --config c.yaml --run-dir B --set memory.priority=1 --set training.max_steps=5 >b.out 2>b.err;"
+              " echo \"b=$?\";" +
+              wait_for("A/metrics.jsonl", "\"grow\"") + " kill -TERM $a; wait $a; echo \"a=$?\""));
   ShrinkRun out;
   out.a_exit = printed_code(r.out, "a");
   out.b_exit = printed_code(r.out, "b");
@@ -256,7 +256,8 @@ TEST(ElasticPool, APreemptedJobResumesBitForBit) {
 
 // Two ranks of one job: they shrink at the same step (one recompute setting for both), are
 // preempted together, wait together and resume together; the result is the two-rank job's
-// alone, bit for bit. The job is stopped with SIGUSR1, which mpirun forwards to the ranks
+// alone, bit for bit. Their stall watchdog (1 s) does not fire while they wait for B2's 60
+// steps (several seconds). The job is stopped with SIGUSR1, which mpirun forwards to the ranks
 // (exit 138; SIGTERM to mpirun makes it exit 1 whatever the ranks do: interrupt_test.cpp).
 TEST(ElasticPool, TwoRanksShrinkWaitAndResumeTogether) {
   Scratch s;
@@ -269,12 +270,13 @@ TEST(ElasticPool, TwoRanksShrinkWaitAndResumeTogether) {
   const auto r = s.shell(grouped(
       "mpirun --oversubscribe" + root + " -np 2 '" + binary() +
       "' train --config c.yaml --run-dir A --set training.global_batch_size=32 --set memory.elastic=true"
-      " --set memory.elastic_min_micro_batch=16 --set checkpoint.interval=7 >a.out 2>a.err & a=$!;" +
+      " --set memory.elastic_min_micro_batch=16 --set checkpoint.interval=7 --set health.stall_timeout=1"
+      " >a.out 2>a.err & a=$!;" +
       wait_for("A/metrics.jsonl", "\"loss\"") + " '" + binary() +
       "' train --config c.yaml --run-dir B1 --set memory.priority=1 --set training.max_steps=3 >b1.out 2>b1.err;"
       " echo \"b1=$?\";" +
       wait_for("A/metrics.jsonl", "\"grow\"") + " '" + binary() +
-      "' train --config c.yaml --run-dir B2 --set memory.priority=2 --set training.max_steps=3"
+      "' train --config c.yaml --run-dir B2 --set memory.priority=2 --set training.max_steps=60"
       " --set training.micro_batch_size=32 --set training.global_batch_size=32 >b2.out 2>b2.err;"
       " echo \"b2=$?\";" +
       wait_for("A/metrics.jsonl", "\"resume\"") + " sleep 1; kill -USR1 $a; wait $a; echo \"a=$?\""));
@@ -295,6 +297,39 @@ TEST(ElasticPool, TwoRanksShrinkWaitAndResumeTogether) {
   const std::string dir = checkpoint_dir(step);
   EXPECT_EQ(testing::slurp(s.path("A" + dir + "model-tp00.safetensors")),
             testing::slurp(s.path("solo" + dir + "model-tp00.safetensors")));
+}
+
+// Note [A silent job is passed over]: A (elastic) is stopped with SIGSTOP and cannot shrink; B
+// (priority 1) asks it, names it after memory.release_timeout (1 s) and stops asking, so C,
+// small enough for what is free, starts and finishes meanwhile. Once A continues it shrinks and
+// B starts too.
+TEST(ElasticPool, AStoppedJobIsPassedOverAndTheQueueMovesOn) {
+  Scratch s;
+  const std::string ledger = ledger_name("stopped");
+  const LedgerCleanup cleanup{ledger};
+  s.write("c.yaml", job_yaml(ledger, 64));
+  const auto r =
+      s.shell(grouped("'" + binary() +
+                      "' train --config c.yaml --run-dir A --set memory.elastic=true"
+                      " --set memory.elastic_min_micro_batch=16 >a.out 2>a.err & a=$!;" +
+                      wait_for("A/metrics.jsonl", "\"loss\"") + " kill -STOP $a; '" + binary() +
+                      "' train --config c.yaml --run-dir B --set memory.priority=1 --set memory.release_timeout=1"
+                      " --set training.max_steps=3 >b.out 2>b.err & b=$!;" +
+                      wait_for("b.out", "passed over") + " '" + binary() +
+                      "' train --config c.yaml --run-dir C --set training.micro_batch_size=4 --set training.max_steps=3"
+                      " >c.out 2>c.err; echo \"c=$?\"; grep -c admitted b.out > b_admitted_before_cont;"
+                      " kill -CONT $a; wait $b; echo \"b=$?\";" +
+                      wait_for("A/metrics.jsonl", "\"grow\"") + " kill -TERM $a; wait $a; echo \"a=$?\""));
+  EXPECT_EQ(printed_code(r.out, "c"), 0) << testing::slurp(s.path("c.err"));
+  EXPECT_EQ(printed_code(r.out, "b"), 0) << testing::slurp(s.path("b.err"));
+  EXPECT_EQ(printed_code(r.out, "a"), 143) << testing::slurp(s.path("a.err"));
+  const std::string b_out = testing::slurp(s.path("b.out"));
+  EXPECT_TRUE(contains(b_out, "memtrain: warning: job 'A' (pid "));
+  EXPECT_TRUE(contains(b_out, "has not reached a step boundary within memory.release_timeout (1 s)"));
+  // B was still waiting when C had finished, and started after A continued and shrank.
+  EXPECT_EQ(testing::slurp(s.path("b_admitted_before_cont")), "0\n");
+  EXPECT_TRUE(contains(b_out, "memtrain: admitted after"));
+  EXPECT_EQ(events(s, "A"), (std::vector<std::string>{"shrink", "grow"}));
 }
 
 }  // namespace
