@@ -22,7 +22,7 @@
    regimes, each on its own ledger (stress-<pid>-<regime>-<repeat>), the regimes' order reversed
    on every other repeat (the 2-core machine's speed moves by 4x within minutes):
      a  no coordination: memory.capacity, memory.admission=fail; each job starts at its arrival;
-     b  static: admission wait, every priority 0, elastic false, no checkpoints: each job
+     b  static: admission wait, every priority 0, priority_aging 0, elastic false, no checkpoints: each job
         reserves its planned peak and waits first come, first served;
      c  memtrain's pool: admission wait, the drawn priority, elastic with floor 1, checkpoints
         (so a job can be preempted).
@@ -297,7 +297,10 @@ def regime_sets(regime, job, capacity, ledger, admission_key=True):
         if admission_key:
             sets.append("memory.admission=fail")
     elif regime == "b":
-        sets += ["memory.admission=wait", "memory.priority=0", "memory.elastic=false", "checkpoint.interval=0"]
+        # First come, first served: one priority and priority_aging 0 (strict order, no job
+        # passes the head of the queue).
+        sets += ["memory.admission=wait", "memory.priority=0", "memory.priority_aging=0", "memory.elastic=false",
+                 "checkpoint.interval=0"]
     elif regime == "c":
         sets += ["memory.admission=wait", f"memory.priority={job.priority}", "memory.elastic=true",
                  "memory.elastic_min_micro_batch=1", f"checkpoint.interval={checkpoint_interval(job.max_steps)}"]

@@ -178,8 +178,8 @@ class CapacityAndRegimesTest(unittest.TestCase):
         self.assertEqual(ps.regime_sets("a", job, MiB, "L"), common + ["memory.admission=fail"])
         self.assertEqual(ps.regime_sets("a", job, MiB, "L", admission_key=False), common)
         self.assertEqual(ps.regime_sets("b", job, MiB, "L"),
-                         common + ["memory.admission=wait", "memory.priority=0", "memory.elastic=false",
-                                   "checkpoint.interval=0"])
+                         common + ["memory.admission=wait", "memory.priority=0", "memory.priority_aging=0",
+                                   "memory.elastic=false", "checkpoint.interval=0"])
         self.assertEqual(ps.regime_sets("c", job, MiB, "L"),
                          common + ["memory.admission=wait", "memory.priority=2", "memory.elastic=true",
                                    "memory.elastic_min_micro_batch=1", "checkpoint.interval=12"])
