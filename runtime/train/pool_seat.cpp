@@ -5,6 +5,7 @@
 
 #include "memory/byte_size.hpp"
 #include "runtime/core/errors.hpp"
+#include "runtime/train/root_only.hpp"
 
 namespace memtrain::train {
 namespace {
@@ -104,7 +105,9 @@ WaitOutcome PoolSeat::wait_for_admission(const std::function<int()>& stop_signal
   const bool root = world_.rank() == 0;
   WaitOutcome out;
   out.waited_for_bytes = footprints_.front().need_bytes;
-  if (root && !ticket_) {
+  // Rank 0 enters the queue; a refusal (the key already queued or running) reaches every rank.
+  run_on_root(world_, "entering the memory pool's queue", [&] {
+    if (ticket_) return;
     memory::AdmissionRequest r;
     r.name = name_;
     r.key = key_;
@@ -120,9 +123,8 @@ WaitOutcome PoolSeat::wait_for_admission(const std::function<int()>& stop_signal
     } catch (const std::invalid_argument& e) {
       throw RuntimeError(std::string("memory.admission: ") + e.what());
     }
-  }
-  // The other ranks look the job up by its key once rank 0 has entered it.
-  if (world_.size() > 1) world_.barrier();
+  });
+  // run_on_root ends in a collective: the other ranks find the job by its key from here on.
   std::int64_t decided[3] = {0, 0, 0};  // admitted, granted bytes, stop signal
   bool first = true;
   std::size_t last_ahead = SIZE_MAX;

@@ -24,7 +24,7 @@ std::size_t stand_in_need(const Config& c) {
 }
 
 Config elastic_config(int micro_batch, int floor) {
-  Config c = tiny_mock_config();
+  Config c = testing::tiny_mock_config();
   c.training.micro_batch_size = micro_batch;
   c.training.global_batch_size = 24;
   c.memory.elastic = true;

@@ -6,8 +6,9 @@
 // micro-batch changed. Every test uses a ledger of its own (its pid in the name).
 //
 // The job: hidden 128, 2 layers, 64-token rows of mock data, 16 sequences a step. Its planned
-// needs (this build, best_fit): 34 MiB as configured, 24 MiB with full recompute, 18 MiB with
-// full recompute at micro-batch 8; the pools below are sized from them.
+// needs (this build, best_fit, with the headroom of Note [Headroom over the plan]): 38 MiB as
+// configured, 28 MiB with full recompute, 22 MiB with full recompute at micro-batch 8, 20 MiB at
+// micro-batch 4 without recompute; the pools below are sized from them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -114,17 +115,17 @@ TEST(ElasticPool, AJobThatFitsStartsOneThatDoesNotWaitsAndOneLargerThanThePoolIs
                                  " echo \"c=$?\""));
   EXPECT_EQ(printed_code(r.out, "a"), 0) << testing::slurp(s.path("a.err"));
   EXPECT_EQ(printed_code(r.out, "b"), 0) << testing::slurp(s.path("b.err"));
-  // B waited behind A (34 of 40 MiB taken), then started: its wait is on record.
+  // B waited behind A (38 of 40 MiB taken), then started: its wait is on record.
   const std::string b_out = testing::slurp(s.path("b.out"));
-  EXPECT_TRUE(contains(b_out, "memtrain: waiting for 34.00 MiB on ledger " + ledger + ": 0 jobs ahead, 6.00 MiB free"));
+  EXPECT_TRUE(contains(b_out, "memtrain: waiting for 38.00 MiB on ledger " + ledger + ": 0 jobs ahead, 2.00 MiB free"));
   EXPECT_EQ(events(s, "B"), std::vector<std::string>{"wait"});
   // B's first step came after A's last: A's metrics file was complete before B's first loss.
   const auto a_losses = testing::losses(s, "A");
   EXPECT_EQ(a_losses.size(), 40u);
-  // C needs 34 MiB and is refused at once with both figures (exit 2), leaving no run directory.
+  // C needs 38 MiB and is refused at once with both figures (exit 2), leaving no run directory.
   EXPECT_EQ(printed_code(r.out, "c"), 2);
   const std::string c_err = testing::slurp(s.path("c.err"));
-  EXPECT_TRUE(contains(c_err, "this job needs 34.00 MiB"));
+  EXPECT_TRUE(contains(c_err, "this job needs 38.00 MiB"));
   EXPECT_TRUE(contains(c_err, "is 20.00 MiB"));
   EXPECT_FALSE(std::filesystem::exists(s.path("C/run.json")));
 }
@@ -182,9 +183,9 @@ TEST(ElasticPool, ALowPriorityJobShrinksByRecomputeAndGrowsBackBitForBit) {
   Scratch s;
   const std::string ledger = ledger_name("recompute");
   const LedgerCleanup cleanup{ledger};
-  // 64 MiB: A holds 34, B needs 34; A's recompute footprint (24) makes room. Its floor is its
+  // 70 MiB: A holds 38, B needs 38; A's recompute footprint (28) makes room. Its floor is its
   // micro-batch, so only recompute can act.
-  const ShrinkRun run = shrink_and_grow(s, ledger, 64, 16);
+  const ShrinkRun run = shrink_and_grow(s, ledger, 70, 16);
   ASSERT_EQ(run.b_exit, 0) << testing::slurp(s.path("b.err"));
   ASSERT_EQ(run.a_exit, 143) << testing::slurp(s.path("a.err"));
   EXPECT_EQ(events(s, "A"), (std::vector<std::string>{"shrink", "grow"}));
@@ -206,8 +207,9 @@ TEST(ElasticPool, AMicroBatchShrinkStaysWithinRounding) {
   Scratch s;
   const std::string ledger = ledger_name("microbatch");
   const LedgerCleanup cleanup{ledger};
-  // 52 MiB: B needs 34 and 18 are free: A must come down to 18 MiB, micro-batch 8 with recompute.
-  const ShrinkRun run = shrink_and_grow(s, ledger, 52, 1);
+  // 62 MiB: B needs 38 and 24 are free: A must come down to 24 MiB, which only micro-batch 8 with
+  // recompute (22) does.
+  const ShrinkRun run = shrink_and_grow(s, ledger, 62, 1);
   ASSERT_EQ(run.b_exit, 0) << testing::slurp(s.path("b.err"));
   ASSERT_EQ(run.a_exit, 143) << testing::slurp(s.path("a.err"));
   EXPECT_EQ(events(s, "A"), (std::vector<std::string>{"shrink", "grow"}));
@@ -232,7 +234,7 @@ TEST(ElasticPool, APreemptedJobResumesBitForBit) {
   Scratch s;
   const std::string ledger = ledger_name("preempt");
   const LedgerCleanup cleanup{ledger};
-  // 40 MiB: A (not elastic, checkpoints on) holds 34; B (priority 1) needs 34: A is preempted,
+  // 40 MiB: A (not elastic, checkpoints on) holds 38; B (priority 1) needs 38: A is preempted,
   // waits, and resumes from its checkpoint once B is done.
   s.write("c.yaml", job_yaml(ledger, 40));
   const auto r = s.shell(grouped(
@@ -263,8 +265,9 @@ TEST(ElasticPool, TwoRanksShrinkWaitAndResumeTogether) {
   Scratch s;
   const std::string ledger = ledger_name("ranks");
   const LedgerCleanup cleanup{ledger};
-  // A: 2 ranks x 34 MiB = 68 (recompute: 48). 96 MiB: B1 (34, priority 1) makes A shrink;
-  // B2 (priority 2, micro-batch 32) needs more than A can give by shrinking: A is preempted.
+  // A: 2 ranks x 38 MiB = 76 (recompute: 56). 96 MiB: B1 (38, priority 1) makes A shrink;
+  // B2 (priority 2, micro-batch 32: 58 MiB) needs more than A can give by shrinking (20 + 20
+  // free): A is preempted.
   s.write("c.yaml", job_yaml(ledger, 96));
   const std::string root = ::geteuid() == 0 ? " --allow-run-as-root" : "";
   const auto r = s.shell(grouped(
@@ -307,7 +310,8 @@ TEST(ElasticPool, AStoppedJobIsPassedOverAndTheQueueMovesOn) {
   Scratch s;
   const std::string ledger = ledger_name("stopped");
   const LedgerCleanup cleanup{ledger};
-  s.write("c.yaml", job_yaml(ledger, 64));
+  // 70 MiB: A holds 38, B needs 38 (32 free); C (micro-batch 4, 20 MiB) fits beside them.
+  s.write("c.yaml", job_yaml(ledger, 70));
   const auto r =
       s.shell(grouped("'" + binary() +
                       "' train --config c.yaml --run-dir A --set memory.elastic=true"
