@@ -44,6 +44,8 @@ std::vector<Footprint> elastic_footprints(const Config& config, int share,
     c.memory.recompute_num_layers = 0;
     add(c);
   }
+  // 16-bit gradients round at every accumulation: a split moves results by far more than 1e-6.
+  if (config.precision.dtype != "fp32" && !config.precision.fp32_grad_accumulation) return out;
   // A smaller micro-batch divides the evaluation's too, so that an evaluation in the footprint
   // covers the same validation sequences (TrainingRun::evaluate_and_log).
   const int eval = config.training.eval_micro_batch_size > 0 ? config.training.eval_micro_batch_size

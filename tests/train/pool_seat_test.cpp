@@ -82,6 +82,17 @@ TEST(ElasticFootprints, TheEvaluationsMicroBatchMustBeDividedToo) {
   EXPECT_EQ(sizes, (std::vector<int>{8, 4, 2, 1}));
 }
 
+TEST(ElasticFootprints, SixteenBitGradientsShrinkByRecomputeOnly) {
+  Config c = elastic_config(12, 1);
+  c.precision.dtype = "bf16";
+  const auto f = elastic_footprints(c, 24, stand_in_need);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[1].recompute, "full");
+  EXPECT_EQ(f[1].micro_batch_size, 12);
+  c.precision.fp32_grad_accumulation = true;                       // fp32 sums: splits are within rounding again
+  EXPECT_EQ(elastic_footprints(c, 24, stand_in_need).size(), 7u);  // and 6, 4, 3, 2, 1
+}
+
 TEST(PoolEvents, ALineHasTheStepTheEventTheFootprintsAndTheReason) {
   testing::TempDir tmp;
   const std::string path = tmp.sub("metrics.jsonl");
