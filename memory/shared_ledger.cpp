@@ -129,6 +129,7 @@ struct SharedLedger::Slot {
   std::uint64_t asked_at_ns;  // when it was asked to make room (0: not asked)
   std::uint64_t silent;       // asked and no step boundary since, for longer than the asker's timeout
   std::uint64_t answer_timeout_ms;
+  std::uint64_t polled_ns;  // a waiting job's last poll (Note [A silent job is passed over])
 
   std::uint64_t in_use() const {
     std::uint64_t total = 0;
@@ -376,7 +377,7 @@ void clear_admission(SharedLedger::Slot& s) {
   s.priority = 0;
   s.elastic = s.preemptible = s.preempt = s.asked = 0;
   s.need = s.floor = s.target = s.arrival_ns = s.waiting_since_ns = s.aging_s = s.admissions = 0;
-  s.asked_at_ns = s.silent = s.answer_timeout_ms = 0;
+  s.asked_at_ns = s.silent = s.answer_timeout_ms = s.polled_ns = 0;
 }
 
 }  // namespace
@@ -652,8 +653,8 @@ JobId SharedLedger::enqueue(const AdmissionRequest& r) {
   for (Slot& s : layout_->slots) {
     if (is_active(s) && key == s.key) {
       throw std::invalid_argument("job '" + r.name + "' (" + r.key + ") asks for admission on ledger '" + device_ +
-                                  "', where a job with its key already runs (pid " + std::to_string(s.members[0].pid) +
-                                  "); expected one run per run directory");
+                                  "', where a job with its key is already queued or running (pid " +
+                                  std::to_string(s.members[0].pid) + "); expected one run per run directory");
     }
     if (!is_active(s) && !free_slot) free_slot = &s;
   }
@@ -681,7 +682,7 @@ JobId SharedLedger::enqueue(const AdmissionRequest& r) {
   s.preemptible = r.preemptible ? 1 : 0;
   s.need = r.need_bytes;
   s.floor = r.floor_bytes;
-  s.arrival_ns = s.waiting_since_ns = now_ns();
+  s.arrival_ns = s.waiting_since_ns = s.polled_ns = now_ns();
   s.aging_s = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.aging.count()));
   s.answer_timeout_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.answer_timeout.count()));
   s.state.store(kActive, std::memory_order_release);
@@ -690,11 +691,11 @@ JobId SharedLedger::enqueue(const AdmissionRequest& r) {
 
 // The head's request to lower-priority admitted jobs (Note [Admission by plan]): targets and
 // preemptions that make `deficit` bytes of room, or false when they cannot.
-bool SharedLedger::ask_for_room_locked(const Slot& head, std::size_t deficit) {
+bool SharedLedger::ask_for_room_locked(const Slot& head, std::int32_t priority, std::size_t deficit) {
   const std::uint64_t now = now_ns();
   std::vector<Slot*> candidates;
   for (Slot& s : layout_->slots) {
-    if (!is_active(s) || &s == &head || s.admission != kAdmitted || s.priority >= head.priority ||
+    if (!is_active(s) || &s == &head || s.admission != kAdmitted || s.priority >= priority ||
         (s.elastic == 0 && s.preemptible == 0)) {
       continue;
     }
@@ -758,9 +759,18 @@ AdmissionStatus SharedLedger::poll_admission(JobId ticket) {
     return status;
   }
   const std::uint64_t now = now_ns();
+  me.polled_ns = now;
+  // A waiting job that has not polled within its answer timeout (stopped: Ctrl-Z, SIGSTOP) is
+  // passed over until it polls again, so that it cannot hold the queue (Note [A silent job is
+  // passed over]).
   std::vector<Slot*> queue;
+  std::int32_t asking_priority = me.priority;
   for (Slot& s : layout_->slots) {
-    if (is_active(s) && s.admission == kWaiting) queue.push_back(&s);
+    if (!is_active(s) || s.admission != kWaiting) continue;
+    s.silent = &s != &me && now - s.polled_ns > s.answer_timeout_ms * 1000000ull ? 1 : 0;
+    if (s.silent != 0) continue;
+    queue.push_back(&s);
+    asking_priority = std::max(asking_priority, s.priority);
   }
   std::sort(queue.begin(), queue.end(), [now](const Slot* a, const Slot* b) {
     const std::int64_t pa = effective_priority(*a, now), pb = effective_priority(*b, now);
@@ -796,7 +806,7 @@ AdmissionStatus SharedLedger::poll_admission(JobId ticket) {
     if (me.need <= free) {
       clear_requests_locked();
       admit(static_cast<std::size_t>(me.need));
-    } else if (ask_for_room_locked(me, static_cast<std::size_t>(me.need) - free)) {
+    } else if (ask_for_room_locked(me, asking_priority, static_cast<std::size_t>(me.need) - free)) {
       me.asked = 1;
       status.asked_others = true;
     } else {
@@ -830,7 +840,7 @@ void SharedLedger::requeue(JobId ticket) {
   s.target = 0;
   s.preempt = 0;
   s.asked = 0;
-  s.waiting_since_ns = now_ns();
+  s.waiting_since_ns = s.polled_ns = now_ns();
   s.members[ticket.member].state = static_cast<std::uint32_t>(JobState::waiting);
 }
 

@@ -216,9 +216,13 @@ struct ChargeResult {
 // a step boundary by then is marked silent, named in the head's waiting message, and left out
 // of every later request until it reaches a boundary again. With nothing else to ask, the head
 // stops asking, so jobs behind it that fit start (backfill); the head itself waits until memory
-// frees (a job ends, or the silent one resumes and is asked again).
+// frees (a job ends, or the silent one resumes and is asked again). A waiting job that stops
+// polling (Ctrl-Z on a queued job) is passed over the same way: after its own answer timeout it
+// leaves the queue's order, and the jobs behind it move up, until it polls again.
 // Priority for shrinking and preemption is the configured one, not the aged one: a job that
-// aged past another must not preempt it and then be preempted back.
+// aged past another must not preempt it and then be preempted back. The head asks with the
+// highest configured priority among the waiting jobs, so that a head aged past a job of higher
+// priority does not take that job's right to make room away (the room goes in queue order).
 // An admitted job's reservation is its need; it may lower it at any time (a shrink) and raise
 // it only while nobody waits (a grow), so the queue always sees the room it was promised.
 
@@ -337,7 +341,7 @@ class SharedLedger {
   void unlock();
   std::size_t reclaim_dead_locked();
   std::size_t committed_locked() const;
-  bool ask_for_room_locked(const Slot& head, std::size_t deficit);
+  bool ask_for_room_locked(const Slot& head, std::int32_t priority, std::size_t deficit);
   void clear_requests_locked();
   Slot& find_locked(JobId job, const char* what);
 

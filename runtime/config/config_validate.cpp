@@ -204,6 +204,17 @@ void check_quota(const Config& c) {
     fail(c, "memory.elastic", "needs memory.admission = wait (an elastic job is asked to shrink by the queue)",
          "memory.admission: wait as well, or elastic: false");
   }
+  // Keys that would do nothing are refused, not ignored.
+  for (const char* key : {"memory.priority", "memory.priority_aging"}) {
+    if (m.admission != "wait" && set_away_from_default(c, key)) {
+      fail(c, key, "has no effect with memory.admission = fail (there is no queue)",
+           "memory.admission: wait as well, or the key left out");
+    }
+  }
+  if (!m.elastic && set_away_from_default(c, "memory.elastic_min_micro_batch")) {
+    fail(c, "memory.elastic_min_micro_batch", "has no effect with memory.elastic = false",
+         "memory.elastic: true as well, or the key left out");
+  }
   if (m.elastic && m.elastic_min_micro_batch > c.training.micro_batch_size) {
     fail(c, "memory.elastic_min_micro_batch", "exceeds " + other(c, "training.micro_batch_size"),
          "at most training.micro_batch_size (" + std::to_string(c.training.micro_batch_size) + ")");

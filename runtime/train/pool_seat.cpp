@@ -80,7 +80,9 @@ PoolSeat::PoolSeat(const Config& config, std::string key, std::string name, std:
   try {
     ledger_ = std::make_shared<memory::SharedLedger>(ledger_name_, capacity);
   } catch (const std::invalid_argument& e) {
-    throw ConfigError("memory.capacity = " + std::to_string(capacity) + ": " + e.what());
+    throw ConfigError("memory.capacity = " + std::to_string(capacity) + " (" + bytes(capacity) + "): " + e.what() +
+                      "; expected the memory.capacity of the other jobs on ledger '" + ledger_name_ +
+                      "', or remove /dev/shm" + memory::SharedLedger::shm_name(ledger_name_) + " when none runs");
   } catch (const std::runtime_error& e) {
     throw RuntimeError(std::string("memory.admission: ") + e.what());
   }

@@ -75,13 +75,15 @@ void StallWatchdog::progress(std::int64_t step) {
   progress_ms_.store(now_ms());
 }
 
+// Phases nest (a preemption writes a checkpoint, then waits): the inner one's end restores the
+// outer one, so that the wait after the checkpoint stays busy.
 StallWatchdog::Busy::Busy(StallWatchdog* w, const char* what) : w_(w) {
-  if (w_ != nullptr) w_->busy_.store(what);
+  if (w_ != nullptr) outer_ = w_->busy_.exchange(what);
 }
 
 StallWatchdog::Busy::~Busy() {
   if (w_ == nullptr) return;
-  w_->busy_.store(nullptr);
+  w_->busy_.store(outer_);
   w_->progress_ms_.store(now_ms());  // the phase was progress until its end
 }
 

@@ -38,7 +38,8 @@ class StallWatchdog {
   // The main thread made progress; `step` is the run's step now.
   void progress(std::int64_t step);
 
-  // A long phase (a checkpoint write, a load) counts as progress while the object lives.
+  // A long phase (a checkpoint write, a load, a wait for memory) counts as progress while the
+  // object lives. Phases nest: an inner one's end restores the outer one.
   class Busy {
    public:
     Busy(StallWatchdog* w, const char* what);
@@ -48,6 +49,7 @@ class StallWatchdog {
 
    private:
     StallWatchdog* w_;
+    const char* outer_ = nullptr;
   };
 
   // Wall-clock milliseconds since the Unix epoch.

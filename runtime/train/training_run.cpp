@@ -142,11 +142,19 @@ void TrainingRun::measure_peaks() {
 
 void TrainingRun::print_header() {
   const auto& tc = config_.training;
+  // A job in a pool may start in a smaller footprint than its config's (pool_seat.hpp).
+  const std::string recompute = seat_ ? seat_->footprints()[seat_->current()].recompute : resolved_.memory.recompute;
+  const int layers =
+      seat_ ? seat_->footprints()[seat_->current()].recompute_num_layers : resolved_.memory.recompute_num_layers;
+  const std::string method =
+      seat_ ? seat_->footprints()[seat_->current()].recompute_method : resolved_.memory.recompute_method;
+  const std::string recompute_text =
+      recompute + (layers > 0 ? " (" + std::to_string(layers) + " layers, " + method + ")" : "");
   std::ostream& out = *out_;
   out << "memtrain: training " << config_.name << ": " << job_->model.num_parameters() << " parameters, "
       << tc.max_steps << " steps of " << tc.global_batch_size << " sequences x " << config_.data.seq_length
-      << " tokens (micro-batch " << tc.micro_batch_size << " x " << plan_->accumulation_steps() << " accumulation x "
-      << grid_->dp_size() << " data-parallel"
+      << " tokens (micro-batch " << plan_->micro_batch_size << " x " << plan_->accumulation_steps()
+      << " accumulation x " << grid_->dp_size() << " data-parallel"
       << (grid_->tp_size() > 1 ? " x " + std::to_string(grid_->tp_size()) + " tensor-parallel" : "") << " ranks), "
       << threads_ << " threads/rank\n"
       << "memtrain: hardware peak " << peak_description_ << (world_->size() > 1 ? " per rank" : "") << "; sgemm "
@@ -156,11 +164,7 @@ void TrainingRun::print_header() {
       << "memtrain: precision " << config_.precision.dtype
       << gemm_path(config_, job_->on_gpu(), job_->model.options().native_bf16_gemm, bf16_gemm_.basis)
       << (job_->scaler.enabled() ? " (dynamic loss scaling from " + plain_number(job_->scaler.scale()) + ")" : "")
-      << ", recompute " << resolved_.memory.recompute
-      << (resolved_.memory.recompute_num_layers > 0 ? " (" + std::to_string(resolved_.memory.recompute_num_layers) +
-                                                          " layers, " + resolved_.memory.recompute_method + ")"
-                                                    : "")
-      << ", attention " << config_.memory.attention << "\n"
+      << ", recompute " << recompute_text << ", attention " << config_.memory.attention << "\n"
       << bf16_gemm_header_line(bf16_gemm_) << "memtrain: run directory " << run_path_ << "\n";
   // Note [1-bit gradients under AdamW are not reliable] (README, "Gradient compression"): over
   // three seeds and two batch splits of the main job, 1-bit-compressed gradients fed to AdamW
@@ -211,6 +215,7 @@ int TrainingRun::finish() {
     *out_ << "memtrain: stopped while waiting for memory after a preemption at step " << step_
           << "; a relaunch with the same --run-dir resumes from its checkpoint\n"
           << std::flush;
+    if (root_) run_dir_->record("pool", pool_record_json());
     return stopped_exit_code(stop_signal_);
   }
   // Every rank of rank 0's tensor-parallel group takes part (the vocabulary is split).

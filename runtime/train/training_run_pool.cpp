@@ -82,7 +82,9 @@ void TrainingRun::enter_pool(const LedgerJob& who) {
     }
     throw StoppedWhileWaiting{start_wait_.stop_signal};
   }
-  if (root_ && start_wait_.queued) {
+  // Admitted with less than its need (an elastic job, with what was free): it starts shrunk.
+  if (seat_->current() > 0) ++pool_shrinks_;
+  if (root_ && (start_wait_.queued || seat_->current() > 0)) {
     *out_ << "memtrain: admitted after " << seconds_text(start_wait_.seconds) << " with "
           << seat_->footprints()[seat_->current()].describe() << "\n"
           << std::flush;
@@ -90,12 +92,20 @@ void TrainingRun::enter_pool(const LedgerJob& who) {
 }
 
 void TrainingRun::write_pool_start_event() {
-  if (!seat_ || !root_ || !start_wait_.queued) return;
-  char why[200];
-  std::snprintf(why, sizeof why, "waited %.1f s on ledger %s: %zu jobs ahead, %s free", start_wait_.seconds,
-                seat_->ledger_name().c_str(), start_wait_.jobs_ahead,
-                memory::format_byte_size(start_wait_.free_bytes).c_str());
-  metrics_->write_pool_event(step_, "wait", nullptr, &seat_->footprints()[seat_->current()], why);
+  if (!seat_ || !root_) return;
+  const Footprint& now = seat_->footprints()[seat_->current()];
+  if (start_wait_.queued) {
+    char why[200];
+    std::snprintf(why, sizeof why, "waited %.1f s on ledger %s: %zu jobs ahead, %s free", start_wait_.seconds,
+                  seat_->ledger_name().c_str(), start_wait_.jobs_ahead,
+                  memory::format_byte_size(start_wait_.free_bytes).c_str());
+    metrics_->write_pool_event(step_, "wait", nullptr, &now, why);
+  }
+  if (seat_->current() > 0) {
+    metrics_->write_pool_event(step_, "shrink", &seat_->footprints().front(), &now,
+                               "admitted with less than its need on ledger " + seat_->ledger_name() +
+                                   ": an elastic job starts in the largest footprint that fits what was free");
+  }
 }
 
 void TrainingRun::apply_footprint(int footprint) {

@@ -43,7 +43,12 @@ LedgerJob ledger_job_of(const std::string& run_dir, const std::string& config_na
   LedgerJob job;
   if (world.rank() == 0) {
     if (!run_dir.empty()) {
-      job.key = std::filesystem::absolute(run_dir).lexically_normal().string();
+      // One directory, one key, however it is spelled: ./runs/a/, a symbolic link to it.
+      std::error_code ec;
+      std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(run_dir), ec);
+      if (ec) p = std::filesystem::absolute(run_dir).lexically_normal();
+      job.key = p.string();
+      while (job.key.size() > 1 && job.key.back() == '/') job.key.pop_back();
     } else {
       char host[256] = {};
       if (::gethostname(host, sizeof host - 1) != 0) host[0] = '?';

@@ -288,5 +288,53 @@ TEST(LedgerAdmission, AJobThatDoesNotAnswerIsPassedOverAndOthersStartMeanwhile) 
   EXPECT_TRUE(ledger.poll_admission(h).admitted);
 }
 
+TEST(LedgerAdmission, AWaitingJobThatStopsPollingIsPassedOver) {
+  ScopedDevice dev;
+  SharedLedger ledger(dev.name, 1000 * MiB);
+  AdmissionRequest stopped = job("stopped", 600 * MiB);
+  stopped.answer_timeout = std::chrono::milliseconds(100);
+  const JobId s = ledger.enqueue(stopped);
+  const JobId next = ledger.enqueue(job("next", 600 * MiB));
+  const JobId full = ledger.enqueue(job("full", 1000 * MiB, 9));  // ahead of both, admitted
+  ASSERT_TRUE(ledger.poll_admission(full).admitted);
+  EXPECT_EQ(ledger.poll_admission(next).jobs_ahead, 1u);
+  ledger.leave(full);
+  // "stopped" heads the queue and fits, but is stopped (Ctrl-Z) and never polls again.
+  EXPECT_FALSE(ledger.poll_admission(next).admitted);  // it is still within its 100 ms
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const AdmissionStatus st = ledger.poll_admission(next);
+  EXPECT_TRUE(st.admitted);
+  ASSERT_EQ(st.silent.size(), 0u);  // admitted: nothing to report
+  // Continued, it polls again and is back in the queue, behind nobody now that "next" runs.
+  const AdmissionStatus back = ledger.poll_admission(s);
+  EXPECT_FALSE(back.admitted);
+  EXPECT_EQ(back.jobs_ahead, 0u);
+}
+
+TEST(LedgerAdmission, AHeadAgedPastAHigherPriorityJobAsksWithThatJobsPriority) {
+  ScopedDevice dev;
+  SharedLedger ledger(dev.name, 1000 * MiB);
+  AdmissionRequest low_runner = job("runner", 800 * MiB, 0);
+  low_runner.preemptible = true;
+  const JobId runner = ledger.enqueue(low_runner);
+  ASSERT_TRUE(ledger.poll_admission(runner).admitted);
+  AdmissionRequest aged = job("aged", 500 * MiB, 0);
+  aged.aging = std::chrono::seconds(1);
+  const JobId a = ledger.enqueue(aged);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const JobId high = ledger.enqueue(job("high", 500 * MiB, 1));
+  // "aged" (0 + 1, earlier) heads the queue; by its own priority it could ask nobody, but
+  // "high" waits behind it with priority 1 > the runner's 0: the runner is asked to stop.
+  EXPECT_EQ(ledger.poll_admission(high).jobs_ahead, 1u);
+  const AdmissionStatus s = ledger.poll_admission(a);
+  EXPECT_FALSE(s.admitted);
+  EXPECT_TRUE(s.asked_others);
+  EXPECT_TRUE(ledger.pool_request(runner).preempt);
+  // The room goes in queue order: "aged" first.
+  ledger.requeue(runner);
+  EXPECT_TRUE(ledger.poll_admission(a).admitted);
+  EXPECT_TRUE(ledger.poll_admission(high).admitted);
+}
+
 }  // namespace
 }  // namespace memtrain::memory

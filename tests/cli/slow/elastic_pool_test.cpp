@@ -257,8 +257,8 @@ TEST(ElasticPool, APreemptedJobResumesBitForBit) {
 
 // Two ranks of one job: they shrink at the same step (one recompute setting for both), are
 // preempted together, wait together and resume together; the result is the two-rank job's
-// alone, bit for bit. Their stall watchdog (1 s) does not fire while they wait for B2's 60
-// steps (several seconds). The job is stopped with SIGUSR1, which mpirun forwards to the ranks
+// alone, bit for bit. Their stall watchdog (5 s: a loaded machine's steps stay well inside it)
+// does not fire while they wait for B2's 200 steps (over 10 s). The job is stopped with SIGUSR1, which mpirun forwards to the ranks
 // (exit 138; SIGTERM to mpirun makes it exit 1 whatever the ranks do: interrupt_test.cpp).
 TEST(ElasticPool, TwoRanksShrinkWaitAndResumeTogether) {
   Scratch s;
@@ -272,13 +272,13 @@ TEST(ElasticPool, TwoRanksShrinkWaitAndResumeTogether) {
   const auto r = s.shell(grouped(
       "mpirun --oversubscribe" + root + " -np 2 '" + binary() +
       "' train --config c.yaml --run-dir A --set training.global_batch_size=32 --set memory.elastic=true"
-      " --set memory.elastic_min_micro_batch=16 --set checkpoint.interval=7 --set health.stall_timeout=1"
+      " --set memory.elastic_min_micro_batch=16 --set checkpoint.interval=7 --set health.stall_timeout=5"
       " >a.out 2>a.err & a=$!;" +
       wait_for("A/metrics.jsonl", "\"loss\"") + " '" + binary() +
       "' train --config c.yaml --run-dir B1 --set memory.priority=1 --set training.max_steps=3 >b1.out 2>b1.err;"
       " echo \"b1=$?\";" +
       wait_for("A/metrics.jsonl", "\"grow\"") + " '" + binary() +
-      "' train --config c.yaml --run-dir B2 --set memory.priority=2 --set training.max_steps=60"
+      "' train --config c.yaml --run-dir B2 --set memory.priority=2 --set training.max_steps=200"
       " --set training.micro_batch_size=32 --set training.global_batch_size=32 >b2.out 2>b2.err;"
       " echo \"b2=$?\";" +
       wait_for("A/metrics.jsonl", "\"resume\"") + " sleep 1; kill -USR1 $a; wait $a; echo \"a=$?\""));
