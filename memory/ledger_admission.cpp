@@ -216,7 +216,7 @@ AdmissionStatus SharedLedger::poll_admission(JobId ticket) {
   return status;
 }
 
-void SharedLedger::requeue(JobId ticket) {
+void SharedLedger::requeue(JobId ticket, std::int64_t step) {
   LockGuard guard(*this);
   Slot& s = find_locked(ticket, "requeue");
   s.reservation = 0;
@@ -226,6 +226,7 @@ void SharedLedger::requeue(JobId ticket) {
   s.asked = 0;
   s.waiting_since_ns = s.polled_ns = now_ns();
   s.members[ticket.member].state = static_cast<std::uint32_t>(JobState::waiting);
+  s.members[ticket.member].step = step;
 }
 
 std::uint64_t SharedLedger::admissions_of(const std::string& key) {

@@ -71,6 +71,12 @@ bool process_alive(pid_t pid, std::uint64_t start_time) {
 
 }  // namespace
 
+bool SharedLedger::valid_name(std::string_view name) {
+  return !name.empty() && name.size() <= 64 &&
+         name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+             std::string_view::npos;
+}
+
 std::string SharedLedger::shm_name(std::string_view device) {
   std::string name = "/memtrain-ledger-";
   for (char c : device) {

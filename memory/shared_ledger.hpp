@@ -247,6 +247,9 @@ class SharedLedger {
   SharedLedger(const SharedLedger&) = delete;
   SharedLedger& operator=(const SharedLedger&) = delete;
 
+  // Whether `name` is a ledger name as memory.ledger takes it: 1 to 64 characters from
+  // [A-Za-z0-9._-] (so that the shared memory object's name is the ledger's, unmangled).
+  static bool valid_name(std::string_view name);
   // "/memtrain-ledger-<device>", with characters other than [A-Za-z0-9._-] replaced by '_'.
   static std::string shm_name(std::string_view device);
   // Removes the shared memory object of `device` (shm_unlink); processes that have it open
@@ -303,8 +306,9 @@ class SharedLedger {
   // and when it heads the queue asks lower-priority jobs to shrink or be preempted.
   JobId enqueue(const AdmissionRequest& request);
   AdmissionStatus poll_admission(JobId ticket);
-  // A preempted job goes back to the queue with its arrival time kept: reservation 0, waiting.
-  void requeue(JobId ticket);
+  // A preempted job goes back to the queue with its arrival time kept: reservation 0, waiting,
+  // its ticket showing `step` (the steps it has done, which `memtrain top` shows while it waits).
+  void requeue(JobId ticket, std::int64_t step = 0);
   // The number of times the job of `key` was admitted (0 while it first waits): the other ranks
   // of a job wait for it to change. Throws std::runtime_error when no live job has the key.
   std::uint64_t admissions_of(const std::string& key);

@@ -151,6 +151,11 @@ void add_top_command(CLI::App& app, int& exit_code) {
       throw ConfigError("--serve runs until stopped; expected it without --once and --json");
     }
     if (!args->serve.empty()) parse_address(args->serve);  // bad input before the ledger is looked up
+    if (!memory::SharedLedger::valid_name(args->ledger)) {
+      throw ConfigError("--ledger " + args->ledger +
+                        ": is not a ledger name; expected 1 to 64 characters from [A-Za-z0-9._-], a job's "
+                        "memory.ledger");
+    }
     auto ledger = open_ledger(args->ledger);
     const std::string me = host_name();
     if (!args->serve.empty()) {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "memory/allocation_policy_registry.hpp"
+#include "memory/shared_ledger.hpp"
 #include "runtime/config/component_registry.hpp"
 #include "runtime/config/config_value.hpp"
 
@@ -269,11 +270,7 @@ std::vector<KeySpec> make_keys() {
                            [](Config& c) -> std::size_t& { return c.memory.reservation; }));
   k.push_back({"memory.ledger", "a name of 1 to 64 characters from [A-Za-z0-9._-]",
                [](Config& c, std::string_view t) {
-                 if (t.empty() || t.size() > 64 ||
-                     t.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                         "0123456789._-") != std::string_view::npos) {
-                   throw ValueError("is not a ledger name");
-                 }
+                 if (!memory::SharedLedger::valid_name(t)) throw ValueError("is not a ledger name");
                  c.memory.ledger = std::string(t);
                },
                [](const Config& c) { return c.memory.ledger; }});

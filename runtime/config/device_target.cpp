@@ -1,5 +1,6 @@
 #include "runtime/config/device_target.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <stdexcept>
@@ -79,6 +80,22 @@ std::optional<DeviceTarget> device_target_for_gpu(const std::string& gpu_name, s
   }
   if (best == nullptr) return std::nullopt;
   return parse_device_target(best->name);
+}
+
+NonAllocatorBytes training_non_allocator_bytes(const std::string& gpu_name, std::size_t total_bytes, int world_size,
+                                               std::size_t fixed_workspace_bytes) {
+  NonAllocatorBytes n;
+  if (const auto board = device_target_for_gpu(gpu_name, total_bytes)) {
+    n = board->for_world_size(world_size).non_allocator;
+  } else {
+    // A GPU of no known family: the largest estimate of every known board.
+    for (const auto& k : kTargets) {
+      n.cuda_context = std::max(n.cuda_context, k.context_mib * kMiB);
+      if (world_size > 1) n.nccl_buffers = std::max(n.nccl_buffers, k.nccl_mib * kMiB);
+    }
+  }
+  n.cublas_workspace = fixed_workspace_bytes;
+  return n;
 }
 
 std::string device_target_names() {

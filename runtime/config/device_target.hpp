@@ -91,4 +91,24 @@ std::string device_target_names();
 // allocator beside what it measures. Empty for a GPU of no known family.
 std::optional<DeviceTarget> device_target_for_gpu(const std::string& gpu_name, std::size_t total_bytes);
 
+// Note [What a GPU job needs outside the allocator]
+// A job admitted by plan (memory.admission: wait) reserves, on a GPU, what its process will hold
+// there and no allocator statistic shows: the CUDA context (the board's estimate above; for a GPU
+// of no known family the largest estimate, so that an unknown board is not under-reserved),
+// memtrain's own fixed workspaces, which CudaDevice cudaMallocs beside the allocator (the cuBLASLt
+// workspace, the kernels' scratch and the batch's staging slots, sized by
+// CudaWorkspaceSizes::for_batch for the configured micro-batch, the largest the job runs, and
+// kept when it shrinks), and NCCL's buffers with more than one rank. The figure replaces the
+// board's cuBLAS estimate by memtrain's own workspace, which contains it. What this leaves out is
+// the float views' scratch of a 16-bit run, which grows by cudaMalloc to its high-water mark: the
+// job's reservation follows what it holds at every step boundary (Note [A footprint's slack],
+// runtime/train/pool_seat.hpp), which counts that scratch as it grows.
+
+// What one training process of `world_size` on the GPU named `gpu_name` (cudaDeviceProp::name)
+// with `total_bytes` of memory holds outside its caching allocator, in bytes: the context, the
+// fixed workspaces `fixed_workspace_bytes` (in cublas_workspace) and NCCL's buffers when
+// world_size > 1 (Note [What a GPU job needs outside the allocator]).
+NonAllocatorBytes training_non_allocator_bytes(const std::string& gpu_name, std::size_t total_bytes, int world_size,
+                                               std::size_t fixed_workspace_bytes);
+
 }  // namespace memtrain::train

@@ -58,13 +58,13 @@ std::vector<Footprint> elastic_footprints(const Config& config, int share,
   return out;
 }
 
-PoolSeat::PoolSeat(const Config& config, std::string key, std::string name, std::vector<Footprint> footprints,
-                   comms::Communicator& world)
+PoolSeat::PoolSeat(const Config& config, std::string ledger, std::string key, std::string name,
+                   std::vector<Footprint> footprints, comms::Communicator& world)
     : config_(config),
       world_(world),
       key_(std::move(key)),
       name_(std::move(name)),
-      ledger_name_(config.memory.ledger),
+      ledger_name_(std::move(ledger)),
       footprints_(std::move(footprints)) {
   const std::size_t capacity = config.memory.capacity;
   const Footprint& smallest = footprints_.back();
@@ -203,8 +203,8 @@ WaitOutcome PoolSeat::wait_for_admission(const std::function<int()>& stop_signal
   return out;
 }
 
-void PoolSeat::requeue() {
-  if (world_.rank() == 0 && ticket_) ledger_->requeue(*ticket_);
+void PoolSeat::requeue(std::int64_t step) {
+  if (world_.rank() == 0 && ticket_) ledger_->requeue(*ticket_, step);
 }
 
 std::size_t PoolSeat::slack() const {

@@ -90,12 +90,12 @@ struct WaitOutcome {
 // decides, the other ranks follow through the communicator.
 class PoolSeat {
  public:
-  // Opens the pool memory.ledger of capacity memory.capacity. footprints: elastic_footprints
-  // (the same on every rank). Throws ConfigError (exit 2) when even the smallest footprint's need
-  // exceeds the whole pool, naming both figures, and RuntimeError when the ledger cannot be
-  // opened.
-  PoolSeat(const Config& config, std::string key, std::string name, std::vector<Footprint> footprints,
-           comms::Communicator& world);
+  // Opens the pool `ledger` (memory.ledger on the host, the GPU's own on a GPU: pool_device.hpp)
+  // of capacity memory.capacity. footprints: elastic_footprints (the same on every rank). Throws
+  // ConfigError (exit 2) when even the smallest footprint's need exceeds the whole pool, naming
+  // both figures, and RuntimeError when the ledger cannot be opened.
+  PoolSeat(const Config& config, std::string ledger, std::string key, std::string name,
+           std::vector<Footprint> footprints, comms::Communicator& world);
   ~PoolSeat();
   PoolSeat(const PoolSeat&) = delete;
   PoolSeat& operator=(const PoolSeat&) = delete;
@@ -107,8 +107,9 @@ class PoolSeat {
   // runs while it waits, so a waiting job takes no CPU from the running ones. Afterwards
   // current() is the largest footprint that fits what was granted.
   WaitOutcome wait_for_admission(const std::function<int()>& stop_signal, std::ostream& log);
-  // A preempted job: back in the queue (its arrival kept), then wait_for_admission.
-  void requeue();
+  // A preempted job after `step` steps: back in the queue (its arrival kept; `memtrain top`
+  // shows it waiting at that step), then wait_for_admission.
+  void requeue(std::int64_t step);
 
   // Rank 0 reads what the pool asks and picks the action; every rank returns the same one.
   // Shrink: the largest footprint whose need is within the asked target (the smallest when none

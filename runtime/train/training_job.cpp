@@ -11,6 +11,7 @@
 #include "runtime/train/async_checkpointer.hpp"
 #include "runtime/train/make_optimizer.hpp"
 #include "runtime/train/model_memory.hpp"
+#include "runtime/train/rank_gpu.hpp"
 
 namespace memtrain::train {
 
@@ -58,18 +59,8 @@ bool checked_on_gpu(const Config& config, const comms::ProcessGrid& grid, const 
 // narrows what that indexes; a rank that sees one GPU takes it, as Slurm's --gpus-per-task=1
 // arranges), `cuda:N` device N (one rank only: checked_on_gpu).
 std::unique_ptr<core::CudaDevice> make_cuda_device(const Config& config, int local_rank) {
-  const int count = memory::cuda_device_count();
-  const int index = config.device != "cuda" ? std::stoi(config.device.substr(5)) : count == 1 ? 0 : local_rank;
-  if (index >= count) {
-    throw ConfigError("device = " + config.device + ": this rank is local rank " + std::to_string(local_rank) +
-                      " of its node and needs GPU " + std::to_string(index) + ", but " + std::to_string(count) +
-                      " are visible; expected at most one rank per visible GPU on each node");
-  }
-  const auto sizes = core::CudaWorkspaceSizes::for_batch(
-      config.training.micro_batch_size, config.data.seq_length, config.model.num_attention_heads,
-      config.model.attention_probs_dropout_prob, config.memory.attention == "flash",
-      /*max_tokens=*/config.model.max_position_embeddings);
-  return std::make_unique<core::CudaDevice>(index, sizes, config.precision.allow_tf32);
+  return std::make_unique<core::CudaDevice>(rank_gpu_index(config, local_rank), cuda_workspace_sizes(config),
+                                            config.precision.allow_tf32);
 }
 
 // "device cuda:0: <name>, <total> MiB; <w> MiB of fixed workspaces and <c> MiB in use outside
@@ -198,6 +189,13 @@ TrainingJob::DeviceDrain::~DeviceDrain() {
 #if MEMTRAIN_HAVE_CUDA
   if (job->cuda_device_ != nullptr) cudaStreamSynchronize(job->cuda_device_->kernel_context().stream);
 #endif
+}
+
+std::size_t TrainingJob::device_workspace_bytes() const {
+#if MEMTRAIN_HAVE_CUDA
+  if (cuda_device_ != nullptr) return cuda_device_->workspace_bytes();
+#endif
+  return 0;
 }
 
 std::size_t TrainingJob::release_cached_memory() {

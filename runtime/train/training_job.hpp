@@ -77,6 +77,11 @@ class TrainingJob {
   // the bytes released (reserved_bytes before minus after). Between steps only.
   std::size_t release_cached_memory();
 
+  // Bytes of device memory the job holds outside its allocator in memtrain's own workspaces
+  // (CudaDevice::workspace_bytes: the fixed ones and the float views' scratch so far); 0 on the
+  // host and in a dry run.
+  std::size_t device_workspace_bytes() const;
+
   // Declaration order is construction order (Note [One order of construction]).
  private:
   // Set before any member below is built.

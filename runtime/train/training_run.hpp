@@ -23,6 +23,7 @@
 #include "runtime/train/ecc_monitor.hpp"
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/metrics_writer.hpp"
+#include "runtime/train/pool_device.hpp"
 #include "runtime/train/pool_seat.hpp"
 #include "runtime/train/progress_line.hpp"
 #include "runtime/train/resume.hpp"
@@ -158,6 +159,7 @@ class TrainingRun final : public StepBoundary {
   DeviceTarget target_;
   memory::TraceRecorder trace_;     // before the job: it outlives the allocator's sink
   JobPlacement placement_;          // kept to rebuild the job after a preemption
+  PoolDevice pool_device_;          // memory.admission: wait: the pool and what it holds beside the allocator
   std::unique_ptr<PoolSeat> seat_;  // memory.admission: wait
   WaitOutcome start_wait_;          // the wait before the job was built
   std::unique_ptr<TrainingJob> job_;

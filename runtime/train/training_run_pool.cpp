@@ -39,9 +39,10 @@ void TrainingRun::enter_pool(const LedgerJob& who) {
   if (!options_.planned_peak_reserved) {
     throw ConfigError("memory.admission: wait needs a planner (RunOptions::planned_peak_reserved)");
   }
-  const int ranks_here = std::max(1, world_->local_size());
+  // Every rank finds the same pool (Note [A GPU is a pool of its own]: a GPU job has one rank).
+  pool_device_ = pool_device(config_, world_->local_rank(), world_->local_size(), world_->size());
   const auto need_of = [&](const Config& c) {
-    return options_.planned_peak_reserved(c, world_->size()) * static_cast<std::size_t>(ranks_here);
+    return pool_need_bytes(options_.planned_peak_reserved(c, world_->size()), pool_device_);
   };
   const int share = config_.training.global_batch_size / grid_->dp_size();
   // Which footprints exist follows from the config alone; their needs are rank 0's dry runs.
@@ -65,13 +66,19 @@ void TrainingRun::enter_pool(const LedgerJob& who) {
     for (std::size_t k = 0; k < needs.size(); ++k) footprints[k].need_bytes = static_cast<std::size_t>(needs[k]);
   }
   if (root_) {
-    *out_ << "memtrain: memory pool '" << config_.memory.ledger << "' ("
+    *out_ << "memtrain: memory pool '" << pool_device_.ledger << "' ("
           << memory::format_byte_size(config_.memory.capacity) << "): this job needs " << footprints.front().describe()
           << (footprints.size() > 1 ? "; elastic down to " + footprints.back().describe() : std::string())
-          << ", priority " << config_.memory.priority << "\n"
+          << ", priority " << config_.memory.priority
+          << (pool_device_.gpu
+                  ? "; each figure counts " + memory::format_byte_size(pool_device_.outside_allocator_bytes()) +
+                        " outside the allocator (CUDA context " + memory::format_byte_size(pool_device_.context_bytes) +
+                        ", workspaces " + memory::format_byte_size(pool_device_.fixed_workspace_bytes) + ")"
+                  : std::string())
+          << "\n"
           << std::flush;
   }
-  seat_ = std::make_unique<PoolSeat>(config_, who.key, who.name, std::move(footprints), *world_);
+  seat_ = std::make_unique<PoolSeat>(config_, pool_device_.ledger, who.key, who.name, std::move(footprints), *world_);
   start_wait_ = seat_->wait_for_admission([this] { return stop_.signal(); }, *out_);
   pool_wait_s_ += start_wait_.seconds;
   if (!start_wait_.admitted) {
@@ -118,8 +125,12 @@ void TrainingRun::apply_footprint(int footprint) {
 }
 
 void TrainingRun::pool_step_boundary() {
-  const std::size_t held =
-      job_->allocator->stats().reserved_bytes.current * static_cast<std::size_t>(std::max(1, world_->local_size()));
+  // What the job holds in the pool: its allocator's segments and, on a GPU, the context and the
+  // workspaces as they are now (the float views' scratch grows: Note [What a GPU job needs
+  // outside the allocator]).
+  const std::size_t held = (static_cast<std::size_t>(job_->allocator->stats().reserved_bytes.current) +
+                            pool_device_.context_bytes + job_->device_workspace_bytes()) *
+                           static_cast<std::size_t>(std::max(1, pool_device_.processes));
   const PoolAction a = seat_->at_step_boundary(held);
   if (a.kind == PoolAction::none) return;
   if (a.kind == PoolAction::preempt) {
@@ -180,7 +191,7 @@ void TrainingRun::preempt() {
   }
   async_checkpoints_.reset();
   job_.reset();  // every byte back to the pool: the allocator leaves the ledger with it
-  seat_->requeue();
+  seat_->requeue(step_);
   const WaitOutcome w = seat_->wait_for_admission([this] { return stop_.signal(); }, *out_);
   pool_wait_s_ += w.seconds;
   if (!w.admitted) {

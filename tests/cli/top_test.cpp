@@ -22,6 +22,15 @@ TEST(Top, ALedgerNoJobHasUsedIsNamed) {
   EXPECT_TRUE(contains(r.err, "no ledger '" + unique_ledger() + "' on this host"));
 }
 
+TEST(Top, ALedgerNameNoJobCouldHaveIsAUsageError) {
+  Scratch s;
+  for (const std::string bad : {std::string("bad/name"), std::string("'a b'"), std::string(65, 'x')}) {
+    const auto r = s.memtrain("top --once --ledger " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "is not a ledger name; expected 1 to 64 characters from [A-Za-z0-9._-]")) << r.err;
+  }
+}
+
 TEST(Top, BadServeAddressesAreUsageErrors) {
   Scratch s;
   for (const std::string bad : {"nonsense", "127.0.0.1:99999", "127.0.0.1:http", ":9400"}) {

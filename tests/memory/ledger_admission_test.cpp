@@ -164,7 +164,15 @@ TEST(LedgerAdmission, WhenShrinkingIsNotEnoughTheLowestPreemptibleJobIsAskedToSt
   const PoolRequest r = ledger.pool_request(pj);
   EXPECT_TRUE(r.preempt);
   EXPECT_EQ(r.target_bytes, 0u);
-  ledger.requeue(pj);
+  ledger.requeue(pj, 42);
+  // Back in the queue, the view shows it waiting at the step it had reached, holding nothing.
+  LedgerSnapshot snap = ledger.snapshot();
+  ASSERT_EQ(snap.jobs.size(), 2u);
+  ASSERT_TRUE(snap.jobs[0].waiting);
+  ASSERT_EQ(snap.jobs[0].members.size(), 1u);
+  EXPECT_EQ(snap.jobs[0].members[0].figures.state, JobState::waiting);
+  EXPECT_EQ(snap.jobs[0].members[0].figures.step, 42);
+  EXPECT_EQ(snap.jobs[0].members[0].figures.reserved_bytes, 0u);
   EXPECT_TRUE(ledger.poll_admission(h).admitted);
   AdmissionStatus s = ledger.poll_admission(pj);
   EXPECT_FALSE(s.admitted);
