@@ -208,6 +208,29 @@ CheckpointMeta read_checkpoint_meta(const std::string& dir) {
       throw RuntimeError(file + ": field \"bf16_gemm\" = " + printable(m.bf16_gemm, 40) + "; expected native or fp32");
     }
   }
+  if (j.contains("pool")) {
+    const nlohmann::json& p = j.at("pool");
+    const std::string where = file + ": field \"pool\"";
+    if (!p.is_object()) throw RuntimeError(where + " = " + printable(p.dump(), 60) + "; expected an object");
+    PoolRecord r;
+    const auto trajectory = field<std::string>(p, "trajectory", where);
+    if (trajectory != "bitwise" && trajectory != "within_rounding") {
+      throw RuntimeError(where + ": field \"trajectory\" = " + printable(trajectory, 40) +
+                         "; expected bitwise or within_rounding");
+    }
+    r.bitwise = trajectory == "bitwise";
+    for (auto [key, count] :
+         {std::pair{"shrinks", &r.shrinks}, std::pair{"grows", &r.grows}, std::pair{"preemptions", &r.preemptions}}) {
+      *count = field<int>(p, key, where);
+      if (*count < 0)
+        throw RuntimeError(where + ": field \"" + key + "\" = " + std::to_string(*count) + "; expected >= 0");
+    }
+    r.waited_s = field<double>(p, "waited_s", where);
+    if (!(r.waited_s >= 0)) {
+      throw RuntimeError(where + ": field \"waited_s\" = " + p.at("waited_s").dump() + "; expected seconds >= 0");
+    }
+    m.pool = r;
+  }
   return m;
 }
 

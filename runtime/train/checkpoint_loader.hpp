@@ -1,6 +1,7 @@
 #pragma once
 // Loading a checkpoint written by save_checkpoint back into a model, its AdamW and its loss
 // scaler, so that training continues on the same trajectory (docs/checkpoints.md, "Resume").
+#include <optional>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -11,6 +12,7 @@
 #include "models/parameter.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/core/safetensors.hpp"
+#include "runtime/train/pool_record.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
 
@@ -28,6 +30,9 @@ struct CheckpointMeta {
   // The path of the run's bf16 GEMMs on the CPU, "native" or "fp32" (Note [bf16_gemm: auto
   // measures the step's GEMMs]); empty when not recorded (other runs, older checkpoints).
   std::string bf16_gemm;
+  // meta.json "pool": what the shared pool did to the run up to this step (Note [A pool record
+  // travels with the checkpoints]); none when not recorded.
+  std::optional<PoolRecord> pool;
 };
 
 // Copies arrays[name] into `t` after checking that its dtype and shape are t's. Throws

@@ -226,6 +226,7 @@ RootFiles root_files(const CheckpointSource& src, const comms::ProcessGrid& grid
   meta["data_parallel_size"] = grid.dp_size();
   meta["dtype"] = src.config.precision.dtype;
   if (!src.bf16_gemm.empty()) meta["bf16_gemm"] = src.bf16_gemm;
+  if (src.pool) meta["pool"] = src.pool->to_json();
   meta["zero_stage"] = src.config.parallel.zero_stage;
   meta["lr_decay_steps"] = effective_lr_decay_steps(src.config.training);
   meta["created_at_unix_s"] =

@@ -1,5 +1,6 @@
 #pragma once
 // Saving the training state of one step as a checkpoint (runtime/checkpoint/ writes the files).
+#include <optional>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -15,6 +16,7 @@
 #include "runtime/checkpoint/durable_file.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/core/safetensors.hpp"
+#include "runtime/train/pool_record.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
 
@@ -59,6 +61,9 @@ struct CheckpointSource {
   // (Bf16GemmChoice::recorded_path, Note [bf16_gemm: auto measures the step's GEMMs]); empty:
   // not recorded (not a bf16 run on the CPU).
   std::string bf16_gemm;
+  // meta.json "pool": the shared pool's record of the run up to this step (Note [A pool record
+  // travels with the checkpoints]); none outside a pool (memory.admission: fail).
+  std::optional<PoolRecord> pool = std::nullopt;
 };
 
 // The safetensors files one rank writes, as views of the bytes they are written from (the live

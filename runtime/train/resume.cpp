@@ -92,6 +92,7 @@ ResumePoint find_resume_point(const std::string& run_dir, ResumeMode mode, const
   point.step = meta.step;
   point.data_parallel_size = meta.data_parallel_size;
   point.bf16_gemm = meta.bf16_gemm;
+  point.pool = meta.pool;
   return point;
 }
 

@@ -2,10 +2,12 @@
 // Deciding whether `memtrain train` resumes, and from which checkpoint (docs/checkpoints.md,
 // "Resume").
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
 #include "runtime/config/config.hpp"
+#include "runtime/train/pool_record.hpp"
 
 namespace memtrain::train {
 
@@ -28,6 +30,9 @@ struct ResumePoint {
   // The checkpoint's meta.json "bf16_gemm" ("" when it has none): precision.bf16_gemm: auto
   // continues on it (Note [bf16_gemm: auto measures the step's GEMMs]).
   std::string bf16_gemm;
+  // The checkpoint's meta.json "pool": a run in a shared pool starts its record there (Note [A
+  // pool record travels with the checkpoints]).
+  std::optional<PoolRecord> pool;
 };
 
 // Looks at run_dir/checkpoints: the newest checkpoint whose manifest verifies, that is trusted

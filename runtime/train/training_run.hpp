@@ -24,6 +24,7 @@
 #include "runtime/train/evaluator.hpp"
 #include "runtime/train/metrics_writer.hpp"
 #include "runtime/train/pool_device.hpp"
+#include "runtime/train/pool_record.hpp"
 #include "runtime/train/pool_seat.hpp"
 #include "runtime/train/progress_line.hpp"
 #include "runtime/train/resume.hpp"
@@ -100,6 +101,9 @@ class TrainingRun final : public StepBoundary {
   void write_pool_start_event();
   std::string pool_trajectory() const;
   std::string pool_record_json() const;  // run.json's "pool"
+  // The pool's record of the run: the resumed checkpoint's, then this process's changes (Note [A
+  // pool record travels with the checkpoints]).
+  PoolRecord pool_record() const;
 
   // Parts of set-up.
   void start_checkpointing();
@@ -207,6 +211,7 @@ class TrainingRun final : public StepBoundary {
   int pool_grows_ = 0;
   int pool_preemptions_ = 0;
   double pool_wait_s_ = 0;
+  PoolRecord pool_before_;  // the resumed checkpoint's record (rank 0)
   bool stopped_while_preempted_ = false;
   // MEMTRAIN_FAULT nan_grad / flip_param: each step's fault once per process.
   std::int64_t nan_injected_through_ = -1;

@@ -117,9 +117,17 @@ void TrainingRun::start_async_checkpoints() {
 void TrainingRun::save(std::int64_t at, bool final, bool trusted) {
   const StallWatchdog::Busy busy(watchdog_.get(), "checkpoint");
   if (job_->ledger_agent) job_->ledger_agent->set_state(memory::JobState::checkpointing);
-  const CheckpointSource source{
-      config_, job_->model.parameters(),         *job_->optimizer, job_->scaler, canonical_,
-      hash_,   job_->gradient_sync.compressor(), data_.data_key,   trusted,      bf16_gemm_.recorded_path()};
+  const CheckpointSource source{config_,
+                                job_->model.parameters(),
+                                *job_->optimizer,
+                                job_->scaler,
+                                canonical_,
+                                hash_,
+                                job_->gradient_sync.compressor(),
+                                data_.data_key,
+                                trusted,
+                                bf16_gemm_.recorded_path(),
+                                seat_ ? std::optional<PoolRecord>(pool_record()) : std::nullopt};
   if (async_checkpoints_) {
     async_checkpoints_->start(source, at);
     if (final) async_checkpoints_->wait();

@@ -224,23 +224,34 @@ void TrainingRun::preempt() {
   }
 }
 
+PoolRecord TrainingRun::pool_record() const {
+  PoolRecord now;
+  now.bitwise = !seat_ || seat_->bitwise();
+  now.shrinks = pool_shrinks_;
+  now.grows = pool_grows_;
+  now.preemptions = pool_preemptions_;
+  now.waited_s = pool_wait_s_;
+  return now.after(pool_before_);
+}
+
 std::string TrainingRun::pool_trajectory() const {
   if (!seat_) return {};
-  std::string s = seat_->bitwise() ? "bit for bit on its solo trajectory" : "within rounding of its solo trajectory";
-  s += seat_->bitwise() ? " (no micro-batch change)" : " (its micro-batch changed)";
-  s += "; " + std::to_string(pool_shrinks_) + " shrinks, " + std::to_string(pool_grows_) + " grows, " +
-       std::to_string(pool_preemptions_) + " preemptions, waited " + seconds_text(pool_wait_s_);
+  const PoolRecord r = pool_record();
+  std::string s = r.bitwise ? "bit for bit on its solo trajectory" : "within rounding of its solo trajectory";
+  s += r.bitwise ? " (no micro-batch change)" : " (its micro-batch changed)";
+  s += "; " + std::to_string(r.shrinks) + " shrinks, " + std::to_string(r.grows) + " grows, " +
+       std::to_string(r.preemptions) + " preemptions, waited " + seconds_text(r.waited_s);
+  if (pool_before_.shrinks + pool_before_.grows + pool_before_.preemptions > 0 || pool_before_.waited_s > 0 ||
+      !pool_before_.bitwise) {
+    s += " (with the steps before the resumed checkpoint)";
+  }
   return s;
 }
 
 std::string TrainingRun::pool_record_json() const {
   nlohmann::ordered_json j;
   j["ledger"] = seat_->ledger_name();
-  j["trajectory"] = seat_->bitwise() ? "bitwise" : "within_rounding";
-  j["shrinks"] = pool_shrinks_;
-  j["grows"] = pool_grows_;
-  j["preemptions"] = pool_preemptions_;
-  j["waited_s"] = pool_wait_s_;
+  j.update(pool_record().to_json());
   return core::json_text(j);
 }
 

@@ -189,6 +189,7 @@ void TrainingRun::resume() {
   last_unskipped_step_ = resume_.step;
   last_eval_step_ = resume_.step;
   if (!resume_.resume) return;
+  if (resume_.pool) pool_before_ = *resume_.pool;
   const auto t0 = Clock::now();
   run_where(*world_, true, "loading checkpoint " + resume_.checkpoint, "another rank", [&] {
     load_checkpoint(resume_.checkpoint, *grid_, job_->model.parameters(), *job_->optimizer, job_->scaler,

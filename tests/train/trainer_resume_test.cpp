@@ -15,6 +15,7 @@
 
 #include "runtime/core/errors.hpp"
 #include "runtime/train/checkpoint_loader.hpp"
+#include "runtime/train/pool_record.hpp"
 #include "runtime/train/trainer.hpp"
 #include "tests/train/temp_dir.hpp"
 #include "tests/train/tiny_config.hpp"
@@ -187,6 +188,67 @@ TEST(CheckpointMeta, FieldsOutOfRangeAreNamed) {
           << e.what();
     }
   }
+}
+
+// A pooled run's record (Note [A pool record travels with the checkpoints]) is read back as
+// written, and a record that is not one is named, field by field.
+TEST(CheckpointMeta, ThePoolsRecordIsReadBackAndABadOneIsNamed) {
+  testing::TempDir tmp;
+  const std::string head = R"({"step": 4, "tensor_model_parallel_size": 1, "data_parallel_size": 1,
+    "lr_decay_steps": 6, "dtype": "fp32")";
+  std::ofstream(tmp.sub("meta.json")) << head + "}";
+  EXPECT_FALSE(read_checkpoint_meta(tmp.str()).pool.has_value());
+  std::ofstream(tmp.sub("meta.json")) << head + R"(, "pool": {"trajectory": "within_rounding", "shrinks": 2,
+    "grows": 1, "preemptions": 3, "waited_s": 4.5}})";
+  const auto pool = read_checkpoint_meta(tmp.str()).pool;
+  ASSERT_TRUE(pool.has_value());
+  EXPECT_FALSE(pool->bitwise);
+  EXPECT_EQ(pool->shrinks, 2);
+  EXPECT_EQ(pool->grows, 1);
+  EXPECT_EQ(pool->preemptions, 3);
+  EXPECT_EQ(pool->waited_s, 4.5);
+  const std::pair<std::string, std::string> bad[] = {
+      {R"("pool": 3)", "field \"pool\" = 3; expected an object"},
+      {R"("pool": {"trajectory": "solo", "shrinks": 0, "grows": 0, "preemptions": 0, "waited_s": 0})",
+       "field \"trajectory\" = solo; expected bitwise or within_rounding"},
+      {R"("pool": {"trajectory": "bitwise", "shrinks": -1, "grows": 0, "preemptions": 0, "waited_s": 0})",
+       "field \"shrinks\" = -1; expected >= 0"},
+      {R"("pool": {"trajectory": "bitwise", "shrinks": 0, "grows": 0, "waited_s": 0})", "no field \"preemptions\""},
+      {R"("pool": {"trajectory": "bitwise", "shrinks": 0, "grows": 0, "preemptions": 0, "waited_s": -2})",
+       "field \"waited_s\" = -2; expected seconds >= 0"},
+  };
+  for (const auto& [text, expected] : bad) {
+    std::ofstream(tmp.sub("meta.json")) << head + ", " + text + "}";
+    try {
+      read_checkpoint_meta(tmp.str());
+      FAIL() << "accepted " << text;
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("meta.json: field \"pool\""), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PoolRecord, TheStepsBeforeACheckpointCountWithThisProcesss) {
+  PoolRecord before;
+  before.bitwise = false;
+  before.shrinks = 2;
+  before.preemptions = 1;
+  before.waited_s = 1.5;
+  PoolRecord now;
+  now.grows = 1;
+  now.preemptions = 1;
+  now.waited_s = 0.25;
+  const PoolRecord r = now.after(before);
+  // A micro-batch change before the checkpoint leaves the run within rounding for good.
+  EXPECT_FALSE(r.bitwise);
+  EXPECT_EQ(r.shrinks, 2);
+  EXPECT_EQ(r.grows, 1);
+  EXPECT_EQ(r.preemptions, 2);
+  EXPECT_EQ(r.waited_s, 1.75);
+  EXPECT_TRUE(PoolRecord{}.after(PoolRecord{}).bitwise);
+  EXPECT_EQ(r.to_json().dump(),
+            R"({"trajectory":"within_rounding","shrinks":2,"grows":1,"preemptions":2,"waited_s":1.75})");
 }
 
 TEST(Resume, NeverRefusesCheckpointsAndRequiredRefusesTheirAbsence) {

@@ -227,6 +227,19 @@ TEST(ElasticPool, AMicroBatchShrinkStaysWithinRounding) {
     norm += static_cast<double>(ref[i]) * ref[i];
   }
   EXPECT_LT(std::sqrt(diff / norm), 1e-6);
+  // Resumed by a new process, alone in the pool, the run is still within rounding: its
+  // checkpoint carries the pool's record (Note [A pool record travels with the checkpoints]).
+  const auto resumed = s.memtrain(
+      "train --config c.yaml --run-dir A --set memory.elastic=true --set memory.elastic_min_micro_batch=1"
+      " --set training.max_steps=" +
+      std::to_string(run.step + 2));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto after = nlohmann::json::parse(testing::slurp(s.path("A/run.json")));
+  EXPECT_EQ(after["pool"]["trajectory"], "within_rounding") << after.dump(2);
+  EXPECT_EQ(after["pool"]["shrinks"], 1) << after.dump(2);
+  EXPECT_EQ(after["pool"]["grows"], 1) << after.dump(2);
+  EXPECT_TRUE(contains(resumed.out, "within rounding of its solo trajectory")) << resumed.out;
+  EXPECT_TRUE(contains(resumed.out, "(with the steps before the resumed checkpoint)")) << resumed.out;
 }
 
 TEST(ElasticPool, APreemptedJobResumesBitForBit) {
