@@ -71,8 +71,8 @@ bool process_alive(pid_t pid, std::uint64_t start_time) {
 
 }  // namespace
 
-bool SharedLedger::valid_name(std::string_view name) {
-  return !name.empty() && name.size() <= 64 &&
+bool SharedLedger::valid_name(std::string_view name, std::size_t max_bytes) {
+  return !name.empty() && name.size() <= max_bytes &&
          name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
              std::string_view::npos;
 }

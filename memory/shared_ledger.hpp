@@ -247,9 +247,10 @@ class SharedLedger {
   SharedLedger(const SharedLedger&) = delete;
   SharedLedger& operator=(const SharedLedger&) = delete;
 
-  // Whether `name` is a ledger name as memory.ledger takes it: 1 to 64 characters from
-  // [A-Za-z0-9._-] (so that the shared memory object's name is the ledger's, unmangled).
-  static bool valid_name(std::string_view name);
+  // Whether `name` is a ledger name: 1 to `max_bytes` characters from [A-Za-z0-9._-] (so that
+  // the shared memory object's name is the ledger's, unmangled). memory.ledger takes at most 64;
+  // a GPU's ledger adds "-gpu-<uuid>" to it (gpu_ledger_name, runtime/train/model_memory.hpp).
+  static bool valid_name(std::string_view name, std::size_t max_bytes = 64);
   // "/memtrain-ledger-<device>", with characters other than [A-Za-z0-9._-] replaced by '_'.
   static std::string shm_name(std::string_view device);
   // Removes the shared memory object of `device` (shm_unlink); processes that have it open

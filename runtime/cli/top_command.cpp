@@ -138,7 +138,8 @@ void live(memory::SharedLedger& ledger, const TopArgs& args) {
 void add_top_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<TopArgs>();
   CLI::App* cmd = app.add_subcommand("top", "Show the jobs on a shared memory ledger, live");
-  cmd->add_option("--ledger", args->ledger, "The ledger (memory.ledger of the jobs; default cpu)");
+  cmd->add_option("--ledger", args->ledger,
+                  "The ledger (memory.ledger of the jobs, or a GPU's gpu-<uuid>; default cpu)");
   cmd->add_flag("--once", args->once, "Print one table (or, with --json, one JSON document) and exit");
   cmd->add_flag("--json", args->json, "Print one JSON document and exit");
   cmd->add_option("--serve", args->serve, "Serve Prometheus text at http://HOST:PORT/metrics (port 0: any free)");
@@ -151,10 +152,11 @@ void add_top_command(CLI::App& app, int& exit_code) {
       throw ConfigError("--serve runs until stopped; expected it without --once and --json");
     }
     if (!args->serve.empty()) parse_address(args->serve);  // bad input before the ledger is looked up
-    if (!memory::SharedLedger::valid_name(args->ledger)) {
+    // A GPU's ledger is "<memory.ledger>-gpu-<uuid>" (gpu_ledger_name): 64 + 41 characters at most.
+    if (!memory::SharedLedger::valid_name(args->ledger, 64 + 41)) {
       throw ConfigError("--ledger " + args->ledger +
-                        ": is not a ledger name; expected 1 to 64 characters from [A-Za-z0-9._-], a job's "
-                        "memory.ledger");
+                        ": is not a ledger name; expected 1 to 105 characters from [A-Za-z0-9._-]: a job's "
+                        "memory.ledger, or a GPU's ledger (gpu-<uuid>, or <memory.ledger>-gpu-<uuid>)");
     }
     auto ledger = open_ledger(args->ledger);
     const std::string me = host_name();

@@ -55,6 +55,11 @@ PoolDevice pool_device(const Config& config, int local_rank, int local_size, int
 #endif
 }
 
+std::size_t pool_held_bytes(std::size_t reserved_bytes, std::size_t workspace_bytes, const PoolDevice& device) {
+  return (reserved_bytes + device.context_bytes + workspace_bytes) *
+         static_cast<std::size_t>(std::max(1, device.processes));
+}
+
 std::size_t pool_need_bytes(std::size_t planned_bytes, const PoolDevice& device) {
   return (planned_bytes + device.outside_allocator_bytes()) * static_cast<std::size_t>(std::max(1, device.processes));
 }

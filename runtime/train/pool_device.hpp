@@ -41,4 +41,10 @@ PoolDevice pool_device(const Config& config, int local_rank, int local_size, int
 // `planned_bytes`, plus what it holds outside the allocator) times its processes in the pool.
 std::size_t pool_need_bytes(std::size_t planned_bytes, const PoolDevice& device);
 
+// What a running job holds in its pool, in bytes, in the need's terms: (one process's allocator
+// reserved bytes, plus its context and its workspaces as they are now, `workspace_bytes`, which
+// grow with a 16-bit run's float-view scratch) times its processes in the pool. At the planned
+// peak with the fixed workspaces it equals pool_need_bytes of that peak.
+std::size_t pool_held_bytes(std::size_t reserved_bytes, std::size_t workspace_bytes, const PoolDevice& device);
+
 }  // namespace memtrain::train

@@ -12,7 +12,11 @@ namespace memtrain::train {
 // while preempted) is within rounding, whatever the new process does. Each checkpoint therefore
 // records the pool's changes up to its step, and a process that resumes from it starts its record
 // there: the changes a resume discards (those after the checkpoint) are not counted, as their
-// metrics.jsonl lines are dropped.
+// metrics.jsonl lines are dropped. A preemption's own checkpoint counts that preemption; what
+// follows a checkpoint is not in it: the wait after a preemption, and the preemption itself when
+// it reused the periodic checkpoint of its step (that checkpoint was written before it). A health
+// rollback within one process keeps the counts: they say what the pool did, and a rollback does
+// not undo a change of footprint (the job goes on in it).
 struct PoolRecord {
   bool bitwise = true;  // no change of micro-batch so far (only recompute and preemption acted)
   int shrinks = 0;

@@ -128,9 +128,8 @@ void TrainingRun::pool_step_boundary() {
   // What the job holds in the pool: its allocator's segments and, on a GPU, the context and the
   // workspaces as they are now (the float views' scratch grows: Note [What a GPU job needs
   // outside the allocator]).
-  const std::size_t held = (static_cast<std::size_t>(job_->allocator->stats().reserved_bytes.current) +
-                            pool_device_.context_bytes + job_->device_workspace_bytes()) *
-                           static_cast<std::size_t>(std::max(1, pool_device_.processes));
+  const std::size_t held = pool_held_bytes(static_cast<std::size_t>(job_->allocator->stats().reserved_bytes.current),
+                                           job_->device_workspace_bytes(), pool_device_);
   const PoolAction a = seat_->at_step_boundary(held);
   if (a.kind == PoolAction::none) return;
   if (a.kind == PoolAction::preempt) {
@@ -177,11 +176,15 @@ void TrainingRun::preempt() {
   choose_rollback_target(step_, have);
   if (have != step_) {                // this step's periodic checkpoint, when trusted, serves
     if (!stop_checks_pass()) return;  // rolled back instead: the pool asks again at the next boundary
+    // Counted before the checkpoint, whose pool record then includes it (Note [A pool record
+    // travels with the checkpoints]).
+    ++pool_preemptions_;
     save(step_, /*final=*/true, /*trusted=*/true);
     promote_trusted();
+  } else {
+    ++pool_preemptions_;
   }
   const Footprint before = seat_->footprints()[seat_->current()];
-  ++pool_preemptions_;
   if (root_) {
     metrics_->write_pool_event(step_, "preempt", &before, nullptr,
                                "a job of higher priority waits on ledger " + seat_->ledger_name() +

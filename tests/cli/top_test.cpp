@@ -24,11 +24,20 @@ TEST(Top, ALedgerNoJobHasUsedIsNamed) {
 
 TEST(Top, ALedgerNameNoJobCouldHaveIsAUsageError) {
   Scratch s;
-  for (const std::string bad : {std::string("bad/name"), std::string("'a b'"), std::string(65, 'x')}) {
+  for (const std::string bad : {std::string("bad/name"), std::string("'a b'"), std::string(106, 'x')}) {
     const auto r = s.memtrain("top --once --ledger " + bad);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
-    EXPECT_TRUE(contains(r.err, "is not a ledger name; expected 1 to 64 characters from [A-Za-z0-9._-]")) << r.err;
+    EXPECT_TRUE(contains(r.err, "is not a ledger name; expected 1 to 105 characters from [A-Za-z0-9._-]")) << r.err;
   }
+  // The longest GPU ledger, a 64-character memory.ledger and "-gpu-<uuid>", is a name: there is
+  // no such ledger here (exit 1), but it is looked up.
+  std::string base = unique_ledger();
+  base.resize(64, 'x');
+  const std::string gpu = base + "-gpu-00112233-4455-6677-8899-aabbccddeeff";
+  ASSERT_EQ(gpu.size(), 105u);
+  const auto r = s.memtrain("top --once --ledger " + gpu);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "no ledger '" + gpu + "' on this host")) << r.err;
 }
 
 TEST(Top, BadServeAddressesAreUsageErrors) {

@@ -22,8 +22,10 @@ TEST(PoolDevice, TheHostsPoolIsMemoryLedgerWithOneSharePerLocalRank) {
   EXPECT_FALSE(d.gpu);
   EXPECT_EQ(d.outside_allocator_bytes(), 0u);
   EXPECT_EQ(d.processes, 2);
-  // Nothing runs outside the allocator on the host: the need is the plan, once per rank.
+  // Nothing runs outside the allocator on the host: the need is the plan, once per rank, and
+  // what the job holds is its allocators' segments, once per rank.
   EXPECT_EQ(pool_need_bytes(30 * MiB, d), 60 * MiB);
+  EXPECT_EQ(pool_held_bytes(28 * MiB, 0, d), 56 * MiB);
 }
 
 TEST(PoolDevice, AGpuProcessNeedsItsPlanPlusTheContextAndWorkspaces) {
@@ -34,6 +36,11 @@ TEST(PoolDevice, AGpuProcessNeedsItsPlanPlusTheContextAndWorkspaces) {
   d.fixed_workspace_bytes = 41 * MiB;
   d.processes = 1;
   EXPECT_EQ(pool_need_bytes(300 * MiB, d), (300 + 640 + 41) * MiB);
+  // Held at the planned peak with the fixed workspaces: the need, so the reservation neither
+  // grows nor leaves room another job would be admitted into.
+  EXPECT_EQ(pool_held_bytes(300 * MiB, 41 * MiB, d), pool_need_bytes(300 * MiB, d));
+  // A 16-bit run's float-view scratch grows the workspaces past the fixed ones: held counts it.
+  EXPECT_EQ(pool_held_bytes(300 * MiB, 45 * MiB, d), (300 + 640 + 45) * MiB);
 }
 
 TEST(PoolDevice, AGpuJobOfSeveralRanksIsRefusedWithItsReason) {

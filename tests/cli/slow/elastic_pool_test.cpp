@@ -268,6 +268,34 @@ TEST(ElasticPool, APreemptedJobResumesBitForBit) {
   testing::expect_same_state(s, "solo", "A", step);
 }
 
+// A job stopped while it waits after a preemption keeps its record: the relaunch resumes from the
+// preemption's checkpoint and counts that preemption (Note [A pool record travels with the
+// checkpoints]).
+TEST(ElasticPool, AJobStoppedWhilePreemptedIsRelaunchedWithItsRecord) {
+  Scratch s;
+  const std::string ledger = ledger_name("stopped");
+  const LedgerCleanup cleanup{ledger};
+  s.write("c.yaml", job_yaml(ledger, 40));
+  const auto r = s.shell(grouped(
+      "'" + binary() + "' train --config c.yaml --run-dir A >a.out 2>a.err & a=$!;" +
+      wait_for("A/metrics.jsonl", "\"loss\"") + " '" + binary() +
+      "' train --config c.yaml --run-dir B --set memory.priority=1 --set training.max_steps=2000 >b.out 2>b.err & "
+      "b=$!;" +
+      wait_for("A/metrics.jsonl", "\"preempt\"") +
+      " sleep 0.5; kill -TERM $a; wait $a; echo \"a=$?\";"
+      " kill -TERM $b; wait $b; echo \"b=$?\""));
+  ASSERT_EQ(printed_code(r.out, "a"), 143) << testing::slurp(s.path("a.err"));
+  EXPECT_TRUE(contains(testing::slurp(s.path("a.out")), "stopped while waiting for memory after a preemption"));
+  const int step = last_checkpoint_step(s, "A");
+  ASSERT_GT(step, 0);
+  const auto relaunched =
+      s.memtrain("train --config c.yaml --run-dir A --set training.max_steps=" + std::to_string(step + 2));
+  ASSERT_EQ(relaunched.exit_code, 0) << relaunched.err;
+  const auto run_json = nlohmann::json::parse(testing::slurp(s.path("A/run.json")));
+  EXPECT_EQ(run_json["pool"]["preemptions"], 1) << run_json.dump(2);
+  EXPECT_EQ(run_json["pool"]["trajectory"], "bitwise") << run_json.dump(2);
+}
+
 // Two ranks of one job: they shrink at the same step (one recompute setting for both), are
 // preempted together, wait together and resume together; the result is the two-rank job's
 // alone, bit for bit. Their stall watchdog (5 s: a loaded machine's steps stay well inside it)
