@@ -40,6 +40,8 @@ CudaWorkspaceSizes CudaWorkspaceSizes::for_batch(int B, int T, int NH, float att
   return s;
 }
 
+std::size_t CudaWorkspaceSizes::fixed_bytes() const { return kernels::gpu::kBlasWorkspaceBytes + scratch + staging; }
+
 CudaDevice::CudaDevice(int device, CudaWorkspaceSizes sizes, bool allow_tf32) : device_(device), sizes_(sizes) {
   memory::check_cuda(cudaSetDevice(device), "cudaSetDevice");
   memory::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -117,9 +119,9 @@ std::shared_ptr<memory::CachingAllocator> CudaDevice::make_allocator(const memor
   return allocator;
 }
 
-std::array<unsigned char, 16> CudaDevice::uuid() const {
+std::array<unsigned char, 16> CudaDevice::uuid_of(int device) {
   cudaDeviceProp prop{};
-  memory::check_cuda(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+  memory::check_cuda(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   std::array<unsigned char, 16> out{};
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<unsigned char>(prop.uuid.bytes[i]);
   return out;
@@ -131,9 +133,7 @@ void CudaDevice::attach(Context& ctx) const {
   ctx.set_workspace(views_);
 }
 
-std::size_t CudaDevice::workspace_bytes() const {
-  return kernels::gpu::kBlasWorkspaceBytes + sizes_.scratch + sizes_.staging + views_->reserved_bytes();
-}
+std::size_t CudaDevice::workspace_bytes() const { return sizes_.fixed_bytes() + views_->reserved_bytes(); }
 
 CudaMemoryInfo CudaDevice::memory_info() const {
   CudaMemoryInfo info;

@@ -38,6 +38,9 @@ struct CudaWorkspaceSizes {
   // scratch. Throws std::invalid_argument for B, T or NH < 1.
   static CudaWorkspaceSizes for_batch(int B, int T, int NH, float attention_dropout, bool flash_attention,
                                       std::int64_t max_tokens = 0);
+  // Bytes a CudaDevice allocates up front with these sizes: the cuBLASLt workspace
+  // (kBlasWorkspaceBytes), scratch and staging.
+  std::size_t fixed_bytes() const;
 };
 
 // What cudaMemGetInfo and cudaGetDeviceProperties say about a device.
@@ -79,7 +82,10 @@ class CudaDevice {
                                                            const UpstreamWrap& wrap = {});
 
   // The GPU's UUID (cudaDeviceProp::uuid), stable across CUDA_VISIBLE_DEVICES renumbering.
-  std::array<unsigned char, 16> uuid() const;
+  std::array<unsigned char, 16> uuid() const { return uuid_of(device_); }
+  // The UUID of CUDA device `device`, before any CudaDevice is made on it. Throws
+  // memory::CudaError.
+  static std::array<unsigned char, 16> uuid_of(int device);
 
   // ctx's ops run on this device's kernels, its new tensors are allocated on its stream, and its
   // workspace (the float views' scratch) is this device's. ctx's allocator should come from

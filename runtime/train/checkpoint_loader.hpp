@@ -1,9 +1,9 @@
 #pragma once
 // Loading a checkpoint written by save_checkpoint back into a model, its AdamW and its loss
 // scaler, so that training continues on the same trajectory (docs/checkpoints.md, "Resume").
-#include <optional>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,9 +12,9 @@
 #include "models/parameter.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/core/safetensors.hpp"
-#include "runtime/train/pool_record.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
+#include "runtime/train/pool_record.hpp"
 
 namespace memtrain::train {
 

@@ -1,9 +1,9 @@
 #pragma once
 // Saving the training state of one step as a checkpoint (runtime/checkpoint/ writes the files).
-#include <optional>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -16,9 +16,9 @@
 #include "runtime/checkpoint/durable_file.hpp"
 #include "runtime/config/config.hpp"
 #include "runtime/core/safetensors.hpp"
-#include "runtime/train/pool_record.hpp"
 #include "runtime/train/loss_scaler.hpp"
 #include "runtime/train/optimizer.hpp"
+#include "runtime/train/pool_record.hpp"
 
 namespace memtrain::train {
 

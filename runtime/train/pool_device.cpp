@@ -8,11 +8,7 @@
 #if MEMTRAIN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include <array>
-#include <cstring>
-
-#include "kernels/cuda/cublaslt_handle.hpp"
-#include "memory/cuda_resource.hpp"
+#include "memory/cuda_error.hpp"
 #include "runtime/train/model_memory.hpp"
 #include "runtime/train/rank_gpu.hpp"
 #endif
@@ -37,11 +33,8 @@ PoolDevice pool_device(const Config& config, int local_rank, int local_size, int
   const int index = rank_gpu_index(config, local_rank);
   cudaDeviceProp prop{};
   memory::check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
-  std::array<unsigned char, 16> uuid{};
-  std::memcpy(uuid.data(), prop.uuid.bytes, uuid.size());
-  d.ledger = gpu_ledger_name(config.memory, uuid);
-  const core::CudaWorkspaceSizes sizes = cuda_workspace_sizes(config);
-  d.fixed_workspace_bytes = kernels::gpu::kBlasWorkspaceBytes + sizes.scratch + sizes.staging;
+  d.ledger = gpu_ledger_name(config.memory, core::CudaDevice::uuid_of(index));
+  d.fixed_workspace_bytes = cuda_workspace_sizes(config).fixed_bytes();
   const NonAllocatorBytes outside =
       training_non_allocator_bytes(prop.name, prop.totalGlobalMem, world_size, d.fixed_workspace_bytes);
   d.context_bytes = outside.total() - d.fixed_workspace_bytes;
